@@ -1,0 +1,89 @@
+# giltracer: the two commands are `make demo` and `make test` (see README.md).
+# Both install what is missing (Debian packages with apt-get, Python packages with pip),
+# build, and run; both are idempotent.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BUILD ?= build
+# Interpreters for `make test-matrix` (pyenv's and Debian's own static, stripped one).
+MATRIX ?= $(wildcard $(HOME)/.pyenv/versions/3.9*/bin/python3 $(HOME)/.pyenv/versions/3.10*/bin/python3 \
+            $(HOME)/.pyenv/versions/3.11*/bin/python3 $(HOME)/.pyenv/versions/3.12*/bin/python3 \
+            $(HOME)/.pyenv/versions/3.13*/bin/python3) /usr/bin/python3.11
+# World-readable place for per-interpreter venvs (the unprivileged run needs to read them).
+MATRIX_DIR ?= /tmp/giltracer-matrix
+APT_PACKAGES := build-essential pkg-config libjansson-dev libbpf-dev libelf-dev zlib1g-dev \
+                clang llvm bpftool python3-dev python3-venv
+PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython
+export GT_WERROR ?= ON
+
+.PHONY: all setup deps venv install demo test test-c test-py test-unprivileged test-matrix bench clean
+
+all: test
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "giltracer: missing Debian packages:$$missing; run: sudo apt-get install -y$$missing" >&2; exit 1; fi; \
+	  echo "giltracer: installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(VENV)/.ok:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade $(PIP_PACKAGES)
+	touch $@
+
+venv: $(VENV)/.ok
+
+install: deps venv
+	$(PY) -m pip install -q --no-build-isolation --force-reinstall --no-deps .
+
+setup: install
+
+demo: setup
+	@mkdir -p $(BUILD)/demo
+	$(PY) -m giltracer -o $(BUILD)/demo/threads_demo.html examples/threads_demo.py
+
+test: setup test-c test-py test-unprivileged
+
+test-c: deps
+	cmake -S . -B $(BUILD)/ctest -DGT_BUILD_EXTENSION=OFF -DGT_BUILD_TESTS=ON -DGT_WERROR=$(GT_WERROR) >/dev/null
+	cmake --build $(BUILD)/ctest -j2
+	cd $(BUILD)/ctest && ctest --output-on-failure
+
+test-py: install
+	$(PY) -m pytest tests -q -p no:cacheprovider
+
+# The whole Python suite as an unprivileged user, with Debian's python3.11
+# (pyenv's interpreters live under /root, which `nobody` cannot enter).
+test-unprivileged: deps
+	@$(MAKE) --no-print-directory matrix-one INTERP=/usr/bin/python3.11 NAME=debian-3.11
+	@if [ "$$(id -u)" = 0 ]; then \
+	  echo "giltracer: running the suite as user nobody (Debian python3.11)"; \
+	  rm -rf $(MATRIX_DIR)/tests && cp -r tests $(MATRIX_DIR)/tests && chmod -R a+rX $(MATRIX_DIR); \
+	  cd $(MATRIX_DIR) && setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=$(MATRIX_DIR) \
+	    $(MATRIX_DIR)/debian-3.11/bin/python -m pytest tests -q -p no:cacheprovider; \
+	else echo "giltracer: not root: the main run was already unprivileged"; fi
+
+# One interpreter: a venv in MATRIX_DIR, the package built for it, the Python suite.
+matrix-one:
+	@mkdir -p $(MATRIX_DIR) && chmod a+rx $(MATRIX_DIR)
+	@test -x $(MATRIX_DIR)/$(NAME)/bin/python || $(INTERP) -m venv $(MATRIX_DIR)/$(NAME)
+	@$(MATRIX_DIR)/$(NAME)/bin/python -m pip install -q --upgrade $(PIP_PACKAGES) 2>&1 | grep -v "^\[notice\]" || true
+	$(MATRIX_DIR)/$(NAME)/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps .
+
+test-matrix: deps
+	@set -e; for py in $(MATRIX); do \
+	  name=$$($$py -c 'import sys,sysconfig; print(("debian-" if sys.prefix=="/usr" else "pyenv-")+sysconfig.get_python_version())'); \
+	  echo "=== $$name ($$py)"; \
+	  $(MAKE) --no-print-directory matrix-one INTERP=$$py NAME=$$name; \
+	  (cd $(MATRIX_DIR) && rm -rf tests && cp -r $(CURDIR)/tests tests && $(MATRIX_DIR)/$$name/bin/python -m pytest tests -q -p no:cacheprovider); \
+	done
+
+bench: setup
+	$(PY) -m pip install -q viztracer
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(BUILD) $(VENV) $(MATRIX_DIR) dist *.egg-info

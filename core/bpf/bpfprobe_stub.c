@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* The bpf probe when built without libbpf/clang/bpftool: always unavailable. */
+#include <errno.h>
+#include <stddef.h>
+
+#include "bpfprobe.h"
+
+static const char *const not_built = "bpf: this build has no eBPF probe (built without libbpf, clang or bpftool)";
+
+int gt_bpf__available(const char **why)
+{
+    if (why)
+        *why = not_built;
+    return -ENOTSUP;
+}
+
+int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **why)
+{
+    (void)o;
+    *out = NULL;
+    return gt_bpf__available(why);
+}
+
+int gt_bpf__start(struct gt_bpf *b)
+{
+    (void)b;
+    return -ENOTSUP;
+}
+
+int gt_bpf__stop(struct gt_bpf *b)
+{
+    (void)b;
+    return -ENOTSUP;
+}
+
+void gt_bpf__stats(const struct gt_bpf *b, struct gt_bpf_stats *out)
+{
+    (void)b;
+    *out = (struct gt_bpf_stats){0};
+}
+
+void gt_bpf__free(struct gt_bpf *b)
+{
+    (void)b;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/* The "bpf" GIL probe: libbpf skeleton with uprobes on take_gil (entry = want,
+ * return = acquired) and on libc pthread_cond_signal filtered to the GIL's cond
+ * (= released), plus tp_btf/sched_switch for OS states with reasons. Loaded and
+ * attached once per process, gated per session. Events land in the thread
+ * registry's GIL and sched streams (drained by one thread: the single producer).
+ * Plain C; compiled as a stub reporting "unavailable" without GT_HAVE_BPF. */
+#ifndef GT_BPFPROBE_H
+#define GT_BPFPROBE_H
+
+#include <stdint.h>
+
+struct gt_bpf;
+
+struct gt_bpf_opts {
+    int32_t pid;              /* the traced process (getpid()) */
+    const char *interp_path;  /* object that contains take_gil (libpython.so or the executable) */
+    uint64_t interp_bias;     /* load bias of that object in this process */
+    const void *gil_cond;     /* &gil->cond, from gt_gilhook__calibrate() */
+    const void *take_gil_hint;/* runtime address of take_gil if already known, else NULL */
+    int follow_children;      /* also trace descendant processes */
+    int sched;                /* attach sched_switch */
+};
+
+/**
+ * gt_bpf__available() - can this process load BPF programs at all (built with bpf,
+ * root or CAP_BPF+CAP_PERFMON)? Returns 0, or -errno with *why set (static text),
+ * e.g. -EPERM "needs CAP_BPF and CAP_PERFMON", -ENOTSUP "built without libbpf".
+ */
+int gt_bpf__available(const char **why);
+
+/**
+ * gt_bpf__open() - load and attach (tens of ms). Returns 0 and sets *out, or -errno
+ * with *why explaining (e.g. "take_gil not found in /usr/bin/python3.11").
+ */
+int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **why);
+
+/** gt_bpf__start() - open the recording gate and start draining. 0 or -errno. */
+int gt_bpf__start(struct gt_bpf *b);
+
+/** gt_bpf__stop() - close the gate, drain what is left, stop draining. 0 or -errno. */
+int gt_bpf__stop(struct gt_bpf *b);
+
+struct gt_bpf_stats {
+    uint64_t events;
+    uint64_t lost;        /* ring buffer full in the kernel */
+    uint64_t take_gil_addr; /* where the take_gil uprobe sits (runtime address) */
+    const char *take_gil_how; /* "symbol", "debug file", "PyEval_RestoreThread heuristic" */
+};
+void gt_bpf__stats(const struct gt_bpf *b, struct gt_bpf_stats *out);
+
+/** gt_bpf__free() - detach and free; accepts NULL. */
+void gt_bpf__free(struct gt_bpf *b);
+
+#endif /* GT_BPFPROBE_H */

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* Small shims for C API functions newer than Python 3.9. */
+#ifndef GT_COMPAT_H
+#define GT_COMPAT_H
+
+#include <Python.h>
+
+#if PY_VERSION_HEX < 0x030A0000
+static inline PyObject *gt_newref(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+static inline PyObject *gt_xnewref(PyObject *o)
+{
+    Py_XINCREF(o);
+    return o;
+}
+#define Py_NewRef(o) gt_newref((PyObject *)(o))
+#define Py_XNewRef(o) gt_xnewref((PyObject *)(o))
+static inline int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *value)
+{
+    Py_INCREF(value);
+    if (PyModule_AddObject(m, name, value) < 0) {
+        Py_DECREF(value);
+        return -1;
+    }
+    return 0;
+}
+#endif
+
+#endif /* GT_COMPAT_H */

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/* The "hooks" GIL probe: in-process interposition of the pthread calls that the
+ * interpreter object (libpython.so, or the executable when libpython is static)
+ * makes on the GIL's mutex and condition variables, by rewriting that object's GOT
+ * entries. Needs no privileges. Plain C: the interpreter-specific parts (which
+ * symbol to locate the object by, how to make the thread drop and retake the GIL
+ * for calibration) are passed in by the caller.
+ *
+ * Decoding (per thread, into the calling thread's gt_thread GIL stream):
+ *   pthread_mutex_lock(gil mutex) while not holding  -> GT_GIL_WANT
+ *   pthread_cond_signal(gil switch_cond)             -> GT_GIL_ACQUIRED (take_gil, FORCE_SWITCHING)
+ *   pthread_cond_signal(gil cond)                    -> GT_GIL_RELEASED (drop_gil)
+ *   pthread_cond_timedwait(gil cond) == ETIMEDOUT    -> GT_GIL_DROP_REQUEST
+ */
+#ifndef GT_GILHOOK_H
+#define GT_GILHOOK_H
+
+#include <stdint.h>
+
+struct gt_gil_addrs {
+    const void *mutex;       /* gil->mutex */
+    const void *cond;        /* gil->cond: signalled once per drop */
+    const void *switch_cond; /* gil->switch_cond: signalled once per take */
+};
+
+/**
+ * gt_gilhook__install() - find the loaded object that defines `interp_symbol` (e.g.
+ * &PyEval_SaveThread) and point its GOT entries for pthread_mutex_lock,
+ * pthread_cond_signal and pthread_cond_timedwait at the hooks. Idempotent; the hooks
+ * stay installed for the life of the process and forward every call (to the real
+ * libc function, or to an interposer that was there before) at the cost of one
+ * compare while not recording.
+ * Returns 0, or -errno: -ENOENT (no such relocations: e.g. a static libc),
+ * -EPERM/-EACCES (mprotect refused).
+ * On failure *why (if not NULL) points to a static explanation.
+ */
+int gt_gilhook__install(const void *interp_symbol, const char **why);
+
+/**
+ * gt_gilhook__calibrate() - learn the GIL's addresses: with the hooks installed, call
+ * `drop_and_retake(ctx)` (which must release and re-acquire the GIL on this thread,
+ * e.g. Py_BEGIN_ALLOW_THREADS/Py_END_ALLOW_THREADS) and read off which mutex and
+ * condition variables this thread passed. Repeats to confirm.
+ * Returns 0 and fills *out, or -EPROTO when the calls do not match the expected
+ * take/drop pattern (then *why explains), -ENOENT when not installed.
+ */
+int gt_gilhook__calibrate(void (*drop_and_retake)(void *ctx), void *ctx,
+                          struct gt_gil_addrs *out, const char **why);
+
+/** gt_gilhook__set_addrs() - the addresses the hooks filter on. */
+void gt_gilhook__set_addrs(const struct gt_gil_addrs *a);
+
+/**
+ * gt_gilhook__set_recording() - start/stop recording into the thread registry's GIL
+ * streams. Stopping waits until no hook is inside its recording section, so the
+ * streams can be closed right after.
+ */
+void gt_gilhook__set_recording(int on);
+
+/** gt_gilhook__object_path() - path of the patched object ("" for the executable). */
+const char *gt_gilhook__object_path(void);
+
+/* Counters since install, for diagnostics/tests. */
+struct gt_gilhook_stats {
+    uint64_t slots_patched;
+    uint64_t wants, acquires, releases, drop_requests;
+};
+void gt_gilhook__stats(struct gt_gilhook_stats *out);
+
+#endif /* GT_GILHOOK_H */

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/* Unprivileged OS scheduler states: one perf_event_open per thread (dummy software
+ * event with context_switch records, CLOCK_MONOTONIC timestamps), drained by a
+ * poller thread every few ms into each thread's sched stream. Plain C. */
+#ifndef GT_SCHED_H
+#define GT_SCHED_H
+
+#include <stdint.h>
+
+struct gt_thread;
+struct gt_sched;
+
+/**
+ * gt_sched__new() - probe whether per-thread context-switch records are allowed
+ * here (opens and closes one for the calling thread).
+ * Returns 0 and sets *out, or -errno (-EACCES/-EPERM: perf_event_paranoid or
+ * seccomp; -ENOSYS/-ENOENT: no perf events; -ENOMEM); *why explains (static text).
+ */
+int gt_sched__new(struct gt_sched **out, const char **why);
+
+/**
+ * gt_sched__watch() - open the context-switch event for t->tid and start draining it
+ * into t->sched. Thread-safe; call once per thread (e.g. as the registry's new-thread
+ * callback). Returns 0 or -errno (the thread then simply has no OS states; the
+ * failure is counted, see gt_sched__stats).
+ */
+int gt_sched__watch(struct gt_sched *s, struct gt_thread *t);
+
+/** gt_sched__start() - start the poller thread. Returns 0 or -errno. */
+int gt_sched__start(struct gt_sched *s);
+
+/**
+ * gt_sched__stop() - drain everything once more, stop the poller, close the events.
+ * After it returns nothing writes to any sched stream. Returns 0 or -errno.
+ */
+int gt_sched__stop(struct gt_sched *s);
+
+struct gt_sched_stats {
+    uint64_t threads_watched;
+    uint64_t watch_failures;
+    uint64_t records;
+    uint64_t lost; /* PERF_RECORD_LOST totals + events refused by full streams */
+};
+void gt_sched__stats(const struct gt_sched *s, struct gt_sched_stats *out);
+
+/** gt_sched__free() - stop if needed and free; accepts NULL. */
+void gt_sched__free(struct gt_sched *s);
+
+#endif /* GT_SCHED_H */

@@ -1,0 +1,549 @@
+/* SPDX-License-Identifier: MIT */
+/* Session orchestration (see session.h): choose the GIL backend and say why, start
+ * and stop the probes in a safe order, put every stream on one clock, merge. */
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bpfprobe.h"
+#include "gilhook.h"
+#include "gt_clock.h"
+#include "gt_sched.h"
+#include "threads.h"
+
+enum { ST_NEW = 0, ST_RECORDING = 1, ST_STOPPED = 2, ST_FINISHED = 3 };
+enum { USED_NONE = 0, USED_HOOKS = 1, USED_BPF = 2 };
+
+struct gt_session {
+    struct gt_session_opts o; /* Python objects in it are strong references */
+    int state;
+    int used;
+    int registry_begun;
+    char backend_reason[512];
+    char sched_status[256];
+    struct gt_sched *sched;
+    uint64_t t0_ticks, t1_ticks;
+};
+
+/* Process-wide: the hooks stay installed, the bpf object stays attached. */
+static struct {
+    int tried, ok;
+    char why[256];
+    struct gt_gil_addrs addrs;
+} hooks;
+
+static struct {
+    int tried, ok;
+    char why[256];
+    struct gt_bpf *obj;
+} bpf;
+
+static void drop_and_retake(void *ctx)
+{
+    (void)ctx;
+    Py_BEGIN_ALLOW_THREADS;
+    Py_END_ALLOW_THREADS;
+}
+
+static int prepare_hooks(void)
+{
+    if (hooks.tried)
+        return hooks.ok ? 0 : -1;
+    hooks.tried = 1;
+    const char *why = NULL;
+    int err = gt_gilhook__install((const void *)&PyEval_SaveThread, &why);
+    if (err == 0)
+        err = gt_gilhook__calibrate(drop_and_retake, NULL, &hooks.addrs, &why);
+    if (err < 0) {
+        snprintf(hooks.why, sizeof(hooks.why), "hooks: %s (%s)",
+                 why ? why : "cannot interpose the interpreter's pthread calls", strerror(-err));
+        return -1;
+    }
+    gt_gilhook__set_addrs(&hooks.addrs);
+    hooks.ok = 1;
+    return 0;
+}
+
+static int prepare_bpf(int follow_children)
+{
+    if (bpf.tried)
+        return bpf.ok ? 0 : -1;
+    const char *why = NULL;
+    int err = gt_bpf__available(&why);
+    if (err < 0) { /* not permanent: privileges can differ later? no: same process */
+        bpf.tried = 1;
+        snprintf(bpf.why, sizeof(bpf.why), "%s", why ? why : "bpf: unavailable");
+        return -1;
+    }
+    /* The bpf probe filters drops on the GIL's cond: learn it with the hooks. */
+    if (prepare_hooks() < 0) {
+        bpf.tried = 1;
+        snprintf(bpf.why, sizeof(bpf.why), "bpf: cannot find the GIL's address (%.200s)", hooks.why);
+        return -1;
+    }
+    bpf.tried = 1;
+    const char *path = gt_gilhook__object_path();
+    struct gt_bpf_opts o = {
+        .pid = (int32_t)getpid(),
+        .interp_path = path,
+        .gil_cond = hooks.addrs.cond,
+        .follow_children = follow_children,
+        .sched = 1,
+    };
+    err = gt_bpf__open(&bpf.obj, &o, &why);
+    if (err < 0) {
+        snprintf(bpf.why, sizeof(bpf.why), "%s", why ? why : "bpf: could not load the probe");
+        return -1;
+    }
+    bpf.ok = 1;
+    return 0;
+}
+
+static int gil_disabled(void)
+{
+#ifdef Py_GIL_DISABLED
+    PyObject *sys = PyImport_ImportModule("sys");
+    PyObject *r = sys ? PyObject_CallMethod(sys, "_is_gil_enabled", NULL) : NULL;
+    int disabled = r ? !PyObject_IsTrue(r) : 1;
+    Py_XDECREF(r);
+    Py_XDECREF(sys);
+    PyErr_Clear();
+    return disabled;
+#else
+    return 0;
+#endif
+}
+
+/* Decide the GIL backend. Returns 0, or -1 with a Python exception when an explicitly
+ * requested backend cannot run. */
+static int choose_backend(struct gt_session *s)
+{
+    s->used = USED_NONE;
+    if (!s->o.gil) {
+        snprintf(s->backend_reason, sizeof(s->backend_reason), "GIL probe off (gil=False)");
+        return 0;
+    }
+    if (gil_disabled()) {
+        snprintf(s->backend_reason, sizeof(s->backend_reason),
+                 "no GIL in this interpreter (free-threaded build): threads run in parallel; "
+                 "function spans are still traced");
+        return 0;
+    }
+    if (s->o.backend == GT_BACKEND_BPF || s->o.backend == GT_BACKEND_AUTO) {
+        if (prepare_bpf(s->o.follow_children) == 0) {
+            struct gt_bpf_stats st;
+            gt_bpf__stats(bpf.obj, &st);
+            s->used = USED_BPF;
+            snprintf(s->backend_reason, sizeof(s->backend_reason),
+                     "bpf: %s; uprobes on take_gil (found by %s) and pthread_cond_signal",
+                     s->o.backend == GT_BACKEND_BPF ? "requested"
+                                                    : "permitted (root or CAP_BPF+CAP_PERFMON)",
+                     st.take_gil_how ? st.take_gil_how : "symbol");
+            return 0;
+        }
+        if (s->o.backend == GT_BACKEND_BPF) {
+            PyErr_Format(PyExc_PermissionError, "giltracer: backend='bpf' cannot run: %s. "
+                         "Use backend='hooks' (no privileges needed) or 'auto'.", bpf.why);
+            return -1;
+        }
+    }
+    if (prepare_hooks() == 0) {
+        s->used = USED_HOOKS;
+        if (s->o.backend == GT_BACKEND_HOOKS)
+            snprintf(s->backend_reason, sizeof(s->backend_reason),
+                     "hooks: requested; in-process interposition of %s's GIL pthread calls",
+                     *gt_gilhook__object_path() ? gt_gilhook__object_path() : "the interpreter");
+        else
+            snprintf(s->backend_reason, sizeof(s->backend_reason),
+                     "hooks: in-process, no privileges needed (%s)", bpf.why);
+        return 0;
+    }
+    if (s->o.backend == GT_BACKEND_HOOKS) {
+        PyErr_Format(PyExc_RuntimeError, "giltracer: backend='hooks' cannot run: %s", hooks.why);
+        return -1;
+    }
+    snprintf(s->backend_reason, sizeof(s->backend_reason), "no GIL probe could run: %.240s; %.240s",
+             bpf.why, hooks.why);
+    return 0;
+}
+
+static void watch_thread(struct gt_thread *t, void *ctx)
+{
+    gt_sched__watch((struct gt_sched *)ctx, t);
+}
+
+struct gt_session *gt_session__new(const struct gt_session_opts *o)
+{
+    struct gt_session *s = calloc(1, sizeof(*s));
+    if (!s) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    s->o = *o;
+    Py_XINCREF(s->o.include);
+    Py_XINCREF(s->o.exclude);
+    Py_XINCREF(s->o.own_dir);
+    Py_XINCREF((PyObject *)s->o.own_type);
+    return s;
+}
+
+int gt_session__state(const struct gt_session *s)
+{
+    return s->state;
+}
+
+static void stop_probes(struct gt_session *s)
+{
+    if (s->used == USED_HOOKS)
+        gt_gilhook__set_recording(0);
+    else if (s->used == USED_BPF)
+        gt_bpf__stop(bpf.obj);
+    if (s->sched)
+        gt_sched__stop(s->sched);
+}
+
+int gt_session__start(struct gt_session *s, PyObject *threads)
+{
+    if (s->state != ST_NEW) {
+        PyErr_SetString(PyExc_RuntimeError, "giltracer: a session can only be started once");
+        return -1;
+    }
+    gt_clock__init();
+    if (choose_backend(s) < 0)
+        return -1;
+
+    if (!s->o.sched) {
+        snprintf(s->sched_status, sizeof(s->sched_status), "off (sched=False)");
+    } else if (s->used == USED_BPF) {
+        snprintf(s->sched_status, sizeof(s->sched_status), "bpf sched_switch (with reasons)");
+    } else {
+        const char *why = NULL;
+        if (gt_sched__new(&s->sched, &why) == 0)
+            snprintf(s->sched_status, sizeof(s->sched_status),
+                     "perf_event context switches (unprivileged)");
+        else
+            snprintf(s->sched_status, sizeof(s->sched_status), "unavailable: %s",
+                     why ? why : "perf_event_open refused");
+    }
+
+    int err = gt_registry__begin(s->o.functions ? s->o.max_events : 0,
+                                 s->sched ? watch_thread : NULL, s->sched);
+    if (err < 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        err == -EBUSY ? "giltracer: another session is active in this process; "
+                                        "stop it first (one session at a time)"
+                                      : "giltracer: cannot start the thread registry");
+        goto fail;
+    }
+    s->registry_begun = 1;
+    s->t0_ticks = gt_ticks();
+    struct gt_thread *me = gt_thread_current();
+    if (!me) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    me->flags |= GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START;
+    me->gil_held = 1;
+
+    struct gt_tracer_opts to = {
+        .functions = s->o.functions,
+        .c_calls = s->o.c_calls,
+        .max_depth = s->o.max_depth,
+        .include = s->o.include,
+        .exclude = s->o.exclude,
+        .own_dir = s->o.own_dir,
+        .own_type = s->o.own_type,
+    };
+    if (gt_tracer__start(&to, s->t0_ticks, threads) < 0)
+        goto fail;
+    if (s->sched && gt_sched__start(s->sched) < 0) {
+        snprintf(s->sched_status, sizeof(s->sched_status), "unavailable: poller failed to start");
+        gt_sched__free(s->sched);
+        s->sched = NULL;
+    }
+    if (s->used == USED_HOOKS) {
+        gt_gilhook__set_recording(1);
+    } else if (s->used == USED_BPF && gt_bpf__start(bpf.obj) < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "giltracer: the bpf probe failed to start");
+        gt_tracer__stop();
+        goto fail;
+    }
+    atomic_store(&gt_recording, 1);
+    s->state = ST_RECORDING;
+    return 0;
+fail:
+    stop_probes(s);
+    if (s->registry_begun) {
+        gt_registry__end();
+        gt_registry__release(gt_tracer__free_state);
+        s->registry_begun = 0;
+    }
+    gt_sched__free(s->sched);
+    s->sched = NULL;
+    return -1;
+}
+
+int gt_session__stop(struct gt_session *s)
+{
+    if (s->state != ST_RECORDING)
+        return 0;
+    s->t1_ticks = gt_ticks();
+    int err = gt_tracer__stop();
+    stop_probes(s);
+    gt_registry__end();
+    s->state = ST_STOPPED;
+    return err;
+}
+
+struct convert_ctx {
+    const struct gt_clock_fit *fit;
+};
+
+static void convert_block(void *events, size_t n, void *ctx)
+{
+    const struct gt_clock_fit *fit = ((struct convert_ctx *)ctx)->fit;
+    char *p = events;
+    for (size_t i = 0; i < n; i++, p += 16) {
+        uint64_t *ts = (uint64_t *)p;
+        *ts = gt_clock__to_ns(fit, *ts);
+    }
+}
+
+static struct gt_chunk *stream_chunks(const struct gt_stream *st, size_t *n)
+{
+    size_t need = gt_stream__chunks(st, NULL, 0);
+    struct gt_chunk *c = calloc(need ? need : 1, sizeof(*c));
+    if (c)
+        gt_stream__chunks(st, c, need);
+    *n = need;
+    return c;
+}
+
+static const char *name_for(PyObject *names, int32_t tid)
+{
+    if (!names || names == Py_None)
+        return NULL;
+    PyObject *key = PyLong_FromLong(tid);
+    PyObject *v = key ? PyDict_GetItemWithError(names, key) : NULL; /* borrowed */
+    Py_XDECREF(key);
+    if (!v || !PyUnicode_Check(v)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    const char *u = PyUnicode_AsUTF8(v);
+    if (!u)
+        PyErr_Clear();
+    return u;
+}
+
+static void fill_python(char *buf, size_t len)
+{
+    const char *v = Py_GetVersion();
+    size_t n = strcspn(v, " ");
+    snprintf(buf, len, "%.*s (%s%s)", (int)n, v,
+#ifdef Py_GIL_DISABLED
+             "free-threaded",
+#else
+             "with GIL",
+#endif
+             "");
+}
+
+struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title)
+{
+    struct gt_run *run = NULL;
+    struct gt_thread_input *inputs = NULL;
+    size_t nthreads = 0;
+    if (s->state == ST_RECORDING && gt_session__stop(s) < 0)
+        PyErr_Clear(); /* stopping problems were already reported as unraisable */
+    if (s->state != ST_STOPPED) {
+        PyErr_SetString(PyExc_RuntimeError, "giltracer: the session was never started "
+                                            "or is already finished");
+        return NULL;
+    }
+    run = calloc(1, sizeof(*run));
+    if (!run) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    struct gt_thread *threads = gt_registry__threads();
+    if (s->o.functions && gt_tracer__collect(threads, &run->funcs) < 0)
+        goto cleanup;
+
+    struct gt_clock_fit fit;
+    gt_clock__fit(&fit);
+    struct convert_ctx cc = {&fit};
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        gt_stream__each(&t->calls, convert_block, &cc);
+        if (s->used == USED_HOOKS)
+            gt_stream__each(&t->gil, convert_block, &cc);
+        nthreads++;
+    }
+    uint64_t t0 = gt_clock__to_ns(&fit, s->t0_ticks);
+    uint64_t t1 = gt_clock__to_ns(&fit, s->t1_ticks);
+    if (t1 < t0)
+        t1 = t0;
+
+    inputs = calloc(nthreads ? nthreads : 1, sizeof(*inputs));
+    if (!inputs) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    /* Threads in registration order (the registry list is newest first). */
+    size_t i = nthreads;
+    size_t names_len = 0;
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        const char *nm = name_for(names, t->tid);
+        names_len += (nm ? strlen(nm) : 0) + 1;
+    }
+    run->names_arena = malloc(names_len ? names_len : 1);
+    if (!run->names_arena) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    char *np = run->names_arena;
+    uint64_t recorded = 0, dropped = 0;
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        struct gt_thread_input *in = &inputs[--i];
+        const char *nm = name_for(names, t->tid);
+        size_t l = nm ? strlen(nm) : 0;
+        memcpy(np, nm ? nm : "", l);
+        np[l] = '\0';
+        in->name = l ? np : NULL;
+        np += l + 1;
+        in->tid = t->tid;
+        in->pid = t->pid;
+        in->ident = t->ident;
+        in->flags = t->flags;
+        if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
+            in->flags |= GT_THREAD_HAS_SCHED;
+        in->calls = stream_chunks(&t->calls, &in->ncalls);
+        in->gil = stream_chunks(&t->gil, &in->ngil);
+        in->sched = stream_chunks(&t->sched, &in->nsched);
+        if (!in->calls || !in->gil || !in->sched) {
+            PyErr_NoMemory();
+            goto cleanup;
+        }
+        in->func_map = gt_tracer__func_map(t, &in->func_map_len);
+        if (t->calls.refused_at)
+            in->calls_truncated_at = gt_clock__to_ns(&fit, t->calls.refused_at);
+        recorded += gt_stream__count(&t->calls);
+        dropped += t->calls.dropped;
+        run->gil_events += gt_stream__count(&t->gil);
+        run->meta.gil_dropped += t->gil.dropped;
+        run->meta.sched_lost += t->sched.dropped;
+    }
+    struct gt_trace_input ti = {
+        .t0 = t0,
+        .t1 = t1,
+        .funcs = run->funcs.funcs,
+        .nfuncs = run->funcs.n,
+        .threads = inputs,
+        .nthreads = nthreads,
+        .gil_known = s->used != USED_NONE,
+    };
+    int err = gt_merge__run(&ti, &run->result);
+    if (err < 0) {
+        errno = -err;
+        PyErr_SetFromErrno(err == -ENOMEM ? PyExc_MemoryError : PyExc_RuntimeError);
+        goto cleanup;
+    }
+    snprintf(run->backend, sizeof(run->backend), "%s",
+             s->used == USED_BPF ? "bpf" : s->used == USED_HOOKS ? "hooks" : "none");
+    snprintf(run->backend_reason, sizeof(run->backend_reason), "%s", s->backend_reason);
+    snprintf(run->sched_status, sizeof(run->sched_status), "%s", s->sched_status);
+    snprintf(run->title, sizeof(run->title), "%s", title ? title : "giltracer");
+    fill_python(run->python, sizeof(run->python));
+    if (s->sched) {
+        struct gt_sched_stats st;
+        gt_sched__stats(s->sched, &st);
+        run->meta.sched_lost += st.lost;
+    }
+    if (s->used == USED_BPF) {
+        struct gt_bpf_stats st;
+        gt_bpf__stats(bpf.obj, &st);
+        run->meta.gil_dropped += st.lost;
+    }
+    run->meta.title = run->title;
+    run->meta.backend = run->backend;
+    run->meta.backend_reason = run->backend_reason;
+    run->meta.sched_status = run->sched_status;
+    run->meta.python = run->python;
+    run->meta.pid = (int32_t)getpid();
+    run->meta.event_count = recorded;
+    run->meta.dropped_events = dropped;
+    s->state = ST_FINISHED;
+cleanup:
+    if (inputs) {
+        for (size_t k = 0; k < nthreads; k++) {
+            free((void *)inputs[k].calls);
+            free((void *)inputs[k].gil);
+            free((void *)inputs[k].sched);
+        }
+        free(inputs);
+    }
+    if (s->registry_begun) {
+        gt_registry__release(gt_tracer__free_state);
+        s->registry_begun = 0;
+    }
+    gt_sched__free(s->sched);
+    s->sched = NULL;
+    if (s->state != ST_FINISHED) {
+        s->state = ST_FINISHED;
+        gt_run__free(run);
+        return NULL;
+    }
+    return run;
+}
+
+void gt_run__free(struct gt_run *run)
+{
+    if (!run)
+        return;
+    gt_result__free(run->result);
+    gt_functable__free(&run->funcs);
+    free(run->names_arena);
+    free(run);
+}
+
+void gt_session__free(struct gt_session *s)
+{
+    if (!s)
+        return;
+    if (s->state == ST_RECORDING) {
+        gt_session__stop(s);
+        PyErr_Clear();
+    }
+    if (s->registry_begun) {
+        gt_registry__release(gt_tracer__free_state);
+        s->registry_begun = 0;
+    }
+    gt_sched__free(s->sched);
+    Py_XDECREF(s->o.include);
+    Py_XDECREF(s->o.exclude);
+    Py_XDECREF(s->o.own_dir);
+    Py_XDECREF((PyObject *)s->o.own_type);
+    free(s);
+}
+
+PyObject *gt_session__probe_info(void)
+{
+    if (!PyGILState_Check()) {
+        PyErr_SetString(PyExc_RuntimeError, "needs the GIL");
+        return NULL;
+    }
+    gt_clock__init();
+    int ok = prepare_hooks() == 0;
+    struct gt_gilhook_stats st;
+    gt_gilhook__stats(&st);
+    return Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:s}", "hooks_ok", ok ? Py_True : Py_False,
+                         "hooks_why", hooks.ok ? "" : hooks.why, "object",
+                         gt_gilhook__object_path(), "mutex", (unsigned long long)(uintptr_t)hooks.addrs.mutex,
+                         "cond", (unsigned long long)(uintptr_t)hooks.addrs.cond, "switch_cond",
+                         (unsigned long long)(uintptr_t)hooks.addrs.switch_cond, "slots_patched",
+                         (unsigned long long)st.slots_patched, "clock", gt_clock__source());
+}

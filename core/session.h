@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/* One tracing session: owns everything between start and stop (tracer, GIL probe,
+ * scheduler probe, thread registry generation) and produces a gt_run at finish. */
+#ifndef GT_SESSION_H
+#define GT_SESSION_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#include "emit.h"
+#include "merge.h"
+#include "tracer.h"
+
+enum gt_backend_choice { GT_BACKEND_AUTO = 0, GT_BACKEND_HOOKS = 1, GT_BACKEND_BPF = 2 };
+
+struct gt_session_opts {
+    int functions;  /* trace calls */
+    int c_calls;    /* ... including C functions */
+    int max_depth;  /* 0 = unlimited */
+    uint64_t max_events; /* call events kept; 0 = unlimited */
+    PyObject *include, *exclude; /* borrowed; sequences of globs or NULL */
+    PyObject *own_dir;           /* borrowed str */
+    PyTypeObject *own_type;      /* borrowed */
+    int gil;        /* probe the GIL */
+    int sched;      /* record OS scheduler states */
+    int backend;    /* enum gt_backend_choice */
+    int follow_children; /* bpf only */
+};
+
+/* The finished product of a session: plain C data plus the strings it points to. */
+struct gt_run {
+    struct gt_result *result;
+    struct gt_functable funcs;
+    char *names_arena;
+    struct gt_emit_meta meta;
+    char backend[16];
+    char backend_reason[512];
+    char sched_status[256];
+    char python[128];
+    char title[256];
+    uint64_t gil_events;
+};
+
+void gt_run__free(struct gt_run *run);
+
+struct gt_session;
+
+struct gt_session *gt_session__new(const struct gt_session_opts *o);
+/* Returns 0, or -1 with a Python exception set (nothing is left running). */
+int gt_session__start(struct gt_session *s, PyObject *threads);
+/* Stops every probe; returns 0, or -1 with a Python exception set (all stopped anyway). */
+int gt_session__stop(struct gt_session *s);
+/* Merges (after stop). `names`: dict native_id -> name, or NULL. Returns a run or NULL
+ * with a Python exception set. */
+struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title);
+void gt_session__free(struct gt_session *s);
+int gt_session__state(const struct gt_session *s); /* 0 new, 1 recording, 2 stopped, 3 finished */
+
+/* Process-wide facts for diagnostics and tests: the GIL addresses the hooks found. */
+PyObject *gt_session__probe_info(void);
+
+#endif /* GT_SESSION_H */

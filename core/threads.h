@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/* The thread registry: one record per kernel thread per session, each with its own
+ * event streams in fixed-size blocks. Each stream has exactly one producer (the
+ * owning thread for calls and GIL events, the scheduler poller for sched events),
+ * so pushes take no lock; blocks come from a pool recycled across sessions.
+ * Plain C: no Python. One session at a time per process. */
+#ifndef GT_THREADS_H
+#define GT_THREADS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gt_events.h"
+
+#define GT_BLOCK_BYTES (64 * 1024)
+
+struct gt_block {
+    struct gt_block *next;
+    size_t n; /* events used, set when the block is closed or at stop */
+    /* events follow, aligned to 16 */
+};
+
+#define GT_BLOCK_HEADER 16
+#define GT_BLOCK_EVENTS ((GT_BLOCK_BYTES - GT_BLOCK_HEADER) / 16)
+
+/* A stream of 16-byte events. `cur`/`lim` point into the tail block. */
+struct gt_stream {
+    void *cur, *lim;
+    struct gt_block *head, *tail;
+    uint64_t count;   /* events in closed blocks (see gt_stream__count) */
+    uint64_t dropped; /* events refused (cap reached or no memory) */
+    uint64_t refused_at; /* raw timestamp of the first refusal; 0 = never */
+    int capped; /* counts against the registry's call-event cap */
+};
+
+struct gt_thread {
+    /* hot fields first */
+    struct gt_stream calls;
+    struct gt_stream gil;
+    struct gt_stream sched; /* produced by the sched poller only */
+    int gil_held;           /* GIL decode state (hooks backend) */
+    int depth;              /* call depth, for max_depth */
+    int32_t tid;
+    int32_t pid;
+    uint64_t ident;    /* pthread_self() of the thread, 0 until it binds */
+    uint64_t gen;      /* registry generation this record belongs to */
+    uint32_t flags;    /* enum gt_thread_input_flags (merge.h) */
+    void *tracer_state; /* owned by the tracer (freed through the registry hook) */
+    void *sched_state;  /* owned by the sched probe */
+    struct gt_thread *next;
+};
+
+/* Global recording gate, read by every hook: nonzero while a session records. */
+extern atomic_int gt_recording;
+
+/* Called (with the registry lock NOT held) for every newly registered thread, e.g. to
+ * open its scheduler event. May be NULL. */
+typedef void (*gt_thread_cb)(struct gt_thread *t, void *ctx);
+
+/**
+ * gt_registry__begin() - start a new generation: forget earlier threads' TLS bindings,
+ * allow at most `max_call_events` call events in total (0 = unlimited).
+ * Returns 0 or -EBUSY when a generation is already active.
+ */
+int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx);
+
+/**
+ * gt_registry__register() - add a record for kernel thread `tid` (any thread, e.g. one
+ * that existed at start); it binds to that thread on its first gt_thread_current().
+ * Returns the record or NULL (errno set). Idempotent per tid.
+ */
+struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags);
+
+/**
+ * gt_thread_current() - the calling thread's record in the active generation,
+ * registered on first use. NULL when no generation is active or out of memory.
+ * Async-signal-unsafe; safe to call from pthread interposers (uses no interpreter
+ * locks).
+ */
+struct gt_thread *gt_thread__current_slow(void);
+
+struct gt_tls {
+    struct gt_thread *thread;
+    uint64_t gen;
+};
+extern __thread struct gt_tls gt_tls;
+extern _Atomic uint64_t gt_registry_gen; /* 0 = no active generation */
+
+static inline struct gt_thread *gt_thread_current(void)
+{
+    uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
+    if (__builtin_expect(gt_tls.gen == gen && gen != 0, 1))
+        return gt_tls.thread;
+    return gt_thread__current_slow();
+}
+
+/**
+ * gt_registry__end() - stop the generation: gt_thread_current() returns NULL from now on.
+ * The records stay readable until gt_registry__release(). Closes every stream.
+ */
+void gt_registry__end(void);
+
+/** gt_registry__threads() - the first record of the ended (or active) generation. */
+struct gt_thread *gt_registry__threads(void);
+
+/**
+ * gt_registry__release() - return all blocks to the pool and free the records.
+ * `free_state` is called for each record first (may be NULL).
+ */
+void gt_registry__release(void (*free_state)(struct gt_thread *t));
+
+/* Slow path of a push: close the tail block, append a fresh one. 0 or -ENOSPC/-ENOMEM. */
+int gt_stream__grow(struct gt_stream *s);
+
+/* Events in a (closed) stream. */
+uint64_t gt_stream__count(const struct gt_stream *s);
+
+/* The stream as chunks: fills up to `max` chunks, returns how many it needs. */
+size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t max);
+
+/* Mutable access to each block's events, e.g. to convert ticks to ns in place. */
+typedef void (*gt_block_fn)(void *events, size_t n, void *ctx);
+void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx);
+
+static inline void gt_stream__push(struct gt_stream *s, uint64_t ts, uint32_t a, uint32_t b)
+{
+    if (__builtin_expect(s->cur == s->lim, 0)) {
+        if (gt_stream__grow(s) < 0) {
+            if (!s->refused_at)
+                s->refused_at = ts;
+            s->dropped++;
+            return;
+        }
+    }
+    uint32_t *p = (uint32_t *)s->cur;
+    *(uint64_t *)p = ts;
+    p[2] = a;
+    p[3] = b;
+    s->cur = (char *)s->cur + 16;
+}
+
+/* Registry-wide totals of call events recorded / dropped (after end). */
+void gt_registry__totals(uint64_t *recorded, uint64_t *dropped);
+
+#endif /* GT_THREADS_H */

@@ -1,0 +1,992 @@
+/* SPDX-License-Identifier: MIT */
+/* The function tracer (see tracer.h). The hot path: read the clock, find the thread's
+ * record through TLS, look the code object up in the thread's intern table, push 16
+ * bytes. No allocation, no Python call, no exception state touched. */
+#include "tracer.h"
+
+#include <fnmatch.h>
+#include <frameobject.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gt_clock.h"
+#include "threads.h"
+
+#if PY_VERSION_HEX >= 0x030C0000
+#define GT_USE_MONITORING 1
+#else
+#define GT_USE_MONITORING 0
+#endif
+
+#define FID_EXCLUDED 0x80000000u
+#define TOOL_ID 2 /* sys.monitoring.PROFILER_ID: we are a profiler */
+#define INITIAL_SLOTS 1024u
+
+enum entry_kind { ENTRY_CODE = 0, ENTRY_CFUNC = 1 };
+
+struct tr_entry {
+    void *key;
+    /* Strong reference: the code object (ENTRY_CODE), or the C function's owner, a
+     * type or a module-name str (ENTRY_CFUNC), kept so its name can be built at stop. */
+    PyObject *obj;
+    const char *cname; /* ENTRY_CFUNC: ml_name, static storage of the PyMethodDef */
+    uint32_t kind;
+    uint32_t excluded;
+};
+
+struct tr_state {
+    void **keys; /* open addressing, linear probing; NULL = empty */
+    uint32_t *vals;
+    uint32_t mask;
+    uint32_t used;
+    struct tr_entry *entries;
+    uint32_t nentries, centries;
+    uint32_t *map; /* after collect: local id -> global id */
+    uint32_t nmap;
+};
+
+struct saved_profile {
+    PyThreadState *ts;
+    Py_tracefunc func;
+    PyObject *obj; /* strong */
+};
+
+static struct {
+    int active;
+    int c_calls;
+    int max_depth;
+    PyObject *include;      /* strong: list of bytes patterns, or NULL */
+    PyObject *exclude;      /* strong: list of bytes patterns, or NULL */
+    PyObject *own_dir;      /* strong: bytes */
+    PyTypeObject *own_type; /* strong */
+    uint64_t start_ticks;
+#if GT_USE_MONITORING
+    PyObject *monitoring; /* strong: sys.monitoring */
+    PyObject *callbacks;  /* strong: list of callback functions (kept alive) */
+#else
+    struct saved_profile *saved;
+    size_t nsaved;
+    PyObject *saved_threading_hook; /* strong */
+    PyObject *bootstrap;            /* strong */
+#endif
+} tr;
+
+/* ------------------------------------------------------------------ intern table */
+
+static inline uint32_t slot_of(const void *key, uint32_t mask)
+{
+    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 32) & mask;
+}
+
+static struct tr_state *tr_state_new(struct gt_thread *t)
+{
+    struct tr_state *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->keys = calloc(INITIAL_SLOTS, sizeof(*s->keys));
+    s->vals = calloc(INITIAL_SLOTS, sizeof(*s->vals));
+    if (!s->keys || !s->vals) {
+        free(s->keys);
+        free(s->vals);
+        free(s);
+        return NULL;
+    }
+    s->mask = INITIAL_SLOTS - 1;
+    t->tracer_state = s;
+    return s;
+}
+
+static inline struct tr_state *tr_get(struct gt_thread *t)
+{
+    struct tr_state *s = t->tracer_state;
+    if (__builtin_expect(s == NULL, 0))
+        s = tr_state_new(t);
+    return s;
+}
+
+static inline int tr_find(const struct tr_state *s, const void *key, uint32_t *fid)
+{
+    uint32_t i = slot_of(key, s->mask);
+    for (;;) {
+        const void *k = s->keys[i];
+        if (k == key) {
+            *fid = s->vals[i];
+            return 1;
+        }
+        if (!k)
+            return 0;
+        i = (i + 1) & s->mask;
+    }
+}
+
+static int tr_grow(struct tr_state *s)
+{
+    uint32_t ncap = (s->mask + 1) * 2;
+    void **keys = calloc(ncap, sizeof(*keys));
+    uint32_t *vals = calloc(ncap, sizeof(*vals));
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return -1;
+    }
+    for (uint32_t i = 0; i <= s->mask; i++) {
+        if (!s->keys[i])
+            continue;
+        uint32_t j = slot_of(s->keys[i], ncap - 1);
+        while (keys[j])
+            j = (j + 1) & (ncap - 1);
+        keys[j] = s->keys[i];
+        vals[j] = s->vals[i];
+    }
+    free(s->keys);
+    free(s->vals);
+    s->keys = keys;
+    s->vals = vals;
+    s->mask = ncap - 1;
+    return 0;
+}
+
+/* Add an entry; takes over the strong reference `obj`. Returns the function id, or
+ * FID_EXCLUDED when out of memory (the event is then not recorded). */
+static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, const char *cname,
+                       uint32_t kind, int excluded)
+{
+    if ((s->used + 1) * 2 > s->mask + 1 && tr_grow(s) < 0)
+        goto fail;
+    if (s->nentries == s->centries) {
+        uint32_t n = s->centries ? s->centries * 2 : 256;
+        struct tr_entry *e = realloc(s->entries, n * sizeof(*e));
+        if (!e)
+            goto fail;
+        s->entries = e;
+        s->centries = n;
+    }
+    uint32_t id = s->nentries++;
+    s->entries[id] = (struct tr_entry){key, obj, cname, kind, (uint32_t)excluded};
+    uint32_t fid = id | (excluded ? FID_EXCLUDED : 0);
+    uint32_t i = slot_of(key, s->mask);
+    while (s->keys[i])
+        i = (i + 1) & s->mask;
+    s->keys[i] = key;
+    s->vals[i] = fid;
+    s->used++;
+    return fid;
+fail:
+    Py_XDECREF(obj);
+    return FID_EXCLUDED;
+}
+
+static int matches_any(PyObject *patterns, const char *path)
+{
+    Py_ssize_t n = PyList_GET_SIZE(patterns);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (fnmatch(PyBytes_AS_STRING(PyList_GET_ITEM(patterns, i)), path, 0) == 0)
+            return 1;
+    return 0;
+}
+
+/* Decide once per code object whether it is traced. */
+static int code_excluded(PyCodeObject *code)
+{
+    int excluded = 0;
+    PyObject *fs = PyUnicode_EncodeFSDefault(code->co_filename);
+    if (!fs) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *path = PyBytes_AS_STRING(fs);
+    Py_ssize_t own_len = PyBytes_GET_SIZE(tr.own_dir);
+    if (own_len && strncmp(path, PyBytes_AS_STRING(tr.own_dir), (size_t)own_len) == 0)
+        excluded = 1;
+    else if (tr.include && !matches_any(tr.include, path))
+        excluded = 1;
+    else if (tr.exclude && matches_any(tr.exclude, path))
+        excluded = 1;
+    Py_DECREF(fs);
+    return excluded;
+}
+
+static uint32_t tr_insert_code(struct tr_state *s, PyCodeObject *code)
+{
+    /* May run while an exception is being propagated: keep it intact. */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    int excluded = code_excluded(code);
+    Py_INCREF(code);
+    uint32_t fid = tr_add(s, code, (PyObject *)code, NULL, ENTRY_CODE, excluded);
+    PyErr_Restore(et, ev, tb);
+    return fid;
+}
+
+/* The identity of a C callee without keeping the callable itself alive (3.11 makes a
+ * fresh bound builtin per `obj.method()` call): its static PyMethodDef. Returns NULL
+ * when `callable` is not a C function. Sets *owner to a borrowed owner object. */
+static inline PyMethodDef *c_method(PyObject *callable, PyObject **owner, int *is_module)
+{
+    if (PyCFunction_Check(callable)) {
+        PyCFunctionObject *f = (PyCFunctionObject *)callable;
+        PyObject *self = f->m_self;
+        *is_module = 0;
+        if (self && PyModule_Check(self)) {
+            *owner = self;
+            *is_module = 1;
+        } else if (self && PyType_Check(self)) {
+            *owner = self;
+        } else if (self) {
+            *owner = (PyObject *)Py_TYPE(self);
+        } else {
+            *owner = f->m_module;
+        }
+        return f->m_ml;
+    }
+    if (Py_IS_TYPE(callable, &PyMethodDescr_Type)) {
+        *owner = (PyObject *)PyDescr_TYPE(callable);
+        *is_module = 0;
+        return ((PyMethodDescrObject *)callable)->d_method;
+    }
+    return NULL;
+}
+
+static uint32_t tr_insert_c(struct tr_state *s, PyMethodDef *ml, PyObject *owner, int is_module)
+{
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *keep = NULL; /* new reference: a type, or a module-name str */
+    int excluded = 0;
+    if (owner && is_module) {
+        keep = PyModule_GetNameObject(owner);
+        if (!keep)
+            PyErr_Clear();
+    } else if (owner) {
+        keep = Py_NewRef(owner);
+    }
+    if (keep == (PyObject *)tr.own_type)
+        excluded = 1;
+    else if (keep && PyUnicode_Check(keep) &&
+             PyUnicode_CompareWithASCIIString(keep, "giltracer._core") == 0)
+        excluded = 1;
+    uint32_t fid = tr_add(s, ml, keep, ml->ml_name, ENTRY_CFUNC, excluded);
+    PyErr_Restore(et, ev, tb);
+    return fid;
+}
+
+/* ------------------------------------------------------------------ recording */
+
+static inline void record(struct gt_thread *t, uint64_t ts, uint32_t fid, uint32_t kind,
+                          int entering)
+{
+    if (fid & FID_EXCLUDED)
+        return;
+    if (tr.max_depth) {
+        int d = entering ? ++t->depth : t->depth--;
+        if (d > tr.max_depth)
+            return;
+    }
+    gt_stream__push(&t->calls, ts, fid, kind);
+}
+
+static inline void on_py(uint64_t ts, PyCodeObject *code, uint32_t kind, int entering)
+{
+    struct gt_thread *t = gt_thread_current();
+    if (__builtin_expect(!t, 0))
+        return;
+    struct tr_state *s = tr_get(t);
+    if (__builtin_expect(!s, 0))
+        return;
+    uint32_t fid;
+    if (__builtin_expect(!tr_find(s, code, &fid), 0))
+        fid = tr_insert_code(s, code);
+    record(t, ts, fid, kind, entering);
+}
+
+static inline void on_c(uint64_t ts, PyObject *callable, uint32_t kind, int entering)
+{
+    PyObject *owner;
+    int is_module;
+    PyMethodDef *ml = c_method(callable, &owner, &is_module);
+    if (!ml)
+        return;
+    struct gt_thread *t = gt_thread_current();
+    if (__builtin_expect(!t, 0))
+        return;
+    struct tr_state *s = tr_get(t);
+    if (__builtin_expect(!s, 0))
+        return;
+    uint32_t fid;
+    if (__builtin_expect(!tr_find(s, ml, &fid), 0))
+        fid = tr_insert_c(s, ml, owner, is_module);
+    record(t, ts, fid, kind, entering);
+}
+
+/* Record the Python frames open on a thread as calls at `ts`, outermost first. */
+static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint64_t ts)
+{
+    PyCodeObject *stack[512];
+    int n = 0;
+    PyFrameObject *f = innermost;
+    Py_XINCREF(f);
+    while (f) {
+        if (n < (int)(sizeof(stack) / sizeof(stack[0])))
+            stack[n++] = PyFrame_GetCode(f); /* new reference */
+        PyFrameObject *back = PyFrame_GetBack(f); /* new reference */
+        Py_DECREF(f);
+        f = back;
+    }
+    struct tr_state *s = tr_get(t);
+    for (int i = n - 1; i >= 0; i--) {
+        if (s) {
+            uint32_t fid;
+            if (!tr_find(s, stack[i], &fid))
+                fid = tr_insert_code(s, stack[i]);
+            record(t, ts, fid, GT_CALL, 1);
+        }
+        Py_DECREF(stack[i]);
+    }
+}
+
+/* ------------------------------------------------------------------ 3.9 - 3.11 */
+#if !GT_USE_MONITORING
+
+static inline PyCodeObject *frame_code(PyFrameObject *frame)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    Py_DECREF(code); /* the frame keeps it alive while we use it */
+    return code;
+#else
+    return frame->f_code;
+#endif
+}
+
+static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    (void)obj;
+    uint64_t ts = gt_ticks();
+    switch (what) {
+    case PyTrace_CALL:
+        on_py(ts, frame_code(frame), GT_CALL, 1);
+        break;
+    case PyTrace_RETURN: /* arg is NULL when an exception unwinds the frame */
+        on_py(ts, frame_code(frame), arg ? GT_RETURN : GT_UNWIND, 0);
+        break;
+    case PyTrace_C_CALL:
+        if (tr.c_calls)
+            on_c(ts, arg, GT_CCALL, 1);
+        break;
+    case PyTrace_C_RETURN:
+        if (tr.c_calls)
+            on_c(ts, arg, GT_CRETURN, 0);
+        break;
+    case PyTrace_C_EXCEPTION:
+        if (tr.c_calls)
+            on_c(ts, arg, GT_CRAISE, 0);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* threading.setprofile() target: runs once in every thread started while tracing,
+ * replaces itself with the C hook and records the frames already open. */
+static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    PyEval_SetProfile(profile_hook, NULL);
+    if (nargs >= 1 && PyFrame_Check(args[0])) {
+        struct gt_thread *t = gt_thread_current();
+        if (t)
+            push_open_frames(t, (PyFrameObject *)args[0], gt_ticks());
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef bootstrap_def = {"_giltracer_thread_bootstrap",
+                                    (PyCFunction)(void (*)(void))thread_bootstrap,
+                                    METH_FASTCALL, NULL};
+
+static int threading_setprofile(PyObject *func)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    if (!threading)
+        return -1;
+    PyObject *r = PyObject_CallMethod(threading, "setprofile", "O", func);
+    Py_DECREF(threading);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int install(void)
+{
+    int err = -1;
+    PyObject *threading = PyImport_ImportModule("threading");
+    if (!threading)
+        goto cleanup;
+    tr.saved_threading_hook = PyObject_GetAttrString(threading, "_profile_hook");
+    if (!tr.saved_threading_hook) {
+        PyErr_Clear();
+        tr.saved_threading_hook = Py_NewRef(Py_None);
+    }
+    tr.bootstrap = PyCFunction_New(&bootstrap_def, NULL);
+    if (!tr.bootstrap || threading_setprofile(tr.bootstrap) < 0)
+        goto cleanup;
+
+    PyInterpreterState *interp = PyThreadState_Get()->interp;
+    size_t n = 0;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts))
+        n++;
+    tr.saved = calloc(n ? n : 1, sizeof(*tr.saved));
+    if (!tr.saved) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
+        struct saved_profile *sp = &tr.saved[tr.nsaved++];
+        sp->ts = ts;
+        sp->func = ts->c_profilefunc;
+        sp->obj = Py_XNewRef(ts->c_profileobj);
+        if (_PyEval_SetProfile(ts, profile_hook, NULL) < 0)
+            goto cleanup;
+    }
+    err = 0;
+cleanup:
+    Py_XDECREF(threading);
+    return err;
+}
+
+static int uninstall(void)
+{
+    int err = 0;
+    PyInterpreterState *interp = PyThreadState_Get()->interp;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
+        Py_tracefunc func = NULL;
+        PyObject *obj = NULL;
+        for (size_t i = 0; i < tr.nsaved; i++) {
+            if (tr.saved[i].ts == ts) {
+                func = tr.saved[i].func;
+                obj = tr.saved[i].obj;
+                break;
+            }
+        }
+        if (_PyEval_SetProfile(ts, func, obj) < 0) {
+            PyErr_WriteUnraisable(NULL);
+            err = -1;
+        }
+    }
+    for (size_t i = 0; i < tr.nsaved; i++)
+        Py_XDECREF(tr.saved[i].obj);
+    free(tr.saved);
+    tr.saved = NULL;
+    tr.nsaved = 0;
+    if (tr.saved_threading_hook) {
+        if (threading_setprofile(tr.saved_threading_hook) < 0) {
+            PyErr_WriteUnraisable(NULL);
+            err = -1;
+        }
+        Py_CLEAR(tr.saved_threading_hook);
+    }
+    Py_CLEAR(tr.bootstrap);
+    if (err < 0)
+        PyErr_SetString(PyExc_RuntimeError,
+                        "giltracer: could not restore the previous profile function");
+    return err;
+}
+
+#else /* ------------------------------------------------------------ 3.12+ */
+
+static PyObject *cb_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    (void)nargs;
+    on_py(gt_ticks(), (PyCodeObject *)args[0], GT_CALL, 1);
+    Py_RETURN_NONE;
+}
+
+static PyObject *cb_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    (void)nargs;
+    on_py(gt_ticks(), (PyCodeObject *)args[0], GT_RETURN, 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *cb_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    (void)nargs;
+    on_py(gt_ticks(), (PyCodeObject *)args[0], GT_UNWIND, 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *cb_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs >= 3)
+        on_c(gt_ticks(), args[2], GT_CCALL, 1);
+    Py_RETURN_NONE;
+}
+
+static PyObject *cb_creturn(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs >= 3)
+        on_c(gt_ticks(), args[2], GT_CRETURN, 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *cb_craise(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs >= 3)
+        on_c(gt_ticks(), args[2], GT_CRAISE, 0);
+    Py_RETURN_NONE;
+}
+
+#define CB(name, fn) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, NULL}
+static PyMethodDef cb_defs[] = {
+    CB("_gt_start", cb_start),   CB("_gt_return", cb_return), CB("_gt_unwind", cb_unwind),
+    CB("_gt_call", cb_call),     CB("_gt_creturn", cb_creturn), CB("_gt_craise", cb_craise),
+};
+
+/* (event name, callback index, needs c_calls) */
+static const struct {
+    const char *event;
+    int cb;
+    int c;
+} cb_table[] = {
+    {"PY_START", 0, 0}, {"PY_RESUME", 0, 0}, {"PY_THROW", 0, 0},
+    {"PY_RETURN", 1, 0}, {"PY_YIELD", 1, 0}, {"PY_UNWIND", 2, 0},
+    {"CALL", 3, 1},      {"C_RETURN", 4, 1}, {"C_RAISE", 5, 1},
+};
+#define NCB ((int)(sizeof(cb_table) / sizeof(cb_table[0])))
+
+static int install(void)
+{
+    int err = -1;
+    PyObject *sys = NULL, *events = NULL, *r = NULL;
+    sys = PyImport_ImportModule("sys");
+    if (!sys)
+        goto cleanup;
+    tr.monitoring = PyObject_GetAttrString(sys, "monitoring");
+    if (!tr.monitoring)
+        goto cleanup;
+    r = PyObject_CallMethod(tr.monitoring, "get_tool", "i", TOOL_ID);
+    if (!r)
+        goto cleanup;
+    if (r != Py_None) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "giltracer: sys.monitoring tool id %d (the profiler slot) is in use by "
+                     "%R; stop that profiler first (e.g. cProfile's disable())",
+                     TOOL_ID, r);
+        Py_CLEAR(tr.monitoring);
+        goto cleanup;
+    }
+    Py_CLEAR(r);
+    r = PyObject_CallMethod(tr.monitoring, "use_tool_id", "is", TOOL_ID, "giltracer");
+    if (!r)
+        goto cleanup;
+    Py_CLEAR(r);
+    events = PyObject_GetAttrString(tr.monitoring, "events");
+    tr.callbacks = PyList_New(0);
+    if (!events || !tr.callbacks)
+        goto cleanup;
+    long mask = 0;
+    for (int i = 0; i < NCB; i++) {
+        if (cb_table[i].c && !tr.c_calls)
+            continue;
+        PyObject *ev = PyObject_GetAttrString(events, cb_table[i].event);
+        if (!ev)
+            goto cleanup;
+        long bit = PyLong_AsLong(ev);
+        Py_DECREF(ev);
+        if (bit == -1 && PyErr_Occurred())
+            goto cleanup;
+        PyObject *fn = PyCFunction_New(&cb_defs[cb_table[i].cb], NULL);
+        if (!fn || PyList_Append(tr.callbacks, fn) < 0) {
+            Py_XDECREF(fn);
+            goto cleanup;
+        }
+        r = PyObject_CallMethod(tr.monitoring, "register_callback", "ilO", TOOL_ID, bit, fn);
+        Py_DECREF(fn);
+        if (!r)
+            goto cleanup;
+        Py_CLEAR(r);
+        mask |= bit;
+    }
+    r = PyObject_CallMethod(tr.monitoring, "set_events", "il", TOOL_ID, mask);
+    if (!r)
+        goto cleanup;
+    err = 0;
+cleanup:
+    Py_XDECREF(r);
+    Py_XDECREF(events);
+    Py_XDECREF(sys);
+    return err;
+}
+
+static int uninstall(void)
+{
+    int err = 0;
+    if (!tr.monitoring)
+        return 0;
+    PyObject *r = PyObject_CallMethod(tr.monitoring, "set_events", "ii", TOOL_ID, 0);
+    if (!r)
+        err = -1;
+    Py_XDECREF(r);
+    r = PyObject_CallMethod(tr.monitoring, "free_tool_id", "i", TOOL_ID);
+    if (!r)
+        err = -1;
+    Py_XDECREF(r);
+    Py_CLEAR(tr.callbacks);
+    Py_CLEAR(tr.monitoring);
+    return err;
+}
+
+#endif /* GT_USE_MONITORING */
+
+/* ------------------------------------------------------------------ lifecycle */
+
+static PyObject *fs_patterns(PyObject *seq)
+{
+    if (!seq || seq == Py_None)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    PyObject *it = out ? PyObject_GetIter(seq) : NULL;
+    PyObject *item;
+    if (!it)
+        goto fail;
+    while ((item = PyIter_Next(it))) {
+        PyObject *b = NULL;
+        if (!PyUnicode_FSConverter(item, &b)) {
+            Py_DECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+        if (PyList_Append(out, b) < 0) {
+            Py_DECREF(b);
+            goto fail;
+        }
+        Py_DECREF(b);
+    }
+    if (PyErr_Occurred())
+        goto fail;
+    Py_DECREF(it);
+    return out;
+fail:
+    Py_XDECREF(it);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static void clear_options(void)
+{
+    Py_CLEAR(tr.include);
+    Py_CLEAR(tr.exclude);
+    Py_CLEAR(tr.own_dir);
+    Py_CLEAR(tr.own_type);
+}
+
+/* Native thread id of a thread state (needs the threading list before 3.11). */
+static int32_t tstate_tid(PyThreadState *ts, PyObject *threads)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    (void)threads;
+    return (int32_t)ts->native_thread_id;
+#else
+    if (!threads)
+        return 0;
+    Py_ssize_t n = PySequence_Size(threads);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PySequence_GetItem(threads, i);
+        unsigned long ident = 0;
+        long native = 0;
+        int ok = pair && PyArg_ParseTuple(pair, "kl", &ident, &native);
+        Py_XDECREF(pair);
+        if (!ok) {
+            PyErr_Clear();
+            continue;
+        }
+        if (ident == ts->thread_id)
+            return (int32_t)native;
+    }
+    return 0;
+#endif
+}
+
+int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObject *threads)
+{
+    if (tr.active) {
+        PyErr_SetString(PyExc_RuntimeError, "giltracer: the tracer is already running");
+        return -1;
+    }
+    tr.c_calls = o->c_calls;
+    tr.max_depth = o->max_depth > 0 ? o->max_depth : 0;
+    tr.start_ticks = start_ticks;
+    tr.include = fs_patterns(o->include);
+    if (!tr.include && PyErr_Occurred())
+        goto fail;
+    tr.exclude = fs_patterns(o->exclude);
+    if (!tr.exclude && PyErr_Occurred())
+        goto fail;
+    if (o->own_dir && o->own_dir != Py_None) {
+        if (!PyUnicode_FSConverter(o->own_dir, &tr.own_dir))
+            goto fail;
+    } else {
+        tr.own_dir = PyBytes_FromString("");
+        if (!tr.own_dir)
+            goto fail;
+    }
+    tr.own_type = (PyTypeObject *)Py_XNewRef((PyObject *)o->own_type);
+
+    /* Frames already open in every thread become calls at the session start, so
+     * returns that happen later nest correctly (seed 000's incomplete events). */
+    PyThreadState *me = PyThreadState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts;
+         ts = PyThreadState_Next(ts)) {
+        int32_t tid = tstate_tid(ts, threads);
+        if (tid <= 0)
+            continue;
+        struct gt_thread *t = gt_registry__register(tid, GT_THREAD_EXISTED_AT_START);
+        if (!t)
+            continue;
+        PyFrameObject *f = o->functions ? PyThreadState_GetFrame(ts) : NULL; /* new ref */
+        if (f) {
+            push_open_frames(t, f, start_ticks);
+            Py_DECREF(f);
+        }
+    }
+    if (!o->functions) {
+        clear_options();
+        return 0;
+    }
+    if (install() < 0) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        uninstall();
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+        goto fail;
+    }
+    tr.active = 1;
+    return 0;
+fail:
+    clear_options();
+    return -1;
+}
+
+int gt_tracer__stop(void)
+{
+    if (!tr.active)
+        return 0;
+    tr.active = 0;
+    int err = uninstall();
+    clear_options();
+    return err;
+}
+
+int gt_tracer__active(void)
+{
+    return tr.active;
+}
+
+const char *gt_tracer__mechanism(void)
+{
+    return GT_USE_MONITORING ? "sys.monitoring" : "PyEval_SetProfile";
+}
+
+/* ------------------------------------------------------------------ collect */
+
+static PyObject *entry_name(const struct tr_entry *e, PyObject **file, int *line)
+{
+    *file = NULL;
+    *line = 0;
+    if (e->kind == ENTRY_CODE) {
+        PyCodeObject *co = (PyCodeObject *)e->obj;
+        *file = Py_NewRef(co->co_filename);
+        *line = co->co_firstlineno;
+#if PY_VERSION_HEX >= 0x030B0000
+        return Py_NewRef(co->co_qualname);
+#else
+        return Py_NewRef(co->co_name);
+#endif
+    }
+    PyObject *owner = e->obj;
+    if (owner && PyType_Check(owner))
+        return PyUnicode_FromFormat("%s.%s", ((PyTypeObject *)owner)->tp_name, e->cname);
+    if (owner && PyUnicode_Check(owner) &&
+        PyUnicode_CompareWithASCIIString(owner, "builtins") != 0)
+        return PyUnicode_FromFormat("%U.%s", owner, e->cname);
+    return PyUnicode_FromString(e->cname);
+}
+
+static const char *utf8_or(PyObject *s, Py_ssize_t *len, const char *dflt)
+{
+    const char *p = s ? PyUnicode_AsUTF8AndSize(s, len) : NULL;
+    if (!p) {
+        PyErr_Clear();
+        *len = (Py_ssize_t)strlen(dflt);
+        return dflt;
+    }
+    return p;
+}
+
+struct gkey {
+    void *key;
+    uint32_t gid;
+};
+
+int gt_tracer__collect(struct gt_thread *threads, struct gt_functable *out)
+{
+    int err = -1;
+    struct gkey *table = NULL;
+    PyObject *names = NULL, *files = NULL;
+    uint32_t cap = 1024, nglobal = 0;
+    size_t arena_len = 0;
+    memset(out, 0, sizeof(*out));
+
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        struct tr_state *s = t->tracer_state;
+        if (s)
+            while (cap < 2 * (s->nentries + nglobal + 1))
+                cap *= 2;
+    }
+    /* Upper bound on unique functions: the sum of per-thread entries. */
+    size_t total = 0;
+    for (struct gt_thread *t = threads; t; t = t->next)
+        if (t->tracer_state)
+            total += ((struct tr_state *)t->tracer_state)->nentries;
+    while (cap < 2 * total + 2)
+        cap *= 2;
+    table = calloc(cap, sizeof(*table));
+    names = PyList_New(0);
+    files = PyList_New(0);
+    out->funcs = calloc(total ? total : 1, sizeof(*out->funcs));
+    if (!table || !names || !files || !out->funcs) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        struct tr_state *s = t->tracer_state;
+        if (!s)
+            continue;
+        s->map = malloc((s->nentries ? s->nentries : 1) * sizeof(*s->map));
+        if (!s->map) {
+            PyErr_NoMemory();
+            goto cleanup;
+        }
+        s->nmap = s->nentries;
+        for (uint32_t i = 0; i < s->nentries; i++) {
+            struct tr_entry *e = &s->entries[i];
+            if (e->excluded) {
+                s->map[i] = GT_NO_FUNC;
+                continue;
+            }
+            uint32_t j = slot_of(e->key, cap - 1);
+            while (table[j].key && table[j].key != e->key)
+                j = (j + 1) & (cap - 1);
+            if (!table[j].key) {
+                PyObject *file = NULL;
+                int line = 0;
+                PyObject *name = entry_name(e, &file, &line);
+                if (!name) {
+                    PyErr_Clear();
+                    name = PyUnicode_FromString("?");
+                    if (!name)
+                        goto cleanup;
+                }
+                if (!file)
+                    file = PyUnicode_FromString("");
+                if (!file || PyList_Append(names, name) < 0 || PyList_Append(files, file) < 0) {
+                    Py_DECREF(name);
+                    Py_XDECREF(file);
+                    goto cleanup;
+                }
+                Py_DECREF(name);
+                Py_DECREF(file);
+                table[j].key = e->key;
+                table[j].gid = nglobal;
+                out->funcs[nglobal].line = (uint32_t)line;
+                out->funcs[nglobal].flags = e->kind == ENTRY_CFUNC ? GT_FUNC_C : 0;
+                nglobal++;
+            }
+            s->map[i] = table[j].gid;
+        }
+    }
+    /* Copy the strings into one arena owned by the table. */
+    for (uint32_t i = 0; i < nglobal; i++) {
+        Py_ssize_t a, b;
+        utf8_or(PyList_GET_ITEM(names, i), &a, "?");
+        utf8_or(PyList_GET_ITEM(files, i), &b, "");
+        arena_len += (size_t)a + (size_t)b + 2;
+    }
+    out->arena = malloc(arena_len ? arena_len : 1);
+    if (!out->arena) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    char *p = out->arena;
+    for (uint32_t i = 0; i < nglobal; i++) {
+        Py_ssize_t a, b;
+        const char *n = utf8_or(PyList_GET_ITEM(names, i), &a, "?");
+        const char *f = utf8_or(PyList_GET_ITEM(files, i), &b, "");
+        memcpy(p, n, (size_t)a);
+        p[a] = '\0';
+        out->funcs[i].name = p;
+        p += a + 1;
+        memcpy(p, f, (size_t)b);
+        p[b] = '\0';
+        out->funcs[i].file = p;
+        p += b + 1;
+    }
+    out->n = nglobal;
+    err = 0;
+cleanup:
+    /* Every reference the tracer held goes now, success or not. */
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        struct tr_state *s = t->tracer_state;
+        if (!s)
+            continue;
+        for (uint32_t i = 0; i < s->nentries; i++)
+            Py_CLEAR(s->entries[i].obj);
+    }
+    free(table);
+    Py_XDECREF(names);
+    Py_XDECREF(files);
+    if (err < 0)
+        gt_functable__free(out);
+    return err;
+}
+
+const uint32_t *gt_tracer__func_map(const struct gt_thread *t, size_t *len)
+{
+    const struct tr_state *s = t->tracer_state;
+    *len = s && s->map ? s->nmap : 0;
+    return s ? s->map : NULL;
+}
+
+void gt_tracer__free_state(struct gt_thread *t)
+{
+    struct tr_state *s = t->tracer_state;
+    if (!s)
+        return;
+    for (uint32_t i = 0; i < s->nentries; i++)
+        Py_XDECREF(s->entries[i].obj);
+    free(s->keys);
+    free(s->vals);
+    free(s->entries);
+    free(s->map);
+    free(s);
+    t->tracer_state = NULL;
+}
+
+void gt_functable__free(struct gt_functable *ft)
+{
+    if (!ft)
+        return;
+    free(ft->funcs);
+    free(ft->arena);
+    memset(ft, 0, sizeof(*ft));
+}

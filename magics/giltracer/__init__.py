@@ -1,0 +1,20 @@
+"""giltracer: see Python's GIL.
+
+``%load_ext giltracer`` then ``%%giltracer`` on a cell, or from scripts::
+
+    with giltracer.trace() as t:
+        run_threads()
+    print(t.summary_text())
+    t.save("trace.html")
+"""
+
+from .api import BlameRow, ThreadInfo, ThreadSummary, Trace, trace
+
+__all__ = ["trace", "Trace", "ThreadInfo", "ThreadSummary", "BlameRow", "load_ipython_extension"]
+__version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython):  # pragma: no cover - exercised by the magic tests
+    from .magics import GilTracerMagics
+
+    ipython.register_magics(GilTracerMagics)

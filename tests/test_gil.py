@@ -1,0 +1,159 @@
+"""The GIL probe: ground truth that holds on any machine (ranges, not exact figures)."""
+
+import json
+import statistics
+import sys
+import threading
+import time
+
+import pytest
+
+import giltracer
+from workloads import run_threads, sleeper, socket_waiter, spin_for
+
+BACKEND = "hooks"
+
+
+def by_name(t):
+    return {s.name: s for s in t.summary()}
+
+
+def holds(t, tid):
+    return [(a, b) for a, b, s in t.gil_intervals(tid) if s == "held"]
+
+
+@pytest.fixture(scope="module")
+def two_cpu_threads():
+    with giltracer.trace(backend=BACKEND, c_calls=False) as t:
+        run_threads([lambda: spin_for(0.6), lambda: spin_for(0.6)], names=["cpu-a", "cpu-b"])
+    return t
+
+
+def test_backend_says_what_ran_and_why(two_cpu_threads):
+    t = two_cpu_threads
+    assert t.backend == "hooks"
+    assert t.backend_reason.startswith("hooks")
+    assert t.gil_known
+
+
+def test_two_cpu_threads_each_hold_and_wait_about_half(two_cpu_threads):
+    s = by_name(two_cpu_threads)
+    for name in ("cpu-a", "cpu-b"):
+        row = s[name]
+        assert 35 <= row.held_pct <= 65, row
+        assert 35 <= row.wait_pct <= 65, row
+        assert row.acquisitions > 20
+        assert abs(row.held_pct + row.wait_pct + row.released_pct - 100) < 1e-6
+        assert row.held_ns + row.wait_ns + row.released_ns == row.wall_ns
+
+
+def test_holds_never_overlap(two_cpu_threads):
+    t = two_cpu_threads
+    intervals = sorted(iv for th in t.threads for iv in holds(t, th.tid))
+    assert len(intervals) > 40
+    for (a0, b0), (a1, b1) in zip(intervals, intervals[1:]):
+        assert b0 <= a1, "two threads held the GIL at once"
+
+
+def test_handoffs_near_switch_interval(two_cpu_threads):
+    t = two_cpu_threads
+    s = by_name(t)
+    lengths = [b - a for a, b in holds(t, s["cpu-a"].tid)]
+    median_ms = statistics.median(lengths) / 1e6
+    interval_ms = sys.getswitchinterval() * 1e3
+    assert interval_ms * 0.5 <= median_ms <= interval_ms * 4, median_ms
+    assert s["cpu-a"].drop_requests > 5  # forced switches were requested
+
+
+def test_sleeping_thread_releases_the_gil():
+    with giltracer.trace(backend=BACKEND, c_calls=False) as t:
+        run_threads([sleeper], names=["sleeper"])
+    row = by_name(t)["sleeper"]
+    assert row.released_pct >= 90, row
+    assert row.acquisitions >= 30
+    if row.off_cpu_ns is not None:  # OS states known: the sleeper is mostly blocked
+        assert row.off_cpu_ns >= 0.8 * row.wall_ns
+
+
+def test_socket_io_thread_releases_the_gil():
+    with giltracer.trace(backend=BACKEND, c_calls=False) as t:
+        run_threads([socket_waiter], names=["waiter"])
+    assert by_name(t)["waiter"].released_pct >= 90
+
+
+def test_lone_computing_thread_holds_the_gil():
+    with giltracer.trace(backend=BACKEND, c_calls=False) as t:
+        run_threads([lambda: spin_for(0.3)], names=["alone"])
+    row = by_name(t)["alone"]
+    assert row.held_pct >= 90, row
+    assert row.wait_pct <= 5
+
+
+def test_shorter_switch_interval_gives_more_handoffs():
+    def acquisitions(interval):
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(interval)
+        try:
+            with giltracer.trace(backend=BACKEND, functions=False) as t:
+                run_threads([lambda: spin_for(0.4), lambda: spin_for(0.4)], names=["x", "y"])
+        finally:
+            sys.setswitchinterval(old)
+        s = by_name(t)
+        return s["x"].acquisitions + s["y"].acquisitions
+
+    slow, fast = acquisitions(0.005), acquisitions(0.001)
+    assert fast >= 2.5 * slow, (slow, fast)
+
+
+def work_a():
+    spin_for(0.4)
+
+
+def work_b():
+    spin_for(0.4)
+
+
+def test_blame_names_the_holder_and_its_function():
+    with giltracer.trace(backend=BACKEND, c_calls=False) as t:
+        a, b = run_threads([work_a, work_b], names=["A", "B"])
+    rows = t.blame()
+    assert rows
+    pairs = {(r.waiter, r.holder) for r in rows}
+    assert (a.native_id, b.native_id) in pairs and (b.native_id, a.native_id) in pairs
+    top_fns = {r.function for r in rows[:6]}
+    assert top_fns & {"spin_for", "work_a", "work_b"}
+    waited = sum(r.wait_ns for r in rows if r.waiter == a.native_id)
+    assert waited <= by_name(t)["A"].wait_ns + 1
+    assert waited >= 0.8 * by_name(t)["A"].wait_ns
+
+
+def test_gil_only_session_and_text_table():
+    with giltracer.trace(backend=BACKEND, functions=False) as t:
+        run_threads([lambda: spin_for(0.2), sleeper], names=["busy", "napper"])
+    assert t.event_count == 0
+    text = t.summary_text()
+    assert "busy" in text and "napper" in text and "held" in text
+
+
+def test_gil_and_os_tracks_in_json(tmp_path, two_cpu_threads):
+    doc = json.load(open(two_cpu_threads.save(tmp_path / "t.json")))
+    names = {e["name"] for e in doc["traceEvents"] if e["ph"] == "X"}
+    assert "held" in names and any("wait" in n for n in names)
+
+
+def test_off_cpu_known_or_explained():
+    with giltracer.trace(backend=BACKEND, functions=False) as t:
+        run_threads([sleeper], names=["s"])
+    row = by_name(t)["s"]
+    if t.sched_status.startswith("unavailable"):
+        assert row.off_cpu_ns is None
+    else:
+        assert row.off_cpu_ns is not None and row.off_cpu_ns > 0
+
+
+def test_gil_off_reports_none():
+    with giltracer.trace(gil=False) as t:
+        spin_for(0.01)
+    assert t.backend == "none" and "gil=False" in t.backend_reason
+    assert not t.gil_known
+    assert "n/a" in t.summary_text()

@@ -1,0 +1,48 @@
+"""Small deterministic workloads with known ground truth."""
+
+import socket
+import threading
+import time
+
+
+def spin_for(seconds):
+    """Pure-Python CPU work (holds the GIL) for about `seconds` of wall time."""
+    deadline = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < deadline:
+        for i in range(2000):
+            x += i * i
+    return x
+
+
+def run_threads(targets, names=None):
+    threads = [threading.Thread(target=fn, name=(names[i] if names else None))
+               for i, fn in enumerate(targets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return threads
+
+
+def sleeper(naps=30, nap=0.01):
+    for _ in range(naps):
+        time.sleep(nap)
+
+
+def socket_waiter(messages=20, gap=0.01):
+    """Blocks in recv() while a peer thread sends a message every `gap` seconds."""
+    a, b = socket.socketpair()
+
+    def send():
+        for _ in range(messages):
+            time.sleep(gap)
+            b.send(b"x")
+
+    sender = threading.Thread(target=send, name="sender")
+    sender.start()
+    for _ in range(messages):
+        a.recv(1)
+    sender.join()
+    a.close()
+    b.close()
