@@ -1,0 +1,802 @@
+/* SPDX-License-Identifier: MIT */
+/* Merge (see merge.h): per-thread streams -> spans, GIL/OS intervals, summaries, GIL blame. */
+#include "merge.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INITIAL_CAP 64
+
+/* Reusable scratch shared by all threads of one merge (no per-thread malloc churn). */
+struct scratch {
+    size_t *stack; /* span slots of the open traced frames */
+    size_t stack_cap;
+    uint32_t *in_stack; /* per global func: how many open frames have it (O(1) "is it open?") */
+    size_t *deficit_at; /* traced-span count at each return seen with an empty stack */
+    size_t deficit_cap;
+    struct gt_span *pre; /* frames opened before tracing, innermost first */
+    size_t pre_cap;
+    struct gt_span *tmp; /* merge-sort buffer */
+    size_t tmp_cap;
+};
+
+/* Innermost Python function of a holder from `start` until the next segment. */
+struct seg {
+    uint64_t start;
+    uint32_t func;
+};
+
+struct open_py {
+    uint64_t end;
+    uint32_t func;
+};
+
+/* A blame row plus the thread indices, for a total (deterministic) sort order. */
+struct brow {
+    struct gt_blame b;
+    size_t w, h;
+};
+
+/* Grow the array whose pointer is at `pp` (any T **) to hold `need` elements,
+ * doubling. The pointer is moved with memcpy so no T ** is accessed as void **. */
+static int grow(void *pp, size_t *cap, size_t need, size_t elem)
+{
+    void *p;
+    if (need <= *cap)
+        return 0;
+    memcpy(&p, pp, sizeof(p));
+    size_t c = *cap ? *cap : INITIAL_CAP;
+    while (c < need) {
+        if (c > SIZE_MAX / 2)
+            return -ENOMEM;
+        c *= 2;
+    }
+    if (c > SIZE_MAX / elem)
+        return -ENOMEM;
+    void *q = realloc(p, c * elem);
+    if (!q)
+        return -ENOMEM;
+    memcpy(pp, &q, sizeof(q));
+    *cap = c;
+    return 0;
+}
+
+static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* All event types start with a u64 ts; memcpy keeps this aliasing-clean. */
+static uint64_t ev_ts(const struct gt_chunk *c, size_t i)
+{
+    uint64_t ts;
+    memcpy(&ts, (const char *)c->data + i * 16, sizeof(ts));
+    return ts;
+}
+
+/* First and last timestamp of a time-ordered stream; returns 0 if it is empty. */
+static int stream_bounds(const struct gt_chunk *c, size_t n, uint64_t *first, uint64_t *last)
+{
+    size_t i, j;
+    for (i = 0; i < n && c[i].n == 0; i++)
+        ;
+    if (i == n)
+        return 0;
+    for (j = n; c[j - 1].n == 0; j--)
+        ;
+    *first = ev_ts(&c[i], 0);
+    *last = ev_ts(&c[j - 1], c[j - 1].n - 1);
+    return 1;
+}
+
+static void thread_life(const struct gt_trace_input *in, const struct gt_thread_input *ti,
+                        uint64_t *start, uint64_t *end)
+{
+    const struct gt_chunk *cs[3] = {ti->calls, ti->gil, ti->sched};
+    const size_t ns[3] = {ti->ncalls, ti->ngil, ti->nsched};
+    uint64_t lo = UINT64_MAX, hi = 0;
+    int any = 0;
+    for (int k = 0; k < 3; k++) {
+        uint64_t f, l;
+        if (!stream_bounds(cs[k], ns[k], &f, &l))
+            continue;
+        any = 1;
+        if (f < lo)
+            lo = f;
+        if (l > hi)
+            hi = l;
+    }
+    if (!any && !(ti->flags & GT_THREAD_EXISTED_AT_START)) {
+        *start = *end = in->t0; /* registered but never seen: an empty life */
+        return;
+    }
+    if (ti->flags & GT_THREAD_EXISTED_AT_START)
+        *start = in->t0;
+    else
+        *start = clamp_u64(lo, in->t0, in->t1);
+    if (ti->flags & GT_THREAD_ENDED)
+        *end = any ? clamp_u64(hi, *start, in->t1) : *start;
+    else
+        *end = in->t1;
+}
+
+static int span_before(const struct gt_span *a, const struct gt_span *b)
+{
+    return a->start < b->start || (a->start == b->start && a->depth < b->depth);
+}
+
+/* Stable bottom-up merge sort by (start, depth); only for rare tie/edge cases. */
+static int sort_spans(struct scratch *x, struct gt_span *sp, size_t n)
+{
+    int err = grow(&x->tmp, &x->tmp_cap, n, sizeof(*sp));
+    if (err)
+        return err;
+    struct gt_span *src = sp, *dst = x->tmp;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n;
+            size_t hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                dst[k++] = span_before(&src[j], &src[i]) ? src[j++] : src[i++];
+            while (i < mid)
+                dst[k++] = src[i++];
+            while (j < hi)
+                dst[k++] = src[j++];
+        }
+        struct gt_span *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != sp)
+        memcpy(sp, src, n * sizeof(*sp));
+    return 0;
+}
+
+static uint16_t depth16(size_t d)
+{
+    return d > UINT16_MAX ? UINT16_MAX : (uint16_t)d;
+}
+
+static uint16_t span_c_flag(const struct gt_trace_input *in, uint32_t f, uint32_t kind)
+{
+    int c = kind == GT_CCALL || kind == GT_CRETURN || kind == GT_CRAISE ||
+            (in->funcs[f].flags & GT_FUNC_C);
+    return c ? GT_SPAN_C : 0;
+}
+
+/* Call stream -> spans. Returns with x->in_stack all zero again. */
+static int build_spans(struct scratch *x, const struct gt_trace_input *in,
+                       const struct gt_thread_input *ti, struct gt_thread_result *tr)
+{
+    struct gt_span *sp = NULL;
+    size_t n = 0, cap = 0, depth = 0, ndef = 0;
+    uint64_t start = tr->start_ns, end = tr->end_ns, last = start, call_end = end;
+    const int truncated = ti->calls_truncated_at != 0;
+    int err = 0;
+
+    if (truncated)
+        call_end = clamp_u64(ti->calls_truncated_at, start, end);
+    for (size_t c = 0; c < ti->ncalls; c++) {
+        const struct gt_call_event *ev = ti->calls[c].data;
+        for (size_t i = 0, m = ti->calls[c].n; i < m; i++) {
+            uint64_t ts = ev[i].ts;
+            uint32_t f = ev[i].func, kind = ev[i].kind;
+            if (truncated && ts > ti->calls_truncated_at)
+                goto done; /* recording stopped here; later events cannot nest */
+            if (ti->func_map) {
+                if (f >= ti->func_map_len)
+                    continue;
+                f = ti->func_map[f];
+            }
+            if (f >= in->nfuncs) /* also GT_NO_FUNC: every output func indexes funcs[] */
+                continue;
+            /* Clamp into the life and keep time monotonic so end >= start always. */
+            ts = ts < last ? last : ts > end ? end : ts;
+            last = ts;
+            switch (kind) {
+            case GT_CALL:
+            case GT_CCALL:
+                if (n == cap && (err = grow(&sp, &cap, n + 1, sizeof(*sp))))
+                    goto cleanup;
+                if (depth == x->stack_cap &&
+                    (err = grow(&x->stack, &x->stack_cap, depth + 1, sizeof(*x->stack))))
+                    goto cleanup;
+                sp[n] = (struct gt_span){ts, ts, f, depth16(depth), span_c_flag(in, f, kind)};
+                x->stack[depth++] = n++;
+                x->in_stack[f]++;
+                break;
+            case GT_RETURN:
+            case GT_UNWIND:
+            case GT_CRETURN:
+            case GT_CRAISE: {
+                uint16_t uw = (kind == GT_UNWIND || kind == GT_CRAISE) ? GT_SPAN_UNWIND : 0;
+                if (depth == 0) {
+                    /* Entered before tracing: it encloses everything so far. */
+                    if ((err = grow(&x->pre, &x->pre_cap, ndef + 1, sizeof(*x->pre))) ||
+                        (err = grow(&x->deficit_at, &x->deficit_cap, ndef + 1,
+                                    sizeof(*x->deficit_at))))
+                        goto cleanup;
+                    x->pre[ndef] = (struct gt_span){
+                        start, ts, f, 0,
+                        (uint16_t)(GT_SPAN_CLIPPED_START | uw | span_c_flag(in, f, kind))};
+                    x->deficit_at[ndef++] = n;
+                    break;
+                }
+                if (!x->in_stack[f])
+                    break; /* matches no open frame: a lost event, ignore it */
+                for (;;) {
+                    struct gt_span *s = &sp[x->stack[--depth]];
+                    s->end = ts;
+                    x->in_stack[s->func]--;
+                    if (s->func == f) {
+                        s->flags |= uw;
+                        break;
+                    }
+                    s->flags |= GT_SPAN_CLIPPED_END; /* its own return was lost */
+                }
+                break;
+            }
+            default:
+                break;
+            }
+        }
+    }
+done:
+    while (depth) {
+        struct gt_span *s = &sp[x->stack[--depth]];
+        s->end = call_end;
+        s->flags |= GT_SPAN_CLIPPED_END;
+        x->in_stack[s->func]--;
+    }
+    if (ndef) {
+        /* Prepend the pre-tracing frames (outermost first) and push everything
+         * opened before the j-th of them down by ndef - j levels. */
+        if ((err = grow(&sp, &cap, n + ndef, sizeof(*sp))))
+            goto cleanup;
+        memmove(sp + ndef, sp, n * sizeof(*sp));
+        size_t j = 0;
+        for (size_t i = 0; i < n; i++) {
+            while (j < ndef && x->deficit_at[j] <= i)
+                j++;
+            struct gt_span *s = &sp[ndef + i];
+            s->depth = depth16((size_t)s->depth + (ndef - j));
+        }
+        for (size_t q = 0; q < ndef; q++) {
+            sp[q] = x->pre[ndef - 1 - q];
+            sp[q].depth = depth16(q);
+        }
+        n += ndef;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if (span_before(&sp[i], &sp[i - 1])) {
+            if ((err = sort_spans(x, sp, n)))
+                goto cleanup;
+            break;
+        }
+    }
+    if (n == 0) {
+        free(sp);
+        sp = NULL;
+    }
+    tr->spans = sp;
+    tr->nspans = n;
+    sp = NULL;
+cleanup:
+    if (err) {
+        /* Leave the scratch clean even on failure. */
+        while (depth)
+            x->in_stack[sp[x->stack[--depth]].func]--;
+    }
+    free(sp);
+    return err;
+}
+
+/* Builds contiguous intervals with zero-length ones dropped and equal neighbours merged. */
+struct ivb {
+    struct gt_interval *v;
+    size_t n, cap;
+    uint64_t since;
+    uint32_t state;
+};
+
+static int ivb_flush(struct ivb *b, uint64_t t)
+{
+    if (t <= b->since)
+        return 0;
+    if (b->n && b->v[b->n - 1].state == b->state && b->v[b->n - 1].end == b->since) {
+        b->v[b->n - 1].end = t;
+    } else {
+        int err = grow(&b->v, &b->cap, b->n + 1, sizeof(*b->v));
+        if (err)
+            return err;
+        b->v[b->n++] = (struct gt_interval){b->since, t, b->state, 0};
+    }
+    b->since = t;
+    return 0;
+}
+
+static int ivb_set(struct ivb *b, uint64_t t, uint32_t state)
+{
+    if (state == b->state)
+        return 0;
+    int err = ivb_flush(b, t);
+    if (err)
+        return err;
+    b->since = t; /* also when the interval had zero length */
+    b->state = state;
+    return 0;
+}
+
+static uint32_t gil_initial_state(const struct gt_thread_input *ti)
+{
+    if (ti->flags & GT_THREAD_HELD_GIL_AT_START)
+        return GT_GIL_STATE_HELD;
+    /* Infer from the first state-bearing event (a drop request says nothing about us). */
+    for (size_t c = 0; c < ti->ngil; c++) {
+        const struct gt_gil_event *ev = ti->gil[c].data;
+        for (size_t i = 0; i < ti->gil[c].n; i++) {
+            switch (ev[i].kind) {
+            case GT_GIL_ACQUIRED:
+                return GT_GIL_STATE_WAIT;
+            case GT_GIL_RELEASED:
+                return GT_GIL_STATE_HELD;
+            case GT_GIL_WANT:
+                return GT_GIL_STATE_RELEASED;
+            default:
+                break;
+            }
+        }
+    }
+    return GT_GIL_STATE_RELEASED;
+}
+
+static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *tr)
+{
+    uint64_t start = tr->start_ns, end = tr->end_ns, last = start;
+    struct gt_summary *s = &tr->summary;
+    struct ivb b = {NULL, 0, 0, start, gil_initial_state(ti)};
+    int err = 0;
+
+    for (size_t c = 0; c < ti->ngil; c++) {
+        const struct gt_gil_event *ev = ti->gil[c].data;
+        for (size_t i = 0, m = ti->gil[c].n; i < m; i++) {
+            uint64_t raw = ev[i].ts, ts = raw < last ? last : raw > end ? end : raw;
+            last = ts;
+            switch (ev[i].kind) {
+            case GT_GIL_WANT:
+                if (b.state != GT_GIL_STATE_HELD)
+                    err = ivb_set(&b, ts, GT_GIL_STATE_WAIT);
+                break;
+            case GT_GIL_ACQUIRED:
+                if (raw >= start && raw <= end)
+                    s->acquisitions++;
+                err = ivb_set(&b, ts, GT_GIL_STATE_HELD);
+                break;
+            case GT_GIL_RELEASED:
+                err = ivb_set(&b, ts, GT_GIL_STATE_RELEASED);
+                break;
+            case GT_GIL_DROP_REQUEST:
+                if (raw >= start && raw <= end)
+                    s->drop_requests++;
+                break;
+            default:
+                break;
+            }
+            if (err)
+                goto cleanup;
+        }
+    }
+    if ((err = ivb_flush(&b, end)))
+        goto cleanup;
+    for (size_t i = 0; i < b.n; i++) {
+        uint64_t d = b.v[i].end - b.v[i].start;
+        if (b.v[i].state == GT_GIL_STATE_HELD) {
+            s->held_ns += d;
+        } else if (b.v[i].state == GT_GIL_STATE_WAIT) {
+            s->wait_ns += d;
+            if (d > s->longest_wait_ns)
+                s->longest_wait_ns = d;
+        } else {
+            s->released_ns += d;
+        }
+    }
+    if (s->wall_ns) {
+        double w = (double)s->wall_ns;
+        s->held_pct = 100.0 * (double)s->held_ns / w;
+        s->wait_pct = 100.0 * (double)s->wait_ns / w;
+        s->released_pct = 100.0 * (double)s->released_ns / w;
+    }
+    tr->gil = b.v;
+    tr->ngil = b.n;
+    b.v = NULL;
+cleanup:
+    free(b.v);
+    return err;
+}
+
+static int build_os(const struct gt_thread_input *ti, struct gt_thread_result *tr)
+{
+    uint64_t start = tr->start_ns, end = tr->end_ns, last = start;
+    uint32_t init = GT_OS_ON_CPU;
+    int err = 0;
+
+    /* Switched in first: it was off CPU before; the reason is unknown, call it blocked. */
+    for (size_t c = 0; c < ti->nsched; c++) {
+        if (ti->sched[c].n) {
+            const struct gt_sched_event *ev = ti->sched[c].data;
+            if (ev[0].kind == GT_SCHED_IN)
+                init = GT_OS_BLOCKED;
+            break;
+        }
+    }
+    struct ivb b = {NULL, 0, 0, start, init};
+    for (size_t c = 0; c < ti->nsched; c++) {
+        const struct gt_sched_event *ev = ti->sched[c].data;
+        for (size_t i = 0, m = ti->sched[c].n; i < m; i++) {
+            uint64_t ts = ev[i].ts;
+            ts = ts < last ? last : ts > end ? end : ts;
+            last = ts;
+            switch (ev[i].kind) {
+            case GT_SCHED_OUT_PREEMPTED:
+                err = ivb_set(&b, ts, GT_OS_PREEMPTED);
+                break;
+            case GT_SCHED_OUT_BLOCKED:
+                err = ivb_set(&b, ts, GT_OS_BLOCKED);
+                break;
+            case GT_SCHED_IN:
+                err = ivb_set(&b, ts, GT_OS_ON_CPU);
+                break;
+            default:
+                break;
+            }
+            if (err)
+                goto cleanup;
+        }
+    }
+    if ((err = ivb_flush(&b, end)))
+        goto cleanup;
+    int64_t off = 0, pre = 0;
+    for (size_t i = 0; i < b.n; i++) {
+        int64_t d = (int64_t)(b.v[i].end - b.v[i].start);
+        if (b.v[i].state != GT_OS_ON_CPU)
+            off += d;
+        if (b.v[i].state == GT_OS_PREEMPTED)
+            pre += d;
+    }
+    tr->summary.off_cpu_ns = off;
+    tr->summary.preempted_ns = pre;
+    tr->has_sched = 1;
+    tr->os = b.v;
+    tr->nos = b.n;
+    b.v = NULL;
+cleanup:
+    free(b.v);
+    return err;
+}
+
+static void seg_emit(struct seg *sg, size_t *n, uint64_t *cur, uint64_t t, uint32_t f)
+{
+    if (t <= *cur)
+        return;
+    if (*n == 0 || sg[*n - 1].func != f)
+        sg[(*n)++] = (struct seg){*cur, f};
+    *cur = t;
+}
+
+/* Holder's innermost-Python-function segments over its life: one sweep over the
+ * (start, depth)-sorted, properly nested spans. */
+static int build_segs(const struct gt_thread_result *h, struct seg **sg, size_t *cap,
+                      size_t *nseg, struct open_py **st, size_t *st_cap)
+{
+    size_t n = 0, d = 0;
+    uint64_t cur = h->start_ns;
+    /* Each span yields at most two segment starts, plus the tail. */
+    int err = grow(sg, cap, 2 * h->nspans + 1, sizeof(**sg));
+    if (err)
+        return err;
+    for (size_t i = 0; i < h->nspans; i++) {
+        const struct gt_span *s = &h->spans[i];
+        if (s->flags & GT_SPAN_C)
+            continue;
+        while (d && (*st)[d - 1].end <= s->start) {
+            seg_emit(*sg, &n, &cur, (*st)[d - 1].end, (*st)[d - 1].func);
+            d--;
+        }
+        seg_emit(*sg, &n, &cur, s->start, d ? (*st)[d - 1].func : GT_NO_FUNC);
+        if (d == *st_cap && (err = grow(st, st_cap, d + 1, sizeof(**st))))
+            return err;
+        (*st)[d++] = (struct open_py){s->end, s->func};
+    }
+    while (d) {
+        seg_emit(*sg, &n, &cur, (*st)[d - 1].end, (*st)[d - 1].func);
+        d--;
+    }
+    seg_emit(*sg, &n, &cur, h->end_ns, GT_NO_FUNC);
+    *nseg = n;
+    return 0;
+}
+
+static int brow_cmp(const void *pa, const void *pb)
+{
+    const struct brow *a = pa, *b = pb;
+    if (a->b.wait_ns != b->b.wait_ns)
+        return a->b.wait_ns > b->b.wait_ns ? -1 : 1;
+    if (a->b.waiter_tid != b->b.waiter_tid)
+        return a->b.waiter_tid < b->b.waiter_tid ? -1 : 1;
+    if (a->b.holder_tid != b->b.holder_tid)
+        return a->b.holder_tid < b->b.holder_tid ? -1 : 1;
+    if (a->b.func != b->b.func)
+        return a->b.func < b->b.func ? -1 : 1;
+    if (a->w != b->w)
+        return a->w < b->w ? -1 : 1;
+    return a->h < b->h ? -1 : a->h > b->h;
+}
+
+/* First interval in v[lo, n) whose end is after t (v is sorted and contiguous);
+ * gallops from lo like seg_find. */
+static size_t iv_lower(const struct gt_interval *v, size_t lo, size_t n, uint64_t t)
+{
+    size_t step = 1, hi;
+    while (lo + step < n && v[lo + step - 1].end <= t) {
+        lo += step;
+        step *= 2;
+    }
+    hi = lo + step < n ? lo + step : n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].end <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Last segment in sg[lo, n) starting at or before t (sg[lo].start <= t). Gallops
+ * from lo first: the next overlap is usually close, and a plain binary search over
+ * a large segment list costs a cache miss per step. */
+static size_t seg_find(const struct seg *sg, size_t lo, size_t n, uint64_t t)
+{
+    size_t step = 1, hi;
+    while (lo + step < n && sg[lo + step].start <= t) {
+        lo += step;
+        step *= 2;
+    }
+    hi = lo + step < n ? lo + step : n;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sg[mid].start <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Accumulators for one (waiter, holder) pair, indexed by func (GT_NO_FUNC -> nfuncs). */
+struct acc {
+    uint64_t *ns;
+    uint32_t *count;
+    uint64_t *pair_stamp, *wait_stamp;
+    uint32_t *touched;
+    size_t ntouched;
+};
+
+static void acc_add(struct acc *a, uint32_t f, size_t fi, uint64_t d, uint64_t pair,
+                    uint64_t wait)
+{
+    if (a->pair_stamp[fi] != pair) {
+        a->pair_stamp[fi] = pair;
+        a->ns[fi] = 0;
+        a->count[fi] = 0;
+        a->touched[a->ntouched++] = f;
+    }
+    a->ns[fi] += d;
+    if (a->wait_stamp[fi] != wait) {
+        a->wait_stamp[fi] = wait;
+        if (a->count[fi] < UINT32_MAX)
+            a->count[fi]++;
+    }
+}
+
+static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
+{
+    struct seg *sg = NULL;
+    struct open_py *st = NULL;
+    struct brow *rows = NULL;
+    struct acc a = {0};
+    size_t sg_cap = 0, st_cap = 0, nrows = 0, rows_cap = 0, nf = (size_t)in->nfuncs + 1;
+    uint64_t pair = 0, wait = 0;
+    int any_wait = 0, err = 0;
+
+    for (size_t i = 0; i < r->nthreads; i++)
+        any_wait |= r->threads[i].summary.wait_ns != 0;
+    if (!any_wait)
+        return 0;
+    a.ns = calloc(nf, sizeof(*a.ns));
+    a.count = calloc(nf, sizeof(*a.count));
+    a.pair_stamp = calloc(nf, sizeof(*a.pair_stamp));
+    a.wait_stamp = calloc(nf, sizeof(*a.wait_stamp));
+    a.touched = calloc(nf, sizeof(*a.touched));
+    if (!a.ns || !a.count || !a.pair_stamp || !a.wait_stamp || !a.touched) {
+        err = -ENOMEM;
+        goto cleanup;
+    }
+    /* Holder-major so only one holder's segment list exists at a time. */
+    for (size_t hi = 0; hi < r->nthreads; hi++) {
+        const struct gt_thread_result *h = &r->threads[hi];
+        size_t nseg = 0;
+        if (h->summary.held_ns == 0)
+            continue;
+        if ((err = build_segs(h, &sg, &sg_cap, &nseg, &st, &st_cap)))
+            goto cleanup;
+        for (size_t wi = 0; wi < r->nthreads; wi++) {
+            const struct gt_thread_result *w = &r->threads[wi];
+            /* Each process has its own GIL. */
+            if (wi == hi || w->pid != h->pid || w->summary.wait_ns == 0)
+                continue;
+            size_t k0 = 0, s0 = 0;
+            pair++;
+            a.ntouched = 0;
+            for (size_t wv = 0; wv < w->ngil; wv++) {
+                const struct gt_interval *wt = &w->gil[wv];
+                if (wt->state != GT_GIL_STATE_WAIT)
+                    continue;
+                wait++;
+                k0 = iv_lower(h->gil, k0, h->ngil, wt->start);
+                for (size_t k = k0; k < h->ngil && h->gil[k].start < wt->end; k++) {
+                    const struct gt_interval *hv = &h->gil[k];
+                    uint64_t lo = hv->start > wt->start ? hv->start : wt->start;
+                    uint64_t hi2 = hv->end < wt->end ? hv->end : wt->end;
+                    if (hv->state != GT_GIL_STATE_HELD || lo >= hi2)
+                        continue;
+                    /* s0 trails the walk: the next overlap starts at or after it. */
+                    for (size_t q = seg_find(sg, s0, nseg, lo); q < nseg && sg[q].start < hi2;
+                         q++) {
+                        s0 = q;
+                        uint64_t se = q + 1 < nseg ? sg[q + 1].start : h->end_ns;
+                        uint64_t a0 = sg[q].start > lo ? sg[q].start : lo;
+                        uint64_t a1 = se < hi2 ? se : hi2;
+                        if (a1 <= a0)
+                            continue;
+                        uint32_t f = sg[q].func;
+                        acc_add(&a, f, f == GT_NO_FUNC ? in->nfuncs : f, a1 - a0, pair, wait);
+                    }
+                }
+            }
+            if ((err = grow(&rows, &rows_cap, nrows + a.ntouched, sizeof(*rows))))
+                goto cleanup;
+            for (size_t t = 0; t < a.ntouched; t++) {
+                uint32_t f = a.touched[t];
+                size_t fi = f == GT_NO_FUNC ? in->nfuncs : f;
+                rows[nrows++] = (struct brow){
+                    {w->tid, h->tid, f, a.count[fi], a.ns[fi]}, wi, hi};
+            }
+        }
+    }
+    if (nrows) {
+        qsort(rows, nrows, sizeof(*rows), brow_cmp);
+        r->blame = malloc(nrows * sizeof(*r->blame));
+        if (!r->blame) {
+            err = -ENOMEM;
+            goto cleanup;
+        }
+        for (size_t i = 0; i < nrows; i++)
+            r->blame[i] = rows[i].b;
+        r->nblame = nrows;
+    }
+cleanup:
+    free(sg);
+    free(st);
+    free(rows);
+    free(a.ns);
+    free(a.count);
+    free(a.pair_stamp);
+    free(a.wait_stamp);
+    free(a.touched);
+    return err;
+}
+
+static int chunks_ok(const struct gt_chunk *c, size_t n)
+{
+    if (n && !c)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].n && !c[i].data)
+            return 0;
+    return 1;
+}
+
+static int input_ok(const struct gt_trace_input *in)
+{
+    if (in->t1 < in->t0 || (in->nthreads && !in->threads) || (in->nfuncs && !in->funcs))
+        return 0;
+    for (size_t i = 0; i < in->nthreads; i++) {
+        const struct gt_thread_input *t = &in->threads[i];
+        if (!chunks_ok(t->calls, t->ncalls) || !chunks_ok(t->gil, t->ngil) ||
+            !chunks_ok(t->sched, t->nsched))
+            return 0;
+    }
+    return 1;
+}
+
+int gt_merge__run(const struct gt_trace_input *in, struct gt_result **out)
+{
+    struct scratch x = {0};
+    struct gt_result *r = NULL;
+    int err = 0;
+
+    if (out)
+        *out = NULL;
+    if (!in || !out || !input_ok(in))
+        return -EINVAL;
+    r = calloc(1, sizeof(*r));
+    if (!r) {
+        err = -ENOMEM;
+        goto cleanup;
+    }
+    r->t0 = in->t0;
+    r->t1 = in->t1;
+    r->funcs = in->funcs;
+    r->nfuncs = in->nfuncs;
+    r->gil_known = in->gil_known;
+    if (in->nthreads) {
+        r->threads = calloc(in->nthreads, sizeof(*r->threads));
+        if (!r->threads) {
+            err = -ENOMEM;
+            goto cleanup;
+        }
+    }
+    r->nthreads = in->nthreads;
+    x.in_stack = calloc((size_t)in->nfuncs + 1, sizeof(*x.in_stack));
+    if (!x.in_stack) {
+        err = -ENOMEM;
+        goto cleanup;
+    }
+    for (size_t i = 0; i < in->nthreads; i++) {
+        const struct gt_thread_input *ti = &in->threads[i];
+        struct gt_thread_result *tr = &r->threads[i];
+        tr->tid = ti->tid;
+        tr->pid = ti->pid;
+        tr->ident = ti->ident;
+        tr->name = ti->name;
+        thread_life(in, ti, &tr->start_ns, &tr->end_ns);
+        tr->summary.wall_ns = tr->end_ns - tr->start_ns;
+        tr->summary.off_cpu_ns = -1;
+        tr->summary.preempted_ns = -1;
+        if ((err = build_spans(&x, in, ti, tr)))
+            goto cleanup;
+        if (in->gil_known && (err = build_gil(ti, tr)))
+            goto cleanup;
+        if ((ti->flags & GT_THREAD_HAS_SCHED) && (err = build_os(ti, tr)))
+            goto cleanup;
+    }
+    if (in->gil_known && (err = build_blame(in, r)))
+        goto cleanup;
+    *out = r;
+    r = NULL;
+cleanup:
+    gt_result__free(r);
+    free(x.stack);
+    free(x.in_stack);
+    free(x.deficit_at);
+    free(x.pre);
+    free(x.tmp);
+    return err;
+}
+
+void gt_result__free(struct gt_result *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; r->threads && i < r->nthreads; i++) {
+        free(r->threads[i].spans);
+        free(r->threads[i].gil);
+        free(r->threads[i].os);
+    }
+    free(r->threads);
+    free(r->blame);
+    free(r);
+}
