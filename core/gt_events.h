@@ -18,10 +18,15 @@ enum gt_call_kind {
     GT_CRAISE = 6,  /* C function raised */
 };
 
+/* Flag or-ed into a GT_CALL/GT_CCALL kind: the frame was already open when recording
+ * started (recorded at the session start), so its span is clipped at the start. */
+#define GT_CALL_OPEN_AT_START 0x100u
+#define GT_CALL_KIND_MASK 0xffu
+
 struct gt_call_event {
     uint64_t ts;
     uint32_t func;
-    uint32_t kind;
+    uint32_t kind; /* enum gt_call_kind, possibly | GT_CALL_OPEN_AT_START */
 };
 
 /* GIL stream, already decoded per thread; the hooks and the bpf backend both

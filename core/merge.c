@@ -182,7 +182,8 @@ static int build_spans(struct scratch *x, const struct gt_trace_input *in,
         const struct gt_call_event *ev = ti->calls[c].data;
         for (size_t i = 0, m = ti->calls[c].n; i < m; i++) {
             uint64_t ts = ev[i].ts;
-            uint32_t f = ev[i].func, kind = ev[i].kind;
+            uint32_t f = ev[i].func, kind = ev[i].kind & GT_CALL_KIND_MASK;
+            uint16_t open_at_start = (ev[i].kind & GT_CALL_OPEN_AT_START) ? GT_SPAN_CLIPPED_START : 0;
             if (truncated && ts > ti->calls_truncated_at)
                 goto done; /* recording stopped here; later events cannot nest */
             if (ti->func_map) {
@@ -203,7 +204,8 @@ static int build_spans(struct scratch *x, const struct gt_trace_input *in,
                 if (depth == x->stack_cap &&
                     (err = grow(&x->stack, &x->stack_cap, depth + 1, sizeof(*x->stack))))
                     goto cleanup;
-                sp[n] = (struct gt_span){ts, ts, f, depth16(depth), span_c_flag(in, f, kind)};
+                sp[n] = (struct gt_span){ts, ts, f, depth16(depth),
+                                         (uint16_t)(span_c_flag(in, f, kind) | open_at_start)};
                 x->stack[depth++] = n++;
                 x->in_stack[f]++;
                 break;

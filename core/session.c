@@ -325,10 +325,12 @@ static struct gt_chunk *stream_chunks(const struct gt_stream *st, size_t *n)
 
 static const char *name_for(PyObject *names, int32_t tid)
 {
-    if (!names || names == Py_None)
-        return NULL;
     PyObject *key = PyLong_FromLong(tid);
-    PyObject *v = key ? PyDict_GetItemWithError(names, key) : NULL; /* borrowed */
+    PyObject *v = NULL; /* borrowed */
+    if (key && names && PyDict_Check(names))
+        v = PyDict_GetItemWithError(names, key);
+    if (!v && !PyErr_Occurred() && key && gt_tracer__thread_names())
+        v = PyDict_GetItemWithError(gt_tracer__thread_names(), key);
     Py_XDECREF(key);
     if (!v || !PyUnicode_Check(v)) {
         PyErr_Clear();

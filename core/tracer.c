@@ -66,9 +66,12 @@ static struct {
 #else
     struct saved_profile *saved;
     size_t nsaved;
+#endif
+    int functions;
+    int watching; /* threading.setprofile(bootstrap) is in place */
     PyObject *saved_threading_hook; /* strong */
     PyObject *bootstrap;            /* strong */
-#endif
+    PyObject *names;                /* strong: dict native id -> thread name */
 } tr;
 
 /* ------------------------------------------------------------------ intern table */
@@ -339,7 +342,7 @@ static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint
             uint32_t fid;
             if (!tr_find(s, stack[i], &fid))
                 fid = tr_insert_code(s, stack[i]);
-            record(t, ts, fid, GT_CALL, 1);
+            record(t, ts, fid, GT_CALL | GT_CALL_OPEN_AT_START, 1);
         }
         Py_DECREF(stack[i]);
     }
@@ -388,52 +391,9 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
     return 0;
 }
 
-/* threading.setprofile() target: runs once in every thread started while tracing,
- * replaces itself with the C hook and records the frames already open. */
-static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    PyEval_SetProfile(profile_hook, NULL);
-    if (nargs >= 1 && PyFrame_Check(args[0])) {
-        struct gt_thread *t = gt_thread_current();
-        if (t)
-            push_open_frames(t, (PyFrameObject *)args[0], gt_ticks());
-    }
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef bootstrap_def = {"_giltracer_thread_bootstrap",
-                                    (PyCFunction)(void (*)(void))thread_bootstrap,
-                                    METH_FASTCALL, NULL};
-
-static int threading_setprofile(PyObject *func)
-{
-    PyObject *threading = PyImport_ImportModule("threading");
-    if (!threading)
-        return -1;
-    PyObject *r = PyObject_CallMethod(threading, "setprofile", "O", func);
-    Py_DECREF(threading);
-    if (!r)
-        return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
 static int install(void)
 {
     int err = -1;
-    PyObject *threading = PyImport_ImportModule("threading");
-    if (!threading)
-        goto cleanup;
-    tr.saved_threading_hook = PyObject_GetAttrString(threading, "_profile_hook");
-    if (!tr.saved_threading_hook) {
-        PyErr_Clear();
-        tr.saved_threading_hook = Py_NewRef(Py_None);
-    }
-    tr.bootstrap = PyCFunction_New(&bootstrap_def, NULL);
-    if (!tr.bootstrap || threading_setprofile(tr.bootstrap) < 0)
-        goto cleanup;
-
     PyInterpreterState *interp = PyThreadState_Get()->interp;
     size_t n = 0;
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts))
@@ -453,7 +413,6 @@ static int install(void)
     }
     err = 0;
 cleanup:
-    Py_XDECREF(threading);
     return err;
 }
 
@@ -481,14 +440,6 @@ static int uninstall(void)
     free(tr.saved);
     tr.saved = NULL;
     tr.nsaved = 0;
-    if (tr.saved_threading_hook) {
-        if (threading_setprofile(tr.saved_threading_hook) < 0) {
-            PyErr_WriteUnraisable(NULL);
-            err = -1;
-        }
-        Py_CLEAR(tr.saved_threading_hook);
-    }
-    Py_CLEAR(tr.bootstrap);
     if (err < 0)
         PyErr_SetString(PyExc_RuntimeError,
                         "giltracer: could not restore the previous profile function");
@@ -647,6 +598,96 @@ static int uninstall(void)
 
 #endif /* GT_USE_MONITORING */
 
+/* ------------------------------------------------------------------ new threads */
+
+/* threading.setprofile() target: runs once in every threading.Thread started while
+ * recording (from Thread._bootstrap_inner, when the thread is registered and named).
+ * It notes the thread's name (threads that end before stop are otherwise nameless),
+ * then either installs the C profile hook for the thread (3.9-3.11 with functions) or
+ * removes itself. */
+static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    struct gt_thread *t = gt_thread_current();
+    if (t && tr.names) {
+        PyObject *threading = PyImport_ImportModule("threading");
+        PyObject *cur = threading ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
+        PyObject *name = cur ? PyObject_GetAttrString(cur, "name") : NULL;
+        PyObject *key = PyLong_FromLong(t->tid);
+        if (!name || !key || PyDict_SetItem(tr.names, key, name) < 0)
+            PyErr_Clear();
+        Py_XDECREF(key);
+        Py_XDECREF(name);
+        Py_XDECREF(cur);
+        Py_XDECREF(threading);
+    }
+#if !GT_USE_MONITORING
+    if (tr.active) {
+        PyEval_SetProfile(profile_hook, NULL);
+        if (t && nargs >= 1 && PyFrame_Check(args[0]))
+            push_open_frames(t, (PyFrameObject *)args[0], gt_ticks());
+    } else {
+        PyEval_SetProfile(NULL, NULL);
+    }
+#else
+    (void)args;
+    (void)nargs;
+    PyEval_SetProfile(NULL, NULL);
+#endif
+    PyErr_Restore(et, ev, tb);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef bootstrap_def = {"_giltracer_thread_bootstrap",
+                                    (PyCFunction)(void (*)(void))thread_bootstrap,
+                                    METH_FASTCALL, NULL};
+
+static int threading_setprofile(PyObject *func)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    if (!threading)
+        return -1;
+    PyObject *r = PyObject_CallMethod(threading, "setprofile", "O", func);
+    Py_DECREF(threading);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int watch_new_threads(void)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    if (!threading)
+        return -1;
+    Py_XSETREF(tr.saved_threading_hook, PyObject_GetAttrString(threading, "_profile_hook"));
+    Py_DECREF(threading);
+    if (!tr.saved_threading_hook) {
+        PyErr_Clear();
+        tr.saved_threading_hook = Py_NewRef(Py_None);
+    }
+    if (!tr.bootstrap && !(tr.bootstrap = PyCFunction_New(&bootstrap_def, NULL)))
+        return -1;
+    return threading_setprofile(tr.bootstrap);
+}
+
+static int unwatch_new_threads(void)
+{
+    int err = 0;
+    if (tr.saved_threading_hook) {
+        err = threading_setprofile(tr.saved_threading_hook);
+        Py_CLEAR(tr.saved_threading_hook);
+    }
+    return err;
+}
+
+PyObject *gt_tracer__thread_names(void)
+{
+    return tr.names;
+}
+
 /* ------------------------------------------------------------------ lifecycle */
 
 static PyObject *fs_patterns(PyObject *seq)
@@ -758,19 +799,22 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
             Py_DECREF(f);
         }
     }
-    if (!o->functions) {
-        clear_options();
-        return 0;
-    }
-    if (install() < 0) {
+    Py_XSETREF(tr.names, PyDict_New());
+    if (!tr.names || watch_new_threads() < 0)
+        goto fail;
+    tr.watching = 1;
+    tr.functions = o->functions;
+    if (o->functions && install() < 0) {
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
         uninstall();
+        unwatch_new_threads();
+        tr.watching = 0;
         PyErr_Clear();
         PyErr_Restore(et, ev, tb);
         goto fail;
     }
-    tr.active = 1;
+    tr.active = o->functions;
     return 0;
 fail:
     clear_options();
@@ -779,10 +823,16 @@ fail:
 
 int gt_tracer__stop(void)
 {
-    if (!tr.active)
-        return 0;
-    tr.active = 0;
-    int err = uninstall();
+    int err = 0;
+    if (tr.active) {
+        tr.active = 0;
+        err = uninstall();
+    }
+    if (tr.watching) {
+        tr.watching = 0;
+        if (unwatch_new_threads() < 0 && err == 0)
+            err = -1;
+    }
     clear_options();
     return err;
 }

@@ -41,6 +41,10 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
  */
 int gt_tracer__stop(void);
 
+/** gt_tracer__thread_names() - borrowed dict native id -> name of threads started
+ * while recording (kept until the next start). May be NULL. */
+PyObject *gt_tracer__thread_names(void);
+
 /** gt_tracer__active() - nonzero between start and stop. */
 int gt_tracer__active(void);
 

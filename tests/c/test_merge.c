@@ -177,6 +177,32 @@ static void test_nesting(void)
     gt_result__free(r);
 }
 
+static void test_open_at_start_flag(void)
+{
+    /* Frames already open at the start are recorded as calls at t0 with the
+     * GT_CALL_OPEN_AT_START flag: their spans say so. */
+    static const struct gt_call_event ev[] = {
+        {0, F_F, GT_CALL | GT_CALL_OPEN_AT_START}, {0, F_G, GT_CALL | GT_CALL_OPEN_AT_START},
+        {20, F_H, GT_CALL}, {30, F_H, GT_RETURN}, {40, F_G, GT_RETURN},
+    };
+    struct gt_chunk ch = {ev, N(ev)};
+    struct gt_thread_input th = {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START,
+                                 .calls = &ch, .ncalls = 1};
+    struct gt_trace_input in = mk_input(0, 100, &th, 1, 0);
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    const struct gt_thread_result *t = &r->threads[0];
+    CHECK(t->nspans == 3);
+    if (t->nspans == 3) {
+        CHECK_SPAN(&t->spans[0], 0, 100, F_F, 0, GT_SPAN_CLIPPED_START | GT_SPAN_CLIPPED_END);
+        CHECK_SPAN(&t->spans[1], 0, 40, F_G, 1, GT_SPAN_CLIPPED_START);
+        CHECK_SPAN(&t->spans[2], 20, 30, F_H, 2, 0);
+    }
+    gt_result__free(r);
+}
+
 static void test_chunks_split(void)
 {
     /* Same stream across four chunks, one of them empty. */
@@ -1009,6 +1035,7 @@ int main(void)
 #define T(x) {#x, x}
         T(test_nesting),
         T(test_chunks_split),
+        T(test_open_at_start_flag),
         T(test_empty_stack_return),
         T(test_empty_stack_return_new_thread),
         T(test_deficit_ties_sorted),
