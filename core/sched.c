@@ -1,0 +1,599 @@
+/* SPDX-License-Identifier: MIT */
+/* Unprivileged OS scheduler states (see gt_sched.h).
+ *
+ * One perf event per watched thread: a dummy software event with context_switch=1,
+ * so the kernel writes a PERF_RECORD_SWITCH into the event's ring every time the
+ * thread goes off or on a CPU. Timestamps come from the sample_id trailer
+ * (sample_id_all, PERF_SAMPLE_TID | PERF_SAMPLE_TIME) on CLOCK_MONOTONIC
+ * (use_clockid), so they merge with every other stream without conversion.
+ * exclude_kernel/exclude_hv make the event acceptable at perf_event_paranoid=2.
+ *
+ * Nothing ever waits on the events: the wakeup watermark is the ring size, and one
+ * poller thread wakes every GT_SCHED_PERIOD_NS to drain every ring into its thread's
+ * sched stream. The poller is the only producer of sched streams while it runs; after
+ * gt_sched__stop() joined it, the stopping thread does the final drain.
+ *
+ * Concurrency: gt_sched__watch() opens and maps the event without any lock, then
+ * links it onto `pending` under `lock` (a few instructions). The poller splices
+ * `pending` into its private `active` list under the same lock and drains without
+ * it. Every GT_SCHED_REAP_EVERY periods the poller poll()s the events: an event
+ * whose thread exited reports POLLHUP; its ring is drained one last time and
+ * closed, which gives back the fd and the locked ring pages early.
+ *
+ * Ring size: GT_SCHED_RING_KB of data (rounded to a power of two pages), overridable
+ * with GILTRACER_SCHED_RING_KB. When the mmap is refused for lack of locked memory
+ * (kernel.perf_event_mlock_kb per user, then RLIMIT_MEMLOCK), smaller rings are
+ * tried down to one data page. Events are also refused (-EMFILE) once their fd would
+ * fall in the last quarter of RLIMIT_NOFILE, so the traced program keeps its fds.
+ *
+ * Costs (2 vCPU VM, kernel 6.18): ~0.7 us of the traced threads' CPU per context
+ * switch (mostly the kernel's perf context switch for a task with an event, not the
+ * records), ~11 us per poller wakeup (the same as a bare clock_nanosleep wakeup on
+ * this VM, i.e. ~0.2 % of one CPU) plus ~20-70 ns per record drained. */
+#define _GNU_SOURCE
+#include "gt_sched.h"
+
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "threads.h"
+
+#ifndef GT_SCHED_RING_KB
+/* Data KiB per thread: 682 records of 24 bytes, i.e. 136k switches/s per thread at a
+ * 5 ms period. Rings are locked memory: an unprivileged user gets
+ * kernel.perf_event_mlock_kb (516) x CPUs, shared by all of its processes, plus each
+ * process's RLIMIT_MEMLOCK; at 16+4 KiB per thread that is ~50 threads with
+ * RLIMIT_MEMLOCK=0 on 2 CPUs and ~460 with 8 MiB (64 KiB rings: ~15 and ~135). */
+#define GT_SCHED_RING_KB 16
+#endif
+#ifndef GT_SCHED_PERIOD_NS
+#define GT_SCHED_PERIOD_NS 5000000ll /* poller period: 5 ms */
+#endif
+#ifndef GT_SCHED_REAP_EVERY
+#define GT_SCHED_REAP_EVERY 20 /* look for exited threads every 20 periods (100 ms) */
+#endif
+
+/* sample_id trailer with PERF_SAMPLE_TID | PERF_SAMPLE_TIME: at the end of every
+ * non-sample record. */
+struct sample_id {
+    uint32_t pid, tid;
+    uint64_t time;
+};
+
+#define SAMPLE_TYPE (PERF_SAMPLE_TID | PERF_SAMPLE_TIME)
+#define REC_BUF 256 /* records we decode are far smaller; bigger ones are skipped */
+
+/* One watched thread. Created by gt_sched__watch(); owned by the poller once spliced
+ * into `active`. */
+struct watch {
+    struct watch *next;
+    struct gt_thread *t;
+    struct perf_event_mmap_page *page;
+    const unsigned char *data;
+    uint64_t size; /* data bytes, a power of two */
+    size_t map_len;
+    int fd;
+    uint64_t dropped_seen; /* t->sched.dropped already counted in `lost` */
+};
+
+struct gt_sched {
+    pthread_mutex_t lock;
+    struct watch *pending; /* lock: new watches, not yet seen by the poller */
+    int closed;            /* lock: stop began, watch refuses */
+
+    /* Owned by the poller while it runs, by the stopping thread after the join. */
+    struct watch *active;
+    struct pollfd *pfd;
+    size_t pfd_cap;
+
+    /* Caller-side control (start/stop/free are not called concurrently). */
+    pthread_t poller;
+    int started, stopped;
+    atomic_int stop_flag;
+
+    size_t data_pages; /* preferred data pages per ring, a power of two */
+    uint64_t fd_limit;  /* refuse events whose fd would be >= this */
+    size_t page_size;
+
+    _Atomic uint64_t watched, failures, records, lost;
+};
+
+/* t->sched_state of a watched thread: a marker, not an allocation (the watch itself
+ * may be gone long before the record), so nothing ever needs to free it. */
+static const char watched_marker;
+#define WATCHED_MARKER ((void *)&watched_marker)
+
+/* ---- explanations (static text) ---------------------------------------------- */
+
+#define GT_PARANOID_LEVELS(X) X(-1) X(0) X(1) X(2) X(3) X(4)
+#define GT_MSG_EACCES(n) \
+    "perf_event_open refused (kernel.perf_event_paranoid=" #n "): OS states unavailable",
+#define GT_MSG_EPERM(n)                                                   \
+    "perf_event_open refused (kernel.perf_event_paranoid=" #n             \
+    ", or a seccomp filter): OS states unavailable",
+static const char *const msg_eacces[] = {GT_PARANOID_LEVELS(GT_MSG_EACCES)};
+static const char *const msg_eperm[] = {GT_PARANOID_LEVELS(GT_MSG_EPERM)};
+
+static int read_paranoid(int *level)
+{
+    int err = 0;
+    FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+    if (!f)
+        return -errno;
+    if (fscanf(f, "%d", level) != 1)
+        err = -EINVAL;
+    fclose(f);
+    return err;
+}
+
+/* stage: 0 = perf_event_open, 1 = mmap. */
+static const char *explain(int err, int stage)
+{
+    if (stage == 1)
+        return "perf ring buffer refused (kernel.perf_event_mlock_kb / RLIMIT_MEMLOCK): "
+               "OS states unavailable";
+    switch (-err) {
+    case EACCES:
+    case EPERM: {
+        int level = 0;
+        if (read_paranoid(&level) == 0 && level >= -1 && level <= 4)
+            return err == -EACCES ? msg_eacces[level + 1] : msg_eperm[level + 1];
+        return "perf_event_open refused (kernel.perf_event_paranoid, or a seccomp "
+               "filter): OS states unavailable";
+    }
+    case ENOSYS:
+    case ENOENT:
+    case ENODEV:
+    case EOPNOTSUPP:
+        return "perf events not supported here: OS states unavailable";
+    case EINVAL:
+    case E2BIG:
+        return "perf_event_open rejected the context-switch event (kernel older than "
+               "4.3?): OS states unavailable";
+    case EMFILE:
+    case ENFILE:
+        return "no file descriptor left for perf_event_open: OS states unavailable";
+    case ENOMEM:
+        return "out of memory: OS states unavailable";
+    default:
+        return "perf_event_open failed: OS states unavailable";
+    }
+}
+
+/* ---- one event --------------------------------------------------------------- */
+
+static void watch_free(struct watch *w)
+{
+    if (!w)
+        return;
+    if (w->page)
+        munmap(w->page, w->map_len);
+    if (w->fd >= 0)
+        close(w->fd);
+    free(w);
+}
+
+/* Open and map the context-switch event of `tid` (0 = the caller). *stage tells
+ * which step failed. */
+static int watch_open(const struct gt_sched *s, int32_t tid, struct watch **out,
+                      int *stage)
+{
+    int err = 0;
+    struct watch *w = calloc(1, sizeof(*w));
+    *out = NULL;
+    *stage = 0;
+    if (!w)
+        return -ENOMEM;
+    w->fd = -1;
+
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_DUMMY;
+    attr.sample_type = SAMPLE_TYPE;
+    attr.sample_id_all = 1;
+    attr.context_switch = 1;
+    attr.use_clockid = 1;
+    attr.clockid = CLOCK_MONOTONIC;
+    attr.exclude_kernel = 1; /* required at perf_event_paranoid >= 2 */
+    attr.exclude_hv = 1;
+    attr.disabled = 0;
+    /* Never wake anyone: the watermark is the whole ring (the kernel clamps it). */
+    attr.watermark = 1;
+    attr.wakeup_watermark = (uint32_t)(s->data_pages * s->page_size);
+
+    int fd = (int)syscall(SYS_perf_event_open, &attr, (pid_t)tid, -1, -1,
+                          PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) {
+        err = -errno;
+        goto cleanup;
+    }
+    w->fd = fd;
+    /* One fd per thread: never take the last quarter of the process's fds. */
+    if ((uint64_t)fd >= s->fd_limit) {
+        err = -EMFILE;
+        goto cleanup;
+    }
+
+    /* Smaller rings when locked memory runs short (many threads, unprivileged). */
+    *stage = 1;
+    for (size_t pages = s->data_pages;; pages /= 2) {
+        size_t len = (pages + 1) * s->page_size;
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+            w->page = p;
+            w->map_len = len;
+            w->size = (uint64_t)pages * s->page_size;
+            break;
+        }
+        err = -errno;
+        if ((err != -EPERM && err != -ENOMEM) || pages == 1)
+            goto cleanup;
+    }
+    /* The kernel fills data_offset/data_size since 4.1; trust them when present. */
+    if (w->page->data_size) {
+        w->size = w->page->data_size;
+        w->data = (const unsigned char *)w->page + w->page->data_offset;
+    } else {
+        w->data = (const unsigned char *)w->page + s->page_size;
+    }
+    err = 0;
+    *out = w;
+    w = NULL;
+cleanup:
+    watch_free(w);
+    return err;
+}
+
+/* Move every complete record out of the ring into w->t->sched. Only the current
+ * producer (poller, or the stopper after the join) calls this. */
+static void watch_drain(struct gt_sched *s, struct watch *w)
+{
+    struct perf_event_mmap_page *pg = w->page;
+    /* Pairs with the kernel's smp_wmb() before it publishes data_head. */
+    uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = pg->data_tail; /* only we write it */
+    uint64_t mask = w->size - 1;
+    uint64_t records = 0, lost = 0;
+    struct gt_stream *st = &w->t->sched;
+    _Alignas(8) unsigned char buf[REC_BUF];
+
+    while (tail != head) {
+        uint64_t off = tail & mask;
+        struct perf_event_header hdr;
+        /* Records are 8-byte aligned and the ring is a multiple of 8: the header never
+         * straddles the end. */
+        memcpy(&hdr, w->data + off, sizeof(hdr));
+        if (hdr.size < sizeof(hdr) || (hdr.size & 7) || hdr.size > head - tail) {
+            /* Torn or corrupt: resynchronise at head. Cannot happen with a sane
+             * kernel; counted as lost so it is never silent. */
+            lost++;
+            tail = head;
+            break;
+        }
+        const unsigned char *rec = NULL;
+        if (hdr.type == PERF_RECORD_SWITCH || hdr.type == PERF_RECORD_LOST) {
+            if (off + hdr.size <= w->size) {
+                rec = w->data + off;
+            } else if (hdr.size <= sizeof(buf)) { /* wraps around the ring end */
+                size_t first = (size_t)(w->size - off);
+                memcpy(buf, w->data + off, first);
+                memcpy(buf + first, w->data, hdr.size - first);
+                rec = buf;
+            }
+        }
+        if (rec && hdr.type == PERF_RECORD_SWITCH &&
+            hdr.size >= sizeof(hdr) + sizeof(struct sample_id)) {
+            struct sample_id id;
+            memcpy(&id, rec + hdr.size - sizeof(id), sizeof(id));
+            /* OUT_PREEMPT: still TASK_RUNNING when switched out (kernel 4.17+). */
+            uint32_t kind = GT_SCHED_IN;
+            if (hdr.misc & PERF_RECORD_MISC_SWITCH_OUT) {
+                kind = GT_SCHED_OUT_BLOCKED;
+                if (hdr.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT)
+                    kind = GT_SCHED_OUT_PREEMPTED;
+            }
+            gt_stream__push(st, id.time, kind, 0);
+            records++;
+        } else if (rec && hdr.type == PERF_RECORD_LOST && hdr.size >= sizeof(hdr) + 16) {
+            uint64_t n;
+            memcpy(&n, rec + sizeof(hdr) + 8, sizeof(n)); /* after u64 id */
+            lost += n;
+        }
+        tail += hdr.size;
+    }
+    /* Our reads of the records happen before the kernel may reuse their space. */
+    __atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
+
+    uint64_t dropped = st->dropped;
+    lost += dropped - w->dropped_seen;
+    w->dropped_seen = dropped;
+    if (records)
+        atomic_fetch_add_explicit(&s->records, records, memory_order_relaxed);
+    if (lost)
+        atomic_fetch_add_explicit(&s->lost, lost, memory_order_relaxed);
+}
+
+/* ---- poller ------------------------------------------------------------------ */
+
+static void take_pending(struct gt_sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    struct watch *p = s->pending;
+    s->pending = NULL;
+    pthread_mutex_unlock(&s->lock);
+    while (p) {
+        struct watch *next = p->next;
+        p->next = s->active;
+        s->active = p;
+        p = next;
+    }
+}
+
+/* Drain and close the events whose thread exited (they report POLLHUP). */
+static void reap_exited(struct gt_sched *s)
+{
+    size_t n = 0;
+    for (struct watch *w = s->active; w; w = w->next)
+        n++;
+    if (n == 0)
+        return;
+    if (n > s->pfd_cap) {
+        struct pollfd *p = realloc(s->pfd, n * sizeof(*p));
+        if (!p)
+            return; /* try again next time; stop closes everything anyway */
+        s->pfd = p;
+        s->pfd_cap = n;
+    }
+    size_t i = 0;
+    for (struct watch *w = s->active; w; w = w->next, i++) {
+        s->pfd[i].fd = w->fd;
+        s->pfd[i].events = POLLIN;
+        s->pfd[i].revents = 0;
+    }
+    if (poll(s->pfd, (nfds_t)n, 0) <= 0)
+        return;
+    i = 0;
+    for (struct watch **pw = &s->active; *pw; i++) {
+        struct watch *w = *pw;
+        if (s->pfd[i].revents & (POLLHUP | POLLERR | POLLNVAL)) {
+            watch_drain(s, w); /* the thread's last records */
+            *pw = w->next;
+            watch_free(w);
+        } else {
+            pw = &w->next;
+        }
+    }
+}
+
+static void ts_add_ns(struct timespec *t, long long ns)
+{
+    long long v = (long long)t->tv_nsec + ns;
+    t->tv_sec += (time_t)(v / 1000000000ll);
+    t->tv_nsec = (long)(v % 1000000000ll);
+}
+
+static void *poller_main(void *arg)
+{
+    struct gt_sched *s = arg;
+    struct timespec next;
+    unsigned tick = 0;
+    /* Let the kernel batch our wakeups with other timers (default slack: 50 us). */
+    prctl(PR_SET_TIMERSLACK, 500000ul, 0, 0, 0);
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    while (!atomic_load_explicit(&s->stop_flag, memory_order_acquire)) {
+        ts_add_ns(&next, GT_SCHED_PERIOD_NS);
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
+            ;
+        /* After a long stall, do not fire a burst of catch-up periods. */
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        struct timespec late = next;
+        ts_add_ns(&late, GT_SCHED_PERIOD_NS);
+        if (now.tv_sec > late.tv_sec ||
+            (now.tv_sec == late.tv_sec && now.tv_nsec > late.tv_nsec))
+            next = now;
+
+        take_pending(s);
+        for (struct watch *w = s->active; w; w = w->next)
+            watch_drain(s, w);
+        if (++tick % GT_SCHED_REAP_EVERY == 0)
+            reap_exited(s);
+    }
+    return NULL;
+}
+
+/* ---- API --------------------------------------------------------------------- */
+
+static size_t ring_pages_from(size_t kb, size_t page_size)
+{
+    size_t want = kb * 1024 / page_size, pages = 1;
+    while (pages * 2 <= want && pages < (1u << 20))
+        pages *= 2;
+    return pages;
+}
+
+int gt_sched__new(struct gt_sched **out, const char **why)
+{
+    int err = 0, stage = 0;
+    const char *text = NULL;
+    struct watch *probe = NULL;
+    struct gt_sched *s = calloc(1, sizeof(*s));
+    *out = NULL;
+    if (!s) {
+        err = -ENOMEM;
+        text = explain(err, 0);
+        goto cleanup;
+    }
+    long ps = sysconf(_SC_PAGESIZE);
+    s->page_size = ps > 0 ? (size_t)ps : 4096;
+    size_t kb = GT_SCHED_RING_KB;
+    const char *env = getenv("GILTRACER_SCHED_RING_KB");
+    if (env && *env) {
+        char *end = NULL;
+        unsigned long v = strtoul(env, &end, 10);
+        if (end && *end == '\0' && v > 0 && v <= (1ul << 20))
+            kb = v;
+    }
+    s->data_pages = ring_pages_from(kb, s->page_size);
+    struct rlimit nofile;
+    s->fd_limit = UINT64_MAX;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+        s->fd_limit = (uint64_t)nofile.rlim_cur / 4 * 3;
+    err = -pthread_mutex_init(&s->lock, NULL);
+    if (err) {
+        free(s);
+        s = NULL;
+        text = explain(err, 0);
+        goto cleanup;
+    }
+    atomic_init(&s->stop_flag, 0);
+
+    err = watch_open(s, 0, &probe, &stage);
+    if (err) {
+        text = explain(err, stage);
+        goto cleanup;
+    }
+    text = "perf_event_open context-switch records (CLOCK_MONOTONIC)";
+    *out = s;
+    s = NULL;
+cleanup:
+    watch_free(probe);
+    gt_sched__free(s);
+    if (why)
+        *why = text;
+    return err;
+}
+
+int gt_sched__watch(struct gt_sched *s, struct gt_thread *t)
+{
+    int err = 0, stage = 0;
+    struct watch *w = NULL;
+    if (!s || !t)
+        return -EINVAL;
+
+    /* Claim the thread (call once per thread; a second call is refused). */
+    pthread_mutex_lock(&s->lock);
+    if (s->closed)
+        err = -ESRCH;
+    else if (t->sched_state)
+        err = -EALREADY;
+    else
+        t->sched_state = WATCHED_MARKER;
+    pthread_mutex_unlock(&s->lock);
+    if (err)
+        return err;
+
+    err = watch_open(s, t->tid, &w, &stage);
+    if (!err) {
+        w->t = t;
+        w->dropped_seen = t->sched.dropped;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (!err && s->closed)
+        err = -ESRCH;
+    if (!err) {
+        w->next = s->pending;
+        s->pending = w;
+        w = NULL;
+    } else {
+        t->sched_state = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+
+    watch_free(w);
+    atomic_fetch_add_explicit(err ? &s->failures : &s->watched, 1, memory_order_relaxed);
+    return err;
+}
+
+int gt_sched__start(struct gt_sched *s)
+{
+    int err = 0;
+    sigset_t all, old;
+    if (!s)
+        return -EINVAL;
+    if (s->stopped)
+        return -ESRCH;
+    if (s->started)
+        return -EALREADY;
+    /* The poller must never take the process's signals (e.g. SIGINT for Python). */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    err = -pthread_create(&s->poller, NULL, poller_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err)
+        return err;
+    pthread_setname_np(s->poller, "gt-sched");
+    s->started = 1;
+    return 0;
+}
+
+int gt_sched__stop(struct gt_sched *s)
+{
+    if (!s)
+        return -EINVAL;
+    if (s->stopped)
+        return 0;
+
+    /* From here on gt_sched__watch() refuses; take what it already queued. */
+    pthread_mutex_lock(&s->lock);
+    s->closed = 1;
+    pthread_mutex_unlock(&s->lock);
+    if (s->started) {
+        atomic_store_explicit(&s->stop_flag, 1, memory_order_release);
+        pthread_join(s->poller, NULL);
+        s->started = 0;
+    }
+    /* The poller is gone: this thread is now the only producer. */
+    take_pending(s);
+    for (struct watch *w = s->active; w; w = w->next)
+        ioctl(w->fd, PERF_EVENT_IOC_DISABLE, 0);
+    while (s->active) {
+        struct watch *w = s->active;
+        s->active = w->next;
+        watch_drain(s, w);
+        watch_free(w);
+    }
+    free(s->pfd);
+    s->pfd = NULL;
+    s->pfd_cap = 0;
+    s->stopped = 1;
+    return 0;
+}
+
+void gt_sched__stats(const struct gt_sched *s, struct gt_sched_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!s)
+        return;
+    /* The API takes const; relaxed atomic loads do not modify the object. */
+    struct gt_sched *m = (struct gt_sched *)s;
+    out->threads_watched = atomic_load_explicit(&m->watched, memory_order_relaxed);
+    out->watch_failures = atomic_load_explicit(&m->failures, memory_order_relaxed);
+    out->records = atomic_load_explicit(&m->records, memory_order_relaxed);
+    out->lost = atomic_load_explicit(&m->lost, memory_order_relaxed);
+}
+
+void gt_sched__free(struct gt_sched *s)
+{
+    if (!s)
+        return;
+    gt_sched__stop(s);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
