@@ -11,11 +11,14 @@
  *   pthread_cond_signal(gil switch_cond)             -> GT_GIL_ACQUIRED (take_gil, FORCE_SWITCHING)
  *   pthread_cond_signal(gil cond)                    -> GT_GIL_RELEASED (drop_gil)
  *   pthread_cond_timedwait(gil cond) == ETIMEDOUT    -> GT_GIL_DROP_REQUEST
+ *   pthread_cond_wait(gil switch_cond)               -> GT_GIL_WANT (after a forced drop,
+ *        drop_gil waits for another thread to take the GIL, then retakes it at once)
  */
 #ifndef GT_GILHOOK_H
 #define GT_GILHOOK_H
 
 #include <stdint.h>
+#include <stddef.h>
 
 struct gt_gil_addrs {
     const void *mutex;       /* gil->mutex */
@@ -53,12 +56,17 @@ void gt_gilhook__set_addrs(const struct gt_gil_addrs *a);
 /**
  * gt_gilhook__set_recording() - start/stop recording into the thread registry's GIL
  * streams. Stopping waits until no hook is inside its recording section, so the
- * streams can be closed right after.
+ * streams can be closed right after. The GIL hooks follow this flag only (not
+ * gt_recording): call set_recording(0) before gt_registry__end().
  */
 void gt_gilhook__set_recording(int on);
 
-/** gt_gilhook__object_path() - path of the patched object ("" for the executable). */
+/** gt_gilhook__object_path() - path of the patched object (the executable's resolved
+ * path when libpython is linked in statically; "" before install). */
 const char *gt_gilhook__object_path(void);
+
+/** gt_gilhook__object_bias() - load bias of the patched object (0 before install). */
+uintptr_t gt_gilhook__object_bias(void);
 
 /* Counters since install, for diagnostics/tests. */
 struct gt_gilhook_stats {

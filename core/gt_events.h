@@ -37,6 +37,8 @@ enum gt_gil_kind {
     GT_GIL_RELEASED = 3,     /* the thread dropped the GIL */
     GT_GIL_DROP_REQUEST = 4, /* a waiter's wait slice (switch interval) timed out:
                                 it asks the holder to drop (forced switch) */
+    GT_GIL_SWITCH_DONE = 5,  /* a dropper's wait for another thread to take the GIL
+                                (FORCE_SWITCHING) ended: released until it wants again */
 };
 
 struct gt_gil_event {

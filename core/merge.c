@@ -379,6 +379,10 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
             case GT_GIL_RELEASED:
                 err = ivb_set(&b, ts, GT_GIL_STATE_RELEASED);
                 break;
+            case GT_GIL_SWITCH_DONE:
+                if (b.state == GT_GIL_STATE_WAIT)
+                    err = ivb_set(&b, ts, GT_GIL_STATE_RELEASED);
+                break;
             case GT_GIL_DROP_REQUEST:
                 if (raw >= start && raw <= end)
                     s->drop_requests++;

@@ -90,6 +90,7 @@ static int prepare_bpf(int follow_children)
     struct gt_bpf_opts o = {
         .pid = (int32_t)getpid(),
         .interp_path = path,
+        .interp_bias = gt_gilhook__object_bias(),
         .gil_cond = hooks.addrs.cond,
         .follow_children = follow_children,
         .sched = 1,

@@ -82,6 +82,11 @@ int gt_stream__grow(struct gt_stream *s)
             err = -ENOSPC;
             goto cleanup;
         }
+        /* Hand out at most a 16th of what is left (and at least 256), so that threads
+         * that stop early cannot strand much of the budget in their last block. */
+        uint64_t share = call_events_left / 16 < 256 ? 256 : call_events_left / 16;
+        if (share < room)
+            room = (size_t)share;
         if (call_events_left < room)
             room = (size_t)call_events_left;
     }

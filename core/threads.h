@@ -51,7 +51,8 @@ struct gt_thread {
     struct gt_thread *next;
 };
 
-/* Global recording gate, read by every hook: nonzero while a session records. */
+/* Recording gate of the tracer's hooks: nonzero while a session records (the GIL
+ * hooks have their own gate, gt_gilhook__set_recording). */
 extern atomic_int gt_recording;
 
 /* Called (with the registry lock NOT held) for every newly registered thread, e.g. to

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import giltracer
-from workloads import run_threads, sleeper, socket_waiter, spin_for
+from workloads import run_threads, sleeper, socket_waiter, spin_for, spin_on_cpu
 
 BACKEND = "hooks"
 
@@ -25,7 +25,8 @@ def holds(t, tid):
 @pytest.fixture(scope="module")
 def two_cpu_threads():
     with giltracer.trace(backend=BACKEND, c_calls=False) as t:
-        run_threads([lambda: spin_for(0.6), lambda: spin_for(0.6)], names=["cpu-a", "cpu-b"])
+        run_threads([lambda: spin_on_cpu(0, 0.6), lambda: spin_on_cpu(1, 0.6)],
+                    names=["cpu-a", "cpu-b"])
     return t
 
 
@@ -95,7 +96,8 @@ def test_shorter_switch_interval_gives_more_handoffs():
         sys.setswitchinterval(interval)
         try:
             with giltracer.trace(backend=BACKEND, functions=False) as t:
-                run_threads([lambda: spin_for(0.4), lambda: spin_for(0.4)], names=["x", "y"])
+                run_threads([lambda: spin_on_cpu(0, 0.4), lambda: spin_on_cpu(1, 0.4)],
+                            names=["x", "y"])
         finally:
             sys.setswitchinterval(old)
         s = by_name(t)
@@ -106,11 +108,11 @@ def test_shorter_switch_interval_gives_more_handoffs():
 
 
 def work_a():
-    spin_for(0.4)
+    spin_on_cpu(0, 0.4)
 
 
 def work_b():
-    spin_for(0.4)
+    spin_on_cpu(1, 0.4)
 
 
 def test_blame_names_the_holder_and_its_function():
@@ -121,7 +123,7 @@ def test_blame_names_the_holder_and_its_function():
     pairs = {(r.waiter, r.holder) for r in rows}
     assert (a.native_id, b.native_id) in pairs and (b.native_id, a.native_id) in pairs
     top_fns = {r.function for r in rows[:6]}
-    assert top_fns & {"spin_for", "work_a", "work_b"}
+    assert top_fns & {"spin_for", "spin_on_cpu", "work_a", "work_b"}
     waited = sum(r.wait_ns for r in rows if r.waiter == a.native_id)
     assert waited <= by_name(t)["A"].wait_ns + 1
     assert waited >= 0.8 * by_name(t)["A"].wait_ns

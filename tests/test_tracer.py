@@ -222,9 +222,10 @@ def test_max_events_truncates_and_reports():
             for _ in range(50_000):
                 h()
     assert t.event_count <= 10_000
-    assert t.event_count >= 9_000
-    assert t.dropped_events >= 90_000 - 1000
-    assert abs(t.event_count + t.dropped_events - 100_000) < 50
+    assert t.event_count >= 9_000  # other (idle) threads strand at most a little budget
+    mine = len(t.spans(me()))
+    assert t.dropped_events >= 100_000 - 2 * mine - 100
+    assert t.event_count + t.dropped_events >= 100_000
     assert t.gil_known or t.backend == "none"  # the GIL probe kept running
     text = t.summary_text()
     assert "dropped" in text

@@ -603,6 +603,38 @@ static void test_gil_two_threads(void)
     gt_result__free(r);
 }
 
+static void test_gil_switch_wait(void)
+{
+    /* A forced drop: released at 10, waits on switch_cond 10..30 (FORCE_SWITCHING),
+     * runnable 30..35, waits in take_gil 35..50, holds again from 50. */
+    static const struct gt_gil_event ev[] = {
+        {10, GT_GIL_RELEASED, 0}, {10, GT_GIL_WANT, 0}, {30, GT_GIL_SWITCH_DONE, 0},
+        {35, GT_GIL_WANT, 0},     {50, GT_GIL_ACQUIRED, 0},
+    };
+    struct gt_chunk ch = {ev, N(ev)};
+    struct gt_thread_input th = {.tid = 1,
+                                 .flags = GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START,
+                                 .gil = &ch, .ngil = 1};
+    struct gt_trace_input in = mk_input(0, 100, &th, 1, 1);
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    const struct gt_thread_result *t = &r->threads[0];
+    CHECK(t->ngil == 5);
+    if (t->ngil == 5) {
+        CHECK_IV(&t->gil[0], 0, 10, GT_GIL_STATE_HELD);
+        CHECK_IV(&t->gil[1], 10, 30, GT_GIL_STATE_WAIT);
+        CHECK_IV(&t->gil[2], 30, 35, GT_GIL_STATE_RELEASED);
+        CHECK_IV(&t->gil[3], 35, 50, GT_GIL_STATE_WAIT);
+        CHECK_IV(&t->gil[4], 50, 100, GT_GIL_STATE_HELD);
+    }
+    CHECK(t->summary.wait_ns == 35 && t->summary.released_ns == 5);
+    CHECK(t->summary.acquisitions == 1 && t->summary.longest_wait_ns == 20);
+    check_gil_summary(t);
+    gt_result__free(r);
+}
+
 static void test_gil_pct_thirds(void)
 {
     /* wall 3: 1/3 each; the percentages must still add to 100. */
@@ -1048,6 +1080,7 @@ int main(void)
         T(test_life),
         T(test_gil_two_threads),
         T(test_gil_pct_thirds),
+        T(test_gil_switch_wait),
         T(test_gil_inference),
         T(test_gil_held_at_start),
         T(test_gil_unknown),

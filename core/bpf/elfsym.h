@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/* Just enough ELF (libelf) for placing uprobes: function symbols from .symtab or
+ * .dynsym (default symbol version only), build ids, and virtual address -> file
+ * offset through PT_LOAD. Internal to the bpf probe. Files are read with pread
+ * (see elfsym.c for why not mmap). */
+#ifndef GT_ELFSYM_H
+#define GT_ELFSYM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gtp_elf;
+
+enum gtp_elf_table {
+    GTP_ELF_SYMTAB = 1, /* .symtab: local symbols too (absent when stripped) */
+    GTP_ELF_DYNSYM = 2, /* .dynsym: exported symbols */
+};
+
+/**
+ * gtp_elf__open() - open an ELF file for reading.
+ * Returns 0 and sets *out, or -errno (-ENOENT, -EACCES, -ENOEXEC: not ELF64).
+ */
+int gtp_elf__open(struct gtp_elf **out, const char *path);
+
+/** gtp_elf__free() - close; accepts NULL. */
+void gtp_elf__free(struct gtp_elf *e);
+
+/**
+ * gtp_elf__find_func() - the address (st_value: a link-time virtual address) of
+ * the defined function `name` in `table`. With `clones`, compiler clones named
+ * name.lto_priv.N, name.constprop.N, name.isra.N (and chains of these) match too,
+ * an exact name winning; split-off parts (.cold, .part) never match. In .dynsym
+ * only the default version (name@@VER, not hidden) of a versioned symbol matches.
+ * Returns 0, or -ENOENT (no such symbol / no such table).
+ */
+int gtp_elf__find_func(const struct gtp_elf *e, enum gtp_elf_table table,
+                       const char *name, int clones, uint64_t *vaddr);
+
+/**
+ * gtp_elf__exports_at() - whether a function exported in .dynsym starts at
+ * `vaddr`. Returns 1 or 0.
+ */
+int gtp_elf__exports_at(const struct gtp_elf *e, uint64_t vaddr);
+
+/**
+ * gtp_elf__offset() - the file offset of `vaddr`, and whether its segment is
+ * executable. Returns 0, or -ERANGE when no PT_LOAD maps it from the file.
+ */
+int gtp_elf__offset(const struct gtp_elf *e, uint64_t vaddr, uint64_t *off, int *exec);
+
+/**
+ * gtp_elf__is_call_target() - whether some `call rel32` (e8) in an executable
+ * PT_LOAD targets `vaddr`: a byte scan, no decoding, so a cheap sanity check that
+ * `vaddr` starts a (directly called) function. Returns 1 or 0.
+ */
+int gtp_elf__is_call_target(const struct gtp_elf *e, uint64_t vaddr);
+
+/**
+ * gtp_elf__read() - copy the file's n bytes at `vaddr` (all from one PT_LOAD).
+ * Returns 0, or -ERANGE / -EIO / -errno.
+ */
+int gtp_elf__read(const struct gtp_elf *e, uint64_t vaddr, void *buf, size_t n);
+
+/**
+ * gtp_elf__build_id() - the GNU build id (NT_GNU_BUILD_ID note).
+ * Returns its length (copied into out up to max bytes), or -ENOENT.
+ */
+int gtp_elf__build_id(const struct gtp_elf *e, uint8_t *out, size_t max);
+
+/**
+ * gtp_x86__first_call() - follow straight-line x86-64 code at `code` (n bytes,
+ * loaded at `vaddr`) to its first `call rel32` and return the call target in
+ * *target. Only the instruction forms that prologues use are decoded; an unknown
+ * one, a return or an unconditional jump ends the search.
+ * Returns 0, or -ENOENT.
+ */
+int gtp_x86__first_call(const uint8_t *code, size_t n, uint64_t vaddr, uint64_t *target);
+
+/**
+ * gtp_x86__probe_skip() - where to put a uprobe on the function at `code` so that
+ * the kernel emulates the probed instruction (push) instead of single-stepping
+ * it out of line (~11 us per hit instead of ~0.7 us): 0 when the function starts
+ * with a push, 4 when it starts with endbr64 followed by a push (every call passes
+ * there too, and the return address is still on top of the stack), else -1.
+ */
+int gtp_x86__probe_skip(const uint8_t *code, size_t n);
+
+#endif /* GT_ELFSYM_H */

@@ -1,0 +1,816 @@
+/* SPDX-License-Identifier: MIT */
+/* The "hooks" GIL probe (see gilhook.h): GOT interposition of the interpreter
+ * object's pthread_mutex_lock / pthread_cond_signal / pthread_cond_timedwait. */
+#define _GNU_SOURCE
+#include "gilhook.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gt_clock.h"
+#include "gt_events.h"
+#include "threads.h"
+
+#if defined(__x86_64__)
+#define GH_R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define GH_R_GLOB_DAT R_X86_64_GLOB_DAT
+#define GH_SUPPORTED 1
+#elif defined(__aarch64__)
+#define GH_R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define GH_R_GLOB_DAT R_AARCH64_GLOB_DAT
+#define GH_SUPPORTED 1
+#else /* other relocation types: install() refuses */
+#define GH_R_JUMP_SLOT 0xffffffffu
+#define GH_R_GLOB_DAT 0xffffffffu
+#define GH_SUPPORTED 0
+#endif
+
+typedef int (*lock_fn)(pthread_mutex_t *);
+typedef int (*signal_fn)(pthread_cond_t *);
+typedef int (*timedwait_fn)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+typedef int (*condwait_fn)(pthread_cond_t *, pthread_mutex_t *);
+
+/* GH_CONDWAIT is optional: it only refines the decode (see condwait_slow). */
+enum gh_func { GH_LOCK, GH_SIGNAL, GH_TIMEDWAIT, GH_CONDWAIT, GH_NFUNCS };
+
+static const char *const func_names[GH_NFUNCS] = {
+    [GH_LOCK] = "pthread_mutex_lock",
+    [GH_SIGNAL] = "pthread_cond_signal",
+    [GH_TIMEDWAIT] = "pthread_cond_timedwait",
+    [GH_CONDWAIT] = "pthread_cond_wait",
+};
+
+enum gh_mode { GH_OFF = 0, GH_RECORD = 1, GH_CALIBRATE = 2 };
+
+/* Read by every hooked call of the interpreter (GIL or not): kept on its own cache
+ * line and written only at install/calibrate/start/stop, so the not-recording path
+ * is one load of a line that is never invalidated. */
+static struct {
+    atomic_int mode; /* enum gh_mode */
+    _Atomic(const void *) mutex, cond, switch_cond;
+    /* Where each hook forwards to. Written before any slot points at a hook and never
+     * changed after, so a hook reached through a patched slot always sees it (the slot
+     * store is a release; the call through it depends on the loaded address). */
+    lock_fn next_lock;
+    signal_fn next_signal;
+    timedwait_fn next_timedwait;
+    condwait_fn next_condwait;
+    pthread_t calib_thread; /* valid while mode == GH_CALIBRATE */
+} gh __attribute__((aligned(64)));
+
+/* Written by the hooks while recording: a separate line, so the writes do not evict
+ * `gh` from the other CPUs' caches. */
+static struct {
+    atomic_long inflight; /* hooks inside their recording section */
+    _Atomic uint64_t wants, acquires, releases, drop_requests;
+} hot __attribute__((aligned(64)));
+
+/* ---- calibration log: filled only by the calibrating thread ------------------- */
+
+#define CALIB_MAX 64
+
+struct calib_call {
+    enum gh_func fn;
+    const void *a; /* mutex (lock) or cond (signal, timedwait) */
+    const void *b; /* mutex of a timedwait */
+};
+
+static struct calib_call calib_log[CALIB_MAX];
+static unsigned calib_n;
+
+static void calib_note(enum gh_func fn, const void *a, const void *b)
+{
+    if (!pthread_equal(pthread_self(), gh.calib_thread))
+        return;
+    if (calib_n < CALIB_MAX)
+        calib_log[calib_n] = (struct calib_call){fn, a, b};
+    calib_n++; /* counts past the end, so overflow is detectable */
+}
+
+/* ---- the recording section ----------------------------------------------------- */
+
+/* Counters of events that the interpreter only produces while holding the GIL's
+ * mutex (signal(cond), signal(switch_cond), a timed-out wait): the mutex already
+ * orders them across threads, so a plain increment is exact and avoids a locked
+ * instruction per event. */
+static inline void bump_serialized(_Atomic uint64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* The section (between the inflight increment and decrement) is what
+ * gt_gilhook__set_recording(0) waits for: it covers the registry lookup (which may
+ * register the thread) and the push. It saves errno because both may touch it
+ * (calloc, the registry's new-thread callback) and the interpreter relies on errno
+ * around its GIL calls. The timestamp is read after the lookup so that drop_gil's
+ * lock (by the holder: no event) costs no clock read; the lookup is a TLS compare
+ * except on a thread's first event. */
+static void record(uint32_t kind)
+{
+    /* seq_cst increment, then re-read the mode: pairs with the seq_cst store + read
+     * of inflight in set_recording(0) (either we see GH_OFF or it sees us). */
+    atomic_fetch_add(&hot.inflight, 1);
+    if (atomic_load(&gh.mode) == GH_RECORD) {
+        int saved_errno = errno;
+        struct gt_thread *t = gt_thread_current();
+        /* drop_gil also locks the mutex: only a non-holder wants it. */
+        if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
+            gt_stream__push(&t->gil, gt_ticks(), kind, 0);
+            switch (kind) {
+            case GT_GIL_WANT:
+                atomic_fetch_add_explicit(&hot.wants, 1, memory_order_relaxed);
+                break;
+            case GT_GIL_ACQUIRED:
+                t->gil_held = 1;
+                bump_serialized(&hot.acquires);
+                break;
+            case GT_GIL_RELEASED:
+                t->gil_held = 0;
+                bump_serialized(&hot.releases);
+                break;
+            case GT_GIL_DROP_REQUEST:
+                bump_serialized(&hot.drop_requests);
+                break;
+            }
+        }
+        errno = saved_errno;
+    }
+    atomic_fetch_sub_explicit(&hot.inflight, 1, memory_order_release);
+}
+
+/* ---- the hooks ------------------------------------------------------------------ */
+
+/* Slow paths are out of line so that the fast path of each hook is a load, a
+ * compare and a tail call. */
+static __attribute__((noinline)) void lock_slow(pthread_mutex_t *m)
+{
+    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE) {
+        calib_note(GH_LOCK, m, NULL);
+        return;
+    }
+    if ((const void *)m == atomic_load_explicit(&gh.mutex, memory_order_relaxed))
+        record(GT_GIL_WANT);
+}
+
+static __attribute__((noinline)) void signal_slow(pthread_cond_t *c)
+{
+    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE) {
+        calib_note(GH_SIGNAL, c, NULL);
+        return;
+    }
+    /* take_gil signals switch_cond once (FORCE_SWITCHING), drop_gil signals cond
+     * once: both under the GIL mutex, so they are ordered across threads. */
+    if ((const void *)c == atomic_load_explicit(&gh.switch_cond, memory_order_relaxed))
+        record(GT_GIL_ACQUIRED);
+    else if ((const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed))
+        record(GT_GIL_RELEASED);
+}
+
+static __attribute__((noinline)) void timedwait_slow(pthread_cond_t *c, pthread_mutex_t *m,
+                                                     int rc)
+{
+    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE) {
+        calib_note(GH_TIMEDWAIT, c, m);
+        return;
+    }
+    /* A waiter's slice (the switch interval) ran out: take_gil sets the drop
+     * request. */
+    if (rc == ETIMEDOUT &&
+        (const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed))
+        record(GT_GIL_DROP_REQUEST);
+}
+
+/* After a forced switch, drop_gil waits on switch_cond until another thread has
+ * taken the GIL, then this thread retakes it at once: from here on the thread is
+ * stalled by the GIL protocol, not idle, so it counts as waiting. */
+static __attribute__((noinline)) void condwait_slow(pthread_cond_t *c)
+{
+    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE)
+        return;
+    if ((const void *)c == atomic_load_explicit(&gh.switch_cond, memory_order_relaxed))
+        record(GT_GIL_WANT);
+}
+
+/* The wait is over: a forced drop goes on to take_gil (which wants again), a voluntary
+ * drop that met a pending request goes on to its I/O: released either way. */
+static __attribute__((noinline)) void condwait_done(pthread_cond_t *c)
+{
+    if ((const void *)c == atomic_load_explicit(&gh.switch_cond, memory_order_relaxed))
+        record(GT_GIL_SWITCH_DONE);
+}
+
+static int hook_condwait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+    if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_OFF, 1))
+        return gh.next_condwait(c, m);
+    condwait_slow(c);
+    int rc = gh.next_condwait(c, m);
+    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
+        condwait_done(c);
+    return rc;
+}
+
+static int hook_lock(pthread_mutex_t *m)
+{
+    if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) != GH_OFF, 0))
+        lock_slow(m);
+    return gh.next_lock(m);
+}
+
+static int hook_signal(pthread_cond_t *c)
+{
+    if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) != GH_OFF, 0))
+        signal_slow(c);
+    return gh.next_signal(c);
+}
+
+static int hook_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime)
+{
+    if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_OFF, 1))
+        return gh.next_timedwait(c, m, abstime);
+    int rc = gh.next_timedwait(c, m, abstime);
+    /* The wait itself reports through rc; errno is whatever it left (saved by
+     * record() around anything that could change it). */
+    timedwait_slow(c, m, rc);
+    return rc;
+}
+
+static void *const hook_of[GH_NFUNCS] = {
+    [GH_LOCK] = (void *)hook_lock,
+    [GH_SIGNAL] = (void *)hook_signal,
+    [GH_TIMEDWAIT] = (void *)hook_timedwait,
+    [GH_CONDWAIT] = (void *)hook_condwait,
+};
+
+/* ---- install ----------------------------------------------------------------- */
+
+#define MAX_SLOTS 8
+
+struct slot {
+    void **addr;
+    enum gh_func fn;
+    int prot; /* protection of its page as the loader left it */
+};
+
+static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int installed;
+static struct slot slots[MAX_SLOTS];
+static size_t nslots;
+static void *real_of[GH_NFUNCS];
+static _Atomic uint64_t slots_patched;
+static char object_path[PATH_MAX];
+static uintptr_t object_bias;
+
+/* What install learns about the object that defines the interpreter. */
+struct object {
+    struct link_map *lm;
+    uintptr_t bias;
+    const ElfW(Phdr) *phdr;
+    size_t phnum;
+    /* from PT_DYNAMIC */
+    const ElfW(Rela) *jmprel, *rela;
+    size_t jmprel_n, rela_n;
+    const ElfW(Sym) *symtab;
+    const char *strtab;
+    size_t strsz;
+    const ElfW(Half) *versym;
+    const ElfW(Verneed) *verneed;
+    size_t verneed_n;
+    int pltrel;
+};
+
+static int find_phdrs_cb(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    struct object *o = ctx;
+    (void)size;
+    if (info->dlpi_addr != o->bias)
+        return 0;
+    /* Same bias is not enough (several objects may have bias 0 in odd setups):
+     * require that its PT_DYNAMIC is the link map's l_ld. */
+    for (size_t i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+        if (p->p_type == PT_DYNAMIC &&
+            info->dlpi_addr + p->p_vaddr == (uintptr_t)o->lm->l_ld) {
+            o->phdr = info->dlpi_phdr;
+            o->phnum = info->dlpi_phnum;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* glibc rewrites some d_ptr values of a loaded object's dynamic section in place
+ * (DT_STRTAB, DT_SYMTAB, DT_JMPREL, DT_RELA, DT_VERSYM, ...: already absolute) but not
+ * others (DT_VERNEED), and leaves read-only dynamic sections alone. An object's own
+ * addresses are far below its bias, so a value below the bias is unrelocated. */
+static const void *dyn_ptr(const struct object *o, ElfW(Addr) v)
+{
+    if (o->bias && v < o->bias)
+        return (const void *)(o->bias + v);
+    return (const void *)v;
+}
+
+static int read_dynamic(struct object *o, const char **why)
+{
+    size_t jmprelsz = 0, relasz = 0, relaent = sizeof(ElfW(Rela));
+    for (const ElfW(Dyn) *d = o->lm->l_ld; d->d_tag != DT_NULL; d++) {
+        switch (d->d_tag) {
+        case DT_JMPREL: o->jmprel = dyn_ptr(o, d->d_un.d_ptr); break;
+        case DT_PLTRELSZ: jmprelsz = d->d_un.d_val; break;
+        case DT_PLTREL: o->pltrel = (int)d->d_un.d_val; break;
+        case DT_RELA: o->rela = dyn_ptr(o, d->d_un.d_ptr); break;
+        case DT_RELASZ: relasz = d->d_un.d_val; break;
+        case DT_RELAENT: relaent = d->d_un.d_val; break;
+        case DT_SYMTAB: o->symtab = dyn_ptr(o, d->d_un.d_ptr); break;
+        case DT_STRTAB: o->strtab = dyn_ptr(o, d->d_un.d_ptr); break;
+        case DT_STRSZ: o->strsz = d->d_un.d_val; break;
+        case DT_VERSYM: o->versym = dyn_ptr(o, d->d_un.d_ptr); break;
+        case DT_VERNEED: o->verneed = dyn_ptr(o, d->d_un.d_ptr); break;
+        case DT_VERNEEDNUM: o->verneed_n = d->d_un.d_val; break;
+        }
+    }
+    if (!o->symtab || !o->strtab) {
+        *why = "the interpreter object has no dynamic symbol table";
+        return -ENOENT;
+    }
+    if (relaent != sizeof(ElfW(Rela)) || (o->jmprel && o->pltrel != DT_RELA)) {
+        *why = "the interpreter object's relocations are not RELA";
+        return -ENOTSUP;
+    }
+    o->jmprel_n = o->jmprel ? jmprelsz / sizeof(ElfW(Rela)) : 0;
+    o->rela_n = o->rela ? relasz / sizeof(ElfW(Rela)) : 0;
+    return 0;
+}
+
+/* The symbol version the object binds for dynamic symbol `idx` (e.g. GLIBC_2.3.2
+ * for pthread_cond_*: the old GLIBC_2.2.5 ones take a different cond layout), or
+ * NULL when unversioned. */
+static const char *needed_version(const struct object *o, size_t idx)
+{
+    if (!o->versym || !o->verneed)
+        return NULL;
+    ElfW(Half) v = o->versym[idx] & 0x7fff;
+    if (v < 2) /* local or global: no version */
+        return NULL;
+    const ElfW(Verneed) *n = o->verneed;
+    for (size_t i = 0; i < o->verneed_n; i++) {
+        const ElfW(Vernaux) *a = (const void *)((const char *)n + n->vn_aux);
+        for (size_t j = 0; j < n->vn_cnt; j++) {
+            if (a->vna_other == v)
+                return a->vna_name < o->strsz ? o->strtab + a->vna_name : NULL;
+            a = (const void *)((const char *)a + a->vna_next);
+        }
+        if (!n->vn_next)
+            break;
+        n = (const void *)((const char *)n + n->vn_next);
+    }
+    return NULL;
+}
+
+/* The page protection the loader left on `addr`: its PT_LOAD's flags, read-only
+ * inside the whole pages of PT_GNU_RELRO (glibc rounds the end down). */
+static int page_prot(const struct object *o, uintptr_t addr)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    int prot = PROT_READ | PROT_WRITE;
+    for (size_t i = 0; i < o->phnum; i++) {
+        const ElfW(Phdr) *p = &o->phdr[i];
+        uintptr_t lo = o->bias + p->p_vaddr;
+        if (p->p_type == PT_LOAD && addr >= lo && addr < lo + p->p_memsz) {
+            prot = ((p->p_flags & PF_R) ? PROT_READ : 0) |
+                   ((p->p_flags & PF_W) ? PROT_WRITE : 0) |
+                   ((p->p_flags & PF_X) ? PROT_EXEC : 0);
+            break;
+        }
+    }
+    for (size_t i = 0; i < o->phnum; i++) {
+        const ElfW(Phdr) *p = &o->phdr[i];
+        if (p->p_type != PT_GNU_RELRO)
+            continue;
+        uintptr_t lo = (o->bias + p->p_vaddr) & ~(page - 1);
+        uintptr_t hi = (o->bias + p->p_vaddr + p->p_memsz) & ~(page - 1);
+        if (addr >= lo && addr < hi)
+            prot &= ~PROT_WRITE;
+    }
+    return prot;
+}
+
+static int add_slot(struct object *o, const ElfW(Rela) *r, const char **why)
+{
+    /* ELF64_*: both supported architectures are 64-bit (others never get here). */
+    uint32_t type = (uint32_t)ELF64_R_TYPE(r->r_info);
+    size_t idx = ELF64_R_SYM(r->r_info);
+    if ((type != GH_R_JUMP_SLOT && type != GH_R_GLOB_DAT) || idx == 0)
+        return 0;
+    ElfW(Word) name = o->symtab[idx].st_name;
+    if (name >= o->strsz)
+        return 0;
+    const char *s = o->strtab + name;
+    for (int fn = 0; fn < GH_NFUNCS; fn++) {
+        if (strcmp(s, func_names[fn]) != 0)
+            continue;
+        void **addr = (void **)(o->bias + r->r_offset);
+        for (size_t i = 0; i < nslots; i++)
+            if (slots[i].addr == addr) /* listed in both DT_RELA and DT_JMPREL */
+                return 0;
+        if (nslots == MAX_SLOTS) {
+            *why = "too many GOT slots for the hooked functions";
+            return -E2BIG;
+        }
+        if (!real_of[fn]) {
+            const char *ver = needed_version(o, idx);
+            real_of[fn] = ver ? dlvsym(RTLD_DEFAULT, s, ver) : NULL;
+            if (!real_of[fn])
+                real_of[fn] = dlsym(RTLD_DEFAULT, s);
+            if (!real_of[fn]) {
+                *why = "dlsym() cannot find a hooked pthread function";
+                return -ENOENT;
+            }
+        }
+        slots[nslots++] = (struct slot){addr, (enum gh_func)fn,
+                                        page_prot(o, (uintptr_t)addr)};
+        return 0;
+    }
+    return 0;
+}
+
+/* Where a hook must forward to, given the slot's current value. The saved value may
+ * be the lazy-binding PLT stub inside the object itself (calling it would re-resolve
+ * and overwrite our slot), the real function, or another interposer that patched
+ * the slot before us (memray...): only the last one is worth chaining to. */
+static void *choose_next(const struct object *o, enum gh_func fn, void *saved)
+{
+    struct link_map *lm = NULL;
+    Dl_info info;
+    if (saved == real_of[fn] || saved == hook_of[fn] || !saved)
+        return real_of[fn];
+    if (dladdr1(saved, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm == o->lm)
+        return real_of[fn];
+    return saved;
+}
+
+/* Store `val` into a GOT slot, making its page writable for the store if the loader
+ * left it read-only (RELRO, e.g. BIND_NOW or -fno-plt builds). The store is one
+ * aligned word: a concurrent caller jumps either to the old or the new target. */
+static int write_slot(const struct slot *s, void *val)
+{
+    if (s->prot & PROT_WRITE) {
+        __atomic_store_n(s->addr, val, __ATOMIC_RELEASE);
+        return 0;
+    }
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    void *lo = (void *)((uintptr_t)s->addr & ~(page - 1));
+    if (mprotect(lo, page, s->prot | PROT_WRITE) != 0)
+        return -errno;
+    __atomic_store_n(s->addr, val, __ATOMIC_RELEASE);
+    if (mprotect(lo, page, s->prot) != 0)
+        return -errno;
+    return 0;
+}
+
+static void set_object_path(const struct link_map *lm)
+{
+    if (lm->l_name && lm->l_name[0]) {
+        snprintf(object_path, sizeof(object_path), "%s", lm->l_name);
+        return;
+    }
+    /* The executable's link map has an empty name. */
+    ssize_t n = readlink("/proc/self/exe", object_path, sizeof(object_path) - 1);
+    object_path[n > 0 ? n : 0] = '\0';
+}
+
+static void atfork_child(void)
+{
+    atomic_store(&gh.mode, GH_OFF);
+    atomic_store(&hot.inflight, 0);
+}
+
+int gt_gilhook__install(const void *interp_symbol, const char **why)
+{
+    const char *dummy;
+    struct object o = {0};
+    Dl_info info;
+    void *next[GH_NFUNCS] = {0};
+    int err = 0;
+
+    if (!why)
+        why = &dummy;
+    pthread_mutex_lock(&config_lock);
+    if (atomic_load(&installed))
+        goto cleanup;
+    if (!GH_SUPPORTED) {
+        *why = "GOT hooks are implemented for x86-64 and aarch64 only";
+        err = -ENOTSUP;
+        goto cleanup;
+    }
+    if (!dladdr1(interp_symbol, &info, (void **)&o.lm, RTLD_DL_LINKMAP) || !o.lm) {
+        *why = "the interpreter symbol is not inside any loaded object";
+        err = -ENOENT;
+        goto cleanup;
+    }
+    o.bias = o.lm->l_addr;
+    if (!dl_iterate_phdr(find_phdrs_cb, &o)) {
+        *why = "the interpreter object's program headers were not found";
+        err = -ENOENT;
+        goto cleanup;
+    }
+    err = read_dynamic(&o, why);
+    if (err < 0)
+        goto cleanup;
+
+    nslots = 0;
+    for (size_t i = 0; i < o.jmprel_n && err == 0; i++)
+        err = add_slot(&o, &o.jmprel[i], why);
+    for (size_t i = 0; i < o.rela_n && err == 0; i++) /* -fno-plt: GLOB_DAT */
+        err = add_slot(&o, &o.rela[i], why);
+    if (err < 0)
+        goto cleanup;
+    for (int fn = 0; fn < GH_CONDWAIT; fn++) {
+        int found = 0;
+        for (size_t i = 0; i < nslots; i++)
+            found |= slots[i].fn == (enum gh_func)fn;
+        if (!found) {
+            /* All three are needed to decode; patch nothing rather than half. */
+            *why = fn == GH_LOCK ? "no GOT slot for pthread_mutex_lock in the interpreter "
+                                   "object (static libc, or not the GIL's object?)"
+                   : fn == GH_SIGNAL ? "no GOT slot for pthread_cond_signal in the "
+                                       "interpreter object"
+                                     : "no GOT slot for pthread_cond_timedwait in the "
+                                       "interpreter object";
+            err = -ENOENT;
+            goto cleanup;
+        }
+    }
+
+    /* Decide every hook's target before any slot points at a hook. */
+    for (size_t i = 0; i < nslots; i++) {
+        void *saved = __atomic_load_n(slots[i].addr, __ATOMIC_ACQUIRE);
+        void *n = choose_next(&o, slots[i].fn, saved);
+        if (!next[slots[i].fn] || n != real_of[slots[i].fn])
+            next[slots[i].fn] = n;
+    }
+    /* Set once: after a failed install, live hooks keep their first target (a retry
+     * sees its own hooks in the slots and could no longer tell what was there). */
+    if (!gh.next_lock)
+        gh.next_lock = (lock_fn)next[GH_LOCK];
+    if (!gh.next_signal)
+        gh.next_signal = (signal_fn)next[GH_SIGNAL];
+    if (!gh.next_timedwait)
+        gh.next_timedwait = (timedwait_fn)next[GH_TIMEDWAIT];
+    if (!gh.next_condwait)
+        gh.next_condwait = (condwait_fn)next[GH_CONDWAIT];
+    atomic_thread_fence(memory_order_seq_cst);
+
+    for (size_t i = 0; i < nslots; i++) {
+        if (__atomic_load_n(slots[i].addr, __ATOMIC_ACQUIRE) == hook_of[slots[i].fn]) {
+            slots_patched++;
+            continue;
+        }
+        err = write_slot(&slots[i], hook_of[slots[i].fn]);
+        if (err < 0) {
+            /* Slots already patched keep forwarding correctly; leave them. */
+            *why = "mprotect() refused to make a read-only GOT page writable";
+            goto cleanup;
+        }
+        slots_patched++;
+    }
+    set_object_path(o.lm);
+    object_bias = o.bias;
+    /* A forked child has no session of its own: the parent's streams are copies it
+     * will never drain, and hooks caught mid-section by fork() would keep inflight
+     * nonzero forever. */
+    pthread_atfork(NULL, NULL, atfork_child);
+    atomic_store(&installed, 1);
+cleanup:
+    pthread_mutex_unlock(&config_lock);
+    return err;
+}
+
+/* A thread that was inside the lazy-binding resolver for one of our slots while we
+ * patched it may have stored the resolved function over our hook afterwards. Only
+ * that exact value is put back: anything else is an interposer installed after us,
+ * which chains to us. */
+static void repatch(void)
+{
+    if (!atomic_load(&installed))
+        return;
+    for (size_t i = 0; i < nslots; i++)
+        if (__atomic_load_n(slots[i].addr, __ATOMIC_ACQUIRE) == real_of[slots[i].fn])
+            write_slot(&slots[i], hook_of[slots[i].fn]);
+}
+
+/* ---- calibration --------------------------------------------------------------- */
+
+static char calib_why[256];
+
+/* Read the GIL's addresses off one drop+take by this thread:
+ *   drop: lock(M) signal(C) [lock(SM) wait(SC) if a drop request was pending]
+ *   take: lock(M) [timedwait(C, M)...] lock(SM) signal(SC)
+ * (unlock and cond_wait are not hooked). */
+static int calib_decode(struct gt_gil_addrs *a, const char **why)
+{
+    const void *m = NULL, *c = NULL, *sc = NULL, *last_lock = NULL;
+    const void *lock_before_c = NULL, *lock_before_sc = NULL;
+    unsigned m_locks = 0;
+
+    if (calib_n > CALIB_MAX) {
+        *why = "calibration: too many pthread calls during one GIL drop+take";
+        return -EPROTO;
+    }
+    for (unsigned i = 0; i < calib_n; i++) {
+        const struct calib_call *e = &calib_log[i];
+        switch (e->fn) {
+        case GH_LOCK:
+            if (!m)
+                m = e->a;
+            m_locks += e->a == m;
+            last_lock = e->a;
+            break;
+        case GH_SIGNAL:
+            if (!c) {
+                c = e->a;
+                lock_before_c = last_lock;
+            } else if (!sc) {
+                sc = e->a;
+                lock_before_sc = last_lock;
+            }
+            break;
+        case GH_TIMEDWAIT:
+            if (c && (e->a != c || e->b != m)) {
+                *why = "calibration: a timed wait on another cond/mutex than the GIL's";
+                return -EPROTO;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    if (calib_n == 0) {
+        *why = "calibration: no pthread calls during a GIL drop+take (free-threaded "
+               "build, or the GIL lives in another object)";
+        return -EPROTO;
+    }
+    if (!m || !c || !sc) {
+        snprintf(calib_why, sizeof(calib_why),
+                 "calibration: expected a mutex lock and two cond signals during a GIL "
+                 "drop+take, saw %u calls (lock %s, signals %s)",
+                 calib_n, m ? "yes" : "no", sc ? "2" : c ? "1" : "0");
+        *why = calib_why;
+        return -EPROTO;
+    }
+    if (m_locks < 2) {
+        *why = "calibration: the first mutex was locked only once (expected by both the "
+               "drop and the take)";
+        return -EPROTO;
+    }
+    if (lock_before_c != m) {
+        *why = "calibration: the drop's signal did not follow a lock of the first mutex";
+        return -EPROTO;
+    }
+    if (c == sc || (const void *)c == m || (const void *)sc == m) {
+        *why = "calibration: the drop and take signalled the same cond";
+        return -EPROTO;
+    }
+    if (lock_before_sc == m) {
+        *why = "calibration: no switch_mutex lock before the take's signal "
+               "(interpreter built without FORCE_SWITCHING?)";
+        return -EPROTO;
+    }
+    /* Fields of one struct _gil_runtime_state: far apart means we misread. */
+    intptr_t dm = (const char *)m - (const char *)c, ds = (const char *)sc - (const char *)c;
+    if (dm < -512 || dm > 512 || ds < -512 || ds > 512) {
+        *why = "calibration: the GIL's mutex and conds are not fields of one struct";
+        return -EPROTO;
+    }
+    a->mutex = m;
+    a->cond = c;
+    a->switch_cond = sc;
+    return 0;
+}
+
+int gt_gilhook__calibrate(void (*drop_and_retake)(void *ctx), void *ctx,
+                          struct gt_gil_addrs *out, const char **why)
+{
+    const char *dummy;
+    struct gt_gil_addrs first = {0};
+    int err = 0;
+
+    if (!why)
+        why = &dummy;
+    /* trylock: the caller holds the GIL, and another calibrating thread would need
+     * it back in order to finish and unlock. */
+    if (pthread_mutex_trylock(&config_lock) != 0) {
+        *why = "calibration already running";
+        return -EBUSY;
+    }
+    if (!atomic_load(&installed)) {
+        *why = "hooks not installed";
+        err = -ENOENT;
+        goto cleanup;
+    }
+    repatch();
+    gh.calib_thread = pthread_self(); /* published by the mode store below */
+    for (int round = 0; round < 3; round++) {
+        struct gt_gil_addrs a = {0};
+        int expected = GH_OFF;
+        calib_n = 0;
+        if (!atomic_compare_exchange_strong(&gh.mode, &expected, GH_CALIBRATE)) {
+            *why = "cannot calibrate while recording";
+            err = -EBUSY;
+            goto cleanup;
+        }
+        drop_and_retake(ctx);
+        expected = GH_CALIBRATE;
+        if (!atomic_compare_exchange_strong(&gh.mode, &expected, GH_OFF)) {
+            *why = "recording started during calibration";
+            err = -EBUSY;
+            goto cleanup;
+        }
+        err = calib_decode(&a, why);
+        if (err < 0)
+            goto cleanup;
+        if (round == 0) {
+            first = a;
+        } else if (memcmp(&a, &first, sizeof(a)) != 0) {
+            *why = "calibration: repeated GIL drop+take passed different addresses";
+            err = -EPROTO;
+            goto cleanup;
+        }
+    }
+    *out = first;
+    /* Informational on success: does the observed layout match the one known for
+     * 3.9-3.13 (cond, mutex, switch_cond consecutive)? Addresses come from the
+     * observation either way. */
+    {
+        intptr_t dm = (const char *)first.mutex - (const char *)first.cond;
+        intptr_t ds = (const char *)first.switch_cond - (const char *)first.cond;
+        intptr_t em = (intptr_t)sizeof(pthread_cond_t);
+        intptr_t es = em + (intptr_t)sizeof(pthread_mutex_t);
+        snprintf(calib_why, sizeof(calib_why),
+                 "layout %s: mutex = cond%+ld, switch_cond = cond%+ld "
+                 "(_gil_runtime_state: %+ld, %+ld)",
+                 dm == em && ds == es ? "matches _gil_runtime_state" : "differs",
+                 (long)dm, (long)ds, (long)em, (long)es);
+        *why = calib_why;
+    }
+cleanup:
+    pthread_mutex_unlock(&config_lock);
+    return err;
+}
+
+/* ---- control ------------------------------------------------------------------- */
+
+void gt_gilhook__set_addrs(const struct gt_gil_addrs *a)
+{
+    atomic_store(&gh.mutex, a->mutex);
+    atomic_store(&gh.cond, a->cond);
+    atomic_store(&gh.switch_cond, a->switch_cond);
+}
+
+void gt_gilhook__set_recording(int on)
+{
+    if (on) {
+        repatch();
+        atomic_store(&gh.mode, GH_RECORD);
+        return;
+    }
+    int expected = GH_RECORD;
+    atomic_compare_exchange_strong(&gh.mode, &expected, GH_OFF);
+    /* Hooks that saw GH_RECORD may still be pushing. The section is a few dozen
+     * instructions (longer only for a thread's first event, which registers it), so
+     * yield rather than sleep. */
+    while (atomic_load(&hot.inflight) != 0)
+        sched_yield();
+}
+
+const char *gt_gilhook__object_path(void)
+{
+    return object_path;
+}
+
+void gt_gilhook__stats(struct gt_gilhook_stats *out)
+{
+    out->slots_patched = atomic_load(&slots_patched);
+    out->wants = atomic_load_explicit(&hot.wants, memory_order_relaxed);
+    out->acquires = atomic_load_explicit(&hot.acquires, memory_order_relaxed);
+    out->releases = atomic_load_explicit(&hot.releases, memory_order_relaxed);
+    out->drop_requests = atomic_load_explicit(&hot.drop_requests, memory_order_relaxed);
+}
+
+uintptr_t gt_gilhook__object_bias(void)
+{
+    return object_bias;
+}
