@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The "bpf" GIL probe: libbpf skeleton with uprobes on take_gil (entry = want,
  * return = acquired) and on libc pthread_cond_signal filtered to the GIL's cond
- * (= released), plus tp_btf/sched_switch for OS states with reasons. Loaded and
+ * (= released), plus tp_btf/sched_switch for OS states with reasons. Like the
+ * hooks, it also decodes drop_gil's FORCE_SWITCHING wait: libc pthread_cond_wait
+ * filtered to the GIL's switch_cond (entry = want, return = GT_GIL_SWITCH_DONE). Loaded and
  * attached once per process, gated per session. Events land in the thread
  * registry's GIL and sched streams (drained by one thread: the single producer).
  * Plain C; compiled as a stub reporting "unavailable" without GT_HAVE_BPF. */
@@ -20,6 +22,9 @@ struct gt_bpf_opts {
     const void *take_gil_hint;/* runtime address of take_gil if already known, else NULL */
     int follow_children;      /* also trace descendant processes */
     int sched;                /* attach sched_switch */
+    const void *gil_switch_cond; /* &gil->switch_cond, from gt_gilhook__calibrate();
+                                    NULL: gil_cond + 88 (the x86-64 glibc layout of
+                                    _gil_runtime_state in CPython 3.9-3.13) */
 };
 
 /**
@@ -46,8 +51,18 @@ struct gt_bpf_stats {
     uint64_t lost;        /* ring buffer full in the kernel */
     uint64_t take_gil_addr; /* where the take_gil uprobe sits (runtime address) */
     const char *take_gil_how; /* "symbol", "debug file", "PyEval_RestoreThread heuristic" */
+    uint64_t switch_cond_addr;   /* the switch_cond the pthread_cond_wait probes filter on */
+    int switch_wait_probed;      /* 1: pthread_cond_wait(switch_cond) is probed */
+    const char *switch_wait_why; /* when not probed: why (static text), else NULL */
 };
 void gt_bpf__stats(const struct gt_bpf *b, struct gt_bpf_stats *out);
+
+/**
+ * gt_bpf__set_crosscheck() - while on (set before start), GIL events go to each
+ * thread's gil_check stream and sched events are not kept, so the bpf probe can run
+ * beside the hooks as an independent view of the same execution.
+ */
+void gt_bpf__set_crosscheck(struct gt_bpf *b, int on);
 
 /** gt_bpf__free() - detach and free; accepts NULL. */
 void gt_bpf__free(struct gt_bpf *b);

@@ -34,14 +34,14 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"functions", "c_calls", "max_depth", "max_events", "include",
                              "exclude", "own_dir", "gil", "sched", "backend",
-                             "follow_children", NULL};
-    int functions = 1, c_calls = 1, max_depth = 0, gil = 1, sched = 1, follow = 0;
+                             "follow_children", "crosscheck", NULL};
+    int functions = 1, c_calls = 1, max_depth = 0, gil = 1, sched = 1, follow = 0, check = 0;
     unsigned long long max_events = 0;
     PyObject *include = Py_None, *exclude = Py_None, *own_dir = Py_None;
     const char *backend = "auto";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppsp", kwlist, &functions, &c_calls,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppspp", kwlist, &functions, &c_calls,
                                      &max_depth, &max_events, &include, &exclude, &own_dir, &gil,
-                                     &sched, &backend, &follow))
+                                     &sched, &backend, &follow, &check))
         return -1;
     struct gt_session_opts o = {
         .functions = functions,
@@ -55,6 +55,7 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
         .gil = gil,
         .sched = sched,
         .follow_children = follow,
+        .crosscheck = check,
     };
     if (strcmp(backend, "auto") == 0)
         o.backend = GT_BACKEND_AUTO;
@@ -211,10 +212,8 @@ static PyObject *opt_ns(int64_t v)
     return PyLong_FromLongLong(v);
 }
 
-static PyObject *Result_summary(ResultObject *self, PyObject *noargs)
+static PyObject *summaries(const struct gt_result *r)
 {
-    (void)noargs;
-    const struct gt_result *r = R(self);
     PyObject *out = PyList_New((Py_ssize_t)r->nthreads);
     for (size_t i = 0; out && i < r->nthreads; i++) {
         const struct gt_thread_result *t = &r->threads[i];
@@ -237,6 +236,20 @@ static PyObject *Result_summary(ResultObject *self, PyObject *noargs)
         PyList_SET_ITEM(out, (Py_ssize_t)i, d);
     }
     return out;
+}
+
+static PyObject *Result_summary(ResultObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return summaries(R(self));
+}
+
+static PyObject *Result_crosscheck(ResultObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!self->run->check)
+        Py_RETURN_NONE;
+    return summaries(self->run->check);
 }
 
 static PyObject *func_name(const struct gt_result *r, uint32_t f)
@@ -481,6 +494,8 @@ static PyMethodDef Result_methods[] = {
     {"threads", (PyCFunction)Result_threads, METH_NOARGS, "per-thread identity and counts"},
     {"summary", (PyCFunction)Result_summary, METH_NOARGS, "per-thread GIL and OS summary"},
     {"blame", (PyCFunction)Result_blame, METH_NOARGS, "GIL blame rows, largest first"},
+    {"crosscheck", (PyCFunction)Result_crosscheck, METH_NOARGS,
+     "per-thread summary from the bpf probe's view (crosscheck=True), else None"},
     {"spans", (PyCFunction)Result_spans, METH_VARARGS,
      "spans(tid) -> [(start_ns, end_ns, name, depth, flags)]"},
     {"gil_intervals", (PyCFunction)Result_gil_intervals, METH_VARARGS,

@@ -27,6 +27,7 @@ struct gt_session {
     char sched_status[256];
     struct gt_sched *sched;
     uint64_t t0_ticks, t1_ticks;
+    int check_bpf; /* bpf runs beside the hooks into gil_check */
 };
 
 /* Process-wide: the hooks stay installed, the bpf object stays attached. */
@@ -134,6 +135,23 @@ static int choose_backend(struct gt_session *s)
                  "function spans are still traced");
         return 0;
     }
+    if (s->o.crosscheck) {
+        if (prepare_bpf(0) < 0) {
+            PyErr_Format(PyExc_PermissionError, "giltracer: crosscheck needs the bpf probe: %s",
+                         bpf.why);
+            return -1;
+        }
+        if (prepare_hooks() < 0) {
+            PyErr_Format(PyExc_RuntimeError, "giltracer: crosscheck needs the hooks: %s",
+                         hooks.why);
+            return -1;
+        }
+        s->used = USED_HOOKS;
+        s->check_bpf = 1;
+        snprintf(s->backend_reason, sizeof(s->backend_reason),
+                 "hooks, cross-checked by the bpf probe on the same run");
+        return 0;
+    }
     if (s->o.backend == GT_BACKEND_BPF || s->o.backend == GT_BACKEND_AUTO) {
         if (prepare_bpf(s->o.follow_children) == 0) {
             struct gt_bpf_stats st;
@@ -199,6 +217,8 @@ int gt_session__state(const struct gt_session *s)
 
 static void stop_probes(struct gt_session *s)
 {
+    if (s->check_bpf)
+        gt_bpf__stop(bpf.obj);
     if (s->used == USED_HOOKS)
         gt_gilhook__set_recording(0);
     else if (s->used == USED_BPF)
@@ -265,6 +285,14 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         snprintf(s->sched_status, sizeof(s->sched_status), "unavailable: poller failed to start");
         gt_sched__free(s->sched);
         s->sched = NULL;
+    }
+    if (s->check_bpf) {
+        gt_bpf__set_crosscheck(bpf.obj, 1);
+        if (gt_bpf__start(bpf.obj) < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "giltracer: the bpf probe failed to start");
+            gt_tracer__stop();
+            goto fail;
+        }
     }
     if (s->used == USED_HOOKS) {
         gt_gilhook__set_recording(1);
@@ -450,6 +478,23 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
         .gil_known = s->used != USED_NONE,
     };
     int err = gt_merge__run(&ti, &run->result);
+    if (err == 0 && s->check_bpf) {
+        /* The same threads with the bpf probe's GIL stream and nothing else. */
+        i = nthreads;
+        for (struct gt_thread *t = threads; t; t = t->next) {
+            struct gt_thread_input *in = &inputs[--i];
+            free((void *)in->gil);
+            in->gil = stream_chunks(&t->gil_check, &in->ngil);
+            in->ncalls = in->nsched = 0;
+            in->flags &= ~(uint32_t)GT_THREAD_HAS_SCHED;
+            if (!in->gil) {
+                err = -ENOMEM;
+                break;
+            }
+        }
+        if (err == 0)
+            err = gt_merge__run(&ti, &run->check);
+    }
     if (err < 0) {
         errno = -err;
         PyErr_SetFromErrno(err == -ENOMEM ? PyExc_MemoryError : PyExc_RuntimeError);
@@ -508,6 +553,7 @@ void gt_run__free(struct gt_run *run)
     if (!run)
         return;
     gt_result__free(run->result);
+    gt_result__free(run->check);
     gt_functable__free(&run->funcs);
     free(run->names_arena);
     free(run);

@@ -26,6 +26,7 @@ struct gt_session_opts {
     int sched;      /* record OS scheduler states */
     int backend;    /* enum gt_backend_choice */
     int follow_children; /* bpf only */
+    int crosscheck; /* diagnostic: hooks as the backend, bpf beside them (root) */
 };
 
 /* The finished product of a session: plain C data plus the strings it points to. */
@@ -40,6 +41,7 @@ struct gt_run {
     char python[128];
     char title[256];
     uint64_t gil_events;
+    struct gt_result *check; /* crosscheck: the bpf probe's view of the same run */
 };
 
 void gt_run__free(struct gt_run *run);

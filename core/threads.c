@@ -258,6 +258,7 @@ void gt_registry__end(void)
         stream_close(&t->calls);
         stream_close(&t->gil);
         stream_close(&t->sched);
+        stream_close(&t->gil_check);
     }
     pthread_mutex_unlock(&reg_lock);
 }
@@ -290,6 +291,7 @@ void gt_registry__release(void (*free_state)(struct gt_thread *t))
         block_put_list(t->calls.head);
         block_put_list(t->gil.head);
         block_put_list(t->sched.head);
+        block_put_list(t->gil_check.head);
         free(t);
         t = next;
     }

@@ -39,6 +39,7 @@ struct gt_thread {
     struct gt_stream calls;
     struct gt_stream gil;
     struct gt_stream sched; /* produced by the sched poller only */
+    struct gt_stream gil_check; /* cross-check mode: a second GIL probe's view */
     int gil_held;           /* GIL decode state (hooks backend) */
     int depth;              /* call depth, for max_depth */
     int32_t tid;

@@ -81,6 +81,7 @@ struct gt_bpf {
     /* where the probes sit */
     uint64_t take_gil_addr;
     const char *take_gil_how;
+    int crosscheck; /* GIL events go to t->gil_check, sched events are not kept */
 };
 
 /* ---- diagnostics ------------------------------------------------------------- */
@@ -463,15 +464,19 @@ static int on_event(void *ctx, void *data, size_t size)
         b->unregistered++;
         return 0;
     }
+    struct gt_stream *gil = b->crosscheck ? &t->gil_check : &t->gil;
+    if (b->crosscheck && e.kind != GTB_GIL_WANT && e.kind != GTB_GIL_ACQUIRED &&
+        e.kind != GTB_GIL_RELEASED)
+        return 0; /* the perf poller owns the sched streams in this mode */
     switch (e.kind) {
     case GTB_GIL_WANT:
-        gt_stream__push(&t->gil, e.ts, GT_GIL_WANT, 0);
+        gt_stream__push(gil, e.ts, GT_GIL_WANT, 0);
         break;
     case GTB_GIL_ACQUIRED:
-        gt_stream__push(&t->gil, e.ts, GT_GIL_ACQUIRED, 0);
+        gt_stream__push(gil, e.ts, GT_GIL_ACQUIRED, 0);
         break;
     case GTB_GIL_RELEASED:
-        gt_stream__push(&t->gil, e.ts, GT_GIL_RELEASED, 0);
+        gt_stream__push(gil, e.ts, GT_GIL_RELEASED, 0);
         break;
     case GTB_SCHED_OUT_PREEMPTED:
         gt_stream__push(&t->sched, e.ts, GT_SCHED_OUT_PREEMPTED, e.aux);
@@ -840,4 +845,10 @@ void gt_bpf__free(struct gt_bpf *b)
     sem_destroy(&b->ready);
     free(b->slots);
     free(b);
+}
+
+void gt_bpf__set_crosscheck(struct gt_bpf *b, int on)
+{
+    if (b)
+        b->crosscheck = on;
 }

@@ -119,6 +119,7 @@ class Trace:
         sched: bool = True,
         backend: str = "auto",
         follow_children: bool = False,
+        crosscheck: bool = False,
         title: Optional[str] = None,
     ) -> None:
         if backend not in BACKENDS:
@@ -140,6 +141,7 @@ class Trace:
             sched=bool(sched),
             backend=backend,
             follow_children=bool(follow_children),
+            crosscheck=bool(crosscheck),
         )
         self.max_events = max_events
         self.title = title
@@ -216,6 +218,12 @@ class Trace:
 
     def summary_text(self, top: int = 5) -> str:
         return self.result.text(top)
+
+    def crosscheck(self) -> Optional[List[ThreadSummary]]:
+        """With ``crosscheck=True`` (root): the bpf probe's per-thread summary of the same
+        run, to compare with ``summary()`` from the hooks."""
+        rows = self.result.crosscheck()
+        return None if rows is None else [ThreadSummary(**d) for d in rows]
 
     def blame(self) -> List[BlameRow]:
         return [BlameRow(**d) for d in self.result.blame()]
