@@ -7,7 +7,7 @@ import os
 import runpy
 import sys
 import traceback
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from .api import BACKENDS, DEFAULT_MAX_EVENTS, Trace
 
@@ -47,9 +47,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Options of ours that take a value: everything after the script (or -m MODULE) belongs
+# to the script, even when it looks like one of our options (e.g. `-m json.tool --help`).
+_VALUE_OPTIONS = {"-o", "--output", "--backend", "--max-events", "--max-depth", "--include",
+                  "--exclude", "--top"}
+
+
+def split_argv(argv: List[str]) -> Tuple[List[str], List[str]]:
+    """(our options + target, the target's own arguments)."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return argv[: i + 2], argv[i + 2:]
+        if arg == "-m":
+            return argv[: i + 2], argv[i + 2:]
+        if arg.startswith("-m") and not arg.startswith("--"):  # -mjson.tool
+            return argv[: i + 1], argv[i + 1:]
+        if arg in _VALUE_OPTIONS:
+            i += 2
+            continue
+        if not arg.startswith("-") or arg == "-":
+            return argv[: i + 1], argv[i + 1:]
+        i += 1
+    return argv, []
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = build_parser()
-    a = p.parse_args(argv)
+    ours, rest = split_argv(list(sys.argv[1:] if argv is None else argv))
+    a = p.parse_args(ours)
+    a.args = list(a.args) + rest
     if a.module:
         if a.target is not None:
             a.args = [a.target] + a.args
