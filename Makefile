@@ -74,12 +74,16 @@ matrix-one:
 	$(MATRIX_DIR)/$(NAME)/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps .
 
 test-matrix: deps
-	@set -e; for py in $(MATRIX); do \
+	@failed=""; for py in $(MATRIX); do \
 	  name=$$($$py -c 'import sys,sysconfig; print(("debian-" if sys.prefix=="/usr" else "pyenv-")+sysconfig.get_python_version())'); \
 	  echo "=== $$name ($$py)"; \
-	  $(MAKE) --no-print-directory matrix-one INTERP=$$py NAME=$$name; \
-	  (cd $(MATRIX_DIR) && rm -rf tests && cp -r $(CURDIR)/tests tests && $(MATRIX_DIR)/$$name/bin/python -m pytest tests -q -p no:cacheprovider); \
-	done
+	  if $(MAKE) --no-print-directory matrix-one INTERP=$$py NAME=$$name && \
+	     (cd $(MATRIX_DIR) && rm -rf tests && cp -r $(CURDIR)/tests tests && \
+	      $(MATRIX_DIR)/$$name/bin/python -m pytest tests -q -p no:cacheprovider); then :; \
+	  else failed="$$failed $$name"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-matrix: FAILED on:$$failed"; exit 1; fi; \
+	echo "test-matrix: all interpreters passed"
 
 bench: setup
 	$(PY) -m pip install -q viztracer

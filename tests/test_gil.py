@@ -9,7 +9,7 @@ import time
 import pytest
 
 import giltracer
-from workloads import run_threads, sleeper, socket_waiter, spin_for, spin_on_cpu
+from workloads import cpu_pair, run_threads, sleeper, socket_waiter, spin_for
 
 BACKEND = "hooks"
 
@@ -25,8 +25,7 @@ def holds(t, tid):
 @pytest.fixture(scope="module")
 def two_cpu_threads():
     with giltracer.trace(backend=BACKEND, c_calls=False) as t:
-        run_threads([lambda: spin_on_cpu(0, 0.6), lambda: spin_on_cpu(1, 0.6)],
-                    names=["cpu-a", "cpu-b"])
+        cpu_pair(0.6)
     return t
 
 
@@ -96,8 +95,7 @@ def test_shorter_switch_interval_gives_more_handoffs():
         sys.setswitchinterval(interval)
         try:
             with giltracer.trace(backend=BACKEND, functions=False) as t:
-                run_threads([lambda: spin_on_cpu(0, 0.4), lambda: spin_on_cpu(1, 0.4)],
-                            names=["x", "y"])
+                cpu_pair(0.4, names=("x", "y"))
         finally:
             sys.setswitchinterval(old)
         s = by_name(t)
@@ -107,17 +105,9 @@ def test_shorter_switch_interval_gives_more_handoffs():
     assert fast >= 2.5 * slow, (slow, fast)
 
 
-def work_a():
-    spin_on_cpu(0, 0.4)
-
-
-def work_b():
-    spin_on_cpu(1, 0.4)
-
-
 def test_blame_names_the_holder_and_its_function():
     with giltracer.trace(backend=BACKEND, c_calls=False) as t:
-        a, b = run_threads([work_a, work_b], names=["A", "B"])
+        a, b = cpu_pair(0.4, names=("A", "B"))
     rows = t.blame()
     assert rows
     pairs = {(r.waiter, r.holder) for r in rows}

@@ -18,9 +18,19 @@ def pin_to_own_cpu(index):
         pass
 
 
-def spin_on_cpu(index, seconds):
+def spin_on_cpu(index, seconds, barrier=None):
     pin_to_own_cpu(index)
+    if barrier is not None:
+        barrier.wait()
     return spin_for(seconds)
+
+
+def cpu_pair(seconds, names=("cpu-a", "cpu-b")):
+    """Two CPU-bound threads on distinct CPUs that start spinning together (a barrier),
+    so neither runs alone for long: each should hold the GIL about half the time."""
+    barrier = threading.Barrier(2)
+    return run_threads([lambda: spin_on_cpu(0, seconds, barrier),
+                        lambda: spin_on_cpu(1, seconds, barrier)], names=list(names))
 
 
 def spin_for(seconds):
