@@ -541,7 +541,17 @@ static PyObject *mod_build_info(PyObject *m, PyObject *noargs)
                          "bpf_why", bpf == 0 ? "" : (why ? why : "unavailable"));
 }
 
+static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    gt_tracer__after_fork_child();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
+     "os.register_at_fork(after_in_child=...) hook: drop the parent's session"},
     {"probe_info", mod_probe_info, METH_NOARGS,
      "install the GIL hooks if needed and report what they found"},
     {"build_info", mod_build_info, METH_NOARGS, "clock, tracer mechanism, bpf availability"},

@@ -149,9 +149,30 @@ void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx)
             fn(block_events(b), b->n, ctx);
 }
 
+/* A forked child (e.g. a multiprocessing worker) records nothing of the parent's
+ * session: its copies of the parent's records are dropped (never freed: they are the
+ * parent's memory image) and the lock, possibly held by a parent thread at fork(), is
+ * made usable again, so the child can run a session of its own. */
+static void atfork_child(void)
+{
+    pthread_mutex_init(&reg_lock, NULL);
+    atomic_store(&gt_recording, 0);
+    atomic_store(&gt_registry_gen, 0);
+    threads = NULL;
+    on_new_thread = NULL;
+    on_new_ctx = NULL;
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, atfork_child);
+}
+
 int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     int err = 0;
+    pthread_once(&once, register_atfork);
     pthread_mutex_lock(&reg_lock);
     if (atomic_load(&gt_registry_gen) != 0) {
         err = -EBUSY;

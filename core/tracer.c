@@ -837,6 +837,15 @@ int gt_tracer__stop(void)
     return err;
 }
 
+void gt_tracer__after_fork_child(void)
+{
+    /* Only the forking thread survives; it still carries the parent's hooks. */
+    if (tr.active || tr.watching) {
+        if (gt_tracer__stop() < 0)
+            PyErr_Clear();
+    }
+}
+
 int gt_tracer__active(void)
 {
     return tr.active;

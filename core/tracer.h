@@ -45,6 +45,10 @@ int gt_tracer__stop(void);
  * while recording (kept until the next start). May be NULL. */
 PyObject *gt_tracer__thread_names(void);
 
+/** gt_tracer__after_fork_child() - in a forked child: uninstall what the parent's
+ * session installed, so the child runs untraced and may start its own session. */
+void gt_tracer__after_fork_child(void);
+
 /** gt_tracer__active() - nonzero between start and stop. */
 int gt_tracer__active(void);
 

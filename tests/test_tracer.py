@@ -335,3 +335,24 @@ def test_monitoring_tool_conflict_is_a_clear_error():
     with giltracer.trace() as t:  # and it works once the other profiler is gone
         f()
     assert named(t.spans(me()), "f")
+
+
+def _child_traces_itself(n):
+    import os
+
+    with giltracer.trace(backend="hooks") as t:
+        total = sum(i * i for i in range(n))
+    return os.getpid(), t.event_count > 0, t.backend, total
+
+
+def test_forked_children_do_not_inherit_the_session():
+    import multiprocessing
+    import os
+
+    with giltracer.trace(backend="hooks") as t:
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            rows = pool.map(_child_traces_itself, [1000, 2000, 3000])
+    assert [r[3] for r in rows] == [sum(i * i for i in range(n)) for n in (1000, 2000, 3000)]
+    assert all(r[1] and r[2] == "hooks" for r in rows)  # each child ran its own session
+    assert all(r[0] != os.getpid() for r in rows)
+    assert t.event_count > 0

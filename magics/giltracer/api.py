@@ -22,9 +22,17 @@ GIL_STATES = ("released", "wait", "held")
 OS_STATES = ("on-cpu", "preempted", "blocked")
 
 
+_fork_hook_registered = False
+
+
 def _core():
+    global _fork_hook_registered
     from . import _core  # lazily: importing giltracer stays cheap
 
+    if not _fork_hook_registered and hasattr(os, "register_at_fork"):
+        # A forked child (multiprocessing) must not inherit the parent's hooks.
+        os.register_at_fork(after_in_child=_core._after_fork_child)
+        _fork_hook_registered = True
     return _core
 
 
