@@ -117,97 +117,6 @@ static size_t utf8_len(const unsigned char *p, size_t left)
     return 0;
 }
 
-/* Append the JSON string body of s (no quotes). Invalid UTF-8 becomes U+FFFD;
- * html_safe also writes '<', '>' and '&' as \u escapes. */
-static void sb_json_body(struct sbuf *b, const char *s, int html_safe)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *p = (const unsigned char *)s;
-    size_t left = strlen(s);
-    while (left) {
-        size_t run = 0;
-        /* Copy the longest run that needs no escaping in one go. */
-        while (run < left) {
-            unsigned c = p[run];
-            if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80 ||
-                (html_safe && (c == '<' || c == '>' || c == '&')))
-                break;
-            run++;
-        }
-        sb_mem(b, p, run);
-        p += run;
-        left -= run;
-        if (!left)
-            break;
-        unsigned c = *p;
-        if (c >= 0x80) {
-            size_t n = utf8_len(p, left);
-            if (n) {
-                sb_mem(b, p, n);
-            } else {
-                sb_mem(b, "\xEF\xBF\xBD", 3);
-                n = 1;
-            }
-            p += n;
-            left -= n;
-            continue;
-        }
-        char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-        switch (c) {
-        case '"':
-            sb_mem(b, "\\\"", 2);
-            break;
-        case '\\':
-            sb_mem(b, "\\\\", 2);
-            break;
-        case '\n':
-            sb_mem(b, "\\n", 2);
-            break;
-        case '\t':
-            sb_mem(b, "\\t", 2);
-            break;
-        case '\r':
-            sb_mem(b, "\\r", 2);
-            break;
-        default:
-            sb_mem(b, e, 6);
-            break;
-        }
-        p++;
-        left--;
-    }
-}
-
-static void sb_json_str(struct sbuf *b, const char *s, int html_safe)
-{
-    sb_mem(b, "\"", 1);
-    sb_json_body(b, s, html_safe);
-    sb_mem(b, "\"", 1);
-}
-
-static const char *base_name(const char *path)
-{
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
-/* "fib (demo.py:3)" for a Python function, "list.append" for a C function. */
-static void sb_func_label(struct sbuf *b, const struct gt_result *r, uint32_t func)
-{
-    if (func >= r->nfuncs) {
-        sb_str(b, func == GT_NO_FUNC ? "(no Python function)" : "?");
-        return;
-    }
-    const struct gt_func *fn = &r->funcs[func];
-    sb_str(b, fn->name ? fn->name : "?");
-    if ((fn->flags & GT_FUNC_C) || !fn->file || !fn->file[0])
-        return;
-    if (fn->line)
-        sb_printf(b, " (%s:%" PRIu32 ")", base_name(fn->file), fn->line);
-    else
-        sb_printf(b, " (%s)", base_name(fn->file));
-}
-
 /* A jansson string for s (NULL -> null); invalid UTF-8 becomes U+FFFD. */
 static json_t *jstr(const char *s)
 {
@@ -233,6 +142,57 @@ static json_t *jstr(const char *s)
     j = b.err ? NULL : json_stringn(b.p ? b.p : "", b.len);
     free(b.p);
     return j;
+}
+
+/* Append s as a JSON string literal, encoded by jansson (invalid UTF-8 becomes
+ * U+FFFD). html_safe also writes '<', '>' and '&' as \u escapes, so the text is safe
+ * inside <script>. Used once per unique string, never per event. */
+static void sb_json_str(struct sbuf *b, const char *s, int html_safe)
+{
+    json_t *j = jstr(s ? s : "");
+    char *enc = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!enc) {
+        b->err = 1;
+        return;
+    }
+    const char *p = enc;
+    while (*p) {
+        size_t run = html_safe ? strcspn(p, "<>&") : strlen(p);
+        sb_mem(b, p, run);
+        p += run;
+        if (*p) {
+            static const char hex[] = "0123456789abcdef";
+            unsigned char c = (unsigned char)*p;
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            sb_mem(b, e, 6);
+            p++;
+        }
+    }
+    free(enc);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* "fib (demo.py:3)" for a Python function, "list.append" for a C function. */
+static void sb_func_label(struct sbuf *b, const struct gt_result *r, uint32_t func)
+{
+    if (func >= r->nfuncs) {
+        sb_str(b, func == GT_NO_FUNC ? "(no Python function)" : "?");
+        return;
+    }
+    const struct gt_func *fn = &r->funcs[func];
+    sb_str(b, fn->name ? fn->name : "?");
+    if ((fn->flags & GT_FUNC_C) || !fn->file || !fn->file[0])
+        return;
+    if (fn->line)
+        sb_printf(b, " (%s:%" PRIu32 ")", base_name(fn->file), fn->line);
+    else
+        sb_printf(b, " (%s)", base_name(fn->file));
 }
 
 static json_t *jreal(double v)
