@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,22 +28,63 @@ static void *on_new_ctx;
 static uint64_t call_events_left;
 static int call_events_limited;
 
-/* Keep at most this many free blocks (64 MiB) between sessions. */
+/* Blocks are carved out of 2 MiB arenas asking for transparent huge pages: one page
+ * fault brings in 32 blocks instead of 16 faults per block. Arenas are only returned
+ * to the system between sessions, beyond POOL_KEEP blocks (64 MiB). */
+#define ARENA_BYTES (2u << 20)
+#define BLOCKS_PER_ARENA (ARENA_BYTES / GT_BLOCK_BYTES)
 #define POOL_KEEP 1024
+
+struct arena {
+    struct arena *next;
+    void *base;
+};
+static struct arena *arenas;
+static size_t narenas;
+
+static int arena_add(void)
+{
+    /* Over-map by one arena so the usable part can be 2 MiB aligned. */
+    size_t len = 2 * (size_t)ARENA_BYTES;
+    char *raw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED)
+        return -ENOMEM;
+    char *base = (char *)(((uintptr_t)raw + ARENA_BYTES - 1) & ~(uintptr_t)(ARENA_BYTES - 1));
+    if (base > raw)
+        munmap(raw, (size_t)(base - raw));
+    if (raw + len > base + ARENA_BYTES)
+        munmap(base + ARENA_BYTES, (size_t)(raw + len - (base + ARENA_BYTES)));
+    struct arena *a = malloc(sizeof(*a));
+    if (!a) {
+        munmap(base, ARENA_BYTES);
+        return -ENOMEM;
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(base, ARENA_BYTES, MADV_HUGEPAGE);
+#endif
+    /* Fault it in now (one huge page where the kernel grants it), not at event time. */
+    for (size_t off = 0; off < ARENA_BYTES; off += 4096)
+        ((volatile char *)base)[off] = 0;
+    a->base = base;
+    a->next = arenas;
+    arenas = a;
+    narenas++;
+    for (size_t i = 0; i < BLOCKS_PER_ARENA; i++) {
+        struct gt_block *b = (struct gt_block *)(base + i * GT_BLOCK_BYTES);
+        b->next = pool;
+        pool = b;
+        pool_size++;
+    }
+    return 0;
+}
 
 static struct gt_block *block_get(void)
 {
+    if (!pool && arena_add() < 0)
+        return NULL;
     struct gt_block *b = pool;
-    if (b) {
-        pool = b->next;
-        pool_size--;
-    } else {
-        b = aligned_alloc(64, GT_BLOCK_BYTES);
-        if (!b)
-            return NULL;
-        /* Touch every page now rather than at event time. */
-        memset(b, 0, GT_BLOCK_BYTES);
-    }
+    pool = b->next;
+    pool_size--;
     b->next = NULL;
     b->n = 0;
     return b;
@@ -52,15 +94,41 @@ static void block_put_list(struct gt_block *b)
 {
     while (b) {
         struct gt_block *next = b->next;
-        if (pool_size < POOL_KEEP) {
+        b->next = pool;
+        pool = b;
+        pool_size++;
+        b = next;
+    }
+}
+
+/* With no session active every block is in the pool: unmap the arenas beyond the
+ * budget and rebuild the pool from the rest. reg_lock held. */
+static void pool_trim(void)
+{
+    size_t keep = POOL_KEEP / BLOCKS_PER_ARENA;
+    if (narenas <= keep)
+        return;
+    struct arena **pp = &arenas;
+    for (size_t i = 0; i < keep && *pp; i++)
+        pp = &(*pp)->next;
+    struct arena *drop = *pp;
+    *pp = NULL;
+    while (drop) {
+        struct arena *next = drop->next;
+        munmap(drop->base, ARENA_BYTES);
+        free(drop);
+        narenas--;
+        drop = next;
+    }
+    pool = NULL;
+    pool_size = 0;
+    for (struct arena *a = arenas; a; a = a->next)
+        for (size_t i = 0; i < BLOCKS_PER_ARENA; i++) {
+            struct gt_block *b = (struct gt_block *)((char *)a->base + i * GT_BLOCK_BYTES);
             b->next = pool;
             pool = b;
             pool_size++;
-        } else {
-            free(b);
         }
-        b = next;
-    }
 }
 
 static char *block_events(struct gt_block *b)
@@ -316,5 +384,7 @@ void gt_registry__release(void (*free_state)(struct gt_thread *t))
         free(t);
         t = next;
     }
+    if (atomic_load(&gt_registry_gen) == 0)
+        pool_trim();
     pthread_mutex_unlock(&reg_lock);
 }

@@ -35,6 +35,10 @@ struct tr_entry {
 };
 
 struct tr_state {
+    /* One-entry cache in front of the table: a C call's return, and a function calling
+     * itself, hit it without hashing. */
+    const void *last_key;
+    uint32_t last_fid;
     void **keys; /* open addressing, linear probing; NULL = empty */
     uint32_t *vals;
     uint32_t mask;
@@ -108,13 +112,18 @@ static inline struct tr_state *tr_get(struct gt_thread *t)
     return s;
 }
 
-static inline int tr_find(const struct tr_state *s, const void *key, uint32_t *fid)
+static inline int tr_find(struct tr_state *s, const void *key, uint32_t *fid)
 {
+    if (key == s->last_key) {
+        *fid = s->last_fid;
+        return 1;
+    }
     uint32_t i = slot_of(key, s->mask);
     for (;;) {
         const void *k = s->keys[i];
         if (k == key) {
-            *fid = s->vals[i];
+            *fid = s->last_fid = s->vals[i];
+            s->last_key = key;
             return 1;
         }
         if (!k)
@@ -223,47 +232,47 @@ static uint32_t tr_insert_code(struct tr_state *s, PyCodeObject *code)
 }
 
 /* The identity of a C callee without keeping the callable itself alive (3.11 makes a
- * fresh bound builtin per `obj.method()` call): its static PyMethodDef. Returns NULL
- * when `callable` is not a C function. Sets *owner to a borrowed owner object. */
-static inline PyMethodDef *c_method(PyObject *callable, PyObject **owner, int *is_module)
+ * fresh bound builtin per `obj.method()` call): its static PyMethodDef. NULL when
+ * `callable` is not a C function. Exact type compares first: this runs per event. */
+static inline PyMethodDef *c_method_def(PyObject *callable)
 {
-    if (PyCFunction_Check(callable)) {
-        PyCFunctionObject *f = (PyCFunctionObject *)callable;
-        PyObject *self = f->m_self;
-        *is_module = 0;
-        if (self && PyModule_Check(self)) {
-            *owner = self;
-            *is_module = 1;
-        } else if (self && PyType_Check(self)) {
-            *owner = self;
-        } else if (self) {
-            *owner = (PyObject *)Py_TYPE(self);
-        } else {
-            *owner = f->m_module;
-        }
-        return f->m_ml;
-    }
-    if (Py_IS_TYPE(callable, &PyMethodDescr_Type)) {
-        *owner = (PyObject *)PyDescr_TYPE(callable);
-        *is_module = 0;
+    PyTypeObject *tp = Py_TYPE(callable);
+    if (tp == &PyCFunction_Type || tp == &PyCMethod_Type)
+        return ((PyCFunctionObject *)callable)->m_ml;
+    if (tp == &PyMethodDescr_Type)
         return ((PyMethodDescrObject *)callable)->d_method;
-    }
+    if (PyCFunction_Check(callable))
+        return ((PyCFunctionObject *)callable)->m_ml;
     return NULL;
 }
 
-static uint32_t tr_insert_c(struct tr_state *s, PyMethodDef *ml, PyObject *owner, int is_module)
+/* The owner a C function's name is built from (once per unique function): a new
+ * reference to its type or its module's name, or NULL. */
+static PyObject *c_owner(PyObject *callable)
+{
+    if (Py_IS_TYPE(callable, &PyMethodDescr_Type))
+        return Py_NewRef((PyObject *)PyDescr_TYPE(callable));
+    PyCFunctionObject *f = (PyCFunctionObject *)callable;
+    PyObject *self = f->m_self;
+    if (self && PyModule_Check(self)) {
+        PyObject *name = PyModule_GetNameObject(self);
+        if (!name)
+            PyErr_Clear();
+        return name;
+    }
+    if (self && PyType_Check(self))
+        return Py_NewRef(self);
+    if (self)
+        return Py_NewRef((PyObject *)Py_TYPE(self));
+    return Py_XNewRef(f->m_module);
+}
+
+static uint32_t tr_insert_c(struct tr_state *s, PyMethodDef *ml, PyObject *callable)
 {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    PyObject *keep = NULL; /* new reference: a type, or a module-name str */
+    PyObject *keep = c_owner(callable); /* new reference: a type, or a module-name str */
     int excluded = 0;
-    if (owner && is_module) {
-        keep = PyModule_GetNameObject(owner);
-        if (!keep)
-            PyErr_Clear();
-    } else if (owner) {
-        keep = Py_NewRef(owner);
-    }
     if (keep == (PyObject *)tr.own_type)
         excluded = 1;
     else if (keep && PyUnicode_Check(keep) &&
@@ -289,9 +298,9 @@ static inline void record(struct gt_thread *t, uint64_t ts, uint32_t fid, uint32
     gt_stream__push(&t->calls, ts, fid, kind);
 }
 
-static inline void on_py(uint64_t ts, PyCodeObject *code, uint32_t kind, int entering)
+static inline __attribute__((always_inline)) void on_py(struct gt_thread *t, uint64_t ts, PyCodeObject *code, uint32_t kind,
+                         int entering)
 {
-    struct gt_thread *t = gt_thread_current();
     if (__builtin_expect(!t, 0))
         return;
     struct tr_state *s = tr_get(t);
@@ -303,22 +312,18 @@ static inline void on_py(uint64_t ts, PyCodeObject *code, uint32_t kind, int ent
     record(t, ts, fid, kind, entering);
 }
 
-static inline void on_c(uint64_t ts, PyObject *callable, uint32_t kind, int entering)
+static inline __attribute__((always_inline)) void on_c(struct gt_thread *t, uint64_t ts, PyObject *callable, uint32_t kind,
+                        int entering)
 {
-    PyObject *owner;
-    int is_module;
-    PyMethodDef *ml = c_method(callable, &owner, &is_module);
-    if (!ml)
-        return;
-    struct gt_thread *t = gt_thread_current();
-    if (__builtin_expect(!t, 0))
+    PyMethodDef *ml = c_method_def(callable);
+    if (!ml || __builtin_expect(!t, 0))
         return;
     struct tr_state *s = tr_get(t);
     if (__builtin_expect(!s, 0))
         return;
     uint32_t fid;
     if (__builtin_expect(!tr_find(s, ml, &fid), 0))
-        fid = tr_insert_c(s, ml, owner, is_module);
+        fid = tr_insert_c(s, ml, callable);
     record(t, ts, fid, kind, entering);
 }
 
@@ -362,28 +367,61 @@ static inline PyCodeObject *frame_code(PyFrameObject *frame)
 #endif
 }
 
+/* The profile function's `obj`, one per thread state: it carries the thread's record,
+ * found once, so the hot path needs no TLS lookup. Lives from install to uninstall
+ * (the thread state holds the only reference). */
+typedef struct {
+    PyObject_HEAD
+    struct gt_thread *t; /* NULL until the thread's first event */
+} SlotObject;
+
+static PyTypeObject Slot_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "giltracer._core._ThreadSlot",
+    .tp_basicsize = sizeof(SlotObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+};
+
+/* A new reference, or NULL with an exception set. */
+static PyObject *slot_new(void)
+{
+    if (!Slot_Type.tp_dealloc && PyType_Ready(&Slot_Type) < 0)
+        return NULL;
+    SlotObject *o = PyObject_New(SlotObject, &Slot_Type);
+    if (o)
+        o->t = NULL;
+    return (PyObject *)o;
+}
+
+static inline struct gt_thread *slot_thread(PyObject *obj)
+{
+    SlotObject *o = (SlotObject *)obj;
+    if (__builtin_expect(o->t != NULL, 1))
+        return o->t;
+    return o->t = gt_thread_current();
+}
+
 static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
-    (void)obj;
     uint64_t ts = gt_ticks();
+    struct gt_thread *t = slot_thread(obj);
     switch (what) {
     case PyTrace_CALL:
-        on_py(ts, frame_code(frame), GT_CALL, 1);
+        on_py(t, ts, frame_code(frame), GT_CALL, 1);
         break;
     case PyTrace_RETURN: /* arg is NULL when an exception unwinds the frame */
-        on_py(ts, frame_code(frame), arg ? GT_RETURN : GT_UNWIND, 0);
+        on_py(t, ts, frame_code(frame), arg ? GT_RETURN : GT_UNWIND, 0);
         break;
     case PyTrace_C_CALL:
         if (tr.c_calls)
-            on_c(ts, arg, GT_CCALL, 1);
+            on_c(t, ts, arg, GT_CCALL, 1);
         break;
     case PyTrace_C_RETURN:
         if (tr.c_calls)
-            on_c(ts, arg, GT_CRETURN, 0);
+            on_c(t, ts, arg, GT_CRETURN, 0);
         break;
     case PyTrace_C_EXCEPTION:
         if (tr.c_calls)
-            on_c(ts, arg, GT_CRAISE, 0);
+            on_c(t, ts, arg, GT_CRAISE, 0);
         break;
     default:
         break;
@@ -408,7 +446,12 @@ static int install(void)
         sp->ts = ts;
         sp->func = ts->c_profilefunc;
         sp->obj = Py_XNewRef(ts->c_profileobj);
-        if (_PyEval_SetProfile(ts, profile_hook, NULL) < 0)
+        PyObject *slot = slot_new();
+        if (!slot)
+            goto cleanup;
+        int rc = _PyEval_SetProfile(ts, profile_hook, slot); /* takes its own reference */
+        Py_DECREF(slot);
+        if (rc < 0)
             goto cleanup;
     }
     err = 0;
@@ -452,7 +495,8 @@ static PyObject *cb_start(PyObject *self, PyObject *const *args, Py_ssize_t narg
 {
     (void)self;
     (void)nargs;
-    on_py(gt_ticks(), (PyCodeObject *)args[0], GT_CALL, 1);
+    uint64_t ts = gt_ticks();
+    on_py(gt_thread_current(), ts, (PyCodeObject *)args[0], GT_CALL, 1);
     Py_RETURN_NONE;
 }
 
@@ -460,7 +504,8 @@ static PyObject *cb_return(PyObject *self, PyObject *const *args, Py_ssize_t nar
 {
     (void)self;
     (void)nargs;
-    on_py(gt_ticks(), (PyCodeObject *)args[0], GT_RETURN, 0);
+    uint64_t ts = gt_ticks();
+    on_py(gt_thread_current(), ts, (PyCodeObject *)args[0], GT_RETURN, 0);
     Py_RETURN_NONE;
 }
 
@@ -468,31 +513,38 @@ static PyObject *cb_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nar
 {
     (void)self;
     (void)nargs;
-    on_py(gt_ticks(), (PyCodeObject *)args[0], GT_UNWIND, 0);
+    uint64_t ts = gt_ticks();
+    on_py(gt_thread_current(), ts, (PyCodeObject *)args[0], GT_UNWIND, 0);
     Py_RETURN_NONE;
 }
 
 static PyObject *cb_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs >= 3)
-        on_c(gt_ticks(), args[2], GT_CCALL, 1);
+    if (nargs >= 3) {
+        uint64_t ts = gt_ticks();
+        on_c(gt_thread_current(), ts, args[2], GT_CCALL, 1);
+    }
     Py_RETURN_NONE;
 }
 
 static PyObject *cb_creturn(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs >= 3)
-        on_c(gt_ticks(), args[2], GT_CRETURN, 0);
+    if (nargs >= 3) {
+        uint64_t ts = gt_ticks();
+        on_c(gt_thread_current(), ts, args[2], GT_CRETURN, 0);
+    }
     Py_RETURN_NONE;
 }
 
 static PyObject *cb_craise(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs >= 3)
-        on_c(gt_ticks(), args[2], GT_CRAISE, 0);
+    if (nargs >= 3) {
+        uint64_t ts = gt_ticks();
+        on_c(gt_thread_current(), ts, args[2], GT_CRAISE, 0);
+    }
     Py_RETURN_NONE;
 }
 
@@ -625,7 +677,14 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssiz
     }
 #if !GT_USE_MONITORING
     if (tr.active) {
-        PyEval_SetProfile(profile_hook, NULL);
+        PyObject *slot = slot_new();
+        if (slot) {
+            ((SlotObject *)slot)->t = t;
+            PyEval_SetProfile(profile_hook, slot); /* takes its own reference */
+            Py_DECREF(slot);
+        } else {
+            PyErr_Clear();
+        }
         if (t && nargs >= 1 && PyFrame_Check(args[0]))
             push_open_frames(t, (PyFrameObject *)args[0], gt_ticks());
     } else {
