@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* The "bpf" GIL probe: libbpf skeleton with uprobes on take_gil (entry = want,
  * return = acquired) and on libc pthread_cond_signal filtered to the GIL's cond
- * (= released), plus tp_btf/sched_switch for OS states with reasons. Like the
- * hooks, it also decodes drop_gil's FORCE_SWITCHING wait: libc pthread_cond_wait
- * filtered to the GIL's switch_cond (entry = want, return = GT_GIL_SWITCH_DONE). Loaded and
+ * (= released), plus tp_btf/sched_switch for OS states with reasons. Loaded and
  * attached once per process, gated per session. Events land in the thread
  * registry's GIL and sched streams (drained by one thread: the single producer).
  * Plain C; compiled as a stub reporting "unavailable" without GT_HAVE_BPF. */
+/* Like the hooks, it also decodes drop_gil's FORCE_SWITCHING wait: uprobe and
+ * uretprobe on libc pthread_cond_wait filtered to the GIL's switch_cond (entry =
+ * GT_GIL_WANT, return of that same call = GT_GIL_SWITCH_DONE). */
 #ifndef GT_BPFPROBE_H
 #define GT_BPFPROBE_H
 
@@ -46,6 +47,10 @@ int gt_bpf__start(struct gt_bpf *b);
 /** gt_bpf__stop() - close the gate, drain what is left, stop draining. 0 or -errno. */
 int gt_bpf__stop(struct gt_bpf *b);
 
+/* In a process forked after gt_bpf__open() the handle is the parent's: start
+ * returns -ECHILD, stop and free do nothing (they would close the parent's gate
+ * and disable its probes). */
+
 struct gt_bpf_stats {
     uint64_t events;
     uint64_t lost;        /* ring buffer full in the kernel */
@@ -63,6 +68,7 @@ void gt_bpf__stats(const struct gt_bpf *b, struct gt_bpf_stats *out);
  * beside the hooks as an independent view of the same execution.
  */
 void gt_bpf__set_crosscheck(struct gt_bpf *b, int on);
+/* (The mode lasts one session: gt_bpf__stop() turns it off again.) */
 
 /** gt_bpf__free() - detach and free; accepts NULL. */
 void gt_bpf__free(struct gt_bpf *b);

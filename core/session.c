@@ -93,6 +93,7 @@ static int prepare_bpf(int follow_children)
         .interp_path = path,
         .interp_bias = gt_gilhook__object_bias(),
         .gil_cond = hooks.addrs.cond,
+        .gil_switch_cond = hooks.addrs.switch_cond,
         .follow_children = follow_children,
         .sched = 1,
     };
@@ -158,10 +159,10 @@ static int choose_backend(struct gt_session *s)
             gt_bpf__stats(bpf.obj, &st);
             s->used = USED_BPF;
             snprintf(s->backend_reason, sizeof(s->backend_reason),
-                     "bpf: %s; uprobes on take_gil (found by %s) and pthread_cond_signal",
-                     s->o.backend == GT_BACKEND_BPF ? "requested"
-                                                    : "permitted (root or CAP_BPF+CAP_PERFMON)",
-                     st.take_gil_how ? st.take_gil_how : "symbol");
+                     "bpf: %s; uprobes on take_gil (found by %s), pthread_cond_signal%s",
+                     s->o.backend == GT_BACKEND_BPF ? "requested" : "permitted (running privileged)",
+                     st.take_gil_how ? st.take_gil_how : "symbol",
+                     st.switch_wait_probed ? " and pthread_cond_wait" : "");
             return 0;
         }
         if (s->o.backend == GT_BACKEND_BPF) {
@@ -288,18 +289,29 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     }
     if (s->check_bpf) {
         gt_bpf__set_crosscheck(bpf.obj, 1);
-        if (gt_bpf__start(bpf.obj) < 0) {
-            PyErr_SetString(PyExc_RuntimeError, "giltracer: the bpf probe failed to start");
+        int rc = gt_bpf__start(bpf.obj);
+        if (rc < 0) {
             gt_tracer__stop();
+            PyErr_Clear();
+            PyErr_Format(PyExc_RuntimeError, "giltracer: the bpf probe failed to start (%s)",
+                         rc == -ECHILD ? "a forked child cannot use its parent's bpf probe; "
+                                         "use backend='hooks' here" : strerror(-rc));
             goto fail;
         }
     }
     if (s->used == USED_HOOKS) {
         gt_gilhook__set_recording(1);
-    } else if (s->used == USED_BPF && gt_bpf__start(bpf.obj) < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "giltracer: the bpf probe failed to start");
-        gt_tracer__stop();
-        goto fail;
+    } else if (s->used == USED_BPF) {
+        gt_bpf__set_crosscheck(bpf.obj, 0);
+        int rc = gt_bpf__start(bpf.obj);
+        if (rc < 0) {
+            gt_tracer__stop();
+            PyErr_Clear();
+            PyErr_Format(PyExc_RuntimeError, "giltracer: the bpf probe failed to start (%s)",
+                         rc == -ECHILD ? "a forked child cannot use its parent's bpf probe; "
+                                         "use backend='hooks' here" : strerror(-rc));
+            goto fail;
+        }
     }
     atomic_store(&gt_recording, 1);
     s->state = ST_RECORDING;

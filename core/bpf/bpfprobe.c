@@ -1,8 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /* The "bpf" GIL probe's loader (see bpfprobe.h): places the uprobes (resolving
- * take_gil and libc's pthread_cond_signal itself), loads and attaches the
- * gilprobe.bpf.c skeleton once, and per session opens the recording gate and
- * drains the ring buffer into the thread registry from one thread.
+ * take_gil and libc's pthread_cond_signal and pthread_cond_wait itself), loads and
+ * attaches the gilprobe.bpf.c skeleton once, and per session opens the recording
+ * gate and drains the ring buffer into the thread registry from one thread.
+ *
+ * Decoding is the hooks' (gilhook.h), event for event where both see the same call:
+ *   take_gil entry                              -> GT_GIL_WANT
+ *   take_gil return                             -> GT_GIL_ACQUIRED
+ *   pthread_cond_signal(gil cond)               -> GT_GIL_RELEASED (drop_gil)
+ *   pthread_cond_wait(gil switch_cond) entry    -> GT_GIL_WANT (FORCE_SWITCHING: after
+ *        a forced drop, drop_gil waits until another thread has taken the GIL)
+ *   return of that same pthread_cond_wait call  -> GT_GIL_SWITCH_DONE
+ * (the hooks' GT_GIL_DROP_REQUEST, a timed-out pthread_cond_timedwait, is not
+ * probed). The pthread_cond_wait pair is optional: when its first instruction is
+ * not one the kernel emulates (a push, possibly after endbr64) it is not probed,
+ * rather than single-stepping every pthread_cond_wait of the process out of line
+ * (~10x the cost per hit); a uretprobe must sit at the entry, so a later push
+ * is no option. gt_bpf__stats() says which.
  *
  * follow_children covers processes forked by the traced process (and their
  * forks): they share its address space layout, so the same GIL cond address and
@@ -11,8 +25,9 @@
  * dropped at exec: their GIL lives at a different address. Processes forked
  * before gt_bpf__open() are not followed. With follow_children the uprobes are
  * attached system-wide (pid -1) and filtered in BPF, so every process that runs
- * this interpreter or libc's pthread_cond_signal pays the uprobe trap (~1 us)
- * while the probe is open.
+ * this interpreter or libc's pthread_cond_signal pays the uprobe trap (~1 us),
+ * and every pthread_cond_wait call two (entry and return), while the probe is
+ * open.
  *
  * Stream timestamps are bpf_ktime_get_ns(): CLOCK_MONOTONIC ns already (not
  * gt_ticks() values). Thread records of other processes get t->pid = their pid. */
@@ -63,6 +78,7 @@ struct tid_slot {
 };
 
 struct gt_bpf {
+    pid_t owner; /* the process that opened it (see forked() below) */
     struct gilprobe_bpf *skel;
     struct ring_buffer *rb;
     int epfd, evfd;
@@ -81,7 +97,14 @@ struct gt_bpf {
     /* where the probes sit */
     uint64_t take_gil_addr;
     const char *take_gil_how;
+    uint64_t switch_cond_addr;
+    int switch_wait_probed;
+    const char *switch_wait_why;
     int crosscheck; /* GIL events go to t->gil_check, sched events are not kept */
+    /* The drain thread is no thread of interest (the BPF side skips ignore_tid).
+     * The previous session's one is joined, but its last switch-out (in its exit)
+     * can come after the next start: skipped here. */
+    uint32_t drain_tid, prev_drain_tid;
 };
 
 /* ---- diagnostics ------------------------------------------------------------- */
@@ -138,7 +161,8 @@ int gt_bpf__available(const char **why)
     if (!cap_effective(CAP_BIT_SYS_ADMIN, eff) &&
         !(cap_effective(CAP_BIT_BPF, eff) && cap_effective(CAP_BIT_PERFMON, eff))) {
         err = -EPERM;
-        msg = "bpf: permission denied (needs root or CAP_BPF and CAP_PERFMON)";
+        msg = "bpf: permission denied (needs root; or CAP_BPF and CAP_PERFMON, plus "
+              "CAP_SYS_ADMIN on kernels that require it for uprobes)";
         goto cleanup;
     }
     if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
@@ -315,10 +339,13 @@ cleanup:
     return err;
 }
 
-/* The pthread_cond_signal the interpreter calls: the default version
- * (GLIBC_2.3.2, not the 2.2.5 compat one) of the libc (or libpthread before
- * glibc 2.34) loaded here. */
-static int find_cond_signal(struct site *s, const char **why)
+/* The libc condition variable function `name` (pthread_cond_signal,
+ * pthread_cond_wait) that the interpreter calls: the default version (GLIBC_2.3.2,
+ * not the 2.2.5 compat one) of the libc (or libpthread before glibc 2.34) loaded
+ * here. *emulated (if not NULL) says whether the probed instruction is a push the
+ * kernel emulates (else the uprobe single-steps it out of line). */
+static int find_libc_func(const char *name, struct site *s, int *emulated,
+                          const char **why)
 {
     struct gtp_elf *e = NULL;
     struct link_map *lm = NULL;
@@ -327,12 +354,12 @@ static int find_cond_signal(struct site *s, const char **why)
     uint64_t va = 0;
     int exec = 0, skip, err = 0;
 
-    void *addr = dlvsym(RTLD_DEFAULT, "pthread_cond_signal", "GLIBC_2.3.2");
+    void *addr = dlvsym(RTLD_DEFAULT, name, "GLIBC_2.3.2");
     if (!addr)
-        addr = dlsym(RTLD_DEFAULT, "pthread_cond_signal");
+        addr = dlsym(RTLD_DEFAULT, name);
     if (!addr || !dladdr1(addr, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm ||
         !info.dli_fname || !info.dli_fname[0]) {
-        *why = "bpf: cannot find the shared libc that defines pthread_cond_signal";
+        *why = why_fmt("bpf: cannot find the shared libc that defines %s", name);
         return -ENOENT;
     }
     if (strlen(info.dli_fname) >= sizeof(s->path)) {
@@ -345,17 +372,16 @@ static int find_cond_signal(struct site *s, const char **why)
         *why = why_fmt("bpf: cannot read %s: %s", s->path, strerror(-err));
         goto cleanup;
     }
-    err = gtp_elf__find_func(e, GTP_ELF_DYNSYM, "pthread_cond_signal", 0, &va);
+    err = gtp_elf__find_func(e, GTP_ELF_DYNSYM, name, 0, &va);
     if (err || va + lm->l_addr != (uint64_t)(uintptr_t)addr) {
         err = -ENOENT;
-        *why = why_fmt("bpf: pthread_cond_signal in %s does not match the one in use",
-                       s->path);
+        *why = why_fmt("bpf: %s in %s does not match the one in use", name, s->path);
         goto cleanup;
     }
     if (gtp_elf__read(e, va, code, sizeof(code)) != 0 ||
         gtp_elf__offset(e, va, &s->off, &exec) != 0 || !exec) {
         err = -ENOENT;
-        *why = why_fmt("bpf: pthread_cond_signal is not code in %s", s->path);
+        *why = why_fmt("bpf: %s is not code in %s", name, s->path);
         goto cleanup;
     }
     skip = gtp_x86__probe_skip(code, sizeof(code));
@@ -363,6 +389,8 @@ static int find_cond_signal(struct site *s, const char **why)
         va += (uint64_t)skip;
         s->off += (uint64_t)skip;
     }
+    if (emulated)
+        *emulated = skip >= 0;
     s->vaddr = va;
 cleanup:
     gtp_elf__free(e);
@@ -457,7 +485,13 @@ static int on_event(void *ctx, void *data, size_t size)
     if (b->discard || size < sizeof(e))
         return 0;
     memcpy(&e, data, sizeof(e)); /* ring records are only 8-byte aligned */
-    if (e.ts < b->t_start)
+    if (e.ts < b->t_start || (b->prev_drain_tid && e.tid == b->prev_drain_tid))
+        return 0;
+    /* In crosscheck mode the perf poller owns the sched streams: drop sched events
+     * before they can register threads that never touch the GIL. */
+    if (b->crosscheck && e.kind != GTB_GIL_WANT && e.kind != GTB_GIL_ACQUIRED &&
+        e.kind != GTB_GIL_RELEASED && e.kind != GTB_GIL_SWITCH_WAIT &&
+        e.kind != GTB_GIL_SWITCH_DONE)
         return 0;
     struct gt_thread *t = thread_for(b, (int32_t)e.tid, (int32_t)e.tgid);
     if (!t) {
@@ -465,9 +499,6 @@ static int on_event(void *ctx, void *data, size_t size)
         return 0;
     }
     struct gt_stream *gil = b->crosscheck ? &t->gil_check : &t->gil;
-    if (b->crosscheck && e.kind != GTB_GIL_WANT && e.kind != GTB_GIL_ACQUIRED &&
-        e.kind != GTB_GIL_RELEASED)
-        return 0; /* the perf poller owns the sched streams in this mode */
     switch (e.kind) {
     case GTB_GIL_WANT:
         gt_stream__push(gil, e.ts, GT_GIL_WANT, 0);
@@ -477,6 +508,12 @@ static int on_event(void *ctx, void *data, size_t size)
         break;
     case GTB_GIL_RELEASED:
         gt_stream__push(gil, e.ts, GT_GIL_RELEASED, 0);
+        break;
+    case GTB_GIL_SWITCH_WAIT:
+        gt_stream__push(gil, e.ts, GT_GIL_WANT, 0);
+        break;
+    case GTB_GIL_SWITCH_DONE:
+        gt_stream__push(gil, e.ts, GT_GIL_SWITCH_DONE, 0);
         break;
     case GTB_SCHED_OUT_PREEMPTED:
         gt_stream__push(&t->sched, e.ts, GT_SCHED_OUT_PREEMPTED, e.aux);
@@ -508,7 +545,8 @@ static void *drain_main(void *arg)
     struct gt_bpf *b = arg;
     struct epoll_event ev[2];
 
-    b->skel->bss->ignore_tid = (uint32_t)syscall(SYS_gettid);
+    b->drain_tid = (uint32_t)syscall(SYS_gettid);
+    b->skel->bss->ignore_tid = b->drain_tid;
     sem_post(&b->ready);
     while (!atomic_load(&b->stop_req)) {
         epoll_wait(b->epfd, ev, 2, POLL_MS);
@@ -536,7 +574,8 @@ static int spawn_detach_helper(struct gilprobe_bpf *sk)
 {
     struct bpf_link *links[] = {
         sk->links.take_gil_enter,     sk->links.take_gil_exit,
-        sk->links.cond_signal_enter,  sk->links.sched_switch,
+        sk->links.cond_signal_enter,  sk->links.cond_wait_enter,
+        sk->links.cond_wait_exit,     sk->links.sched_switch,
         sk->links.sched_process_fork, sk->links.sched_process_exec,
         sk->links.sched_process_exit};
     enum { NLINKS = sizeof(links) / sizeof(links[0]), HIGH_FD = 100 };
@@ -593,6 +632,16 @@ static int spawn_detach_helper(struct gilprobe_bpf *sk)
 
 /* ---- API ------------------------------------------------------------------------ */
 
+/* A forked child (multiprocessing) inherits a copy of the handle, but the kernel
+ * objects behind it are the parent's: the mmapped gate is shared memory, the ring
+ * buffer is the parent's, and libbpf's link teardown disables the (shared) perf
+ * events. The child must leave all of them alone: it can neither start nor stop a
+ * session on this handle, and freeing it only forgets it. */
+static int forked(const struct gt_bpf *b)
+{
+    return b->owner != getpid();
+}
+
 static int attach_uprobe(struct bpf_link **link, struct bpf_program *prog, int ret,
                          int pid, const struct site *s, const char *what,
                          const char **why)
@@ -634,9 +683,9 @@ static int attach_tp(struct bpf_link **link, struct bpf_program *prog, const cha
 int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **why)
 {
     struct gt_bpf *b = NULL;
-    struct site *gil = NULL, *sig = NULL;
-    const char *how = NULL, *dummy;
-    int err, upid;
+    struct site *gil = NULL, *sig = NULL, *wait = NULL;
+    const char *how = NULL, *dummy, *wait_why = NULL;
+    int err, upid, wait_emulated = 0;
 
     if (!why)
         why = &dummy;
@@ -655,7 +704,8 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
     b = calloc(1, sizeof(*b));
     gil = calloc(1, sizeof(*gil));
     sig = calloc(1, sizeof(*sig));
-    if (!b || !gil || !sig) {
+    wait = calloc(1, sizeof(*wait));
+    if (!b || !gil || !sig || !wait) {
         free(b);
         b = NULL;
         err = -ENOMEM;
@@ -663,6 +713,7 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
         goto cleanup;
     }
     b->epfd = b->evfd = b->detach_fd = -1;
+    b->owner = getpid();
     err = sem_init(&b->ready, 0, 0) ? -errno : 0;
     if (err) {
         *why = "bpf: sem_init failed";
@@ -671,11 +722,23 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
     err = find_take_gil(o, gil, &how, why);
     if (err)
         goto cleanup;
-    err = find_cond_signal(sig, why);
+    err = find_libc_func("pthread_cond_signal", sig, NULL, why);
     if (err)
         goto cleanup;
     b->take_gil_addr = gil->vaddr + o->interp_bias;
     b->take_gil_how = how;
+    /* Optional (see the top): not probing it only loses the FORCE_SWITCHING wait. */
+    b->switch_cond_addr = o->gil_switch_cond
+                              ? (uint64_t)(uintptr_t)o->gil_switch_cond
+                              : (uint64_t)(uintptr_t)o->gil_cond + 88;
+    if (find_libc_func("pthread_cond_wait", wait, &wait_emulated, &wait_why) != 0) {
+        b->switch_wait_why = "pthread_cond_wait not found in libc";
+    } else if (!wait_emulated) {
+        b->switch_wait_why = "pthread_cond_wait does not start with a push (the kernel "
+                             "would single-step every call): not probed";
+    } else {
+        b->switch_wait_probed = 1;
+    }
 
     b->skel = gilprobe_bpf__open();
     if (!b->skel) {
@@ -685,9 +748,14 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
     }
     b->skel->rodata->targ_tgid = (uint32_t)o->pid;
     b->skel->rodata->targ_gil_cond = (uint64_t)(uintptr_t)o->gil_cond;
+    b->skel->rodata->targ_switch_cond = b->switch_cond_addr;
     b->skel->rodata->targ_follow_children = o->follow_children != 0;
     if (!o->sched)
         bpf_program__set_autoload(b->skel->progs.sched_switch, false);
+    if (!b->switch_wait_probed) {
+        bpf_program__set_autoload(b->skel->progs.cond_wait_enter, false);
+        bpf_program__set_autoload(b->skel->progs.cond_wait_exit, false);
+    }
     if (!o->follow_children) {
         bpf_program__set_autoload(b->skel->progs.sched_process_fork, false);
         bpf_program__set_autoload(b->skel->progs.sched_process_exec, false);
@@ -710,6 +778,12 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
                              gil, "take_gil return", why)) ||
         (err = attach_uprobe(&sk->links.cond_signal_enter, sk->progs.cond_signal_enter, 0,
                              upid, sig, "pthread_cond_signal", why)))
+        goto cleanup;
+    if (b->switch_wait_probed &&
+        ((err = attach_uprobe(&sk->links.cond_wait_enter, sk->progs.cond_wait_enter, 0,
+                              upid, wait, "pthread_cond_wait", why)) ||
+         (err = attach_uprobe(&sk->links.cond_wait_exit, sk->progs.cond_wait_exit, 1,
+                              upid, wait, "pthread_cond_wait return", why))))
         goto cleanup;
     if (o->sched &&
         (err = attach_tp(&sk->links.sched_switch, sk->progs.sched_switch, why)))
@@ -757,6 +831,7 @@ cleanup:
     gt_bpf__free(b);
     free(gil);
     free(sig);
+    free(wait);
     return err;
 }
 
@@ -766,6 +841,8 @@ int gt_bpf__start(struct gt_bpf *b)
 
     if (!b)
         return -EINVAL;
+    if (forked(b))
+        return -ECHILD;
     if (b->running)
         return -EBUSY;
     if (atomic_load(&gt_registry_gen) == 0)
@@ -780,6 +857,7 @@ int gt_bpf__start(struct gt_bpf *b)
     b->events = b->unregistered = 0;
     b->lost_base = read_lost(b);
     b->t_start = now_ns();
+    b->prev_drain_tid = b->drain_tid;
     atomic_store(&b->stop_req, 0);
     /* Signals are for the interpreter's threads, not for the drain thread. */
     sigset_t all, old;
@@ -789,6 +867,7 @@ int gt_bpf__start(struct gt_bpf *b)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err)
         return -err;
+    pthread_setname_np(b->drain, "gt-bpf-drain");
     while (sem_wait(&b->ready) != 0 && errno == EINTR)
         ;
     b->running = 1;
@@ -802,7 +881,7 @@ int gt_bpf__stop(struct gt_bpf *b)
 
     if (!b)
         return -EINVAL;
-    if (!b->running)
+    if (!b->running || forked(b))
         return 0;
     __atomic_store_n(&b->skel->bss->recording, false, __ATOMIC_SEQ_CST);
     atomic_store(&b->stop_req, 1);
@@ -814,6 +893,7 @@ int gt_bpf__stop(struct gt_bpf *b)
         /* Nothing was pending. */
     }
     b->running = 0;
+    b->crosscheck = 0; /* for this session only: the next one decides again */
     return 0;
 }
 
@@ -826,11 +906,14 @@ void gt_bpf__stats(const struct gt_bpf *b, struct gt_bpf_stats *out)
     out->lost = read_lost(b) - b->lost_base + b->unregistered;
     out->take_gil_addr = b->take_gil_addr;
     out->take_gil_how = b->take_gil_how;
+    out->switch_cond_addr = b->switch_cond_addr;
+    out->switch_wait_probed = b->switch_wait_probed;
+    out->switch_wait_why = b->switch_wait_why;
 }
 
 void gt_bpf__free(struct gt_bpf *b)
 {
-    if (!b)
+    if (!b || forked(b))
         return;
     if (b->running)
         gt_bpf__stop(b);

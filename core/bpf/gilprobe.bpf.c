@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT OR GPL-2.0-only */
-/* The GIL probe's BPF half: take_gil entry/return and pthread_cond_signal(&gil->cond)
- * uprobes, tp_btf/sched_switch, and the fork/exit/exec bookkeeping for
- * follow_children, all feeding one ring buffer of struct gtb_event. Loaded by
- * bpfprobe.c; see gilprobe_abi.h for the record format. */
+/* The GIL probe's BPF half: take_gil entry/return, pthread_cond_signal(&gil->cond)
+ * and pthread_cond_wait(&gil->switch_cond) entry/return uprobes, tp_btf/sched_switch,
+ * and the fork/exit/exec bookkeeping for follow_children, all feeding one ring
+ * buffer of struct gtb_event. Loaded by bpfprobe.c; see gilprobe_abi.h for the
+ * record format. */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -12,6 +13,7 @@
 /* Set before load. */
 const volatile __u32 targ_tgid = 0;     /* the traced process */
 const volatile __u64 targ_gil_cond = 0; /* &gil->cond in the traced process */
+const volatile __u64 targ_switch_cond = 0; /* &gil->switch_cond */
 const volatile bool targ_follow_children = false;
 
 /* Written by user space through the mmapped .bss, read on every hit. The programs
@@ -41,6 +43,16 @@ struct {
     __type(key, u32);
     __type(value, u8);
 } tgids SEC(".maps");
+
+/* Threads inside pthread_cond_wait(&gil->switch_cond): tid -> stack pointer at the
+ * entry, so that the return probe (which no longer sees the arguments) reports the
+ * end of exactly that wait. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, GTB_MAX_SWITCH_WAITS);
+    __type(key, u32);
+    __type(value, u64);
+} switch_waits SEC(".maps");
 
 static __always_inline bool tgid_allowed(u32 tgid)
 {
@@ -115,6 +127,49 @@ int BPF_KPROBE(cond_signal_enter, void *cond)
     if (!recording || (u64)cond != targ_gil_cond)
         return 0;
     return gil_event(GTB_GIL_RELEASED);
+}
+
+/* drop_gil after a forced switch (FORCE_SWITCHING, 3.9-3.13): with a drop request
+ * pending and no other thread having taken the GIL yet, the dropper waits on
+ * switch_cond until one has, then goes on to take_gil. The hooks decode this wait
+ * as a want (the thread is stalled by the GIL protocol, not idle) and its end as
+ * GT_GIL_SWITCH_DONE; so does this probe. Rare: only forced switches get here, so
+ * the cost of both probes is the trap of every other pthread_cond_wait of the
+ * traced process(es). */
+SEC("uprobe")
+int BPF_KPROBE(cond_wait_enter, void *cond)
+{
+    if (!recording || (u64)cond != targ_switch_cond)
+        return 0;
+    u64 id = bpf_get_current_pid_tgid();
+    u32 tid = (u32)id, tgid = id >> 32;
+    if (!tgid_allowed(tgid))
+        return 0;
+    u64 sp = PT_REGS_SP(ctx);
+    bpf_map_update_elem(&switch_waits, &tid, &sp, BPF_ANY);
+    emit(tid, tgid, GTB_GIL_SWITCH_WAIT, 0);
+    return 0;
+}
+
+/* Every pthread_cond_wait of the process returns through here: one hash lookup
+ * (a miss, except for the switch_cond wait). The entry is removed even when the
+ * gate closed meanwhile, so no stale entry outlives a session. The return address
+ * was on top of the stack at the entry, so the stack pointer is 8 above the
+ * entry's now; anything else is another call (an entry whose return was never
+ * seen). */
+SEC("uretprobe")
+int BPF_KRETPROBE(cond_wait_exit)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    u32 tid = (u32)id, tgid = id >> 32;
+    u64 *entry_sp = bpf_map_lookup_elem(&switch_waits, &tid);
+    if (!entry_sp)
+        return 0;
+    bool same_call = *entry_sp + 8 == PT_REGS_SP(ctx);
+    bpf_map_delete_elem(&switch_waits, &tid);
+    if (recording && same_call)
+        emit(tid, tgid, GTB_GIL_SWITCH_DONE, 0);
+    return 0;
 }
 
 SEC("tp_btf/sched_switch")

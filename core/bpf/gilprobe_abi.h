@@ -12,6 +12,10 @@ enum gtb_kind {
     GTB_SCHED_OUT_PREEMPTED = 4, /* switched out while runnable */
     GTB_SCHED_OUT_BLOCKED = 5,   /* switched out to sleep/wait */
     GTB_SCHED_IN = 6,            /* switched in */
+    GTB_GIL_SWITCH_WAIT = 7,     /* pthread_cond_wait(&gil->switch_cond) entry: after a
+                                    forced drop, drop_gil waits for another thread to
+                                    take the GIL (decoded as a want, like the hooks) */
+    GTB_GIL_SWITCH_DONE = 8,     /* that wait returned (same thread) */
 };
 
 /* One event: 24 bytes (32 in the ring with its 8-byte record header). */
@@ -32,5 +36,9 @@ struct gtb_event {
 
 /* Processes followed at most at once (follow_children). */
 #define GTB_MAX_TGIDS 4096
+
+/* Threads inside pthread_cond_wait(&gil->switch_cond) at most at once (one per
+ * GIL can be there: the dropper of a forced switch; more with follow_children). */
+#define GTB_MAX_SWITCH_WAITS 4096
 
 #endif /* GT_GILPROBE_ABI_H */
