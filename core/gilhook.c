@@ -70,12 +70,6 @@ static struct {
     pthread_t calib_thread; /* valid while mode == GH_CALIBRATE */
 } gh __attribute__((aligned(64)));
 
-/* Written by the hooks while recording: a separate line, so the writes do not evict
- * `gh` from the other CPUs' caches. */
-static struct {
-    atomic_long inflight; /* hooks inside their recording section */
-    _Atomic uint64_t wants, acquires, releases, drop_requests;
-} hot __attribute__((aligned(64)));
 
 /* ---- calibration log: filled only by the calibrating thread ------------------- */
 
@@ -101,54 +95,34 @@ static void calib_note(enum gh_func fn, const void *a, const void *b)
 
 /* ---- the recording section ----------------------------------------------------- */
 
-/* Counters of events that the interpreter only produces while holding the GIL's
- * mutex (signal(cond), signal(switch_cond), a timed-out wait): the mutex already
- * orders them across threads, so a plain increment is exact and avoids a locked
- * instruction per event. */
-static inline void bump_serialized(_Atomic uint64_t *c)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-
-/* The section (between the inflight increment and decrement) is what
- * gt_gilhook__set_recording(0) waits for: it covers the registry lookup (which may
- * register the thread) and the push. It saves errno because both may touch it
- * (calloc, the registry's new-thread callback) and the interpreter relies on errno
- * around its GIL calls. The timestamp is read after the lookup so that drop_gil's
- * lock (by the holder: no event) costs no clock read; the lookup is a TLS compare
- * except on a thread's first event. */
+/* The recording section is what gt_gilhook__set_recording(0) waits for: it covers
+ * the registry lookup (which may register the thread) and the push. Its in-flight
+ * mark is per thread (t->in_gil_hook), so two threads trading the GIL never write a
+ * shared cache line here. It saves errno because the lookup may touch it (calloc, the
+ * registry's new-thread callback) and the interpreter relies on errno around its GIL
+ * calls. The timestamp is read after the lookup so that drop_gil's lock (by the
+ * holder: no event) costs no clock read. */
 static void record(uint32_t kind)
 {
-    /* seq_cst increment, then re-read the mode: pairs with the seq_cst store + read
-     * of inflight in set_recording(0) (either we see GH_OFF or it sees us). */
-    atomic_fetch_add(&hot.inflight, 1);
-    if (atomic_load(&gh.mode) == GH_RECORD) {
-        int saved_errno = errno;
-        struct gt_thread *t = gt_thread_current();
+    int saved_errno = errno;
+    struct gt_thread *t = gt_thread_current();
+    if (t) {
+        atomic_store_explicit(&t->in_gil_hook, 1, memory_order_relaxed);
+        /* Pairs with the mode store + in_gil_hook read in set_recording(0): either we
+         * see GH_OFF here or it sees our mark and waits. A fence on our own line. */
+        atomic_thread_fence(memory_order_seq_cst);
         /* drop_gil also locks the mutex: only a non-holder wants it. */
-        if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
+        if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD &&
+            !(kind == GT_GIL_WANT && t->gil_held)) {
             gt_stream__push(&t->gil, gt_ticks(), kind, 0);
-            switch (kind) {
-            case GT_GIL_WANT:
-                atomic_fetch_add_explicit(&hot.wants, 1, memory_order_relaxed);
-                break;
-            case GT_GIL_ACQUIRED:
+            if (kind == GT_GIL_ACQUIRED)
                 t->gil_held = 1;
-                bump_serialized(&hot.acquires);
-                break;
-            case GT_GIL_RELEASED:
+            else if (kind == GT_GIL_RELEASED)
                 t->gil_held = 0;
-                bump_serialized(&hot.releases);
-                break;
-            case GT_GIL_DROP_REQUEST:
-                bump_serialized(&hot.drop_requests);
-                break;
-            }
         }
-        errno = saved_errno;
+        atomic_store_explicit(&t->in_gil_hook, 0, memory_order_release);
     }
-    atomic_fetch_sub_explicit(&hot.inflight, 1, memory_order_release);
+    errno = saved_errno;
 }
 
 /* ---- the hooks ------------------------------------------------------------------ */
@@ -495,7 +469,6 @@ static void set_object_path(const struct link_map *lm)
 static void atfork_child(void)
 {
     atomic_store(&gh.mode, GH_OFF);
-    atomic_store(&hot.inflight, 0);
 }
 
 int gt_gilhook__install(const void *interp_symbol, const char **why)
@@ -789,11 +762,9 @@ void gt_gilhook__set_recording(int on)
     }
     int expected = GH_RECORD;
     atomic_compare_exchange_strong(&gh.mode, &expected, GH_OFF);
-    /* Hooks that saw GH_RECORD may still be pushing. The section is a few dozen
-     * instructions (longer only for a thread's first event, which registers it), so
-     * yield rather than sleep. */
-    while (atomic_load(&hot.inflight) != 0)
-        sched_yield();
+    /* Hooks that saw GH_RECORD may still be pushing: wait for every thread's mark. */
+    atomic_thread_fence(memory_order_seq_cst);
+    gt_registry__wait_gil_hooks();
 }
 
 const char *gt_gilhook__object_path(void)
@@ -804,10 +775,6 @@ const char *gt_gilhook__object_path(void)
 void gt_gilhook__stats(struct gt_gilhook_stats *out)
 {
     out->slots_patched = atomic_load(&slots_patched);
-    out->wants = atomic_load_explicit(&hot.wants, memory_order_relaxed);
-    out->acquires = atomic_load_explicit(&hot.acquires, memory_order_relaxed);
-    out->releases = atomic_load_explicit(&hot.releases, memory_order_relaxed);
-    out->drop_requests = atomic_load_explicit(&hot.drop_requests, memory_order_relaxed);
 }
 
 uintptr_t gt_gilhook__object_bias(void)

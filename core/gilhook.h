@@ -68,10 +68,10 @@ const char *gt_gilhook__object_path(void);
 /** gt_gilhook__object_bias() - load bias of the patched object (0 before install). */
 uintptr_t gt_gilhook__object_bias(void);
 
-/* Counters since install, for diagnostics/tests. */
+/* Diagnostics. (Event counts come from the streams: no shared counter is written on
+ * the hot path.) */
 struct gt_gilhook_stats {
     uint64_t slots_patched;
-    uint64_t wants, acquires, releases, drop_requests;
 };
 void gt_gilhook__stats(struct gt_gilhook_stats *out);
 

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -355,6 +356,16 @@ void gt_registry__end(void)
 struct gt_thread *gt_registry__threads(void)
 {
     return threads;
+}
+
+void gt_registry__wait_gil_hooks(void)
+{
+    pthread_mutex_lock(&reg_lock);
+    struct gt_thread *head = threads; /* only ever prepended to during a session */
+    pthread_mutex_unlock(&reg_lock);
+    for (struct gt_thread *t = head; t; t = t->next)
+        while (atomic_load(&t->in_gil_hook))
+            sched_yield();
 }
 
 void gt_registry__totals(uint64_t *recorded, uint64_t *dropped)
