@@ -383,6 +383,14 @@ static const char *name_for(PyObject *names, int32_t tid)
     return u;
 }
 
+/* Did the thread end before stop? (Its /proc entry is gone once it has exited.) */
+static int thread_gone(int32_t pid, int32_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
+    return access(path, F_OK) != 0 && errno == ENOENT;
+}
+
 static void fill_python(char *buf, size_t len)
 {
     const char *v = Py_GetVersion();
@@ -462,6 +470,8 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
         in->pid = t->pid;
         in->ident = t->ident;
         in->flags = t->flags;
+        if (thread_gone(t->pid, t->tid)) /* its life ends at its last event */
+            in->flags |= GT_THREAD_ENDED;
         if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
             in->flags |= GT_THREAD_HAS_SCHED;
         in->calls = stream_chunks(&t->calls, &in->ncalls);

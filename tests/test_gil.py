@@ -149,3 +149,12 @@ def test_gil_off_reports_none():
     assert t.backend == "none" and "gil=False" in t.backend_reason
     assert not t.gil_known
     assert "n/a" in t.summary_text()
+
+
+def test_thread_that_ended_stops_at_its_last_event():
+    with giltracer.trace(backend=BACKEND, functions=False) as t:
+        (short,) = run_threads([lambda: spin_for(0.05)], names=["short"])
+        time.sleep(0.3)  # the session goes on long after the thread has ended
+    row = by_name(t)["short"]
+    assert row.wall_ns < 0.2e9 < t.duration_ns
+    assert row.held_pct >= 80  # not diluted by a 'released' afterlife
