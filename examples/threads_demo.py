@@ -1,6 +1,6 @@
-"""Two CPU-bound threads and one sleeping thread: only one CPU-bound thread can
-run Python at a time (they take turns holding the GIL), while the sleeper
-releases the GIL and never waits for it."""
+"""Two CPU-bound threads and one sleeping thread: the CPU-bound threads cannot run
+Python at the same time (they take turns holding the GIL), while the sleeper
+releases the GIL and only waits for it briefly each time it wakes up."""
 
 import threading
 import time
@@ -10,9 +10,11 @@ def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
-def compute(rounds=6):
-    for _ in range(rounds):
-        fib(20)
+def compute(start, seconds=0.25):
+    start.wait()  # both CPU-bound threads begin together
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        fib(15)
 
 
 def sleeper(naps=20):
@@ -21,7 +23,8 @@ def sleeper(naps=20):
 
 
 def main():
-    threads = [threading.Thread(target=compute, name=f"cpu-{i}") for i in range(2)]
+    start = threading.Barrier(2)
+    threads = [threading.Thread(target=compute, args=(start,), name=f"cpu-{i}") for i in range(2)]
     threads.append(threading.Thread(target=sleeper, name="sleeper"))
     for t in threads:
         t.start()
