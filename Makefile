@@ -17,7 +17,7 @@ APT_PACKAGES := build-essential pkg-config libjansson-dev libbpf-dev libelf-dev 
 PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo test test-c test-py test-unprivileged test-matrix bench clean
+.PHONY: all setup deps venv install demo test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench clean
 
 all: test
 
@@ -61,10 +61,16 @@ test-unprivileged: deps
 	@$(MAKE) --no-print-directory matrix-one INTERP=/usr/bin/python3.11 NAME=debian-3.11
 	@if [ "$$(id -u)" = 0 ]; then \
 	  echo "giltracer: running the suite as user nobody (Debian python3.11)"; \
-	  rm -rf $(MATRIX_DIR)/tests && cp -r tests $(MATRIX_DIR)/tests && chmod -R a+rX $(MATRIX_DIR); \
-	  cd $(MATRIX_DIR) && setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=$(MATRIX_DIR) \
+	  $(MAKE) --no-print-directory matrix-copy; \
+	  rm -rf $(MATRIX_DIR)/home && mkdir -p $(MATRIX_DIR)/home && chmod 1777 $(MATRIX_DIR)/home; \
+	  cd $(MATRIX_DIR) && setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=$(MATRIX_DIR)/home \
 	    $(MATRIX_DIR)/debian-3.11/bin/python -m pytest tests -q -p no:cacheprovider; \
 	else echo "giltracer: not root: the main run was already unprivileged"; fi
+
+# The tests and what they read (examples, notebooks), where every user can read them.
+matrix-copy:
+	@mkdir -p $(MATRIX_DIR) && cd $(MATRIX_DIR) && rm -rf tests examples notebooks && \
+	  cp -r $(CURDIR)/tests $(CURDIR)/examples $(CURDIR)/notebooks . && chmod -R a+rX $(MATRIX_DIR)
 
 # One interpreter: a venv in MATRIX_DIR, the package built for it, the Python suite.
 matrix-one:
@@ -78,8 +84,8 @@ test-matrix: deps
 	  name=$$($$py -c 'import sys,sysconfig; print(("debian-" if sys.prefix=="/usr" else "pyenv-")+sysconfig.get_python_version())'); \
 	  echo "=== $$name ($$py)"; \
 	  if $(MAKE) --no-print-directory matrix-one INTERP=$$py NAME=$$name && \
-	     (cd $(MATRIX_DIR) && rm -rf tests && cp -r $(CURDIR)/tests tests && \
-	      $(MATRIX_DIR)/$$name/bin/python -m pytest tests -q -p no:cacheprovider); then :; \
+	     $(MAKE) --no-print-directory matrix-copy && \
+	     (cd $(MATRIX_DIR) && $(MATRIX_DIR)/$$name/bin/python -m pytest tests -q -p no:cacheprovider); then :; \
 	  else failed="$$failed $$name"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-matrix: FAILED on:$$failed"; exit 1; fi; \

@@ -191,6 +191,23 @@ static int choose_backend(struct gt_session *s)
     return 0;
 }
 
+/* Open the bpf probe's gate for this session (crosscheck: into gil_check). Returns 0,
+ * or -1 with a Python exception set and the tracer stopped. */
+static int start_bpf(int crosscheck)
+{
+    gt_bpf__set_crosscheck(bpf.obj, crosscheck);
+    int rc = gt_bpf__start(bpf.obj);
+    if (rc == 0)
+        return 0;
+    gt_tracer__stop();
+    PyErr_Clear(); /* the exception below says what went wrong */
+    PyErr_Format(PyExc_RuntimeError, "giltracer: the bpf probe failed to start (%s)",
+                 rc == -ECHILD ? "a forked child cannot use its parent's bpf probe; "
+                                 "use backend='hooks' here"
+                               : strerror(-rc));
+    return -1;
+}
+
 static void watch_thread(struct gt_thread *t, void *ctx)
 {
     gt_sched__watch((struct gt_sched *)ctx, t);
@@ -288,30 +305,13 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         s->sched = NULL;
     }
     if (s->check_bpf) {
-        gt_bpf__set_crosscheck(bpf.obj, 1);
-        int rc = gt_bpf__start(bpf.obj);
-        if (rc < 0) {
-            gt_tracer__stop();
-            PyErr_Clear();
-            PyErr_Format(PyExc_RuntimeError, "giltracer: the bpf probe failed to start (%s)",
-                         rc == -ECHILD ? "a forked child cannot use its parent's bpf probe; "
-                                         "use backend='hooks' here" : strerror(-rc));
+        if (start_bpf(1) < 0)
             goto fail;
-        }
     }
     if (s->used == USED_HOOKS) {
         gt_gilhook__set_recording(1);
-    } else if (s->used == USED_BPF) {
-        gt_bpf__set_crosscheck(bpf.obj, 0);
-        int rc = gt_bpf__start(bpf.obj);
-        if (rc < 0) {
-            gt_tracer__stop();
-            PyErr_Clear();
-            PyErr_Format(PyExc_RuntimeError, "giltracer: the bpf probe failed to start (%s)",
-                         rc == -ECHILD ? "a forked child cannot use its parent's bpf probe; "
-                                         "use backend='hooks' here" : strerror(-rc));
-            goto fail;
-        }
+    } else if (s->used == USED_BPF && start_bpf(0) < 0) {
+        goto fail;
     }
     atomic_store(&gt_recording, 1);
     s->state = ST_RECORDING;
