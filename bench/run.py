@@ -1,0 +1,780 @@
+#!/usr/bin/env python3
+"""giltracer benchmark suite: one command, one report.
+
+    python bench/run.py [--quick] [--rounds N] [--reps N] [--out bench/results]
+                        [--only overhead,save,gil]
+
+Runs, with the interpreter that runs this script:
+  1. tracer overhead: workloads x tracers, every cell in a fresh process, rounds
+     interleaved in a shuffled order, medians over all samples (issue 3);
+  2. save speed and size: giltracer's .json and .html writers, viztracer's save (issue 3);
+  3. GIL probe costs: GIL churn per release/re-acquire cycle, two CPU-bound threads
+     (issue 4), bpf vs hooks side by side when the bpf backend is available (issue 5).
+Writes bench/results/<python-version>.md and .json and prints the same tables.
+See bench/README.md for what each number means and how noisy it is.
+
+It installs nothing. viztracer is optional: without it the viztracer columns are
+skipped with a note (pip install viztracer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import tracers as T  # noqa: E402
+import workloads as W  # noqa: E402
+
+WORKER = os.path.join(HERE, "worker.py")
+
+# Targets (the issues name them for CPython 3.11).
+TARGET_VS_NOOP = 1.15        # giltracer slowdown <= 1.15 x the no-op C hook's
+TARGET_SAVE_NS = 300         # ns per event for t.save("x.json")
+TARGET_SAVE_BYTES = 60       # bytes per event in the .json file
+TARGET_SAVE_PEAK = 64        # peak extra memory during save, bytes per event
+TARGET_GIL_CYCLE_NS = 300    # ns added per GIL release/re-acquire cycle
+TARGET_CPU2 = 1.03           # two CPU-bound threads, functions off
+TARGET_PY = (3, 11)
+
+OVERHEAD_TRACERS = ("none", "noop", "cprofile", "viztracer", "viztracer_all", "giltracer", "giltracer_fn")
+GIL_TRACERS = ("none", "gil_off", "gil_hooks", "gil_hooks_sched", "gil_bpf")
+SAVE_WORKLOADS = ("fib", "method", "builtins")
+
+
+# ------------------------------------------------------------------ statistics
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def quantile(xs, q):
+    """Linear-interpolated quantile (q in [0, 1])."""
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    i = int(pos)
+    j = min(i + 1, len(s) - 1)
+    return s[i] + (s[j] - s[i]) * (pos - i)
+
+
+def ratio_ci(num, den, n=2000, seed=7):
+    """Bootstrap 95 % interval of median(num) / median(den)."""
+    if len(num) < 2 or len(den) < 2:
+        return (float("nan"), float("nan"))
+    rnd = random.Random(seed)
+    rs = []
+    for _ in range(n):
+        a = statistics.median(rnd.choices(num, k=len(num)))
+        b = statistics.median(rnd.choices(den, k=len(den)))
+        rs.append(a / b)
+    rs.sort()
+    return rs[int(0.025 * n)], rs[int(0.975 * n) - 1]
+
+
+def fmt_ratio(x):
+    return "n/a" if x != x else f"{x:.2f}×"
+
+
+def fmt_ci(lo, hi):
+    return "" if lo != lo else f"[{lo:.2f}–{hi:.2f}]"
+
+
+def fmt_ms(ns):
+    return "n/a" if ns != ns else f"{ns / 1e6:.1f}"
+
+
+def fmt_int(x):
+    return "n/a" if x is None else f"{int(x):,}"
+
+
+def verdict(ok, lo=None, hi=None, target=None, smaller_is_better=True):
+    """PASS/FAIL on the point estimate; '(noise)' when the 95 % interval straddles the target."""
+    if ok is None:
+        return "n/a"
+    v = "PASS" if ok else "FAIL"
+    if target is not None and lo is not None and lo == lo and lo <= target <= hi:
+        v += " (within noise)"
+    return v
+
+
+def md_table(header, rows, align=None):
+    align = align or ["l"] + ["r"] * (len(header) - 1)
+    sep = ["---:" if a == "r" else "---" for a in align]
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------- processes
+def run_worker(args, timeout=600):
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run([sys.executable, WORKER] + args, capture_output=True, text=True,
+                           timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout} s"}, time.monotonic() - t0
+    if p.returncode != 0:
+        lines = [ln for ln in (p.stderr or "").strip().splitlines() if ln.strip()]
+        return {"error": f"exit {p.returncode}: " + (lines[-1] if lines else "(no output)")}, time.monotonic() - t0
+    try:
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": "no JSON from worker: " + p.stdout[-300:] + p.stderr[-300:]}, time.monotonic() - t0
+    warn = [ln for ln in p.stderr.splitlines() if "Warning" in ln or "warning" in ln]
+    if warn:
+        out["stderr"] = warn[-3:]
+    return out, time.monotonic() - t0
+
+
+def run_interleaved(label, configs, rounds, reps, quick, log, paired=False):
+    """configs: list of (workload, tracer). Returns {(w, t): {"times": [...], "cpu": [...],
+    "infos": [...], "errors": [...]}}."""
+    cells = {c: {"times": [], "cpu": [], "infos": [], "errors": [], "base_times": [], "base_cpu": []}
+             for c in configs}
+    for r in range(rounds):
+        order = list(configs)
+        random.Random(1000 + r).shuffle(order)
+        t0 = time.monotonic()
+        for wl, tr in order:
+            args = ["time", wl, tr, "--reps", str(reps)] + (["--quick"] if quick else [])
+            if paired and tr != "none":
+                args.append("--paired")
+            out, _ = run_worker(args)
+            cell = cells[(wl, tr)]
+            if "error" in out:
+                cell["errors"].append(out["error"])
+                continue
+            cell["times"] += out["times_ns"]
+            cell["cpu"] += out["cpu_ns"]
+            cell["infos"] += out["infos"]
+            cell["base_times"] += out.get("base_times_ns", [])
+            cell["base_cpu"] += out.get("base_cpu_ns", [])
+            if out.get("stderr"):
+                cell.setdefault("stderr", []).extend(out["stderr"])
+        log(f"  {label}: round {r + 1}/{rounds} done in {time.monotonic() - t0:.1f} s")
+    return cells
+
+
+# ------------------------------------------------------------------- sections
+def section_overhead(a, env, log):
+    tracers = [t for t in OVERHEAD_TRACERS if t in env["tracers_ok"]]
+    configs = [(w, t) for w in W.OVERHEAD_WORKLOADS for t in tracers]
+    log(f"[overhead] {len(configs)} cells x {a.rounds} rounds x {a.reps} reps")
+    cells = run_interleaved("overhead", configs, a.rounds, a.reps, a.quick, log, paired=True)
+    res = {"tracers": tracers, "workloads": list(W.OVERHEAD_WORKLOADS), "cells": {}}
+    for (w, t), c in cells.items():
+        ev = [i.get("events") for i in c["infos"] if i.get("events") is not None]
+        dr = [i.get("dropped") for i in c["infos"] if i.get("dropped") is not None]
+        res["cells"][f"{w}/{t}"] = {
+            "times_ns": c["times"], "cpu_ns": c["cpu"],
+            "base_times_ns": c["base_times"], "base_cpu_ns": c["base_cpu"],
+            "events": int(median(ev)) if ev else None, "dropped": max(dr) if dr else None,
+            "errors": c["errors"], "stderr": c.get("stderr", [])[:3],
+        }
+    return res
+
+
+SAMPLES = {"cpu": "cpu_ns", "wall": "times_ns"}
+BASES = {"cpu": "base_cpu_ns", "wall": "base_times_ns"}
+
+
+def pair_ratios(cell, clock):
+    """traced / untraced of the same rep pair (same process, back to back)."""
+    if not cell:
+        return []
+    t, b = cell.get(SAMPLES[clock]) or [], cell.get(BASES[clock]) or []
+    return [x / y for x, y in zip(t, b) if y] if len(t) == len(b) else []
+
+
+def analyse_overhead(res, clock):
+    """Slowdowns and comparisons on one clock ("cpu" or "wall")."""
+    key = SAMPLES[clock]
+    cells = res["cells"]
+    out = {}
+    for w in res["workloads"]:
+        base = cells.get(f"{w}/none")
+        if not base or not base[key]:
+            continue
+        bmed = median(base[key])
+        events = next((cells[f"{w}/{t}"]["events"] for t in ("giltracer", "giltracer_fn")
+                       if f"{w}/{t}" in cells and cells[f"{w}/{t}"]["events"]), None)
+        row = {"untraced_ms": bmed / 1e6, "events": events, "tracers": {}}
+        for t in res["tracers"]:
+            c = cells.get(f"{w}/{t}")
+            if t == "none" or not c or not c[key]:
+                continue
+            med = median(c[key])
+            lo, hi = ratio_ci(c[key], base[key])
+            add = (med - bmed) / events if events else None
+            pr = pair_ratios(c, clock)
+            row["tracers"][t] = {"ratio": med / bmed, "ci": (lo, hi), "ns_per_event": add, "ms": med / 1e6,
+                                 "paired": median(pr) if pr else None}
+
+        def cmp(x, y):
+            cx, cy = cells.get(f"{w}/{x}"), cells.get(f"{w}/{y}")
+            if not cx or not cy or not cx[key] or not cy[key]:
+                return None
+            lo, hi = ratio_ci(cx[key], cy[key])
+            px, py = pair_ratios(cx, clock), pair_ratios(cy, clock)
+            return {"ratio": median(cx[key]) / median(cy[key]), "ci": (lo, hi),
+                    "p10": quantile(cx[key], 0.1) / quantile(cy[key], 0.1),
+                    "paired": median(px) / median(py) if px and py else None}
+
+        row["gt_vs_noop"] = cmp("giltracer", "noop")
+        row["gtfn_vs_noop"] = cmp("giltracer_fn", "noop")
+        row["gt_vs_viz"] = cmp("giltracer", "viztracer")
+        row["gt_vs_vizall"] = cmp("giltracer", "viztracer_all")
+        gt = cells.get(f"{w}/giltracer")
+        row["gt_dropped"] = gt["dropped"] if gt else None
+        out[w] = row
+    return out
+
+
+def section_save(a, env, log):
+    jobs = []
+    rounds = 1 if a.quick else 3
+    for r in range(rounds):
+        for w in SAVE_WORKLOADS:
+            for fmt in ("json", "html"):
+                jobs.append((w, "giltracer", fmt))
+    if "viztracer" in env["tracers_ok"]:
+        # viztracer's save takes seconds per million calls: once per workload (quick: fib).
+        for w in (("fib",) if a.quick else SAVE_WORKLOADS):
+            jobs.append((w, "viztracer", "json"))
+    log(f"[save] {len(jobs)} processes")
+    # interleave: giltracer jobs are already round-major; shuffle within the run
+    random.Random(5).shuffle(jobs)
+    results = {}
+    t0 = time.monotonic()
+    for w, tr, fmt in jobs:
+        out, dt = run_worker(["save", w, tr, fmt, "--reps", "3" if tr == "giltracer" else "1"])
+        results.setdefault(f"{w}/{tr}/{fmt}", []).append(out)
+    log(f"  save: done in {time.monotonic() - t0:.1f} s")
+    return results
+
+
+def analyse_save(results):
+    out = {}
+    for key, runs in results.items():
+        ok = [r for r in runs if "error" not in r]
+        errs = [r["error"] for r in runs if "error" in r]
+        if not ok:
+            out[key] = {"errors": errs}
+            continue
+        ev = median([r["events"] for r in ok])
+        save = median([x for r in ok for x in r["save_ns"]])
+        first = median([r["save_ns"][0] for r in ok])
+        peak = median([r["hwm_after"] - r["rss_before"] for r in ok])
+        size = median([r["bytes"] for r in ok])
+        d = {"events": int(ev), "save_ms": save / 1e6, "save_first_ms": first / 1e6,
+             "ns_per_event": save / ev, "bytes": int(size), "bytes_per_event": size / ev,
+             "peak_extra": int(peak), "peak_per_event": peak / ev,
+             "hwm_reset": all(r.get("hwm_reset") for r in ok), "runs": len(ok), "errors": errs,
+             "traced_ms": median([r["traced_ns"] for r in ok]) / 1e6}
+        if "stop_ns" in ok[0]:
+            d["stop_ns_per_event"] = median([r["stop_ns"] for r in ok]) / ev
+        if "parse_ns" in ok[0]:
+            d["parse_ms"] = median([r["parse_ns"] for r in ok]) / 1e6
+            d["write_ms"] = median([r["write_ns"][0] for r in ok]) / 1e6
+            d["json_lib"] = ok[0].get("json_lib")
+            d["entries"] = ok[0].get("entries")
+            d["overflow"] = ok[0].get("overflow")
+        out[key] = d
+    return out
+
+
+def section_gil(a, env, log):
+    tracers = ["none", "gil_off", "gil_hooks", "gil_hooks_sched"]
+    if env["bpf"][0]:
+        tracers.append("gil_bpf")
+    # bpf only on the churn workloads (issue 5: per-GIL-cycle cost, bpf vs hooks)
+    configs = [(w, t) for w in W.GIL_WORKLOADS for t in tracers if not (t == "gil_bpf" and w == "cpu2")]
+    log(f"[gil] {len(configs)} cells x {a.gil_rounds} rounds x {a.reps} reps")
+    cells = run_interleaved("gil", configs, a.gil_rounds, a.reps, a.quick, log)
+    res = {"tracers": tracers, "cells": {}}
+    for (w, t), c in cells.items():
+        acq = [i.get("acquisitions") for i in c["infos"] if i.get("acquisitions") is not None]
+        res["cells"][f"{w}/{t}"] = {
+            "times_ns": c["times"], "cpu_ns": c["cpu"], "acquisitions": int(median(acq)) if acq else None,
+            "threads": (c["infos"][0].get("threads") if c["infos"] else None),
+            "backend_reason": (c["infos"][0].get("backend_reason") if c["infos"] else None),
+            "sched_status": (c["infos"][0].get("sched_status") if c["infos"] else None),
+            "errors": c["errors"],
+        }
+    return res
+
+
+def analyse_gil(res, clock):
+    key = SAMPLES[clock]
+    cells = res["cells"]
+    out = {}
+    for w in W.GIL_WORKLOADS:
+        base = cells.get(f"{w}/none")
+        if not base or not base[key]:
+            continue
+        bmed = median(base[key])
+        ctl = cells.get(f"{w}/gil_off")
+        cmed = median(ctl[key]) if ctl and ctl[key] else None
+        row = {"untraced_ms": bmed / 1e6, "tracers": {}}
+        for t in res["tracers"]:
+            c = cells.get(f"{w}/{t}")
+            if t == "none" or not c or not c[key]:
+                continue
+            cyc = c["acquisitions"]
+            med = median(c[key])
+            lo, hi = ratio_ci(c[key], base[key])
+            d = {"ratio": med / bmed, "ci": (lo, hi), "cycles": cyc,
+                 "ns_per_cycle": (med - bmed) / cyc if cyc else None, "ms": med / 1e6,
+                 "ratio_ctl": None, "ci_ctl": (float("nan"), float("nan")), "ns_per_cycle_ctl": None}
+            if cmed and t != "gil_off":
+                d["ratio_ctl"] = med / cmed
+                d["ci_ctl"] = ratio_ci(c[key], ctl[key])
+                d["ns_per_cycle_ctl"] = (med - cmed) / cyc if cyc else None
+            row["tracers"][t] = d
+        out[w] = row
+    return out
+
+
+# --------------------------------------------------------------------- report
+def machine_info():
+    info = {"nproc": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        info["loadavg"] = open("/proc/loadavg").read().split()[:3]
+    except OSError:
+        pass
+    info["kernel"] = platform.release()
+    return info
+
+
+def _check_rows(A, B, w, prim, other):
+    """Rows of the overhead checks table for workload w (A: primary clock, B: other)."""
+    rows = []
+    x, y = A[w], B.get(w, {})
+
+    def val(d):
+        return f"{d['ratio']:.3f} {fmt_ci(*d['ci'])}" if d else "n/a"
+
+    def p10(d):
+        return f"{d['p10']:.3f}" if d else "n/a"
+
+    def prd(d):
+        return f"{d['paired']:.3f}" if d and d.get("paired") is not None else "n/a"
+
+    def oth(k):
+        d = y.get(k)
+        return f"{d['ratio']:.3f}" if d else "n/a"
+
+    g = x["gt_vs_noop"]
+    if g:
+        rows.append([w, "giltracer / no-op hook", val(g), prd(g), p10(g), oth("gt_vs_noop"), f"≤ {TARGET_VS_NOOP}",
+                     verdict(g["ratio"] <= TARGET_VS_NOOP, *g["ci"], TARGET_VS_NOOP)])
+    g = x["gt_vs_viz"]
+    if g:
+        rows.append([w, "giltracer / viztracer", val(g), prd(g), p10(g), oth("gt_vs_viz"), "< 1",
+                     verdict(g["ratio"] < 1, *g["ci"], 1.0)])
+    g = x["gt_vs_vizall"]
+    if g:
+        rows.append([w, "giltracer / viztracer (all)", val(g), prd(g), p10(g), oth("gt_vs_vizall"), "(info)", "—"])
+    g = x["gtfn_vs_noop"]
+    if g:
+        rows.append([w, "giltracer fn-only / no-op hook", val(g), prd(g), p10(g), oth("gtfn_vs_noop"), "(info)", "—"])
+    d = x["gt_dropped"]
+    rows.append([w, "giltracer dropped events", fmt_int(d), "", "", "", "0", verdict(d == 0) if d is not None else "n/a"])
+    return rows
+
+
+def report(env, data, a):
+    L = []
+    is_target = sys.version_info[:2] == TARGET_PY
+    tgt_note = "" if is_target else f" (the targets are set for {TARGET_PY[0]}.{TARGET_PY[1]}; informational here)"
+    prim, other = a.clock, ("wall" if a.clock == "cpu" else "cpu")
+    clock_name = {"cpu": "process CPU time (all threads)", "wall": "wall-clock time"}
+    L.append(f"# giltracer benchmarks — Python {platform.python_version()}")
+    L.append("")
+    shared = "shared" if sysconfig.get_config_var("Py_ENABLE_SHARED") else "static"
+    L.append(f"- interpreter: `{sys.executable}` ({platform.python_implementation()} "
+             f"{sys.version.split()[0]}, {shared} libpython)")
+    L.append(f"- giltracer {env['giltracer_version']} ({env['giltracer_path']}): build {env['build_info']}; "
+             f"source tree of bench/: {env.get('source_rev', 'unknown')}")
+    L.append(f"- viztracer: {env['viztracer_version'] or 'not installed (pip install viztracer) — columns skipped'}")
+    L.append(f"- no-op hook: {env['noop_status']}")
+    m = env["machine"]
+    L.append(f"- machine: {m.get('nproc')} CPUs ({m.get('cpu', '?')}), kernel {m.get('kernel')}, "
+             f"load average at start {' '.join(m.get('loadavg', []))}, at end {' '.join(env.get('load_end', []))}")
+    L.append(f"- {env['date']}; {'--quick' if a.quick else 'full run'}: {a.rounds} interleaved rounds "
+             f"(GIL: {a.gil_rounds}) × {a.reps} timed reps per process; took {env.get('elapsed_s', 0):.0f} s")
+    L.append(f"- verdicts use **{clock_name[prim]}**; the {clock_name[other]} figures are shown next to them. "
+             "CPU time leaves out the time a process waits for a CPU that other processes hold, which on a "
+             "busy shared machine dominates wall-time noise; on an idle machine the two agree for "
+             "single-threaded workloads.")
+    L.append("- every cell: a fresh process, 1 warm-up rep, then timed reps of the workload call only; medians "
+             "over all samples; [a–b] = bootstrap 95 % interval of the ratio. Shared 2-vCPU machine: ratio "
+             "differences under ~10 % are noise; a verdict whose interval straddles the target says so.")
+    L.append("")
+
+    ov = data.get("overhead")
+    if ov:
+        A = data["overhead_analysis"][prim]
+        B = data["overhead_analysis"][other]
+        tr = [t for t in ov["tracers"] if t != "none"]
+        wls = [w for w in ov["workloads"] if w in A]
+        L.append("## 1. Tracer overhead (issue 3)")
+        L.append("")
+        rows = [[f"untraced median, {prim} (ms)"] + [f"{A[w]['untraced_ms']:.1f}" for w in wls],
+                [f"untraced median, {other} (ms)"] + [f"{B[w]['untraced_ms']:.1f}" if w in B else "n/a" for w in wls],
+                ["call events per run (giltracer)"] + [fmt_int(A[w]["events"]) for w in wls],
+                ["giltracer dropped events"] + [fmt_int(A[w]["gt_dropped"]) for w in wls]]
+        L.append(md_table(["workload"] + wls, rows))
+        L.append("")
+        for clk, X, with_ns in ((prim, A, True), (other, B, True)):
+            L.append(f"Slowdown vs untraced, {clock_name[clk]}, and (ns added per call event):")
+            L.append("")
+            rows = []
+            for t in tr:
+                r = [T.TRACERS[t][0]]
+                for w in wls:
+                    x = X.get(w, {}).get("tracers", {}).get(t)
+                    if not x:
+                        r.append("n/a")
+                        continue
+                    ns = x["ns_per_event"]
+                    r.append(f"{fmt_ratio(x['ratio'])} ({ns:.0f})" if (ns is not None and with_ns)
+                             else fmt_ratio(x["ratio"]))
+                rows.append(r)
+            L.append(md_table(["tracer"] + wls, rows))
+            L.append("")
+        L.append(f"Slowdown vs the paired untraced rep (same process, just before), {clock_name[prim]}:")
+        L.append("")
+        rows = []
+        for t in tr:
+            r = [T.TRACERS[t][0]]
+            for w in wls:
+                x = A.get(w, {}).get("tracers", {}).get(t)
+                r.append(fmt_ratio(x["paired"]) if x and x.get("paired") is not None else "n/a")
+            rows.append(r)
+        L.append(md_table(["tracer"] + wls, rows))
+        L.append("")
+        notes = []
+        if "cprofile" in tr and sys.version_info < (3, 12):
+            notes.append("cProfile before 3.12 profiles only the thread that enabled it: its threads2 cell does "
+                         "not trace the two workers.")
+        if sys.version_info >= (3, 12):
+            notes.append("3.12+: giltracer uses sys.monitoring; the no-op hook is the legacy PyEval_SetProfile, "
+                         "which the interpreter runs on top of sys.monitoring (so it is not the floor of "
+                         "sys.monitoring itself); cProfile uses sys.monitoring and sees every thread.")
+        if "viztracer" in tr:
+            notes.append("viztracer (defaults) keeps a 1e6-entry ring buffer (1 entry per call, = 2 events): on "
+                         "builtins and threads2 it overwrites old entries; viztracer (all) has "
+                         f"tracer_entries={T.VIZ_ALL_ENTRIES:.0e} and keeps everything.")
+        notes.append(f"giltracer: defaults (functions + C calls, GIL probe, sched), backend='hooks', "
+                     f"max_events={T.GT_MAX_EVENTS:,} so nothing is dropped; fn-only = gil=False, sched=False.")
+        for n in notes:
+            L.append(f"- {n}")
+        L.append("")
+        L.append(f"Checks{tgt_note}:")
+        L.append("")
+        rows = []
+        for w in wls:
+            rows += _check_rows(A, B, w, prim, other)
+        L.append(md_table(["workload", "check", f"{prim} median ratio [95 %]", f"{prim} paired",
+                           f"{prim} p10 ratio", f"{other} median ratio", "target", "verdict"], rows,
+                          ["l", "l", "r", "r", "r", "r", "r", "l"]))
+        L.append("")
+        L.append("Verdicts use the median ratio. *paired*: every traced rep is preceded by an untraced rep "
+                 "in the same process; paired = median(traced/untraced of each pair) of one tracer over the "
+                 "other's, which cancels slow periods of the host that last longer than a rep. *p10 ratio* = "
+                 "ratio of the 10th percentiles (the undisturbed periods). When these disagree with the "
+                 "median, the host's slow periods hit the cells unevenly: re-run, or add --rounds.")
+        errs = [(k, c["errors"]) for k, c in ov["cells"].items() if c["errors"]]
+        if errs:
+            L.append("")
+            L.append("Errors: " + "; ".join(f"{k}: {e[0]}" for k, e in errs))
+        L.append("")
+
+    sv = data.get("save_analysis")
+    if sv:
+        L.append("## 2. Save speed and size (issue 3)")
+        L.append("")
+        L.append("One traced run of the workload (giltracer defaults, hooks), then `t.save()` timed (wall; "
+                 "median over 3 saves × processes). Peak extra = VmHWM after − VmRSS before the first save, "
+                 "VmHWM reset through /proc/self/clear_refs right before it. Per event = per call event "
+                 "(t.event_count; viztracer: 2 per entry). viztracer: `parse()` + `save()` of the same "
+                 "workload (tracer_entries large enough), one process per workload.")
+        L.append("")
+        rows = []
+        for w in SAVE_WORKLOADS:
+            for tr, fmt, label in (("giltracer", "json", "giltracer .json"), ("giltracer", "html", "giltracer .html"),
+                                   ("viztracer", "json", "viztracer .json")):
+                d = sv.get(f"{w}/{tr}/{fmt}")
+                if not d:
+                    continue
+                if "events" not in d:
+                    rows.append([w, label, "error: " + d["errors"][0][:80]] + [""] * 7)
+                    continue
+                extra = ""
+                if tr == "viztracer":
+                    extra = f"parse {d['parse_ms']:.0f} ms + write {d['write_ms']:.0f} ms ({d['json_lib']})"
+                elif "stop_ns_per_event" in d:
+                    extra = f"stop() {d['stop_ns_per_event']:.0f} ns/event"
+                rows.append([w, label, fmt_int(d["events"]), f"{d['save_ms']:.1f}", f"{d['ns_per_event']:.0f}",
+                             f"{d['bytes'] / 1e6:.1f}", f"{d['bytes_per_event']:.1f}",
+                             f"{d['peak_extra'] / 1e6:.2f}", f"{d['peak_per_event']:.1f}", extra])
+        L.append(md_table(["workload", "output", "events", "save ms", "ns/event", "MB", "B/event",
+                           "peak extra MB", "peak B/event", "notes"], rows,
+                          ["l", "l", "r", "r", "r", "r", "r", "r", "r", "l"]))
+        L.append("")
+        L.append(f"Checks{tgt_note}; the targets are for .json, .html is for information:")
+        L.append("")
+        rows = []
+        for w in SAVE_WORKLOADS:
+            for fmt in ("json", "html"):
+                d = sv.get(f"{w}/giltracer/{fmt}")
+                if not d or "events" not in d:
+                    continue
+                j = fmt == "json"
+                tag = "" if j else " (info)"
+                peak_ok = (verdict(d["peak_per_event"] <= TARGET_SAVE_PEAK) if d["hwm_reset"]
+                           else "n/a (clear_refs refused)")
+                rows.append([w, f".{fmt} ns/event{tag}", f"{d['ns_per_event']:.0f}", f"≤ {TARGET_SAVE_NS}",
+                             verdict(d["ns_per_event"] <= TARGET_SAVE_NS) if j else "—"])
+                rows.append([w, f".{fmt} bytes/event{tag}", f"{d['bytes_per_event']:.1f}", f"≤ {TARGET_SAVE_BYTES}",
+                             verdict(d["bytes_per_event"] <= TARGET_SAVE_BYTES) if j else "—"])
+                rows.append([w, f".{fmt} peak extra bytes/event{tag}", f"{d['peak_per_event']:.1f}",
+                             f"≤ {TARGET_SAVE_PEAK}", peak_ok if j else "—"])
+        L.append(md_table(["workload", "check", "value", "target", "verdict"], rows, ["l", "l", "r", "r", "l"]))
+        L.append("")
+
+    gl = data.get("gil")
+    if gl:
+        G = data["gil_analysis"][prim]
+        H = data["gil_analysis"][other]
+        L.append("## 3. GIL probe costs (issues 4 and 5)")
+        L.append("")
+        L.append(f"churn2: two threads × {W.CHURN_ITERS:,} `os.fstat(0)` (each call releases and re-acquires "
+                 f"the GIL); churn1: the same in one thread (no contention); cpu2: two threads × "
+                 f"{W.CPU_ITERS:,} iterations of a pure-Python loop. Functions off in every traced cell. "
+                 "Cycles = GIL acquisitions counted by the probe (all threads, median). "
+                 "Added ns/cycle = (median traced − median untraced) / cycles. \"all off\" is a control: "
+                 "giltracer imported and a session started with functions, GIL probe and sched all off, so "
+                 "\"vs all off\" isolates the probe from what importing giltracer and starting a session "
+                 "do to the process (memory layout, extra objects for the GC).")
+        L.append("")
+        rows = []
+        for w in W.GIL_WORKLOADS:
+            if w not in G:
+                continue
+            x, y = G[w], H.get(w, {"tracers": {}, "untraced_ms": float("nan")})
+            rows.append([w, "untraced", f"{x['untraced_ms']:.1f}", "1.00×", "", "", "", f"{y['untraced_ms']:.1f}",
+                         "1.00×", ""])
+            for t in gl["tracers"]:
+                p, o = x["tracers"].get(t), y["tracers"].get(t)
+                if not p:
+                    continue
+
+                def npc(d):
+                    # per-cycle cost only means something where every cycle is a release/re-acquire
+                    if not d or d["ns_per_cycle"] is None or not w.startswith("churn"):
+                        return ""
+                    return f"{d['ns_per_cycle']:.0f}"
+
+                def vs_ctl(d):
+                    if not d or d["ratio_ctl"] is None:
+                        return ""
+                    if w.startswith("churn") and d["ns_per_cycle_ctl"] is not None:
+                        return f"{d['ns_per_cycle_ctl']:.0f} ns/cycle"
+                    return f"{fmt_ratio(d['ratio_ctl'])} {fmt_ci(*d['ci_ctl'])}"
+
+                rows.append([w, T.TRACERS[t][0], f"{p['ms']:.1f}", f"{fmt_ratio(p['ratio'])} {fmt_ci(*p['ci'])}",
+                             fmt_int(p["cycles"]), npc(p), vs_ctl(p), f"{o['ms']:.1f}" if o else "",
+                             f"{fmt_ratio(o['ratio'])} {fmt_ci(*o['ci'])}" if o else "", npc(o)])
+        L.append(md_table(["workload", "probe", f"{prim} ms", "slowdown", "cycles", "added ns/cycle",
+                           "vs all off", f"{other} ms", f"{other} slowdown", f"{other} added ns/cycle"], rows,
+                          ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"]))
+        L.append("")
+        if not data["env"]["bpf"][0]:
+            L.append(f"bpf backend skipped: {data['env']['bpf'][1]}")
+            L.append("")
+        else:
+            bad = [c["errors"][0] for k, c in gl["cells"].items() if k.endswith("/gil_bpf") and c["errors"]
+                   and not c["times_ns"]]
+            if bad:
+                L.append(f"bpf backend failed (build says available): {bad[0]}")
+                L.append("")
+        L.append(f"Checks{tgt_note}:")
+        L.append("")
+        rows = []
+
+        def both(w, t):
+            return G.get(w, {}).get("tracers", {}).get(t), H.get(w, {}).get("tracers", {}).get(t)
+
+        p, o = both("churn2", "gil_hooks")
+        if p and p["ns_per_cycle"] is not None:
+            rows.append(["churn2", "hooks: added ns per GIL cycle", f"{p['ns_per_cycle']:.0f}",
+                         f"{o['ns_per_cycle']:.0f}" if o else "", f"≤ {TARGET_GIL_CYCLE_NS}",
+                         verdict(p["ns_per_cycle"] <= TARGET_GIL_CYCLE_NS)])
+        if p and p["ns_per_cycle_ctl"] is not None:
+            rows.append(["churn2", "hooks: added ns per GIL cycle vs all-off control (info)",
+                         f"{p['ns_per_cycle_ctl']:.0f}",
+                         f"{o['ns_per_cycle_ctl']:.0f}" if o and o["ns_per_cycle_ctl"] is not None else "",
+                         f"≤ {TARGET_GIL_CYCLE_NS}", "—"])
+        p, o = both("churn1", "gil_hooks")
+        if p and p["ns_per_cycle"] is not None:
+            rows.append(["churn1", "hooks: added ns per GIL cycle (info)", f"{p['ns_per_cycle']:.0f}",
+                         f"{o['ns_per_cycle']:.0f}" if o else "", f"≤ {TARGET_GIL_CYCLE_NS}", "—"])
+        p, o = both("churn2", "gil_hooks_sched")
+        if p and p["ns_per_cycle"] is not None:
+            rows.append(["churn2", "hooks + sched: added ns per GIL cycle (info)", f"{p['ns_per_cycle']:.0f}",
+                         f"{o['ns_per_cycle']:.0f}" if o else "", "", "—"])
+        p, o = both("cpu2", "gil_hooks")
+        if p:
+            rows.append(["cpu2", "hooks, functions off: slowdown", f"{p['ratio']:.3f} {fmt_ci(*p['ci'])}",
+                         f"{o['ratio']:.3f}" if o else "", f"≤ {TARGET_CPU2}",
+                         verdict(p["ratio"] <= TARGET_CPU2, *p["ci"], TARGET_CPU2)])
+            if p["ratio_ctl"] is not None:
+                rows.append(["cpu2", "hooks, functions off: slowdown vs all-off control (info)",
+                             f"{p['ratio_ctl']:.3f} {fmt_ci(*p['ci_ctl'])}",
+                             f"{o['ratio_ctl']:.3f}" if o and o["ratio_ctl"] is not None else "",
+                             f"≤ {TARGET_CPU2}", "—"])
+        p, o = both("cpu2", "gil_hooks_sched")
+        if p:
+            rows.append(["cpu2", "hooks + sched, functions off: slowdown (info)",
+                         f"{p['ratio']:.3f} {fmt_ci(*p['ci'])}", f"{o['ratio']:.3f}" if o else "", "", "—"])
+        for w in ("churn2", "churn1"):
+            y = G.get(w, {}).get("tracers", {})
+            if "gil_bpf" in y and "gil_hooks" in y and y["gil_bpf"]["ns_per_cycle"] is not None:
+                rows.append([w, "bpf vs hooks: added ns per cycle", f"{y['gil_bpf']['ns_per_cycle']:.0f} vs "
+                             f"{y['gil_hooks']['ns_per_cycle']:.0f}", "", "(info)", "—"])
+        L.append(md_table(["workload", "check", prim, other, "target", "verdict"], rows,
+                          ["l", "l", "r", "r", "r", "l"]))
+        errs = [(k, c["errors"]) for k, c in gl["cells"].items() if c["errors"]]
+        if errs:
+            L.append("")
+            L.append("Errors: " + "; ".join(f"{k}: {e[0]}" for k, e in errs))
+        L.append("")
+    return "\n".join(L)
+
+
+# ------------------------------------------------------------------------ main
+def environment(log):
+    env = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine_info()}
+    try:
+        import giltracer
+        from giltracer import _core
+    except ImportError as e:
+        sys.exit(f"giltracer is not importable with {sys.executable}: {e}\n"
+                 "build it first: `make bench` (or pip install --no-build-isolation .)")
+    env["giltracer_version"] = getattr(giltracer, "__version__", "?")
+    env["giltracer_path"] = os.path.dirname(giltracer.__file__)
+    env["build_info"] = _core.build_info()
+    env["bpf"] = T.bpf_status()
+    try:  # the tree bench/ lives in (what `make bench` built giltracer from)
+        rev = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty", "--exclude", "*"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        rev = ""
+    env["source_rev"] = rev or "unknown"
+    ok = ["none", "cprofile", "giltracer", "giltracer_fn", "gil_hooks", "gil_hooks_sched", "gil_bpf"]
+    try:
+        import noop_hook
+
+        noop_hook.build()
+        env["noop_status"] = f"built with the running interpreter's headers ({noop_hook.build()})"
+        ok.append("noop")
+    except Exception as e:  # noqa: BLE001 - report and skip the column
+        env["noop_status"] = f"could not be built, column skipped: {e}"
+        log(f"warning: {env['noop_status']}")
+    if T.have_viztracer():
+        import viztracer
+
+        env["viztracer_version"] = getattr(viztracer, "__version__", "?")
+        ok += ["viztracer", "viztracer_all"]
+    else:
+        env["viztracer_version"] = None
+        log("note: viztracer is not installed; its columns are skipped. To include them: "
+            f"{sys.executable} -m pip install viztracer")
+    env["tracers_ok"] = ok
+    return env
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer rounds and reps (≤ 2 minutes)")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds (processes per cell; full 7, quick 2)")
+    ap.add_argument("--gil-rounds", type=int, help="interleaved rounds for the GIL tables (default: --rounds, at most 5)")
+    ap.add_argument("--reps", type=int, help="timed reps per process (full 3, quick 2)")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"), help="report directory (bench/results)")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                    help="clock the verdicts use (default: process CPU time; both are reported)")
+    ap.add_argument("--only", default="overhead,save,gil", help="comma list of sections: overhead,save,gil")
+    a = ap.parse_args(argv)
+    # Many short processes rather than few long ones: on a shared VM a whole process can
+    # land in a slow period (samples of one process move together), so the number of
+    # processes per cell is what makes the medians stable.
+    a.rounds = a.rounds or (2 if a.quick else 7)
+    # the GIL cells are fewer but longer (the bpf ones cost seconds): fewer rounds keep a
+    # full run under ~10 minutes
+    a.gil_rounds = a.gil_rounds or (a.rounds if a.quick else min(a.rounds, 5))
+    a.reps = a.reps or (2 if a.quick else 3)
+    only = set(a.only.split(","))
+    if a.quick:
+        W.scale(True)
+
+    def log(msg):
+        print(msg, flush=True)
+
+    t0 = time.monotonic()
+    env = environment(log)
+    log(f"giltracer benchmarks with {sys.executable} (Python {platform.python_version()}), "
+        f"build {env['build_info']}")
+    data = {"env": env, "args": vars(a)}
+    if "overhead" in only:
+        data["overhead"] = section_overhead(a, env, log)
+        data["overhead_analysis"] = {c: analyse_overhead(data["overhead"], c) for c in SAMPLES}
+    if "save" in only:
+        data["save"] = section_save(a, env, log)
+        data["save_analysis"] = analyse_save(data["save"])
+    if "gil" in only:
+        data["gil"] = section_gil(a, env, log)
+        data["gil_analysis"] = {c: analyse_gil(data["gil"], c) for c in SAMPLES}
+    env["elapsed_s"] = time.monotonic() - t0
+    env["load_end"] = machine_info().get("loadavg", [])
+    text = report(env, data, a)
+    os.makedirs(a.out, exist_ok=True)
+    tag = platform.python_version() + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")
+    if a.quick:
+        tag += "-quick"
+    md = os.path.join(a.out, f"{tag}.md")
+    js = os.path.join(a.out, f"{tag}.json")
+    with open(md, "w") as f:
+        f.write(text + "\n")
+    with open(js, "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    print()
+    print(text)
+    print(f"\nwrote {md} and {js} ({env['elapsed_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
