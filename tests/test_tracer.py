@@ -345,6 +345,9 @@ def _child_traces_itself(n):
     return os.getpid(), t.event_count > 0, t.backend, total
 
 
+# 3.12+ warns about fork() in a multi-threaded process: while a session records, the
+# scheduler poller (and the bpf drain thread) are threads of ours.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_forked_children_do_not_inherit_the_session():
     import multiprocessing
     import os
