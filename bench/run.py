@@ -303,12 +303,14 @@ def section_gil(a, env, log):
     # bpf only on the churn workloads (issue 5: per-GIL-cycle cost, bpf vs hooks)
     configs = [(w, t) for w in W.GIL_WORKLOADS for t in tracers if not (t == "gil_bpf" and w == "cpu2")]
     log(f"[gil] {len(configs)} cells x {a.gil_rounds} rounds x {a.reps} reps")
-    cells = run_interleaved("gil", configs, a.gil_rounds, a.reps, a.quick, log)
+    cells = run_interleaved("gil", configs, a.gil_rounds, a.reps, a.quick, log, paired=True)
     res = {"tracers": tracers, "cells": {}}
     for (w, t), c in cells.items():
         acq = [i.get("acquisitions") for i in c["infos"] if i.get("acquisitions") is not None]
         res["cells"][f"{w}/{t}"] = {
             "times_ns": c["times"], "cpu_ns": c["cpu"], "acquisitions": int(median(acq)) if acq else None,
+            "base_times_ns": c["base_times"], "base_cpu_ns": c["base_cpu"],
+            "rep_acquisitions": [i.get("acquisitions") for i in c["infos"]],
             "threads": (c["infos"][0].get("threads") if c["infos"] else None),
             "backend_reason": (c["infos"][0].get("backend_reason") if c["infos"] else None),
             "sched_status": (c["infos"][0].get("sched_status") if c["infos"] else None),
@@ -338,7 +340,18 @@ def analyse_gil(res, clock):
             lo, hi = ratio_ci(c[key], base[key])
             d = {"ratio": med / bmed, "ci": (lo, hi), "cycles": cyc,
                  "ns_per_cycle": (med - bmed) / cyc if cyc else None, "ms": med / 1e6,
-                 "ratio_ctl": None, "ci_ctl": (float("nan"), float("nan")), "ns_per_cycle_ctl": None}
+                 "ratio_ctl": None, "ci_ctl": (float("nan"), float("nan")), "ns_per_cycle_ctl": None,
+                 "paired": None, "paired_ns_per_cycle": None, "paired_vs_ctl": None}
+            pr = pair_ratios(c, clock)
+            if pr:
+                d["paired"] = median(pr)
+                acqs = c.get("rep_acquisitions") or []
+                tb = list(zip(c[key], c[BASES[clock]], acqs))
+                per = [(x - y) / n for x, y, n in tb if n]
+                d["paired_ns_per_cycle"] = median(per) if per else None
+                cp = pair_ratios(ctl, clock) if ctl else []
+                if cp and t != "gil_off":
+                    d["paired_vs_ctl"] = d["paired"] / median(cp)
             if cmed and t != "gil_off":
                 d["ratio_ctl"] = med / cmed
                 d["ci_ctl"] = ratio_ci(c[key], ctl[key])
@@ -423,7 +436,8 @@ def report(env, data, a):
     L.append(f"- machine: {m.get('nproc')} CPUs ({m.get('cpu', '?')}), kernel {m.get('kernel')}, "
              f"load average at start {' '.join(m.get('loadavg', []))}, at end {' '.join(env.get('load_end', []))}")
     L.append(f"- {env['date']}; {'--quick' if a.quick else 'full run'}: {a.rounds} interleaved rounds "
-             f"(GIL: {a.gil_rounds}) × {a.reps} timed reps per process; took {env.get('elapsed_s', 0):.0f} s")
+             f"(GIL: {a.gil_rounds}) × {a.reps} timed reps per process; took {env.get('elapsed_s', 0):.0f} s"
+             + (f"; sections not re-run this time: {'; '.join(env['reused'])}" if env.get("reused") else ""))
     L.append(f"- verdicts use **{clock_name[prim]}**; the {clock_name[other]} figures are shown next to them. "
              "CPU time leaves out the time a process waits for a CPU that other processes hold, which on a "
              "busy shared machine dominates wall-time noise; on an idle machine the two agree for "
@@ -585,8 +599,8 @@ def report(env, data, a):
             if w not in G:
                 continue
             x, y = G[w], H.get(w, {"tracers": {}, "untraced_ms": float("nan")})
-            rows.append([w, "untraced", f"{x['untraced_ms']:.1f}", "1.00×", "", "", "", f"{y['untraced_ms']:.1f}",
-                         "1.00×", ""])
+            rows.append([w, "untraced", f"{x['untraced_ms']:.1f}", "1.00×", "", "", "", "", "",
+                         f"{y['untraced_ms']:.1f}", "", ""])
             for t in gl["tracers"]:
                 p, o = x["tracers"].get(t), y["tracers"].get(t)
                 if not p:
@@ -598,19 +612,31 @@ def report(env, data, a):
                         return ""
                     return f"{d['ns_per_cycle']:.0f}"
 
-                def vs_ctl(d):
-                    if not d or d["ratio_ctl"] is None:
+                def ppc(d):
+                    if not d or d.get("paired_ns_per_cycle") is None or not w.startswith("churn"):
                         return ""
-                    if w.startswith("churn") and d["ns_per_cycle_ctl"] is not None:
-                        return f"{d['ns_per_cycle_ctl']:.0f} ns/cycle"
-                    return f"{fmt_ratio(d['ratio_ctl'])} {fmt_ci(*d['ci_ctl'])}"
+                    return f"{d['paired_ns_per_cycle']:.0f}"
+
+                def pr(d):
+                    return fmt_ratio(d["paired"]) if d and d.get("paired") is not None else ""
+
+                def vs_ctl(d):
+                    return fmt_ratio(d["paired_vs_ctl"]) if d and d.get("paired_vs_ctl") is not None else ""
 
                 rows.append([w, T.TRACERS[t][0], f"{p['ms']:.1f}", f"{fmt_ratio(p['ratio'])} {fmt_ci(*p['ci'])}",
-                             fmt_int(p["cycles"]), npc(p), vs_ctl(p), f"{o['ms']:.1f}" if o else "",
-                             f"{fmt_ratio(o['ratio'])} {fmt_ci(*o['ci'])}" if o else "", npc(o)])
-        L.append(md_table(["workload", "probe", f"{prim} ms", "slowdown", "cycles", "added ns/cycle",
-                           "vs all off", f"{other} ms", f"{other} slowdown", f"{other} added ns/cycle"], rows,
-                          ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"]))
+                             pr(p), fmt_int(p["cycles"]), npc(p), ppc(p), vs_ctl(p),
+                             f"{o['ms']:.1f}" if o else "", pr(o), ppc(o)])
+        L.append(md_table(["workload", "probe", f"{prim} ms", "median slowdown [95 %]", "paired slowdown",
+                           "cycles", "added ns/cycle (medians)", "added ns/cycle (paired)",
+                           "paired vs all off", f"{other} ms", f"{other} paired", f"{other} paired ns/cycle"],
+                          rows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r"]))
+        L.append("")
+        L.append("*paired*: every traced rep is preceded by an untraced rep in the same process; paired "
+                 "slowdown = median of traced/untraced per pair, paired ns/cycle = median of (traced − "
+                 "untraced) / that rep's cycles. The GIL workloads' contention regime drifts over minutes on "
+                 "this machine (churn2 moved between ~400 and ~600 ms untraced within one run), which the "
+                 "pairs cancel and the medians of separate processes do not; the GIL verdicts use the "
+                 "paired figures. *paired vs all off* = paired slowdown / the control's paired slowdown.")
         L.append("")
         if not data["env"]["bpf"][0]:
             L.append(f"bpf backend skipped: {data['env']['bpf'][1]}")
@@ -628,45 +654,48 @@ def report(env, data, a):
         def both(w, t):
             return G.get(w, {}).get("tracers", {}).get(t), H.get(w, {}).get("tracers", {}).get(t)
 
+        def ns(d, k):
+            return f"{d[k]:.0f}" if d and d.get(k) is not None else "n/a"
+
+        def rt(d, k):
+            return f"{d[k]:.3f}" if d and d.get(k) is not None else "n/a"
+
         p, o = both("churn2", "gil_hooks")
-        if p and p["ns_per_cycle"] is not None:
-            rows.append(["churn2", "hooks: added ns per GIL cycle", f"{p['ns_per_cycle']:.0f}",
-                         f"{o['ns_per_cycle']:.0f}" if o else "", f"≤ {TARGET_GIL_CYCLE_NS}",
-                         verdict(p["ns_per_cycle"] <= TARGET_GIL_CYCLE_NS)])
-        if p and p["ns_per_cycle_ctl"] is not None:
-            rows.append(["churn2", "hooks: added ns per GIL cycle vs all-off control (info)",
-                         f"{p['ns_per_cycle_ctl']:.0f}",
-                         f"{o['ns_per_cycle_ctl']:.0f}" if o and o["ns_per_cycle_ctl"] is not None else "",
-                         f"≤ {TARGET_GIL_CYCLE_NS}", "—"])
+        if p:
+            v = p.get("paired_ns_per_cycle")
+            rows.append(["churn2", "hooks: added ns per GIL cycle (paired)", ns(p, "paired_ns_per_cycle"),
+                         ns(p, "ns_per_cycle"), ns(o, "paired_ns_per_cycle"), f"≤ {TARGET_GIL_CYCLE_NS}",
+                         verdict(v <= TARGET_GIL_CYCLE_NS) if v is not None else "n/a"])
         p, o = both("churn1", "gil_hooks")
-        if p and p["ns_per_cycle"] is not None:
-            rows.append(["churn1", "hooks: added ns per GIL cycle (info)", f"{p['ns_per_cycle']:.0f}",
-                         f"{o['ns_per_cycle']:.0f}" if o else "", f"≤ {TARGET_GIL_CYCLE_NS}", "—"])
+        if p:
+            rows.append(["churn1", "hooks: added ns per GIL cycle, no contention (info)",
+                         ns(p, "paired_ns_per_cycle"), ns(p, "ns_per_cycle"), ns(o, "paired_ns_per_cycle"),
+                         f"≤ {TARGET_GIL_CYCLE_NS}", "—"])
         p, o = both("churn2", "gil_hooks_sched")
-        if p and p["ns_per_cycle"] is not None:
-            rows.append(["churn2", "hooks + sched: added ns per GIL cycle (info)", f"{p['ns_per_cycle']:.0f}",
-                         f"{o['ns_per_cycle']:.0f}" if o else "", "", "—"])
+        if p:
+            rows.append(["churn2", "hooks + sched: added ns per GIL cycle (info)", ns(p, "paired_ns_per_cycle"),
+                         ns(p, "ns_per_cycle"), ns(o, "paired_ns_per_cycle"), "", "—"])
         p, o = both("cpu2", "gil_hooks")
         if p:
-            rows.append(["cpu2", "hooks, functions off: slowdown", f"{p['ratio']:.3f} {fmt_ci(*p['ci'])}",
-                         f"{o['ratio']:.3f}" if o else "", f"≤ {TARGET_CPU2}",
-                         verdict(p["ratio"] <= TARGET_CPU2, *p["ci"], TARGET_CPU2)])
-            if p["ratio_ctl"] is not None:
-                rows.append(["cpu2", "hooks, functions off: slowdown vs all-off control (info)",
-                             f"{p['ratio_ctl']:.3f} {fmt_ci(*p['ci_ctl'])}",
-                             f"{o['ratio_ctl']:.3f}" if o and o["ratio_ctl"] is not None else "",
-                             f"≤ {TARGET_CPU2}", "—"])
+            v = p.get("paired")
+            rows.append(["cpu2", "hooks, functions off: slowdown (paired)", rt(p, "paired"),
+                         f"{p['ratio']:.3f} {fmt_ci(*p['ci'])}", rt(o, "paired"), f"≤ {TARGET_CPU2}",
+                         verdict(v <= TARGET_CPU2) if v is not None else "n/a"])
+            rows.append(["cpu2", "hooks, functions off: paired slowdown vs all-off control (info)",
+                         rt(p, "paired_vs_ctl"), "", rt(o, "paired_vs_ctl"), f"≤ {TARGET_CPU2}", "—"])
         p, o = both("cpu2", "gil_hooks_sched")
         if p:
-            rows.append(["cpu2", "hooks + sched, functions off: slowdown (info)",
-                         f"{p['ratio']:.3f} {fmt_ci(*p['ci'])}", f"{o['ratio']:.3f}" if o else "", "", "—"])
+            rows.append(["cpu2", "hooks + sched, functions off: slowdown (info)", rt(p, "paired"),
+                         f"{p['ratio']:.3f} {fmt_ci(*p['ci'])}", rt(o, "paired"), "", "—"])
         for w in ("churn2", "churn1"):
             y = G.get(w, {}).get("tracers", {})
-            if "gil_bpf" in y and "gil_hooks" in y and y["gil_bpf"]["ns_per_cycle"] is not None:
-                rows.append([w, "bpf vs hooks: added ns per cycle", f"{y['gil_bpf']['ns_per_cycle']:.0f} vs "
-                             f"{y['gil_hooks']['ns_per_cycle']:.0f}", "", "(info)", "—"])
-        L.append(md_table(["workload", "check", prim, other, "target", "verdict"], rows,
-                          ["l", "l", "r", "r", "r", "l"]))
+            if "gil_bpf" in y and "gil_hooks" in y:
+                bp, hk = y["gil_bpf"], y["gil_hooks"]
+                rows.append([w, "bpf vs hooks: added ns per GIL cycle (issue 5)",
+                             f"{ns(bp, 'paired_ns_per_cycle')} vs {ns(hk, 'paired_ns_per_cycle')}",
+                             f"{ns(bp, 'ns_per_cycle')} vs {ns(hk, 'ns_per_cycle')}", "", "(info)", "—"])
+        L.append(md_table(["workload", "check", f"{prim} paired", f"{prim} medians", f"{other} paired",
+                           "target", "verdict"], rows, ["l", "l", "r", "r", "r", "r", "l"]))
         errs = [(k, c["errors"]) for k, c in gl["cells"].items() if c["errors"]]
         if errs:
             L.append("")
@@ -721,7 +750,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and reps (≤ 2 minutes)")
     ap.add_argument("--rounds", type=int, help="interleaved rounds (processes per cell; full 7, quick 2)")
-    ap.add_argument("--gil-rounds", type=int, help="interleaved rounds for the GIL tables (default: --rounds, at most 5)")
+    ap.add_argument("--gil-rounds", type=int, help="interleaved rounds for the GIL tables (default: --rounds, at most 4)")
     ap.add_argument("--reps", type=int, help="timed reps per process (full 3, quick 2)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="report directory (bench/results)")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
@@ -734,7 +763,7 @@ def main(argv=None):
     a.rounds = a.rounds or (2 if a.quick else 7)
     # the GIL cells are fewer but longer (the bpf ones cost seconds): fewer rounds keep a
     # full run under ~10 minutes
-    a.gil_rounds = a.gil_rounds or (a.rounds if a.quick else min(a.rounds, 5))
+    a.gil_rounds = a.gil_rounds or (a.rounds if a.quick else min(a.rounds, 4))
     a.reps = a.reps or (2 if a.quick else 3)
     only = set(a.only.split(","))
     if a.quick:
@@ -759,13 +788,32 @@ def main(argv=None):
         data["gil_analysis"] = {c: analyse_gil(data["gil"], c) for c in SAMPLES}
     env["elapsed_s"] = time.monotonic() - t0
     env["load_end"] = machine_info().get("loadavg", [])
-    text = report(env, data, a)
     os.makedirs(a.out, exist_ok=True)
     tag = platform.python_version() + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")
     if a.quick:
         tag += "-quick"
     md = os.path.join(a.out, f"{tag}.md")
     js = os.path.join(a.out, f"{tag}.json")
+    # --only runs some sections: keep the others from the previous report of this
+    # interpreter (same file), re-analysed with this code, and say so in the header.
+    missing = [k for k in ("overhead", "save", "gil") if k not in only]
+    if missing and os.path.exists(js):
+        try:
+            with open(js) as f:
+                old = json.load(f)
+        except (OSError, ValueError):
+            old = {}
+        for k in missing:
+            if k in old:
+                data[k] = old[k]
+                env.setdefault("reused", []).append(f"{k} from the run of {old.get('env', {}).get('date', '?')}")
+        if "overhead" in missing and "overhead" in data:
+            data["overhead_analysis"] = {c: analyse_overhead(data["overhead"], c) for c in SAMPLES}
+        if "save" in missing and "save" in data:
+            data["save_analysis"] = analyse_save(data["save"])
+        if "gil" in missing and "gil" in data:
+            data["gil_analysis"] = {c: analyse_gil(data["gil"], c) for c in SAMPLES}
+    text = report(env, data, a)
     with open(md, "w") as f:
         f.write(text + "\n")
     with open(js, "w") as f:
