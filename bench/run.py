@@ -171,6 +171,8 @@ def run_interleaved(label, configs, rounds, reps, quick, log, paired=False):
 # ------------------------------------------------------------------- sections
 def section_overhead(a, env, log):
     tracers = [t for t in OVERHEAD_TRACERS if t in env["tracers_ok"]]
+    if a.quick:  # the two information-only columns stay out of --quick (time budget)
+        tracers = [t for t in tracers if t not in ("viztracer_all", "giltracer_fn")]
     configs = [(w, t) for w in W.OVERHEAD_WORKLOADS for t in tracers]
     log(f"[overhead] {len(configs)} cells x {a.rounds} rounds x {a.reps} reps")
     cells = run_interleaved("overhead", configs, a.rounds, a.reps, a.quick, log, paired=True)
@@ -188,6 +190,7 @@ def section_overhead(a, env, log):
 
 
 SAMPLES = {"cpu": "cpu_ns", "wall": "times_ns"}
+RESIDUAL_LIMIT = 1.25  # untraced-after-a-session / untraced-in-a-fresh-process above this: no pairs
 BASES = {"cpu": "base_cpu_ns", "wall": "base_times_ns"}
 
 
@@ -343,6 +346,12 @@ def analyse_gil(res, clock):
                  "ratio_ctl": None, "ci_ctl": (float("nan"), float("nan")), "ns_per_cycle_ctl": None,
                  "paired": None, "paired_ns_per_cycle": None, "paired_vs_ctl": None}
             pr = pair_ratios(c, clock)
+            # The paired untraced reps run after the previous rep's session ended: if they are
+            # much slower than untraced processes, the probe keeps costing after stop() (the
+            # bpf backend keeps its uprobes attached) and the pairs are no baseline.
+            d["residual"] = median(c[BASES[clock]]) / bmed if c.get(BASES[clock]) else None
+            if d["residual"] is not None and d["residual"] > RESIDUAL_LIMIT:
+                pr = []
             if pr:
                 d["paired"] = median(pr)
                 acqs = c.get("rep_acquisitions") or []
@@ -599,7 +608,7 @@ def report(env, data, a):
             if w not in G:
                 continue
             x, y = G[w], H.get(w, {"tracers": {}, "untraced_ms": float("nan")})
-            rows.append([w, "untraced", f"{x['untraced_ms']:.1f}", "1.00×", "", "", "", "", "",
+            rows.append([w, "untraced", f"{x['untraced_ms']:.1f}", "1.00×", "", "", "", "", "", "",
                          f"{y['untraced_ms']:.1f}", "", ""])
             for t in gl["tracers"]:
                 p, o = x["tracers"].get(t), y["tracers"].get(t)
@@ -623,20 +632,31 @@ def report(env, data, a):
                 def vs_ctl(d):
                     return fmt_ratio(d["paired_vs_ctl"]) if d and d.get("paired_vs_ctl") is not None else ""
 
+                def resid(d):
+                    if not d or d.get("residual") is None:
+                        return ""
+                    r = fmt_ratio(d["residual"])
+                    return f"**{r}**" if d["residual"] > RESIDUAL_LIMIT else r
+
                 rows.append([w, T.TRACERS[t][0], f"{p['ms']:.1f}", f"{fmt_ratio(p['ratio'])} {fmt_ci(*p['ci'])}",
-                             pr(p), fmt_int(p["cycles"]), npc(p), ppc(p), vs_ctl(p),
+                             pr(p), fmt_int(p["cycles"]), npc(p), ppc(p), vs_ctl(p), resid(p),
                              f"{o['ms']:.1f}" if o else "", pr(o), ppc(o)])
         L.append(md_table(["workload", "probe", f"{prim} ms", "median slowdown [95 %]", "paired slowdown",
                            "cycles", "added ns/cycle (medians)", "added ns/cycle (paired)",
-                           "paired vs all off", f"{other} ms", f"{other} paired", f"{other} paired ns/cycle"],
-                          rows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r"]))
+                           "paired vs all off", "untraced after stop()", f"{other} ms", f"{other} paired",
+                           f"{other} paired ns/cycle"],
+                          rows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r"]))
         L.append("")
         L.append("*paired*: every traced rep is preceded by an untraced rep in the same process; paired "
                  "slowdown = median of traced/untraced per pair, paired ns/cycle = median of (traced − "
                  "untraced) / that rep's cycles. The GIL workloads' contention regime drifts over minutes on "
                  "this machine (churn2 moved between ~400 and ~600 ms untraced within one run), which the "
                  "pairs cancel and the medians of separate processes do not; the GIL verdicts use the "
-                 "paired figures. *paired vs all off* = paired slowdown / the control's paired slowdown.")
+                 "paired figures. *paired vs all off* = paired slowdown / the control's paired slowdown. "
+                 "*untraced after stop()* = the paired untraced reps (which run after the previous rep's "
+                 f"session has ended) over untraced processes: above {RESIDUAL_LIMIT} (bold) the probe keeps "
+                 "costing after the session ended, the pairs are no baseline and that row's paired "
+                 "columns are left empty (use the medians).")
         L.append("")
         if not data["env"]["bpf"][0]:
             L.append(f"bpf backend skipped: {data['env']['bpf'][1]}")
@@ -694,6 +714,9 @@ def report(env, data, a):
                 rows.append([w, "bpf vs hooks: added ns per GIL cycle (issue 5)",
                              f"{ns(bp, 'paired_ns_per_cycle')} vs {ns(hk, 'paired_ns_per_cycle')}",
                              f"{ns(bp, 'ns_per_cycle')} vs {ns(hk, 'ns_per_cycle')}", "", "(info)", "—"])
+                if bp.get("residual") is not None and bp["residual"] > RESIDUAL_LIMIT:
+                    rows.append([w, "bpf: untraced code after the session ended, vs a fresh process (info)",
+                                 fmt_ratio(bp["residual"]), "", "", "≈ 1.00×", "—"])
         L.append(md_table(["workload", "check", f"{prim} paired", f"{prim} medians", f"{other} paired",
                            "target", "verdict"], rows, ["l", "l", "r", "r", "r", "r", "l"]))
         errs = [(k, c["errors"]) for k, c in gl["cells"].items() if c["errors"]]
@@ -749,7 +772,7 @@ def environment(log):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and reps (≤ 2 minutes)")
-    ap.add_argument("--rounds", type=int, help="interleaved rounds (processes per cell; full 7, quick 2)")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds (processes per cell; full 6, quick 2)")
     ap.add_argument("--gil-rounds", type=int, help="interleaved rounds for the GIL tables (default: --rounds, at most 4)")
     ap.add_argument("--reps", type=int, help="timed reps per process (full 3, quick 2)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="report directory (bench/results)")
@@ -760,7 +783,7 @@ def main(argv=None):
     # Many short processes rather than few long ones: on a shared VM a whole process can
     # land in a slow period (samples of one process move together), so the number of
     # processes per cell is what makes the medians stable.
-    a.rounds = a.rounds or (2 if a.quick else 7)
+    a.rounds = a.rounds or (2 if a.quick else 6)
     # the GIL cells are fewer but longer (the bpf ones cost seconds): fewer rounds keep a
     # full run under ~10 minutes
     a.gil_rounds = a.gil_rounds or (a.rounds if a.quick else min(a.rounds, 4))
