@@ -94,6 +94,7 @@ test-matrix: deps
 bench: setup
 	$(PY) -m pip install -q viztracer
 	$(PY) bench/run.py
+	$(PY) bench/profile_bench.py
 
 clean:
 	rm -rf $(BUILD) $(VENV) $(MATRIX_DIR) dist *.egg-info

@@ -31,7 +31,9 @@ static uint64_t node_key(uint32_t parent, uint32_t func)
 
 static size_t slot_of(uint64_t key, size_t hcap)
 {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (hcap - 1);
+    key ^= key >> 31; /* both halves of the key reach the low bits */
+    key *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(key ^ (key >> 29)) & (hcap - 1);
 }
 
 static int tb_rehash(struct tbuild *b, size_t hcap)
@@ -68,7 +70,8 @@ static int tb_init(struct tbuild *b)
     if (!b->nodes)
         return -ENOMEM;
     b->nodes[0] = (struct gt_pnode){.func = GT_NO_FUNC, .parent = GT_PNODE_NONE,
-                                    .first_child = GT_PNODE_NONE, .next_sibling = GT_PNODE_NONE};
+                                    .first_child = GT_PNODE_NONE, .next_sibling = GT_PNODE_NONE,
+                                    .hint = GT_PNODE_NONE};
     b->n = 1;
     return tb_rehash(b, 128);
 }
@@ -85,11 +88,16 @@ static void tb_free(struct tbuild *b)
 static int tb_child(struct tbuild *b, uint32_t parent, uint32_t func, uint32_t recursive,
                     uint32_t *out)
 {
+    struct gt_pnode *p = &b->nodes[parent];
+    if (p->hint != GT_PNODE_NONE && b->nodes[p->hint].func == func) {
+        *out = p->hint; /* loops call the same child again and again */
+        return 0;
+    }
     uint64_t k = node_key(parent, func);
     size_t s = slot_of(k, b->hcap);
     for (; b->keys[s] != EMPTY_KEY; s = (s + 1) & (b->hcap - 1)) {
         if (b->keys[s] == k) {
-            *out = b->vals[s];
+            *out = p->hint = b->vals[s];
             return 0;
         }
     }
@@ -101,14 +109,15 @@ static int tb_child(struct tbuild *b, uint32_t parent, uint32_t func, uint32_t r
             return -ENOMEM;
         b->nodes = q;
         b->cap *= 2;
+        p = &b->nodes[parent];
     }
     uint32_t id = (uint32_t)b->n++;
-    struct gt_pnode *p = &b->nodes[parent];
     b->nodes[id] = (struct gt_pnode){.func = func, .parent = parent,
                                      .first_child = GT_PNODE_NONE,
                                      .next_sibling = p->first_child,
-                                     .depth = p->depth + 1, .recursive = recursive};
-    p->first_child = id;
+                                     .depth = p->depth + 1, .recursive = recursive,
+                                     .hint = GT_PNODE_NONE};
+    p->first_child = p->hint = id;
     b->keys[s] = k;
     b->vals[s] = id;
     *out = id;

@@ -33,6 +33,8 @@ struct gt_pnode {
     uint32_t next_sibling;
     uint32_t depth;        /* 0 for the root */
     uint32_t recursive;    /* func is already on the path above this node */
+    uint32_t hint;         /* (building) the child looked up last */
+    uint32_t unused;
     uint64_t calls;        /* calls that began while tracing (frames open at the start: 0) */
     uint64_t total_ns, self_ns;
     uint64_t total[GT_NPSTATES], self[GT_NPSTATES]; /* add up to total_ns / self_ns */
