@@ -9,12 +9,16 @@
 #define EMPTY_KEY UINT64_MAX
 #define NO_TIME UINT64_MAX
 
+struct slot {
+    uint64_t key; /* EMPTY_KEY: free */
+    uint32_t node, unused;
+};
+
 /* A tree under construction: nodes plus an open-addressing map (parent, func) -> node. */
 struct tbuild {
     struct gt_pnode *nodes;
     size_t n, cap;
-    uint64_t *keys;
-    uint32_t *vals;
+    struct slot *slots;
     size_t hcap; /* power of two; at most half full */
 };
 
@@ -38,26 +42,20 @@ static size_t slot_of(uint64_t key, size_t hcap)
 
 static int tb_rehash(struct tbuild *b, size_t hcap)
 {
-    uint64_t *keys = malloc(hcap * sizeof(*keys));
-    uint32_t *vals = malloc(hcap * sizeof(*vals));
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
+    struct slot *slots = malloc(hcap * sizeof(*slots));
+    if (!slots)
         return -ENOMEM;
-    }
-    memset(keys, 0xff, hcap * sizeof(*keys));
+    for (size_t i = 0; i < hcap; i++)
+        slots[i].key = EMPTY_KEY;
     for (size_t i = 1; i < b->n; i++) { /* the root is never looked up */
         uint64_t k = node_key(b->nodes[i].parent, b->nodes[i].func);
         size_t s = slot_of(k, hcap);
-        while (keys[s] != EMPTY_KEY)
+        while (slots[s].key != EMPTY_KEY)
             s = (s + 1) & (hcap - 1);
-        keys[s] = k;
-        vals[s] = (uint32_t)i;
+        slots[s] = (struct slot){k, (uint32_t)i, 0};
     }
-    free(b->keys);
-    free(b->vals);
-    b->keys = keys;
-    b->vals = vals;
+    free(b->slots);
+    b->slots = slots;
     b->hcap = hcap;
     return 0;
 }
@@ -71,7 +69,7 @@ static int tb_init(struct tbuild *b)
         return -ENOMEM;
     b->nodes[0] = (struct gt_pnode){.func = GT_NO_FUNC, .parent = GT_PNODE_NONE,
                                     .first_child = GT_PNODE_NONE, .next_sibling = GT_PNODE_NONE,
-                                    .hint = GT_PNODE_NONE};
+                                    .hint = GT_PNODE_NONE, .hint_func = GT_NO_FUNC};
     b->n = 1;
     return tb_rehash(b, 128);
 }
@@ -79,8 +77,7 @@ static int tb_init(struct tbuild *b)
 static void tb_free(struct tbuild *b)
 {
     free(b->nodes);
-    free(b->keys);
-    free(b->vals);
+    free(b->slots);
     memset(b, 0, sizeof(*b));
 }
 
@@ -89,15 +86,16 @@ static int tb_child(struct tbuild *b, uint32_t parent, uint32_t func, uint32_t r
                     uint32_t *out)
 {
     struct gt_pnode *p = &b->nodes[parent];
-    if (p->hint != GT_PNODE_NONE && b->nodes[p->hint].func == func) {
+    if (p->hint_func == func && p->hint != GT_PNODE_NONE) {
         *out = p->hint; /* loops call the same child again and again */
         return 0;
     }
     uint64_t k = node_key(parent, func);
     size_t s = slot_of(k, b->hcap);
-    for (; b->keys[s] != EMPTY_KEY; s = (s + 1) & (b->hcap - 1)) {
-        if (b->keys[s] == k) {
-            *out = p->hint = b->vals[s];
+    for (; b->slots[s].key != EMPTY_KEY; s = (s + 1) & (b->hcap - 1)) {
+        if (b->slots[s].key == k) {
+            *out = p->hint = b->slots[s].node;
+            p->hint_func = func;
             return 0;
         }
     }
@@ -116,10 +114,10 @@ static int tb_child(struct tbuild *b, uint32_t parent, uint32_t func, uint32_t r
                                      .first_child = GT_PNODE_NONE,
                                      .next_sibling = p->first_child,
                                      .depth = p->depth + 1, .recursive = recursive,
-                                     .hint = GT_PNODE_NONE};
+                                     .hint = GT_PNODE_NONE, .hint_func = GT_NO_FUNC};
     p->first_child = p->hint = id;
-    b->keys[s] = k;
-    b->vals[s] = id;
+    p->hint_func = func;
+    b->slots[s] = (struct slot){k, id, 0};
     *out = id;
     if (2 * b->n > b->hcap)
         return tb_rehash(b, 2 * b->hcap);
@@ -271,7 +269,7 @@ static int merge_into(struct tbuild *m, const struct gt_ptree *t, uint32_t *map)
     return 0;
 }
 
-int gt_profile__build(const struct gt_result *r, struct gt_profile **out)
+int gt_profile__build(const struct gt_result *r, int flags, struct gt_profile **out)
 {
     struct gt_profile *p = NULL;
     struct pframe *st = NULL;
@@ -296,6 +294,11 @@ int gt_profile__build(const struct gt_result *r, struct gt_profile **out)
             goto cleanup;
         if (p->threads[i].nnodes > maxn)
             maxn = p->threads[i].nnodes;
+    }
+    if (flags & GT_PROFILE_THREADS_ONLY) {
+        *out = p;
+        p = NULL;
+        goto cleanup;
     }
     if ((err = tb_init(&m)))
         goto cleanup;

@@ -27,17 +27,18 @@ enum gt_pstate {
  * thread's whole traced life, or all threads' for the merged tree); a parent's index is
  * always smaller than its children's. */
 struct gt_pnode {
+    /* The sweep's hot fields first: one cache line. */
+    uint64_t self[GT_NPSTATES]; /* add up to self_ns */
+    uint64_t calls;        /* calls that began while tracing (frames open at the start: 0) */
     uint32_t func;         /* global function id; GT_NO_FUNC for the root */
     uint32_t parent;       /* GT_PNODE_NONE for the root */
-    uint32_t first_child;  /* children in first-seen order, GT_PNODE_NONE-terminated */
+    uint32_t hint, hint_func; /* (building) the child looked up last, and its func */
+    uint64_t total[GT_NPSTATES]; /* add up to total_ns */
+    uint64_t total_ns, self_ns;
+    uint32_t first_child;  /* children, GT_PNODE_NONE-terminated, newest first */
     uint32_t next_sibling;
     uint32_t depth;        /* 0 for the root */
     uint32_t recursive;    /* func is already on the path above this node */
-    uint32_t hint;         /* (building) the child looked up last */
-    uint32_t unused;
-    uint64_t calls;        /* calls that began while tracing (frames open at the start: 0) */
-    uint64_t total_ns, self_ns;
-    uint64_t total[GT_NPSTATES], self[GT_NPSTATES]; /* add up to total_ns / self_ns */
 };
 
 struct gt_ptree {
@@ -65,10 +66,14 @@ struct gt_pfunc {
 
 /**
  * gt_profile__build() - the call trees of a result: one sweep per thread over its spans
- * and its GIL and OS intervals. Returns 0 and sets *out (free with gt_profile__free),
+ * and its GIL and OS intervals; `flags`: enum gt_profile_flags. Returns 0 and sets *out (free with gt_profile__free),
  * or -errno (-EINVAL, -ENOMEM).
  */
-int gt_profile__build(const struct gt_result *r, struct gt_profile **out);
+int gt_profile__build(const struct gt_result *r, int flags, struct gt_profile **out);
+
+enum gt_profile_flags {
+    GT_PROFILE_THREADS_ONLY = 1, /* leave the merged tree empty (nnodes 0) */
+};
 
 /** gt_profile__free() - free a profile; accepts NULL. */
 void gt_profile__free(struct gt_profile *p);

@@ -132,7 +132,7 @@ static void test_split_four_states(void)
     th.has_sched = 1;
     struct gt_result r = mk_result(0, 100, &th, 1, 1);
     struct gt_profile *p = NULL;
-    CHECK(gt_profile__build(&r, &p) == 0);
+    CHECK(gt_profile__build(&r, 0, &p) == 0);
     if (!p)
         return;
     const struct gt_ptree *t = &p->threads[0];
@@ -170,7 +170,7 @@ static void test_recursion_counted_once_no_gil(void)
     struct gt_profile *p = NULL;
     struct gt_pfunc *rows = NULL;
     size_t nrows = 0;
-    CHECK(gt_profile__build(&r, &p) == 0);
+    CHECK(gt_profile__build(&r, 0, &p) == 0);
     if (!p)
         return;
     const struct gt_ptree *t = &p->threads[0];
@@ -222,7 +222,7 @@ static void test_clipped_merged_and_blame(void)
     struct gt_profile *p = NULL;
     struct gt_pfunc *rows = NULL;
     size_t nrows = 0;
-    CHECK(gt_profile__build(&r, &p) == 0);
+    CHECK(gt_profile__build(&r, 0, &p) == 0);
     if (!p)
         return;
     const struct gt_ptree *t1 = &p->threads[0], *t2 = &p->threads[1], *m = &p->merged;
@@ -275,7 +275,7 @@ static void test_ties_use_depth(void)
     th.ngil = 1;
     struct gt_result r = mk_result(0, 150, &th, 1, 1);
     struct gt_profile *p = NULL;
-    CHECK(gt_profile__build(&r, &p) == 0);
+    CHECK(gt_profile__build(&r, 0, &p) == 0);
     if (!p)
         return;
     const struct gt_ptree *t = &p->threads[0];
@@ -296,9 +296,9 @@ static void test_empty_and_einval(void)
 {
     struct gt_result r = mk_result(0, 0, NULL, 0, 1);
     struct gt_profile *p = (struct gt_profile *)&r;
-    CHECK(gt_profile__build(NULL, &p) == -EINVAL && p == NULL);
-    CHECK(gt_profile__build(&r, NULL) == -EINVAL);
-    CHECK(gt_profile__build(&r, &p) == 0);
+    CHECK(gt_profile__build(NULL, 0, &p) == -EINVAL && p == NULL);
+    CHECK(gt_profile__build(&r, 0, NULL) == -EINVAL);
+    CHECK(gt_profile__build(&r, 0, &p) == 0);
     if (p) {
         CHECK(p->nthreads == 0 && p->merged.nnodes == 1 && p->merged.nodes[0].total_ns == 0);
         struct gt_pfunc *rows = (struct gt_pfunc *)&r;
