@@ -7,9 +7,10 @@ function showTab(name) {
   $('gt-tab-timeline').hidden = name !== 'timeline';
   $('gt-tab-top').hidden = name !== 'top';
   $('gt-tab-blame').hidden = name !== 'blame';
+  $('gt-tab-profile').hidden = name !== 'profile';
   $('gt-overview').hidden = name !== 'timeline';
   $('gt-zoomctl').style.visibility = name === 'timeline' ? '' : 'hidden';
-  if (name === 'top') renderTop(); else resize();
+  if (name === 'top') renderTop(); else if (name === 'profile') showProfile(); else resize();
 }
 tabs.forEach(function (b) { b.onclick = function () { showTab(b.getAttribute('data-tab')); }; });
 function buildTopCtl() {
@@ -19,17 +20,29 @@ function buildTopCtl() {
   sel.addEventListener('change', renderTop);
 }
 var TOP_COLS = [['Function', 'name'], ['Location', 'loc'], ['Thread', 'thread'], ['Calls', 'n', 'n'],
-  ['Total', 'tot', 'n'], ['Self', 'self', 'n'], ['Self %', 'pct', 'n'], ['Avg / call', 'avg', 'n']];
+  ['Total', 'tot', 'n'], ['Self', 'self', 'n'], ['Self %', 'pct', 'n'], ['Avg / call', 'avg', 'n'],
+  ['Running', 's0', 'n', 'self time holding the GIL on CPU'],
+  ['Held off CPU', 's1', 'n', 'self time holding the GIL while preempted or blocked'],
+  ['Waiting', 's2', 'n', 'self time waiting for the GIL'], ['Released', 's3', 'n', 'self time with the GIL released'],
+  ['GIL wait caused', 'caused', 'n', 'time other threads waited for the GIL while this function held it (innermost Python function)']];
+function topCols() {
+  return TOP_COLS.filter(function (c) {
+    if (c[1] === 's1') return gilKnown && hasOS;
+    return gilKnown || ['s0', 's2', 's3', 'caused'].indexOf(c[1]) < 0;
+  });
+}
 function renderTop() {
   var tbl = $('gt-top'), ti = +$('gt-topthread').value, rows = [];
   threads.forEach(function (th) {
     if (ti >= 0 && th.idx !== ti) return;
     var st = th.stats, wall = num(th.sum.wall_ns, th.end - th.start) || 1;
+    var sp = funcSplit(threadTree(th)), caused = waitCaused(th.tid);
     for (var k = 0; k < st.f.length; k++) {
       var f = st.f[k];
       if (fMatch && !fMatch[f]) continue;
       rows.push({ f: f, th: th, name: fName[f], loc: fnLoc(f), thread: th.name, n: st.n[k], tot: st.tot[k],
-        self: st.self[k], pct: 100 * st.self[k] / wall, avg: st.tot[k] / st.n[k] });
+        self: st.self[k], pct: 100 * st.self[k] / wall, avg: st.tot[k] / st.n[k],
+        s0: sp.self[0][f], s1: sp.self[1][f], s2: sp.self[2][f], s3: sp.self[3][f], caused: caused[f] });
     }
   });
   var key = topSort.key, dir = topSort.dir;
@@ -38,12 +51,13 @@ function renderTop() {
     return (typeof x === 'string' ? String(x).localeCompare(y) : x - y) * dir;
   });
   tbl.textContent = '';
-  var ths = thead(tbl, TOP_COLS.map(function (c) { return [c[0], 'sort' + (c[2] ? ' n' : '')]; }));
+  var cols = topCols(), ths = thead(tbl, cols.map(function (c) { return [c[0], 'sort' + (c[2] ? ' n' : '')]; }));
   ths.forEach(function (h, i) {
-    var key2 = TOP_COLS[i][1];
+    var key2 = cols[i][1];
+    if (cols[i][3]) h.title = cols[i][3];
     if (key2 === key) h.textContent += dir < 0 ? ' \u25be' : ' \u25b4';
     h.addEventListener('click', function () {
-      topSort = { key: key2, dir: key2 === key ? -dir : (TOP_COLS[i][2] ? -1 : 1) };
+      topSort = { key: key2, dir: key2 === key ? -dir : (cols[i][2] ? -1 : 1) };
       renderTop();
     });
   });
@@ -55,10 +69,11 @@ function renderTop() {
     cell(tr, r.thread, 'nm');
     cell(tr, fmtInt(r.n), 'n'); cell(tr, fmtDur(r.tot), 'n'); cell(tr, fmtDur(r.self), 'n');
     cell(tr, fmtPct(r.pct), 'n'); cell(tr, fmtDur(r.avg), 'n');
+    cols.slice(8).forEach(function (c) { cell(tr, fmtDur(r[c[1]]), 'n'); });
     tr.title = 'Click to highlight this function in the timeline';
     tr.addEventListener('click', function () { setSearch(r.name); selectThread(r.th.idx, true); });
   });
-  if (!rows.length) emptyRow(tb, fMatch ? 'No function matches the search.' : 'No calls recorded.', 8);
+  if (!rows.length) emptyRow(tb, fMatch ? 'No function matches the search.' : 'No calls recorded.', cols.length);
   $('gt-topnote').textContent = (rows.length > N ? 'top ' + N + ' of ' + fmtInt(rows.length) + ' rows' : fmtInt(rows.length) + ' rows') +
     ' \u00b7 total = inclusive time, recursion counted once' + (fMatch ? ' \u00b7 filtered by the search' : '');
 }
@@ -117,12 +132,22 @@ function init() {
   resize();
   perf.ready = performance.now();
   perf.firstFrameMs = perf.lastFrameMs;
+  if (P.view === 'profile' || P.view === 'blame' || P.view === 'top') showTab(P.view);
   D.documentElement.setAttribute('data-gt-ready', String(Math.round(perf.ready))); /* for tests and benchmarks */
 }
 window.gtViewer = {
   perf: perf,
   view: function (a, b) { setView(a, b); },
-  redraw: function () { var t = performance.now(); draw(); return performance.now() - t; }
+  redraw: function () { var t = performance.now(); draw(); return performance.now() - t; },
+  /* the Profile tab's drawn frames, for tests: [{name, x, w, row, y, h, split: [[state, x, w]]}] */
+  profileFrames: function () {
+    return pf.frames.map(function (fr) {
+      return { name: pfName(fr.T, fr.i), x: fr.x, w: fr.w, row: fr.row, y: fr.row * PF_ROW, h: PF_ROW - 1,
+        context: !!fr.ctx, total_ns: fr.T.total[fr.i], split: pfSegs(fr) };
+    });
+  },
+  profileZoom: function () { var T = pfTree(); return pfName(T, Math.min(pf.zoom, T.n - 1)); },
+  showTab: function (name) { showTab(name); }
 };
 if (raw.length > 1500000) {
   var started = false;

@@ -487,6 +487,7 @@ function applySearch() {
   matchEl.textContent = q ? plural(total, 'call') + ' in ' + plural(nfun, 'function') : '';
   requestDraw();
   if (!$('gt-tab-top').hidden) renderTop();
+  if (!$('gt-tab-profile').hidden) drawProfile();
 }
 var searchTimer = 0;
 searchIn.addEventListener('input', function () { clearTimeout(searchTimer); searchTimer = setTimeout(applySearch, 120); });
