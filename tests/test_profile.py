@@ -171,6 +171,8 @@ def test_html_opens_on_profile_tab_and_carries_the_tree(workload, tmp_path):
         total = sum(prof[k][i] for k in ("run", "hoff", "wait", "rel", "unk")
                     for i in range(len(prof["func"])))
         assert total == th["summary"]["wall_ns"]  # pruned nodes fold into their parents
+    profile_bytes = sum(len(json.dumps(th["profile"], separators=(",", ":"))) for th in payload["threads"])
+    assert profile_bytes <= 0.05 * len(html)  # the profile adds at most 5 % to the page
     workload.save(tmp_path / "t.html")
     assert '"view"' not in (tmp_path / "t.html").read_text(encoding="utf-8")
     with pytest.raises(ValueError, match="tab"):

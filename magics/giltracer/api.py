@@ -377,16 +377,18 @@ class Trace:
         second = "held" if sort != "held" else "wait"
         titles = {"wait": "GIL wait", "held": "GIL held", "total": "total time",
                   "self": "self time", "caused": "GIL wait caused"}
-        names = [r.name for r in rows[:200]]
-        width = max([24] + [min(48, len(n)) for n in names])
-        head = (f"  {'function':<{width}} {'location':<22} {'calls':>8} {'total ms':>9} "
-                f"{'self ms':>9} {'running':>8} {'held-off':>8} {'waiting':>8} {'released':>8} "
+        tables = [(key, [r for r in sorted(rows, key=_sort_key(key), reverse=True)
+                         if _sort_key(key)(r) > 0][:top]) for key in (sort, second)]
+        shown = [r for _, picked in tables for r in picked]
+        width = max([8] + [len(r.name) for r in shown])
+        width = min(width, 40)
+        locw = min(max([8] + [len(_location(r.file, r.line)) for r in shown]), 28)
+        head = (f"  {'function':<{width}} {'location':<{locw}} {'calls':>8} {'total':>8} "
+                f"{'self':>8} {'running':>8} {'held-off':>8} {'waiting':>8} {'released':>8} "
                 f"{'caused':>8}")
-        out = [f"GIL profile of {self.result.title}: self time of each function split by GIL "
-               "state (ms); caused = other threads' GIL wait while it held the GIL"]
-        for key in (sort, second):
-            picked = [r for r in sorted(rows, key=_sort_key(key), reverse=True)
-                      if _sort_key(key)(r) > 0][:top]
+        out = [f"GIL profile of {self.result.title} (ms): each function's self time split by "
+               "GIL state; caused = other threads' GIL wait while it held the GIL"]
+        for key, picked in tables:
             out.append(f"Top functions by {titles[key]}:")
             if not picked:
                 out.append("  none")
@@ -395,9 +397,11 @@ class Trace:
             for r in picked:
                 ss = r.self_states
                 name = r.name if len(r.name) <= width else r.name[: width - 1] + "…"
+                loc = _location(r.file, r.line)
+                loc = loc if len(loc) <= locw else "…" + loc[-(locw - 1):]
                 out.append(
-                    f"  {name:<{width}} {_location(r.file, r.line)[:22]:<22} {r.calls:>8} "
-                    f"{_ms(r.total_ns):>9} {_ms(r.self_ns):>9} {_ms(ss['running']):>8} "
+                    f"  {name:<{width}} {loc:<{locw}} {r.calls:>8} "
+                    f"{_ms(r.total_ns):>8} {_ms(r.self_ns):>8} {_ms(ss['running']):>8} "
                     f"{_ms(ss['held_off_cpu']):>8} {_ms(ss['waiting']):>8} "
                     f"{_ms(ss['released']):>8} {_ms(r.gil_wait_caused_ns):>8}")
         return "\n".join(out) + "\n" + self.summary_text(top)
