@@ -10,7 +10,7 @@ var PS_HELP = ['GIL held, on CPU', 'GIL held while preempted or blocked: everyon
 var PF_ROW = 18, PF_MINPX = 0.35;
 
 /* A tree: node 0 is the root; a parent's index is below its children's. */
-function treeNew(n) {
+function treeNew() {
   var T = { n: 0, parent: [], func: [], calls: [], self: [], map: new Map() };
   for (var s = 0; s < NPS; s++) T.self.push([]);
   treeAdd(T, -1, -1);
@@ -149,16 +149,20 @@ function pfName(T, i) {
   if (f >= 0) return fName[f];
   return pf.thread < 0 ? 'all threads' : threads[pf.thread].name;
 }
-/* Frames of `T` from node `i` at (x, depth) with `scale` px/ns; up = drawn upwards. */
-function pfLayout(T, i, x, d, scale, out, up, base) {
-  var w = pfWeight(T, i) * scale;
-  out.push({ T: T, i: i, x: x, w: w, d: d, up: up, base: base });
-  var cx = x, kids = pfKids(T, i);
-  for (var k = 0; k < kids.length; k++) {
-    var cw = pfWeight(T, kids[k]) * scale;
-    if (cw < PF_MINPX) break; /* the rest are smaller still: level of detail */
-    pfLayout(T, kids[k], cx, d + 1, scale, out, up, base);
-    cx += cw;
+/* Frames of `T` from node `root` at (x, depth) with `scale` px/ns, depth first (a loop,
+ * not recursion: deep recursion in the traced program makes deep trees). */
+function pfLayout(T, root, x0, d0, scale, out, up) {
+  var stack = [[root, x0, d0]];
+  while (stack.length) {
+    var e = stack.pop(), i = e[0], x = e[1], d = e[2], kids = pfKids(T, i), todo = [], cx = x;
+    out.push({ T: T, i: i, x: x, w: pfWeight(T, i) * scale, d: d, up: up });
+    for (var k = 0; k < kids.length; k++) {
+      var cw = pfWeight(T, kids[k]) * scale;
+      if (cw < PF_MINPX) break; /* the rest are smaller still: level of detail */
+      todo.push([kids[k], cx, d + 1]);
+      cx += cw;
+    }
+    for (k = todo.length - 1; k >= 0; k--) stack.push(todo[k]);
   }
 }
 function pfPath(T, i) { var p = []; for (; i >= 0; i = T.parent[i]) p.unshift(i); return p; }
@@ -168,8 +172,8 @@ function pfBuild() {
     var sw = pf.sw && pf.sw.f === pf.sel && pf.sw.T === T ? pf.sw : (pf.sw = { f: pf.sel, T: T, t: sandwich(T, pf.sel) });
     var up = [], down = [];
     var wUp = pfWeight(sw.t.callers, 0), wDown = pfWeight(sw.t.callees, 0);
-    if (wUp > 0) pfLayout(sw.t.callers, 0, 0, 0, W / wUp, up, true, 0);
-    if (wDown > 0) pfLayout(sw.t.callees, 0, 0, 0, W / wDown, down, false, 0);
+    if (wUp > 0) pfLayout(sw.t.callers, 0, 0, 0, W / wUp, up, true);
+    if (wDown > 0) pfLayout(sw.t.callees, 0, 0, 0, W / wDown, down, false);
     var top = 0;
     up.forEach(function (fr) { top = Math.max(top, fr.d); });
     up.forEach(function (fr) { fr.row = top - fr.d; if (fr.d === 0) fr.row = -1; });
@@ -180,13 +184,13 @@ function pfBuild() {
   } else {
     var path = pfPath(T, Math.min(pf.zoom, T.n - 1)), z = path[path.length - 1], wz = pfWeight(T, z);
     path.slice(0, -1).forEach(function (a, k) { frames.push({ T: T, i: a, x: 0, w: W, d: k, row: k, ctx: true }); });
-    if (wz > 0) pfLayout(T, z, 0, path.length - 1, W / wz, frames, false, 0);
+    if (wz > 0) pfLayout(T, z, 0, path.length - 1, W / wz, frames, false);
     frames.forEach(function (fr) { if (fr.row == null) fr.row = fr.d; maxd = Math.max(maxd, fr.row); });
   }
   pf.frames = frames; pf.W = W; pf.H = (maxd + 1) * PF_ROW + 4;
 }
 function pfSegs(fr) { /* [state, x, w] pieces of a frame */
-  var T = fr.T, i = fr.i, w = fr.ctx ? fr.w : fr.w, out = [], x = fr.x;
+  var T = fr.T, i = fr.i, w = fr.w, out = [], x = fr.x;
   if (pf.state >= 0) return [[pf.state, x, w]];
   var t = T.total[i];
   if (!(t > 0)) return [[4, x, w]];
