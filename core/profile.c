@@ -168,7 +168,8 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
     const struct gt_interval *gil = r->gil_known ? t->gil : NULL, *os = t->has_sched ? t->os : NULL;
     size_t n = t->nspans, ngil = gil ? t->ngil : 0, nos = os ? t->nos : 0;
     size_t i = 0, d = 0, gi = 0, oi = 0;
-    uint64_t last = t->start_ns;
+    uint64_t last = t->start_ns, g_until = 0, o_until = 0;
+    unsigned gs = 3, osx = 3, state = GT_PSTATE_UNKNOWN;
     uint32_t cur = 0;
     struct tbuild b;
     int err = tb_init(&b);
@@ -211,25 +212,26 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
             in_path[st[--d].func]--;
         cur = d ? st[d - 1].node : 0;
 
-        /* The next boundary, and the state until then. */
-        uint64_t nx = NO_TIME;
-        unsigned gs = 3, osx = 3;
-        if (last < t->end_ns) {
-            nx = t->end_ns;
+        /* The state from `last` on, recomputed only when a GIL or OS boundary is reached;
+         * then the next boundary of any kind. */
+        if (last >= g_until) {
             while (gi < ngil && gil[gi].end <= last)
                 gi++;
+            gs = gi < ngil && gil[gi].start <= last ? gil[gi].state & 3 : 3;
+            g_until = gi == ngil ? NO_TIME : gil[gi].start > last ? gil[gi].start : gil[gi].end;
+            state = state_of[gs][osx];
+        }
+        if (last >= o_until) {
             while (oi < nos && os[oi].end <= last)
                 oi++;
-            if (gi < ngil) {
-                uint64_t g = gil[gi].start > last ? gil[gi].start : gil[gi].end;
-                gs = gil[gi].start > last ? 3 : gil[gi].state & 3;
-                nx = g < nx ? g : nx;
-            }
-            if (oi < nos) {
-                uint64_t o = os[oi].start > last ? os[oi].start : os[oi].end;
-                osx = os[oi].start > last ? 3 : os[oi].state & 3;
-                nx = o < nx ? o : nx;
-            }
+            osx = oi < nos && os[oi].start <= last ? os[oi].state & 3 : 3;
+            o_until = oi == nos ? NO_TIME : os[oi].start > last ? os[oi].start : os[oi].end;
+            state = state_of[gs][osx];
+        }
+        uint64_t nx = last < t->end_ns ? t->end_ns : NO_TIME;
+        if (nx != NO_TIME) {
+            nx = g_until < nx ? g_until : nx;
+            nx = o_until < nx ? o_until : nx;
         }
         if (i < n && sp[i].start < nx)
             nx = sp[i].start;
@@ -237,7 +239,7 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
             nx = st[d - 1].end;
         if (nx == NO_TIME)
             break;
-        b.nodes[cur].self[state_of[gs][osx]] += nx - last;
+        b.nodes[cur].self[state] += nx - last;
         last = nx;
     }
     tb_finish(&b, out);
