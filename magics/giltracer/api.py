@@ -191,7 +191,8 @@ class Trace:
     Attributes available after the block: ``threads``, ``event_count``,
     ``dropped_events``, ``duration_ns``, ``backend``, ``backend_reason``,
     ``sched_status``; methods ``summary()``, ``summary_text()``, ``blame()``,
-    ``spans(tid)``, ``gil_intervals(tid)``, ``os_intervals(tid)``, ``save(path)``.
+    ``spans(tid)``, ``gil_intervals(tid)``, ``os_intervals(tid)``, ``save(path)``; the
+    GIL-split profile: ``profile(thread=None)``, ``functions()``, ``profile_text()``.
     """
 
     def __init__(
