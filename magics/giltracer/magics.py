@@ -47,6 +47,7 @@ class GilTracerMagics(Magics):
     @argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
     @argument("--quiet", action="store_true", help="show the viewer only, no messages")
+    @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
     @no_var_expand
     @cell_magic
     def giltracer(self, line: str, cell: str) -> None:
@@ -61,6 +62,8 @@ class GilTracerMagics(Magics):
             raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
         if args.output and not args.output.lower().endswith((".html", ".htm", ".json", ".txt")):
             raise UsageError(f"-o {args.output}: use a path ending in .html, .json or .txt")
+        if args.var is not None and not args.var.isidentifier():
+            raise UsageError(f"--var {args.var}: give a Python variable name, e.g. --var t")
         try:
             t = Trace(functions=args.functions, c_calls=args.c_calls, max_events=args.max_events,
                       include=args.include, exclude=args.exclude, max_depth=args.max_depth,
@@ -78,6 +81,8 @@ class GilTracerMagics(Magics):
                 exec(code, shell.user_ns)
             except BaseException as e:  # shown after the trace, then re-raised
                 error = e
+        if args.var is not None:
+            shell.user_ns[args.var] = t
         if args.output:
             t.save(args.output)
             if not args.quiet:
