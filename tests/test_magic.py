@@ -57,12 +57,28 @@ def test_output_file(ip, outputs, tmp_path):
     assert out.exists() and out.stat().st_size > 0
 
 
+def test_var_keeps_the_trace_for_the_next_cells(ip, outputs):
+    ip.user_ns.pop("cell_trace", None)
+    ip.run_cell_magic("giltracer", "--quiet --var cell_trace", CELL)
+    t = ip.user_ns["cell_trace"]
+    assert {"w0", "w1"} <= {row.name for row in t.summary()}
+    assert t.summary_text() == outputs[0]["text/plain"]
+
+
+def test_var_is_set_when_the_cell_raises(ip, outputs):
+    ip.user_ns.pop("failed_trace", None)
+    with pytest.raises(ZeroDivisionError):
+        ip.run_cell_magic("giltracer", "--quiet --var failed_trace", "1/0")
+    assert ip.user_ns["failed_trace"].duration_ns > 0
+
+
 @pytest.mark.parametrize("line, message", [
     ("--max-events 0", "max-events"),
     ("--backend perf", "backend"),
     ("-o trace.png", ".html"),
     ("--height 5", "height"),
     ("--no-such-option", "unrecognized"),
+    ("--var 1t", "variable name"),
 ])
 def test_bad_options_are_usage_errors(ip, outputs, line, message):
     with pytest.raises(UsageError, match=message):

@@ -110,6 +110,7 @@ class GilTracerMagics(Magics):
     @argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
     @argument("--quiet", action="store_true", help="show the viewer only, no messages")
+    @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
     @no_var_expand
     @cell_magic
     def giltracer(self, line: str, cell: str) -> None:
@@ -122,9 +123,13 @@ class GilTracerMagics(Magics):
             raise UsageError("--max-depth must be a positive number, e.g. --max-depth 20")
         if args.height < 100:
             raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
+        if args.var is not None and not args.var.isidentifier():
+            raise UsageError(f"--var {args.var}: give a Python variable name, e.g. --var t")
         t = make_trace(args, "%%giltracer cell")
         code = self._compile(cell, "exec")
         _, error = run_traced(t, lambda: exec(code, self.shell.user_ns))
+        if args.var is not None:
+            self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "cell")
         display(viewer_bundle(t, args.height), raw=True)
         if error is not None:
