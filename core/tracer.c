@@ -29,7 +29,10 @@ struct tr_entry {
     /* Strong reference: the code object (ENTRY_CODE), or the C function's owner, a
      * type or a module-name str (ENTRY_CFUNC), kept so its name can be built at stop. */
     PyObject *obj;
-    const char *cname; /* ENTRY_CFUNC: ml_name, static storage of the PyMethodDef */
+    /* ENTRY_CFUNC, strong: what keeps the PyMethodDef (the key, and cname) allocated
+     * until collect, so its address is never reused for another function meanwhile. */
+    PyObject *keep;
+    const char *cname; /* ENTRY_CFUNC: ml_name of the PyMethodDef */
     uint32_t kind;
     uint32_t excluded;
 };
@@ -159,10 +162,10 @@ static int tr_grow(struct tr_state *s)
     return 0;
 }
 
-/* Add an entry; takes over the strong reference `obj`. Returns the function id, or
- * FID_EXCLUDED when out of memory (the event is then not recorded). */
-static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, const char *cname,
-                       uint32_t kind, int excluded)
+/* Add an entry; takes over the strong references `obj` and `keep`. Returns the
+ * function id, or FID_EXCLUDED when out of memory (the event is then not recorded). */
+static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, PyObject *keep,
+                       const char *cname, uint32_t kind, int excluded)
 {
     if ((s->used + 1) * 2 > s->mask + 1 && tr_grow(s) < 0)
         goto fail;
@@ -175,7 +178,7 @@ static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, const char 
         s->centries = n;
     }
     uint32_t id = s->nentries++;
-    s->entries[id] = (struct tr_entry){key, obj, cname, kind, (uint32_t)excluded};
+    s->entries[id] = (struct tr_entry){key, obj, keep, cname, kind, (uint32_t)excluded};
     uint32_t fid = id | (excluded ? FID_EXCLUDED : 0);
     uint32_t i = slot_of(key, s->mask);
     while (s->keys[i])
@@ -186,6 +189,7 @@ static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, const char 
     return fid;
 fail:
     Py_XDECREF(obj);
+    Py_XDECREF(keep);
     return FID_EXCLUDED;
 }
 
@@ -226,14 +230,15 @@ static uint32_t tr_insert_code(struct tr_state *s, PyCodeObject *code)
     PyErr_Fetch(&et, &ev, &tb);
     int excluded = code_excluded(code);
     Py_INCREF(code);
-    uint32_t fid = tr_add(s, code, (PyObject *)code, NULL, ENTRY_CODE, excluded);
+    uint32_t fid = tr_add(s, code, (PyObject *)code, NULL, NULL, ENTRY_CODE, excluded);
     PyErr_Restore(et, ev, tb);
     return fid;
 }
 
-/* The identity of a C callee without keeping the callable itself alive (3.11 makes a
- * fresh bound builtin per `obj.method()` call): its static PyMethodDef. NULL when
- * `callable` is not a C function. Exact type compares first: this runs per event. */
+/* The identity of a C callee without keying by the callable itself (3.11 makes a
+ * fresh bound builtin per `obj.method()` call): its PyMethodDef, which tr_insert_c
+ * keeps allocated (c_keeper). NULL when `callable` is not a C function. Exact type
+ * compares first: this runs per event. */
 static inline PyMethodDef *c_method_def(PyObject *callable)
 {
     PyTypeObject *tp = Py_TYPE(callable);
@@ -254,6 +259,10 @@ static PyObject *c_owner(PyObject *callable)
         return Py_NewRef((PyObject *)PyDescr_TYPE(callable));
     PyCFunctionObject *f = (PyCFunctionObject *)callable;
     PyObject *self = f->m_self;
+    /* pybind11 and the like bind each function to a capsule that owns its record:
+     * the capsule is no class, the function's module is its owner. */
+    if (self && PyCapsule_CheckExact(self))
+        return f->m_module && PyUnicode_Check(f->m_module) ? Py_NewRef(f->m_module) : NULL;
     if (self && PyModule_Check(self)) {
         PyObject *name = PyModule_GetNameObject(self);
         if (!name)
@@ -267,18 +276,51 @@ static PyObject *c_owner(PyObject *callable)
     return Py_XNewRef(f->m_module);
 }
 
+/* The method descriptor in `tp`'s MRO whose PyMethodDef is `ml`, or NULL (borrowed). */
+static PyObject *type_descriptor_of(PyTypeObject *tp, PyMethodDef *ml)
+{
+    PyObject *name = PyUnicode_InternFromString(ml->ml_name);
+    PyObject *d = name ? _PyType_Lookup(tp, name) : NULL; /* borrowed */
+    Py_XDECREF(name);
+    PyErr_Clear();
+    if (d && (Py_IS_TYPE(d, &PyMethodDescr_Type) || Py_IS_TYPE(d, &PyClassMethodDescr_Type)) &&
+        ((PyMethodDescrObject *)d)->d_method == ml)
+        return d;
+    return NULL;
+}
+
+/* A new reference to what keeps a C function's PyMethodDef allocated: a method
+ * descriptor (its type owns the def; a bound builtin made per call is not kept),
+ * else the function object itself (module functions; pybind11 functions, whose def
+ * is freed with the function). */
+static PyObject *c_keeper(PyObject *callable, PyMethodDef *ml)
+{
+    if (Py_IS_TYPE(callable, &PyMethodDescr_Type))
+        return Py_NewRef(callable);
+    PyObject *self = ((PyCFunctionObject *)callable)->m_self;
+    if (self && !PyModule_Check(self) && !PyCapsule_CheckExact(self)) {
+        PyObject *d = PyType_Check(self) ? type_descriptor_of((PyTypeObject *)self, ml) : NULL;
+        if (!d)
+            d = type_descriptor_of(Py_TYPE(self), ml);
+        if (d)
+            return Py_NewRef(d);
+    }
+    return Py_NewRef(callable);
+}
+
 static uint32_t tr_insert_c(struct tr_state *s, PyMethodDef *ml, PyObject *callable)
 {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    PyObject *keep = c_owner(callable); /* new reference: a type, or a module-name str */
+    PyObject *owner = c_owner(callable); /* new reference: a type, or a module-name str */
+    PyObject *keep = c_keeper(callable, ml);
     int excluded = 0;
-    if (keep == (PyObject *)tr.own_type)
+    if (owner == (PyObject *)tr.own_type)
         excluded = 1;
-    else if (keep && PyUnicode_Check(keep) &&
-             PyUnicode_CompareWithASCIIString(keep, "giltracer._core") == 0)
+    else if (owner && PyUnicode_Check(owner) &&
+             PyUnicode_CompareWithASCIIString(owner, "giltracer._core") == 0)
         excluded = 1;
-    uint32_t fid = tr_add(s, ml, keep, ml->ml_name, ENTRY_CFUNC, excluded);
+    uint32_t fid = tr_add(s, ml, owner, keep, ml->ml_name, ENTRY_CFUNC, excluded);
     PyErr_Restore(et, ev, tb);
     return fid;
 }
@@ -347,7 +389,11 @@ static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint
             uint32_t fid;
             if (!tr_find(s, stack[i], &fid))
                 fid = tr_insert_code(s, stack[i]);
-            record(t, ts, fid, GT_CALL | GT_CALL_OPEN_AT_START, 1);
+            /* Not counted in t->depth: max_depth is relative to where tracing began
+             * (a notebook cell already runs 30-40 frames deep). Their returns take the
+             * depth below 0, so they are always recorded. */
+            if (!(fid & FID_EXCLUDED))
+                gt_stream__push(&t->calls, ts, fid, GT_CALL | GT_CALL_OPEN_AT_START);
         }
         Py_DECREF(stack[i]);
     }
@@ -1067,8 +1113,10 @@ cleanup:
         struct tr_state *s = t->tracer_state;
         if (!s)
             continue;
-        for (uint32_t i = 0; i < s->nentries; i++)
+        for (uint32_t i = 0; i < s->nentries; i++) {
             Py_CLEAR(s->entries[i].obj);
+            Py_CLEAR(s->entries[i].keep);
+        }
     }
     free(table);
     Py_XDECREF(names);
@@ -1090,8 +1138,10 @@ void gt_tracer__free_state(struct gt_thread *t)
     struct tr_state *s = t->tracer_state;
     if (!s)
         return;
-    for (uint32_t i = 0; i < s->nentries; i++)
+    for (uint32_t i = 0; i < s->nentries; i++) {
         Py_XDECREF(s->entries[i].obj);
+        Py_XDECREF(s->entries[i].keep);
+    }
     free(s->keys);
     free(s->vals);
     free(s->entries);
