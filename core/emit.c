@@ -182,7 +182,9 @@ static const char *base_name(const char *path)
 static void sb_func_label(struct sbuf *b, const struct gt_result *r, uint32_t func)
 {
     if (func >= r->nfuncs) {
-        sb_str(b, func == GT_NO_FUNC ? "(no Python function)" : "?");
+        sb_str(b, func == GT_NO_FUNC        ? "(no Python function)"
+                  : func == GT_UNKNOWN_FUNC ? "unknown (calls truncated: max_events)"
+                                            : "?");
         return;
     }
     const struct gt_func *fn = &r->funcs[func];
@@ -892,7 +894,9 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         memcpy(p, ",\"holder\":", 10);
         p = put_i64(p + 10, bl->holder_tid);
         memcpy(p, ",\"func\":", 8);
-        p = put_i64(p + 8, bl->func < r->nfuncs ? (int64_t)bl->func : -1);
+        p = put_i64(p + 8, bl->func < r->nfuncs           ? (int64_t)bl->func
+                           : bl->func == GT_UNKNOWN_FUNC ? -2
+                                                         : -1);
         memcpy(p, ",\"wait_ns\":", 11);
         p = put_u64(p + 11, bl->wait_ns);
         memcpy(p, ",\"count\":", 9);

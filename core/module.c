@@ -254,6 +254,8 @@ static PyObject *Result_crosscheck(ResultObject *self, PyObject *noargs)
 
 static PyObject *func_name(const struct gt_result *r, uint32_t f)
 {
+    if (f == GT_UNKNOWN_FUNC) /* the holder's calls were truncated (max_events) */
+        return PyUnicode_FromString("unknown (calls truncated: max_events)");
     if (f == GT_NO_FUNC || f >= r->nfuncs)
         Py_RETURN_NONE;
     return PyUnicode_FromString(r->funcs[f].name);

@@ -50,10 +50,12 @@ struct tr_state {
     uint32_t nentries, centries;
     uint32_t *map; /* after collect: local id -> global id */
     uint32_t nmap;
+    int hooked_before_bootstrap; /* 3.9-3.11: attached late, before threading's hook ran */
 };
 
 struct saved_profile {
     PyThreadState *ts;
+    uint64_t ts_id; /* ts->id: unique, unlike the address a new thread state may reuse */
     Py_tracefunc func;
     PyObject *obj; /* strong */
 };
@@ -73,6 +75,10 @@ static struct {
 #else
     struct saved_profile *saved;
     size_t nsaved;
+    PyInterpreterState *interp;
+    uint64_t known_head_id; /* id of the newest thread state seen (attach_new_threads) */
+    uint64_t attached_late;  /* thread states given the hook after start */
+    uint64_t attach_failed;  /* ... and those it could not be given (out of memory) */
 #endif
     int functions;
     int watching; /* threading.setprofile(bootstrap) is in place */
@@ -419,6 +425,7 @@ static inline PyCodeObject *frame_code(PyFrameObject *frame)
 typedef struct {
     PyObject_HEAD
     struct gt_thread *t; /* NULL until the thread's first event */
+    int late; /* installed by attach_new_threads: record the open frames at first event */
 } SlotObject;
 
 static PyTypeObject Slot_Type = {
@@ -433,23 +440,84 @@ static PyObject *slot_new(void)
     if (!Slot_Type.tp_dealloc && PyType_Ready(&Slot_Type) < 0)
         return NULL;
     SlotObject *o = PyObject_New(SlotObject, &Slot_Type);
-    if (o)
+    if (o) {
         o->t = NULL;
+        o->late = 0;
+    }
     return (PyObject *)o;
 }
 
-static inline struct gt_thread *slot_thread(PyObject *obj)
+/* Once per thread: its record; a thread attached late first records the frames it
+ * has open (for a call event, the frame being entered is not open yet). */
+static struct gt_thread *slot_bind(SlotObject *o, PyFrameObject *frame, int what, uint64_t ts)
+{
+    struct gt_thread *t = o->t = gt_thread_current();
+    if (t && o->late) {
+        o->late = 0;
+        struct tr_state *s = tr_get(t);
+        if (s)
+            s->hooked_before_bootstrap = 1;
+        PyFrameObject *open = what == PyTrace_CALL ? PyFrame_GetBack(frame)
+                                                   : (PyFrameObject *)Py_NewRef(frame);
+        if (open) {
+            push_open_frames(t, open, ts);
+            Py_DECREF(open);
+        }
+    }
+    return t;
+}
+
+static inline struct gt_thread *slot_thread(PyObject *obj, PyFrameObject *frame, int what,
+                                            uint64_t ts)
 {
     SlotObject *o = (SlotObject *)obj;
     if (__builtin_expect(o->t != NULL, 1))
         return o->t;
-    return o->t = gt_thread_current();
+    return slot_bind(o, frame, what, ts);
+}
+
+static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
+
+/* Threads that start without threading.Thread (_thread.start_new_thread, C code calling
+ * PyGILState_Ensure) never pass through threading's profile hook: give every thread
+ * state that has no profile function ours. Runs, with the GIL, from a traced thread
+ * when the newest thread state changed, e.g. right after start_new_thread returns,
+ * before the new thread can run. */
+static void attach_new_threads(PyThreadState *head)
+{
+    tr.known_head_id = head->id;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    for (PyThreadState *ts = head; ts; ts = PyThreadState_Next(ts)) {
+        if (ts->c_profilefunc) /* ours, threading's bootstrap, or someone else's */
+            continue;
+        PyObject *slot = slot_new();
+        if (slot) {
+            ((SlotObject *)slot)->late = 1;
+            if (_PyEval_SetProfile(ts, profile_hook, slot) == 0)
+                tr.attached_late++;
+            else
+                tr.attach_failed++;
+            Py_DECREF(slot);
+        } else {
+            tr.attach_failed++;
+        }
+        PyErr_Clear();
+    }
+    PyErr_Restore(et, ev, tb);
+}
+
+static inline void watch_thread_states(void)
+{
+    PyThreadState *head = PyInterpreterState_ThreadHead(tr.interp);
+    if (__builtin_expect(head && head->id != tr.known_head_id, 0))
+        attach_new_threads(head);
 }
 
 static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
     uint64_t ts = gt_ticks();
-    struct gt_thread *t = slot_thread(obj);
+    struct gt_thread *t = slot_thread(obj, frame, what, ts);
     switch (what) {
     case PyTrace_CALL:
         on_py(t, ts, frame_code(frame), GT_CALL, 1);
@@ -464,6 +532,7 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
     case PyTrace_C_RETURN:
         if (tr.c_calls)
             on_c(t, ts, arg, GT_CRETURN, 0);
+        watch_thread_states(); /* e.g. _thread.start_new_thread just returned */
         break;
     case PyTrace_C_EXCEPTION:
         if (tr.c_calls)
@@ -479,6 +548,8 @@ static int install(void)
 {
     int err = -1;
     PyInterpreterState *interp = PyThreadState_Get()->interp;
+    tr.interp = interp;
+    tr.attached_late = tr.attach_failed = 0;
     size_t n = 0;
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts))
         n++;
@@ -490,6 +561,7 @@ static int install(void)
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
         struct saved_profile *sp = &tr.saved[tr.nsaved++];
         sp->ts = ts;
+        sp->ts_id = ts->id;
         sp->func = ts->c_profilefunc;
         sp->obj = Py_XNewRef(ts->c_profileobj);
         PyObject *slot = slot_new();
@@ -500,6 +572,8 @@ static int install(void)
         if (rc < 0)
             goto cleanup;
     }
+    PyThreadState *head = PyInterpreterState_ThreadHead(interp);
+    tr.known_head_id = head ? head->id : 0;
     err = 0;
 cleanup:
     return err;
@@ -513,7 +587,7 @@ static int uninstall(void)
         Py_tracefunc func = NULL;
         PyObject *obj = NULL;
         for (size_t i = 0; i < tr.nsaved; i++) {
-            if (tr.saved[i].ts == ts) {
+            if (tr.saved[i].ts == ts && tr.saved[i].ts_id == ts->id) {
                 func = tr.saved[i].func;
                 obj = tr.saved[i].obj;
                 break;
@@ -723,6 +797,8 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssiz
     }
 #if !GT_USE_MONITORING
     if (tr.active) {
+        uint64_t now = gt_ticks();
+        struct tr_state *s = t ? tr_get(t) : NULL;
         PyObject *slot = slot_new();
         if (slot) {
             ((SlotObject *)slot)->t = t;
@@ -731,8 +807,15 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssiz
         } else {
             PyErr_Clear();
         }
-        if (t && nargs >= 1 && PyFrame_Check(args[0]))
-            push_open_frames(t, (PyFrameObject *)args[0], gt_ticks());
+        if (s && s->hooked_before_bootstrap) {
+            /* Our hook (attached late) saw this thread from its start, up to the call
+             * of sys.setprofile that put this function in its place: close that call. */
+            if (tr.c_calls && nargs >= 3 && PyUnicode_Check(args[1]) &&
+                PyUnicode_CompareWithASCIIString(args[1], "c_return") == 0)
+                on_c(t, now, args[2], GT_CRETURN, 0);
+        } else if (t && nargs >= 1 && PyFrame_Check(args[0])) {
+            push_open_frames(t, (PyFrameObject *)args[0], now);
+        }
     } else {
         PyEval_SetProfile(NULL, NULL);
     }
@@ -845,6 +928,10 @@ static int32_t tstate_tid(PyThreadState *ts, PyObject *threads)
     if (!threads)
         return 0;
     Py_ssize_t n = PySequence_Size(threads);
+    if (n < 0) { /* not a sequence: no thread is known by its ident */
+        PyErr_Clear();
+        return 0;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PySequence_GetItem(threads, i);
         unsigned long ident = 0;

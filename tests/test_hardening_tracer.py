@@ -16,7 +16,7 @@ import pytest
 
 import giltracer
 
-CLIPPED_START, C_FUNC = 1, 8
+CLIPPED_START, CLIPPED_END, C_FUNC = 1, 2, 8
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -39,8 +39,8 @@ def dyndef(tmp_path_factory):
     if not os.path.exists(os.path.join(include, "Python.h")):
         pytest.skip(f"no Python.h for this interpreter in {include} (install its -dev package)")
     out = tmp_path_factory.mktemp("ext") / ("gt_dyndef" + sysconfig.get_config_var("EXT_SUFFIX"))
-    cmd = [cc, "-shared", "-fPIC", "-O1", "-I", include, os.path.join(HERE, "ext", "gt_dyndef.c"),
-           "-o", str(out)]
+    cmd = [cc, "-shared", "-fPIC", "-O1", "-pthread", "-I", include,
+           os.path.join(HERE, "ext", "gt_dyndef.c"), "-o", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         pytest.skip(f"cannot build the test extension: {r.stderr[-500:]}")
@@ -188,3 +188,144 @@ def test_no_cap_no_drops():
     with giltracer.trace(max_events=None) as t:
         gil_churn(2, 50)
     assert t.dropped == {"calls": 0, "gil": 0, "sched": 0}
+
+
+# --- item 11: threads not started by threading are traced (3.9-3.11 too) ---------------
+def qual(name, cls=None):
+    return f"{cls}.{name}" if cls and sys.version_info >= (3, 11) else name
+
+
+def test_threads_from_start_new_thread_are_traced():
+    import _thread
+
+    done, tid = threading.Event(), []
+
+    def raw_worker():
+        tid.append(threading.get_native_id())
+        for _ in range(100):
+            cell_f()
+        done.set()
+
+    with giltracer.trace() as t:
+        _thread.start_new_thread(raw_worker, ())
+        assert done.wait(30)
+    spans = t.spans(tid[0])
+    names = [s[2] for s in spans]
+    assert names.count("cell_f") == 100 and names.count("cell_h") == 100
+    outer = [s for s in spans if s[2].endswith("raw_worker")]
+    assert len(outer) == 1 and outer[0][3] == 0  # the thread's own outermost frame
+    assert all(outer[0][0] <= s[0] and s[1] <= outer[0][1] for s in spans)
+
+
+def test_threading_threads_are_recorded_once():
+    # With threads attached as they appear, threading's own start-up hook must not
+    # record the thread's first frames a second time.
+    def worker():
+        cell_f()
+
+    with giltracer.trace() as t:
+        th = threading.Thread(target=worker, name="once")
+        th.start()
+        th.join()
+    spans = t.spans(th.native_id)
+    names = [s[2] for s in spans]
+    assert names.count(qual("_bootstrap_inner", "Thread")) == 1
+    assert names.count(qual("_bootstrap", "Thread")) == 1
+    assert names.count("cell_f") == 1
+    assert not [s for s in spans if s[4] & CLIPPED_END and s[2] != qual("_bootstrap", "Thread")
+                and s[2] != qual("_bootstrap_inner", "Thread")]
+
+
+def test_threads_started_by_c_code_are_traced(dyndef):
+    go, done, tid = threading.Event(), threading.Event(), []
+
+    def in_c_thread():
+        tid.append(threading.get_native_id())
+        go.wait(30)
+        for _ in range(50):
+            cell_f()
+        done.set()
+
+    with giltracer.trace(c_calls=False) as t:
+        dyndef.call_in_c_thread(in_c_thread)
+        while not tid:
+            time.sleep(0.001)
+        time.sleep(0.01)
+        go.set()
+        assert done.wait(30)
+    names = names_of(t, tid[0])
+    assert names.count("cell_f") == 50
+
+
+# --- lower severity ----------------------------------------------------------------------
+def test_start_with_a_thread_list_that_is_not_a_sequence():
+    # 3.9/3.10 look thread states up in this list: a failed len() left its error set,
+    # and start() then failed with SystemError while the session kept recording.
+    core = giltracer.api._core()
+    s = core.Session(own_dir=giltracer.api._PACKAGE_DIR, sched=False)
+    try:
+        s.start(iter([(threading.get_ident(), threading.get_native_id())]))
+        cell_f()
+    finally:
+        s.stop()
+    r = s.finish(None, None)
+    assert r.event_count > 0
+
+
+def test_stop_gives_no_dead_threads_profiler_to_a_new_thread():
+    # The profiler a thread had at start is restored at stop by thread state; a thread
+    # that ended meanwhile may leave its PyThreadState address to a new thread, which
+    # then got the dead thread's profiler.
+    def marker(*args):
+        return None
+
+    ready, leave, release = threading.Event(), threading.Event(), threading.Event()
+    seen = []
+
+    def old():
+        sys.setprofile(marker)
+        ready.set()
+        leave.wait(30)
+
+    def new():
+        release.wait(30)
+        seen.append(sys.getprofile())
+
+    th = threading.Thread(target=old)
+    th.start()
+    assert ready.wait(30)
+    news = [threading.Thread(target=new) for _ in range(8)]
+    try:
+        with giltracer.trace(c_calls=False):
+            leave.set()
+            th.join()
+            for n in news:
+                n.start()
+    finally:
+        release.set()
+        for n in news:
+            n.join()
+    assert seen == [None] * len(news)
+
+
+def test_blame_after_truncation_says_unknown():
+    def spin():
+        end = time.monotonic() + 0.15
+        while time.monotonic() < end:
+            for _ in range(100):
+                cell_h()
+
+    with pytest.warns(RuntimeWarning, match="call events were dropped"):
+        with giltracer.trace(c_calls=False, max_events=2000, sched=False) as t:
+            ths = [threading.Thread(target=spin) for _ in range(2)]
+            for th in ths:
+                th.start()
+            for th in ths:
+                th.join()
+    if not t.gil_known:
+        pytest.skip(f"no GIL probe here: {t.backend_reason}")
+    unknown = "unknown (calls truncated: max_events)"
+    rows = t.blame()
+    assert rows, "two spinning threads never waited for each other"
+    assert any(r.function == unknown for r in rows)
+    assert unknown in t.summary_text(top=50)

@@ -301,7 +301,7 @@ function buildSummary() {
   });
 }
 function thName(tid) { var t = byTid[tid]; return t ? t.name : 'tid ' + tid; }
-function fnLabel(f) { return f >= 0 && f < nF ? fName[f] : '(no Python function)'; }
+function fnLabel(f) { return f >= 0 && f < nF ? fName[f] : f === -2 ? 'unknown (calls truncated: max_events)' : '(no Python function)'; }
 function fnLoc(f) {
   if (f < 0 || f >= nF) return '';
   return fFile[f] ? fFile[f] + (fLine[f] ? ':' + fLine[f] : '') : (fIsC[f] ? 'C function' : '');

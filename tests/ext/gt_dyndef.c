@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Test helper (built by tests/test_hardening_tracer.py): C functions whose PyMethodDef
- * is allocated per function and freed with it, bound to a capsule, as pybind11 does. */
+ * is allocated per function and freed with it, bound to a capsule, as pybind11 does;
+ * and Python code run in a thread that C started. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +55,34 @@ static PyObject *make(PyObject *module, PyObject *arg)
     return f;
 }
 
+static void *c_thread(void *arg)
+{
+    PyGILState_STATE g = PyGILState_Ensure(); /* a thread state threading never saw */
+    PyObject *r = PyObject_CallObject((PyObject *)arg, NULL);
+    if (!r)
+        PyErr_Print();
+    Py_XDECREF(r);
+    Py_DECREF((PyObject *)arg);
+    PyGILState_Release(g);
+    return NULL;
+}
+
+/* call_in_c_thread(fn): run fn() in a thread started by C, not by Python. */
+static PyObject *call_in_c_thread(PyObject *module, PyObject *fn)
+{
+    (void)module;
+    pthread_t th;
+    Py_INCREF(fn);
+    if (pthread_create(&th, NULL, c_thread, fn) != 0) {
+        Py_DECREF(fn);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    pthread_detach(th);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"call_in_c_thread", call_in_c_thread, METH_O, "call_in_c_thread(fn): fn() in a C thread"},
     {"make", make, METH_O, "make(name) -> a C function with its own PyMethodDef"},
     {NULL, NULL, 0, NULL},
 };
