@@ -495,7 +495,7 @@ static json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta 
 {
     char t0[24];
     snprintf(t0, sizeof(t0), "%" PRIu64, r->t0);
-    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:b}",
+    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:b}",
                      "title", jstr(m->title), "backend", jstr(m->backend),
                      "backend_reason", jstr(m->backend_reason), "sched", jstr(m->sched_status),
                      "python", jstr(m->python), "pid", (int)m->pid, "t0_ns", t0,
@@ -504,7 +504,8 @@ static json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta 
                      "dropped_events", (json_int_t)m->dropped_events,
                      "gil_dropped", (json_int_t)m->gil_dropped,
                      "sched_lost", (json_int_t)m->sched_lost,
-                     "max_events", (json_int_t)m->max_events, "gil_known", r->gil_known ? 1 : 0);
+                     "max_events", (json_int_t)m->max_events, "tracer_note", jstr(m->tracer_note),
+                     "gil_known", r->gil_known ? 1 : 0);
 }
 
 static json_t *chrome_other(const struct gt_result *r, const struct gt_emit_meta *m)
@@ -1108,6 +1109,8 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
     if (m->sched_lost)
         sb_printf(&b, "WARNING: %" PRIu64 " scheduler records dropped (max_events reached) or "
                       "lost: OS states may have gaps\n", m->sched_lost);
+    if (m->tracer_note)
+        sb_printf(&b, "WARNING: %s\n", m->tracer_note);
     if (!r->gil_known)
         sb_printf(&b, "GIL columns n/a: no GIL probe ran (%s)\n",
                   m->backend_reason && m->backend_reason[0] ? m->backend_reason : "no reason given");

@@ -22,6 +22,7 @@ struct gt_emit_meta {
     uint64_t gil_dropped;    /* GIL events not recorded (max_events reached, or lost) */
     uint64_t sched_lost;     /* scheduler records not recorded (max_events, or lost) */
     uint64_t max_events;     /* the cap of each kind of stream; 0 = none */
+    const char *tracer_note; /* threads the function tracer missed (a sentence), or NULL */
 };
 
 /**

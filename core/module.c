@@ -452,6 +452,14 @@ META_STR(sched_status)
 META_STR(python)
 META_STR(title)
 
+static PyObject *Result_get_tracer_note(ResultObject *self, void *c)
+{
+    (void)c;
+    if (!self->run->tracer_note[0])
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(self->run->tracer_note);
+}
+
 #define RES_U64(name, expr)                                                                  \
     static PyObject *Result_get_##name(ResultObject *self, void *c)                          \
     {                                                                                        \
@@ -489,6 +497,7 @@ static PyGetSetDef Result_getset[] = {
     GET(gil_dropped, "GIL events lost"),
     GET(sched_lost, "scheduler records lost"),
     GET(gil_known, "whether a GIL probe ran"),
+    GET(tracer_note, "threads the function tracer missed (a sentence), or None"),
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -549,6 +549,8 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
     run->meta.event_count = recorded;
     run->meta.dropped_events = dropped;
     run->meta.max_events = s->o.max_events;
+    if (s->o.functions && gt_tracer__untraced_note(run->tracer_note, sizeof(run->tracer_note)))
+        run->meta.tracer_note = run->tracer_note;
     s->state = ST_FINISHED;
 cleanup:
     if (inputs) {

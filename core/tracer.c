@@ -77,8 +77,9 @@ static struct {
     size_t nsaved;
     PyInterpreterState *interp;
     uint64_t known_head_id; /* id of the newest thread state seen (attach_new_threads) */
-    uint64_t attached_late;  /* thread states given the hook after start */
-    uint64_t attach_failed;  /* ... and those it could not be given (out of memory) */
+    uint64_t attached_late;    /* thread states given the hook after start */
+    uint64_t attached_running; /* ... of which had run Python code untraced already */
+    uint64_t attach_failed;    /* thread states it could not be given (out of memory) */
 #endif
     int functions;
     int watching; /* threading.setprofile(bootstrap) is in place */
@@ -494,10 +495,16 @@ static void attach_new_threads(PyThreadState *head)
         PyObject *slot = slot_new();
         if (slot) {
             ((SlotObject *)slot)->late = 1;
-            if (_PyEval_SetProfile(ts, profile_hook, slot) == 0)
+            if (_PyEval_SetProfile(ts, profile_hook, slot) == 0) {
+                /* Frames already open: it started (from C) while no traced thread
+                 * ran, and part of its life is missing. Said at stop. */
+                PyFrameObject *f = PyThreadState_GetFrame(ts);
+                tr.attached_running += f != NULL;
+                Py_XDECREF(f);
                 tr.attached_late++;
-            else
+            } else {
                 tr.attach_failed++;
+            }
             Py_DECREF(slot);
         } else {
             tr.attach_failed++;
@@ -549,7 +556,7 @@ static int install(void)
     int err = -1;
     PyInterpreterState *interp = PyThreadState_Get()->interp;
     tr.interp = interp;
-    tr.attached_late = tr.attach_failed = 0;
+    tr.attached_late = tr.attached_running = tr.attach_failed = 0;
     size_t n = 0;
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts))
         n++;
@@ -1036,6 +1043,26 @@ void gt_tracer__after_fork_child(void)
         if (gt_tracer__stop() < 0)
             PyErr_Clear();
     }
+}
+
+int gt_tracer__untraced_note(char *buf, size_t len)
+{
+#if GT_USE_MONITORING
+    (void)buf;
+    (void)len;
+    return 0; /* sys.monitoring sees every thread */
+#else
+    if (!tr.attached_running && !tr.attach_failed)
+        return 0;
+    if (tr.attach_failed)
+        snprintf(buf, len, "%llu thread(s) could not be given the function tracer (out of memory): "
+                 "their calls are missing", (unsigned long long)tr.attach_failed);
+    else
+        snprintf(buf, len, "%llu thread(s) started by C code ran Python code before the function "
+                 "tracer could attach to them (no traced thread was running meanwhile): their "
+                 "first calls are missing", (unsigned long long)tr.attached_running);
+    return 1;
+#endif
 }
 
 int gt_tracer__active(void)

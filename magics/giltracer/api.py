@@ -185,6 +185,8 @@ class Trace:
                 RuntimeWarning,
                 stacklevel=3,
             )
+        if self._result.tracer_note:
+            warnings.warn(f"giltracer: {self._result.tracer_note}", RuntimeWarning, stacklevel=3)
         lost = [f"{n:,} {what}" for n, what in
                 ((dropped["gil"], "GIL events"), (dropped["sched"], "scheduler records")) if n]
         if lost:

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static PyObject *noop(PyObject *self, PyObject *unused)
 {
@@ -55,26 +56,46 @@ static PyObject *make(PyObject *module, PyObject *arg)
     return f;
 }
 
+struct c_call {
+    PyObject *fn;
+    unsigned delay_us;
+};
+
 static void *c_thread(void *arg)
 {
+    struct c_call *c = arg;
+    if (c->delay_us)
+        usleep(c->delay_us);
     PyGILState_STATE g = PyGILState_Ensure(); /* a thread state threading never saw */
-    PyObject *r = PyObject_CallObject((PyObject *)arg, NULL);
+    PyObject *r = PyObject_CallObject(c->fn, NULL);
     if (!r)
         PyErr_Print();
     Py_XDECREF(r);
-    Py_DECREF((PyObject *)arg);
+    Py_DECREF(c->fn);
     PyGILState_Release(g);
+    free(c);
     return NULL;
 }
 
-/* call_in_c_thread(fn): run fn() in a thread started by C, not by Python. */
-static PyObject *call_in_c_thread(PyObject *module, PyObject *fn)
+/* call_in_c_thread(fn, delay_us=0): fn() in a thread started by C, not by Python,
+ * which creates its thread state after `delay_us`. */
+static PyObject *call_in_c_thread(PyObject *module, PyObject *args)
 {
     (void)module;
-    pthread_t th;
+    PyObject *fn;
+    unsigned delay_us = 0;
+    if (!PyArg_ParseTuple(args, "O|I", &fn, &delay_us))
+        return NULL;
+    struct c_call *c = malloc(sizeof(*c));
+    if (!c)
+        return PyErr_NoMemory();
+    c->fn = fn;
+    c->delay_us = delay_us;
     Py_INCREF(fn);
-    if (pthread_create(&th, NULL, c_thread, fn) != 0) {
+    pthread_t th;
+    if (pthread_create(&th, NULL, c_thread, c) != 0) {
         Py_DECREF(fn);
+        free(c);
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     pthread_detach(th);
@@ -82,7 +103,8 @@ static PyObject *call_in_c_thread(PyObject *module, PyObject *fn)
 }
 
 static PyMethodDef methods[] = {
-    {"call_in_c_thread", call_in_c_thread, METH_O, "call_in_c_thread(fn): fn() in a C thread"},
+    {"call_in_c_thread", call_in_c_thread, METH_VARARGS,
+     "call_in_c_thread(fn, delay_us=0): fn() in a thread started by C"},
     {"make", make, METH_O, "make(name) -> a C function with its own PyMethodDef"},
     {NULL, NULL, 0, NULL},
 };
