@@ -45,7 +45,7 @@ struct gt_thread {
     struct gt_stream gil_check; /* cross-check mode: a second GIL probe's view */
     int gil_held;           /* GIL decode state (hooks backend) */
     atomic_int in_gil_hook; /* inside a GIL hook's recording section */
-    int depth;              /* call depth below the frames open at start, for max_depth */
+    int depth;              /* call depth, for max_depth */
     int32_t tid;
     int32_t pid;
     uint64_t ident;    /* pthread_self() of the thread, 0 until it binds */

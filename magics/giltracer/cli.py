@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS, metavar="N",
                    help=f"keep at most N events of each kind: calls, GIL events, scheduler records "
                         f"(default {DEFAULT_MAX_EVENTS:,}); drops are counted and reported")
-    p.add_argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to depth N only")
+    p.add_argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to N levels below where tracing starts")
     p.add_argument("--include", action="append", metavar="GLOB", help="only trace files matching GLOB (repeatable)")
     p.add_argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB (repeatable)")
     p.add_argument("--follow-children", action="store_true",

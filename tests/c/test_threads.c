@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit test of the registry's event budgets (core/threads.c): every kind of stream is
- * capped, counts are exact under many threads, and pushes past the cap take no lock.
+/* Unit test of the thread registry (core/threads.c), its event budgets: every kind of
+ * stream is capped, counts are exact under many threads, pushes past the cap take no lock.
  * The lock is observed by interposing pthread_mutex_lock in this executable (the
  * registry is linked statically, so its calls bind here). Plain C. */
 #define _GNU_SOURCE
@@ -160,6 +160,6 @@ int main(void)
     for (int kind = 0; kind < GT_NBUDGETS; kind++)
         run_kind(kind, kind == GT_BUDGET_GIL ? 1000 : 50001);
     run_unlimited();
-    printf("test_stream_cap: %d passed, %d failed\n", passed, failed);
+    printf("test_threads: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
