@@ -244,7 +244,7 @@ static uint32_t tr_insert_code(struct tr_state *s, PyCodeObject *code)
 
 /* The identity of a C callee without keying by the callable itself (3.11 makes a
  * fresh bound builtin per `obj.method()` call): its PyMethodDef, which tr_insert_c
- * keeps allocated (c_keeper). NULL when `callable` is not a C function. Exact type
+ * keeps allocated (c_identity). NULL when `callable` is not a C function. Exact type
  * compares first: this runs per event. */
 static inline PyMethodDef *c_method_def(PyObject *callable)
 {
@@ -258,69 +258,74 @@ static inline PyMethodDef *c_method_def(PyObject *callable)
     return NULL;
 }
 
-/* The owner a C function's name is built from (once per unique function): a new
- * reference to its type or its module's name, or NULL. */
-static PyObject *c_owner(PyObject *callable)
+static int is_descriptor_of(PyObject *d, PyMethodDef *ml)
 {
-    if (Py_IS_TYPE(callable, &PyMethodDescr_Type))
-        return Py_NewRef((PyObject *)PyDescr_TYPE(callable));
-    PyCFunctionObject *f = (PyCFunctionObject *)callable;
-    PyObject *self = f->m_self;
-    /* pybind11 and the like bind each function to a capsule that owns its record:
-     * the capsule is no class, the function's module is its owner. */
-    if (self && PyCapsule_CheckExact(self))
-        return f->m_module && PyUnicode_Check(f->m_module) ? Py_NewRef(f->m_module) : NULL;
-    if (self && PyModule_Check(self)) {
-        PyObject *name = PyModule_GetNameObject(self);
-        if (!name)
-            PyErr_Clear();
-        return name;
-    }
-    if (self && PyType_Check(self))
-        return Py_NewRef(self);
-    if (self)
-        return Py_NewRef((PyObject *)Py_TYPE(self));
-    return Py_XNewRef(f->m_module);
+    return d && (Py_IS_TYPE(d, &PyMethodDescr_Type) || Py_IS_TYPE(d, &PyClassMethodDescr_Type)) &&
+           ((PyMethodDescrObject *)d)->d_method == ml;
 }
 
-/* The method descriptor in `tp`'s MRO whose PyMethodDef is `ml`, or NULL (borrowed). */
+/* The method descriptor of `tp` or a base of it whose PyMethodDef is `ml`, or NULL
+ * (borrowed). Bases are searched too: a subclass may shadow the name (super().m()). */
 static PyObject *type_descriptor_of(PyTypeObject *tp, PyMethodDef *ml)
 {
-    PyObject *name = PyUnicode_InternFromString(ml->ml_name);
-    PyObject *d = name ? _PyType_Lookup(tp, name) : NULL; /* borrowed */
-    Py_XDECREF(name);
+    PyObject *name = PyUnicode_InternFromString(ml->ml_name), *found = NULL;
+    PyObject *mro = tp->tp_mro;
+    if (!name) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *d = _PyType_Lookup(tp, name); /* borrowed */
+    if (is_descriptor_of(d, ml))
+        found = d;
+    for (Py_ssize_t i = 1; !found && mro && PyTuple_Check(mro) && i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *base = PyTuple_GET_ITEM(mro, i);
+        d = PyType_Check(base) ? _PyType_Lookup((PyTypeObject *)base, name) : NULL;
+        if (is_descriptor_of(d, ml))
+            found = d;
+    }
+    Py_DECREF(name);
     PyErr_Clear();
-    if (d && (Py_IS_TYPE(d, &PyMethodDescr_Type) || Py_IS_TYPE(d, &PyClassMethodDescr_Type)) &&
-        ((PyMethodDescrObject *)d)->d_method == ml)
-        return d;
-    return NULL;
+    return found;
 }
 
-/* A new reference to what keeps a C function's PyMethodDef allocated: a method
- * descriptor (its type owns the def; a bound builtin made per call is not kept),
- * else the function object itself (module functions; pybind11 functions, whose def
- * is freed with the function). */
-static PyObject *c_keeper(PyObject *callable, PyMethodDef *ml)
+/* Once per unique C function: `*owner`, what its name is built from (a new reference
+ * to a type or a module-name str, or NULL), and `*keep`, a new reference to what keeps
+ * its PyMethodDef allocated: the type's method descriptor when the def is the type's
+ * (a bound builtin made per call is not kept), else the function object itself
+ * (module functions; pybind11's, whose def is freed with the function). */
+static void c_identity(PyObject *callable, PyMethodDef *ml, PyObject **owner, PyObject **keep)
 {
-    if (Py_IS_TYPE(callable, &PyMethodDescr_Type))
-        return Py_NewRef(callable);
-    PyObject *self = ((PyCFunctionObject *)callable)->m_self;
-    if (self && !PyModule_Check(self) && !PyCapsule_CheckExact(self)) {
-        PyObject *d = PyType_Check(self) ? type_descriptor_of((PyTypeObject *)self, ml) : NULL;
-        if (!d)
-            d = type_descriptor_of(Py_TYPE(self), ml);
-        if (d)
-            return Py_NewRef(d);
+    if (Py_IS_TYPE(callable, &PyMethodDescr_Type)) {
+        *owner = Py_NewRef((PyObject *)PyDescr_TYPE(callable));
+        *keep = Py_NewRef(callable);
+        return;
     }
-    return Py_NewRef(callable);
+    PyCFunctionObject *f = (PyCFunctionObject *)callable;
+    PyObject *self = f->m_self, *d = NULL;
+    if (self && PyModule_Check(self)) {
+        if (!(*owner = PyModule_GetNameObject(self)))
+            PyErr_Clear();
+    } else if (self && PyType_Check(self)) {
+        *owner = Py_NewRef(self);
+        if (!(d = type_descriptor_of((PyTypeObject *)self, ml)))
+            d = type_descriptor_of(Py_TYPE(self), ml);
+    } else if (self && (d = type_descriptor_of(Py_TYPE(self), ml))) {
+        *owner = Py_NewRef((PyObject *)Py_TYPE(self)); /* a bound builtin method */
+    } else {
+        /* No self, or one whose type does not have this function: it only carries the
+         * function's data (pybind11's function record, a capsule). The function's
+         * module names it, if it says one. */
+        *owner = f->m_module && PyUnicode_Check(f->m_module) ? Py_NewRef(f->m_module) : NULL;
+    }
+    *keep = Py_NewRef(d ? d : callable);
 }
 
 static uint32_t tr_insert_c(struct tr_state *s, PyMethodDef *ml, PyObject *callable)
 {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    PyObject *owner = c_owner(callable); /* new reference: a type, or a module-name str */
-    PyObject *keep = c_keeper(callable, ml);
+    PyObject *owner, *keep;
+    c_identity(callable, ml, &owner, &keep);
     int excluded = 0;
     if (owner == (PyObject *)tr.own_type)
         excluded = 1;

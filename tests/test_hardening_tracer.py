@@ -50,14 +50,16 @@ def dyndef(tmp_path_factory):
     return mod
 
 
-def test_c_functions_created_and_freed_in_a_loop_keep_their_names(dyndef):
+@pytest.mark.parametrize("holder", ["capsule", "record"])
+def test_c_functions_created_and_freed_in_a_loop_keep_their_names(dyndef, holder):
     # Each function's PyMethodDef is freed with it, and malloc hands the same address
     # to the next one: keyed by that address, all of them merged into the first, whose
-    # name was read after free at stop; and every one was called "PyCapsule.<name>".
+    # name was read after free at stop; and every one was called "PyCapsule.<name>"
+    # (pybind11 2) or "<function record type>.<name>" (pybind11 3).
     n = 40
     with giltracer.trace() as t:
         for i in range(n):
-            f = dyndef.make(f"fn_{i}")
+            f = dyndef.make(f"fn_{i}", holder)
             f()
             f()
             del f
@@ -65,6 +67,40 @@ def test_c_functions_created_and_freed_in_a_loop_keep_their_names(dyndef):
     got = sorted(s[2] for s in spans)
     assert got == sorted(f"gt_dyndef.fn_{i}" for i in range(n) for _ in range(2))
 
+
+
+@pytest.fixture(scope="module")
+def pyb(tmp_path_factory):
+    """tests/ext/gt_pyb.cpp built with pybind11, when it is installed."""
+    pybind11 = pytest.importorskip("pybind11", reason="pybind11 is not installed here "
+                                   "(the C holders above cover the same mechanism)")
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    include = sysconfig.get_paths()["include"]
+    if not cxx or not os.path.exists(os.path.join(include, "Python.h")):
+        pytest.skip("no C++ compiler or no Python.h to build the pybind11 module")
+    out = tmp_path_factory.mktemp("pyb") / ("gt_pyb" + sysconfig.get_config_var("EXT_SUFFIX"))
+    cmd = [cxx, "-O0", "-shared", "-fPIC", "-std=c++17", "-I", include, "-I",
+           pybind11.get_include(), os.path.join(HERE, "ext", "gt_pyb.cpp"), "-o", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot build the pybind11 module: {r.stderr[-500:]}")
+    spec = importlib.util.spec_from_file_location("gt_pyb", str(out))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_pybind11_functions_are_named_and_not_merged(pyb):
+    n = 30
+    with giltracer.trace() as t:
+        pyb.add(1, 2)
+        for i in range(n):
+            f = pyb.make(f"fn_{i}")  # no scope: no module to name it by
+            f()
+            del f
+    names = [s[2] for s in t.spans(me()) if s[4] & C_FUNC]
+    assert names.count("gt_pyb.add") == 1
+    assert sorted(x for x in names if "fn_" in x) == sorted(f"fn_{i}" for i in range(n))
 
 def test_builtin_methods_are_still_named_by_type():
     # The bound builtin made per call (3.11) is not what keys the function.

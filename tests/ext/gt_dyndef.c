@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Test helper (built by tests/test_hardening_tracer.py): C functions whose PyMethodDef
- * is allocated per function and freed with it, bound to a capsule, as pybind11 does;
+ * is allocated per function and freed with it, bound to a capsule (pybind11 2) or to a
+ * record object (pybind11 3);
  * and Python code run in a thread that C started. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,12 +27,38 @@ static void free_def(PyObject *capsule)
     free(def);
 }
 
-/* make(name) -> a new C function `name`; its PyMethodDef dies with it. */
-static PyObject *make(PyObject *module, PyObject *arg)
+/* What pybind11 3 binds a function to: an object that owns its record (here, the
+ * PyMethodDef) and frees it with itself. */
+typedef struct {
+    PyObject_HEAD
+    PyMethodDef *def;
+} Record;
+
+static void record_dealloc(PyObject *self)
+{
+    PyMethodDef *def = ((Record *)self)->def;
+    if (def) {
+        free((char *)def->ml_name);
+        memset(def, 0xdd, sizeof(*def));
+        free(def);
+    }
+    PyObject_Free(self);
+}
+
+static PyTypeObject Record_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gt_dyndef.function_record",
+    .tp_basicsize = sizeof(Record),
+    .tp_dealloc = record_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+};
+
+/* make(name, holder="capsule"|"record") -> a new C function `name` bound to its holder
+ * (m_self), which owns the PyMethodDef: it dies with the function. */
+static PyObject *make(PyObject *module, PyObject *args)
 {
     (void)module;
-    const char *name = PyUnicode_AsUTF8(arg);
-    if (!name)
+    const char *name, *holder_kind = "capsule";
+    if (!PyArg_ParseTuple(args, "s|s", &name, &holder_kind))
         return NULL;
     PyMethodDef *def = calloc(1, sizeof(*def));
     char *copy = strdup(name);
@@ -43,16 +70,24 @@ static PyObject *make(PyObject *module, PyObject *arg)
     def->ml_name = copy;
     def->ml_meth = noop;
     def->ml_flags = METH_NOARGS;
-    PyObject *capsule = PyCapsule_New(def, "gt_dyndef.def", free_def);
-    if (!capsule) {
+    PyObject *holder;
+    if (strcmp(holder_kind, "record") == 0) {
+        Record *r = PyObject_New(Record, &Record_Type);
+        if (r)
+            r->def = def;
+        holder = (PyObject *)r;
+    } else {
+        holder = PyCapsule_New(def, "gt_dyndef.def", free_def);
+    }
+    if (!holder) {
         free(copy);
         free(def);
         return NULL;
     }
     PyObject *modname = PyUnicode_FromString("gt_dyndef");
-    PyObject *f = modname ? PyCFunction_NewEx(def, capsule, modname) : NULL;
+    PyObject *f = modname ? PyCFunction_NewEx(def, holder, modname) : NULL;
     Py_XDECREF(modname);
-    Py_DECREF(capsule);
+    Py_DECREF(holder);
     return f;
 }
 
@@ -105,7 +140,7 @@ static PyObject *call_in_c_thread(PyObject *module, PyObject *args)
 static PyMethodDef methods[] = {
     {"call_in_c_thread", call_in_c_thread, METH_VARARGS,
      "call_in_c_thread(fn, delay_us=0): fn() in a thread started by C"},
-    {"make", make, METH_O, "make(name) -> a C function with its own PyMethodDef"},
+    {"make", make, METH_VARARGS, "make(name, holder='capsule') -> a C function with its own PyMethodDef"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -114,5 +149,7 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "gt_dyndef", NULL, -1
 
 PyMODINIT_FUNC PyInit_gt_dyndef(void)
 {
+    if (PyType_Ready(&Record_Type) < 0)
+        return NULL;
     return PyModule_Create(&moddef);
 }
