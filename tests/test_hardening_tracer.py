@@ -404,3 +404,23 @@ def test_blame_after_truncation_says_unknown():
     assert rows, "two spinning threads never waited for each other"
     assert any(r.function == unknown for r in rows)
     assert unknown in t.summary_text(top=50)
+
+
+def test_cli_reports_drops_of_every_stream(tmp_path):
+    script = tmp_path / "churn.py"
+    script.write_text(
+        "import threading, time\n"
+        "def work():\n"
+        "    for _ in range(300):\n"
+        "        sum(range(2000)); time.sleep(0.0002)\n"
+        "ts = [threading.Thread(target=work) for _ in range(3)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n")
+    p = subprocess.run([sys.executable, "-m", "giltracer", "--no-functions", "--no-sched",
+                        "--max-events", "300", "-o", str(tmp_path / "t.json"), str(script)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((tmp_path / "t.json").read_text())["otherData"]
+    if not meta["gil_known"]:
+        pytest.skip("no GIL probe here")
+    assert meta["gil_dropped"] > 0
+    assert f"WARNING: {meta['gil_dropped']} GIL events dropped (max_events reached)" in p.stderr
