@@ -1059,13 +1059,16 @@ int gt_tracer__untraced_note(char *buf, size_t len)
 #else
     if (!tr.attached_running && !tr.attach_failed)
         return 0;
-    if (tr.attach_failed)
-        snprintf(buf, len, "%llu thread(s) could not be given the function tracer (out of memory): "
-                 "their calls are missing", (unsigned long long)tr.attach_failed);
-    else
-        snprintf(buf, len, "%llu thread(s) started by C code ran Python code before the function "
-                 "tracer could attach to them (no traced thread was running meanwhile): their "
-                 "first calls are missing", (unsigned long long)tr.attached_running);
+    int n = 0;
+    if (tr.attached_running)
+        n = snprintf(buf, len, "%llu thread(s) started by C code ran Python code before the "
+                     "function tracer could attach to them (no traced thread was running "
+                     "meanwhile): their first calls are missing",
+                     (unsigned long long)tr.attached_running);
+    if (tr.attach_failed && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "%s%llu thread(s) could not be given the function "
+                 "tracer (out of memory, or an audit hook refused): their calls are missing",
+                 n ? "; " : "", (unsigned long long)tr.attach_failed);
     return 1;
 #endif
 }
