@@ -183,7 +183,9 @@ static const char *base_name(const char *path)
 static void sb_func_label(struct sbuf *b, const struct gt_result *r, uint32_t func)
 {
     if (func >= r->nfuncs) {
-        sb_str(b, func == GT_NO_FUNC ? "(no Python function)" : "?");
+        sb_str(b, func == GT_NO_FUNC        ? "(no Python function)"
+                  : func == GT_UNKNOWN_FUNC ? "unknown (calls truncated: max_events)"
+                                            : "?");
         return;
     }
     const struct gt_func *fn = &r->funcs[func];
@@ -494,7 +496,7 @@ static json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta 
 {
     char t0[24];
     snprintf(t0, sizeof(t0), "%" PRIu64, r->t0);
-    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:b}",
+    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:b}",
                      "title", jstr(m->title), "backend", jstr(m->backend),
                      "backend_reason", jstr(m->backend_reason), "sched", jstr(m->sched_status),
                      "python", jstr(m->python), "pid", (int)m->pid, "t0_ns", t0,
@@ -502,7 +504,9 @@ static json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta 
                      "event_count", (json_int_t)m->event_count,
                      "dropped_events", (json_int_t)m->dropped_events,
                      "gil_dropped", (json_int_t)m->gil_dropped,
-                     "sched_lost", (json_int_t)m->sched_lost, "gil_known", r->gil_known ? 1 : 0);
+                     "sched_lost", (json_int_t)m->sched_lost,
+                     "max_events", (json_int_t)m->max_events, "tracer_note", jstr(m->tracer_note),
+                     "gil_known", r->gil_known ? 1 : 0);
 }
 
 static json_t *chrome_other(const struct gt_result *r, const struct gt_emit_meta *m)
@@ -970,7 +974,9 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         memcpy(p, ",\"holder\":", 10);
         p = put_i64(p + 10, bl->holder_tid);
         memcpy(p, ",\"func\":", 8);
-        p = put_i64(p + 8, bl->func < r->nfuncs ? (int64_t)bl->func : -1);
+        p = put_i64(p + 8, bl->func < r->nfuncs           ? (int64_t)bl->func
+                           : bl->func == GT_UNKNOWN_FUNC ? -2
+                                                         : -1);
         memcpy(p, ",\"wait_ns\":", 11);
         p = put_u64(p + 11, bl->wait_ns);
         memcpy(p, ",\"count\":", 9);
@@ -1178,9 +1184,13 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
         sb_printf(&b, "WARNING: %" PRIu64 " call events dropped (max_events reached)\n",
                   m->dropped_events);
     if (m->gil_dropped)
-        sb_printf(&b, "WARNING: %" PRIu64 " GIL events lost\n", m->gil_dropped);
+        sb_printf(&b, "WARNING: %" PRIu64 " GIL events dropped (max_events reached) or lost: "
+                      "GIL figures may be inaccurate\n", m->gil_dropped);
     if (m->sched_lost)
-        sb_printf(&b, "WARNING: %" PRIu64 " scheduler records lost\n", m->sched_lost);
+        sb_printf(&b, "WARNING: %" PRIu64 " scheduler records dropped (max_events reached) or "
+                      "lost: OS states may have gaps\n", m->sched_lost);
+    if (m->tracer_note)
+        sb_printf(&b, "WARNING: %s\n", m->tracer_note);
     if (!r->gil_known)
         sb_printf(&b, "GIL columns n/a: no GIL probe ran (%s)\n",
                   m->backend_reason && m->backend_reason[0] ? m->backend_reason : "no reason given");

@@ -258,6 +258,8 @@ static PyObject *Result_crosscheck(ResultObject *self, PyObject *noargs)
 
 static PyObject *func_name(const struct gt_result *r, uint32_t f)
 {
+    if (f == GT_UNKNOWN_FUNC) /* the holder's calls were truncated (max_events) */
+        return PyUnicode_FromString("unknown (calls truncated: max_events)");
     if (f == GT_NO_FUNC || f >= r->nfuncs)
         Py_RETURN_NONE;
     return PyUnicode_FromString(r->funcs[f].name);
@@ -559,6 +561,14 @@ META_STR(sched_status)
 META_STR(python)
 META_STR(title)
 
+static PyObject *Result_get_tracer_note(ResultObject *self, void *c)
+{
+    (void)c;
+    if (!self->run->tracer_note[0])
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(self->run->tracer_note);
+}
+
 #define RES_U64(name, expr)                                                                  \
     static PyObject *Result_get_##name(ResultObject *self, void *c)                          \
     {                                                                                        \
@@ -596,6 +606,7 @@ static PyGetSetDef Result_getset[] = {
     GET(gil_dropped, "GIL events lost"),
     GET(sched_lost, "scheduler records lost"),
     GET(gil_known, "whether a GIL probe ran"),
+    GET(tracer_note, "threads the function tracer missed (a sentence), or None"),
     {NULL, NULL, NULL, NULL, NULL},
 };
 

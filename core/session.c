@@ -269,7 +269,8 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
                      why ? why : "perf_event_open refused");
     }
 
-    int err = gt_registry__begin(s->o.functions ? s->o.max_events : 0,
+    /* max_events caps every kind of stream, with or without function tracing. */
+    int err = gt_registry__begin(s->o.max_events,
                                  s->sched ? watch_thread : NULL, s->sched);
     if (err < 0) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -488,7 +489,8 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
         dropped += t->calls.dropped;
         run->gil_events += gt_stream__count(&t->gil);
         run->meta.gil_dropped += t->gil.dropped;
-        run->meta.sched_lost += t->sched.dropped;
+        if (!s->sched) /* the perf poller counts its refused pushes in its own `lost` */
+            run->meta.sched_lost += t->sched.dropped;
     }
     struct gt_trace_input ti = {
         .t0 = t0,
@@ -546,6 +548,9 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
     run->meta.pid = (int32_t)getpid();
     run->meta.event_count = recorded;
     run->meta.dropped_events = dropped;
+    run->meta.max_events = s->o.max_events;
+    if (s->o.functions && gt_tracer__untraced_note(run->tracer_note, sizeof(run->tracer_note)))
+        run->meta.tracer_note = run->tracer_note;
     s->state = ST_FINISHED;
 cleanup:
     if (inputs) {

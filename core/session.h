@@ -40,6 +40,7 @@ struct gt_run {
     char sched_status[256];
     char python[128];
     char title[256];
+    char tracer_note[512]; /* threads the function tracer missed, or "" */
     uint64_t gil_events;
     struct gt_result *check; /* crosscheck: the bpf probe's view of the same run */
 };
