@@ -18,7 +18,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 export GT_WERROR ?= ON
 
 .PHONY: all setup deps venv install demo test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench clean \
-        deps-harden test-asan test-asan-c test-asan-py test-valgrind fuzz stress
+        deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan
 
 all: test
 
@@ -122,14 +122,16 @@ test-asan-c: deps-harden
 # runtime is preloaded (the interpreter is not instrumented); PYTHONMALLOC=malloc lets
 # ASan see every allocation; CPython leaks by design, so no leak checking here.
 # Subprocesses (CLI, notebook kernels) inherit the environment and run under ASan too.
-test-asan-py: deps-harden
+ASAN_RUN := PYTHONMALLOC=malloc LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+  ASAN_OPTIONS=$(ASAN_COMMON):detect_leaks=0 UBSAN_OPTIONS=$(UBSAN_OPTIONS)
+asan-venv: deps-harden
 	@test -x $(ASAN_VENV)/bin/python || $(PYTHON) -m venv $(ASAN_VENV)
 	@$(ASAN_VENV)/bin/python -m pip install -q --upgrade $(PIP_PACKAGES) 2>&1 | grep -v "^\[notice\]" || true
 	GT_SANITIZE=$(SANITIZE) $(ASAN_VENV)/bin/python -m pip install -q --no-build-isolation \
 	  --force-reinstall --no-deps -Cbuild-dir=$(BUILD)/asan-ext .
-	PYTHONMALLOC=malloc LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-	  ASAN_OPTIONS=$(ASAN_COMMON):detect_leaks=0 UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
-	  $(ASAN_VENV)/bin/python -m pytest tests -q -p no:cacheprovider $(ASAN_PYTEST_ARGS)
+
+test-asan-py: asan-venv
+	$(ASAN_RUN) $(ASAN_VENV)/bin/python -m pytest tests -q -p no:cacheprovider $(ASAN_PYTEST_ARGS)
 
 test-asan: test-asan-c test-asan-py
 
@@ -164,8 +166,20 @@ fuzz: deps-harden
 
 # Fork, nested sessions, 1,000 threads, 1,000 start/stop cycles, signals, a pids
 # limit, ...: each case in a subprocess with a timeout; report in $(BUILD)/stress/report.md.
+# Also on a 3.12+ interpreter when there is one: there the tracer is sys.monitoring, which
+# changes the competing-profiler cases.
+STRESS_EXTRA ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3))
 stress: install
-	$(PY) tests/stress/run_stress.py --out $(BUILD)/stress
+	@extra=""; if [ -n "$(STRESS_EXTRA)" ]; then \
+	  name=pyenv-$$($(STRESS_EXTRA) -c 'import sysconfig; print(sysconfig.get_python_version())'); \
+	  $(MAKE) --no-print-directory matrix-one INTERP=$(STRESS_EXTRA) NAME=$$name && \
+	  extra="--python $(MATRIX_DIR)/$$name/bin/python"; \
+	fi; \
+	$(PY) tests/stress/run_stress.py --out $(BUILD)/stress --python $(PY) $$extra
+
+# The same cases with the ASan + UBSan build: use-after-free races show up here.
+stress-asan: asan-venv
+	$(ASAN_RUN) $(ASAN_VENV)/bin/python tests/stress/run_stress.py --out $(BUILD)/stress-asan
 
 bench: setup
 	$(PY) -m pip install -q viztracer
