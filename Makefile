@@ -97,7 +97,7 @@ SANITIZE := address,undefined
 ASAN_VENV ?= $(BUILD)/asan-venv
 # UBSan reports abort (-fno-sanitize-recover); ASan stops at the first report anyway.
 UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
-ASAN_COMMON := abort_on_error=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
+ASAN_COMMON := abort_on_error=1:halt_on_error=1:detect_stack_use_after_return=1
 
 # valgrind; llvm-symbolizer (package llvm) for readable sanitizer stacks; libFuzzer's
 # runtime, which clang only recommends (libclang-rt-<clang major>-dev).

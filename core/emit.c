@@ -120,17 +120,19 @@ static size_t utf8_len(const unsigned char *p, size_t left)
 /* Append s[0, len) with each invalid UTF-8 sequence replaced by U+FFFD. */
 static void sb_utf8(struct sbuf *b, const char *s, size_t len)
 {
-    const unsigned char *p = (const unsigned char *)s;
+    const unsigned char *p = (const unsigned char *)s, *run = p;
     while (len) {
         size_t n = utf8_len(p, len);
-        if (n)
-            sb_mem(b, p, n);
-        else
+        if (!n) {
+            sb_mem(b, run, (size_t)(p - run));
             sb_mem(b, "\xEF\xBF\xBD", 3);
-        n = n ? n : 1;
+            n = 1;
+            run = p + 1;
+        }
         p += n;
         len -= n;
     }
+    sb_mem(b, run, (size_t)(p - run));
 }
 
 /* A jansson string for s (NULL -> null); invalid UTF-8 becomes U+FFFD. */
