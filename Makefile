@@ -122,16 +122,24 @@ test-asan-c: deps-harden
 # runtime is preloaded (the interpreter is not instrumented); PYTHONMALLOC=malloc lets
 # ASan see every allocation; CPython leaks by design, so no leak checking here.
 # Subprocesses (CLI, notebook kernels) inherit the environment and run under ASan too.
-ASAN_RUN := PYTHONMALLOC=malloc LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-  ASAN_OPTIONS=$(ASAN_COMMON):detect_leaks=0 UBSAN_OPTIONS=$(UBSAN_OPTIONS)
+ASAN_PRELOAD := PYTHONMALLOC=malloc LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)"
+ASAN_RUN := $(ASAN_PRELOAD) ASAN_OPTIONS=$(ASAN_COMMON):detect_leaks=0 UBSAN_OPTIONS=$(UBSAN_OPTIONS)
 asan-venv: deps-harden
 	@test -x $(ASAN_VENV)/bin/python || $(PYTHON) -m venv $(ASAN_VENV)
 	@$(ASAN_VENV)/bin/python -m pip install -q --upgrade $(PIP_PACKAGES) 2>&1 | grep -v "^\[notice\]" || true
 	GT_SANITIZE=$(SANITIZE) $(ASAN_VENV)/bin/python -m pip install -q --no-build-isolation \
 	  --force-reinstall --no-deps -Cbuild-dir=$(BUILD)/asan-ext .
 
+# Reports also go to files, so one from a subprocess whose exit status no test checks
+# (a forked child, a kernel) still fails the run.
+ASAN_LOGS := $(CURDIR)/$(BUILD)/asan-logs
 test-asan-py: asan-venv
-	$(ASAN_RUN) $(ASAN_VENV)/bin/python -m pytest tests -q -p no:cacheprovider $(ASAN_PYTEST_ARGS)
+	@rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS)
+	$(ASAN_PRELOAD) ASAN_OPTIONS=$(ASAN_COMMON):detect_leaks=0:log_path=$(ASAN_LOGS)/asan \
+	  UBSAN_OPTIONS=$(UBSAN_OPTIONS):log_path=$(ASAN_LOGS)/ubsan \
+	  $(ASAN_VENV)/bin/python -m pytest tests -q -p no:cacheprovider $(ASAN_PYTEST_ARGS); rc=$$?; \
+	if [ -n "$$(ls -A $(ASAN_LOGS))" ]; then cat $(ASAN_LOGS)/*; \
+	  echo "test-asan: sanitizer reports above (in $(ASAN_LOGS))" >&2; exit 1; fi; exit $$rc
 
 test-asan: test-asan-c test-asan-py
 
