@@ -118,6 +118,24 @@ static size_t utf8_len(const unsigned char *p, size_t left)
     return 0;
 }
 
+/* Append s[0, len) with each invalid UTF-8 sequence replaced by U+FFFD. */
+static void sb_utf8(struct sbuf *b, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *run = p;
+    while (len) {
+        size_t n = utf8_len(p, len);
+        if (!n) {
+            sb_mem(b, run, (size_t)(p - run));
+            sb_mem(b, "\xEF\xBF\xBD", 3);
+            n = 1;
+            run = p + 1;
+        }
+        p += n;
+        len -= n;
+    }
+    sb_mem(b, run, (size_t)(p - run));
+}
+
 /* A jansson string for s (NULL -> null); invalid UTF-8 becomes U+FFFD. */
 static json_t *jstr(const char *s)
 {
@@ -128,18 +146,7 @@ static json_t *jstr(const char *s)
         return j;
     /* Invalid UTF-8: rebuild the string with replacement characters. */
     struct sbuf b = {0};
-    const unsigned char *p = (const unsigned char *)s;
-    size_t left = strlen(s);
-    while (left) {
-        size_t n = utf8_len(p, left);
-        if (n)
-            sb_mem(&b, p, n);
-        else
-            sb_mem(&b, "\xEF\xBF\xBD", 3);
-        n = n ? n : 1;
-        p += n;
-        left -= n;
-    }
+    sb_utf8(&b, s, strlen(s));
     j = b.err ? NULL : json_stringn(b.p ? b.p : "", b.len);
     free(b.p);
     return j;
@@ -1254,8 +1261,13 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
         err = -ENOMEM;
     if (err)
         goto cleanup;
-    *out = b.p;
-    b.p = NULL;
+    /* Names are bytes; the text must be UTF-8 (Python decodes it strictly). */
+    lbl.len = 0;
+    sb_utf8(&lbl, b.p, b.len);
+    if ((err = lbl.err))
+        goto cleanup;
+    *out = lbl.p;
+    lbl.p = NULL;
 
 cleanup:
     free(b.p);

@@ -734,7 +734,9 @@ static int chunks_ok(const struct gt_chunk *c, size_t n)
 
 static int input_ok(const struct gt_trace_input *in)
 {
-    if (in->t1 < in->t0 || (in->nthreads && !in->threads) || (in->nfuncs && !in->funcs))
+    /* CLOCK_MONOTONIC ns fit in int64 (292 years); durations are signed downstream. */
+    if (in->t1 < in->t0 || in->t1 > INT64_MAX || (in->nthreads && !in->threads) ||
+        (in->nfuncs && !in->funcs))
         return 0;
     for (size_t i = 0; i < in->nthreads; i++) {
         const struct gt_thread_input *t = &in->threads[i];

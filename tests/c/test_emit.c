@@ -707,6 +707,28 @@ cleanup:
     free(gil);
 }
 
+/* Found by fuzz_emit: names are bytes, but Python decodes the text strictly (so
+ * summary_text() raised). Invalid UTF-8 becomes U+FFFD; valid text is untouched. */
+static void test_text_invalid_utf8(void)
+{
+    struct gt_result r = res;
+    struct gt_thread_result th[2];
+    struct gt_emit_meta m = meta;
+    memcpy(th, threads, sizeof(th));
+    th[0].name = "Main\xff\xc3(\xe2\x82";
+    m.title = "caf\xc3\xa9 \xed\xa0\x80.py";
+    r.threads = th;
+    int rc;
+    char *s = text(&r, &m, 5, &rc);
+    CHECK(rc == 0 && s);
+    if (!s)
+        return;
+    CHECK(strstr(s, "giltracer (caf\xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd.py)") != NULL);
+    CHECK(strstr(s, "Main\xef\xbf\xbd\xef\xbf\xbd(\xef\xbf\xbd") != NULL);
+    CHECK(!strchr(s, '\xff'));
+    free(s);
+}
+
 int main(void)
 {
     build();
@@ -714,6 +736,7 @@ int main(void)
     test_payload();
     test_html();
     test_text();
+    test_text_invalid_utf8();
     test_errors();
     test_speed();
     printf("%d passed, %d failed\n", passed, failed);

@@ -955,6 +955,25 @@ static void test_blame_after_truncation(void)
 
 /* ---- errors ---- */
 
+/* Found by fuzz_merge: a session ending past INT64_MAX ns made off_cpu_ns (signed)
+ * negative. CLOCK_MONOTONIC never gets there, so such input is refused. */
+static void test_einval_beyond_int64(void)
+{
+    static const struct gt_sched_event sev[] = {{8, GT_SCHED_OUT_BLOCKED, 0}};
+    struct gt_chunk sch = {sev, N(sev)};
+    struct gt_thread_input th = {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START | GT_THREAD_HAS_SCHED,
+                                 .sched = &sch, .nsched = 1};
+    struct gt_trace_input in = mk_input(0, UINT64_MAX - 1, &th, 1, 1);
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == -EINVAL);
+    CHECK(r == NULL);
+    gt_result__free(r);
+    in.t1 = INT64_MAX; /* the largest accepted */
+    CHECK(gt_merge__run(&in, &r) == 0);
+    CHECK(r && r->threads[0].summary.off_cpu_ns == INT64_MAX - 8);
+    gt_result__free(r);
+}
+
 static void test_einval(void)
 {
     struct gt_thread_input th = {.tid = 1};
@@ -1127,6 +1146,7 @@ int main(void)
         T(test_blame_same_pid_third_waiter),
         T(test_blame_after_truncation),
         T(test_einval),
+        T(test_einval_beyond_int64),
         T(test_timing),
 #undef T
     };
