@@ -55,8 +55,10 @@ void gt_gilhook__set_addrs(const struct gt_gil_addrs *a);
 
 /**
  * gt_gilhook__set_recording() - start/stop recording into the thread registry's GIL
- * streams. Stopping waits until no hook is inside its recording section, so the
- * streams can be closed right after. The GIL hooks follow this flag only (not
+ * streams. Stopping waits until no hook is inside its recording section (which
+ * covers the registry lookup, i.e. new-thread registration with its callback), so
+ * after it returns no GIL hook touches a registry record or anything the registry's
+ * new-thread callback uses. The GIL hooks follow this flag only (not
  * gt_recording): call set_recording(0) before gt_registry__end().
  */
 void gt_gilhook__set_recording(int on);
