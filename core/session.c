@@ -23,6 +23,7 @@ struct gt_session {
     int state;
     int used;
     int registry_begun;
+    int hooks_started, bpf_started, check_started; /* what this session must stop */
     char backend_reason[512];
     char sched_status[256];
     struct gt_sched *sched;
@@ -30,18 +31,70 @@ struct gt_session {
     int check_bpf; /* bpf runs beside the hooks into gil_check */
 };
 
-/* Process-wide: the hooks stay installed, the bpf object stays attached. */
+/* Process-wide: the hooks stay installed once installed. A failed install is final
+ * (the same object, the same relocations); a failed calibration is retried by later
+ * sessions (it can fail transiently), at most GT_CALIBRATION_TRIES times. */
+#define GT_CALIBRATION_TRIES 8
 static struct {
-    int tried, ok;
+    int install_failed, ok;
+    unsigned calibration_failures;
     char why[256];
     struct gt_gil_addrs addrs;
 } hooks;
 
+/* The bpf object stays attached between sessions, except one attached system-wide for
+ * follow_children: that one is detached when its session ends (it would make every
+ * process on the machine pay the uprobe traps) and a session that wants the other
+ * kind reloads it. */
 static struct {
     int tried, ok;
     char why[256];
     struct gt_bpf *obj;
+    pid_t owner;         /* the process that loaded obj */
+    int follow_children; /* obj's option */
 } bpf;
+
+/* The session between its start and its stop, or NULL: one session at a time. A
+ * forked child inherits the pointer but not the session (pid differs). */
+static struct {
+    struct gt_session *s;
+    pid_t pid;
+} active;
+
+static int another_session_active(const struct gt_session *s)
+{
+    return active.s && active.s != s && active.pid == getpid();
+}
+
+static void set_active(struct gt_session *s)
+{
+    active.s = s;
+    active.pid = s ? getpid() : 0;
+}
+
+const char *gt_session__free_threaded_refusal(void)
+{
+    return "giltracer: free-threaded Python builds (3.13t and later) are not supported: "
+           "the tracer reads other threads' frames and keeps unsynchronized state that "
+           "only the GIL protects. Use a default build of Python (with the GIL).";
+}
+
+/* Test-only: GILTRACER_TEST_FAIL_CALIBRATIONS=<n> makes the next n calibrations
+ * fail, so the retry can be tested. Read once. */
+static int forced_calibration_failure(void)
+{
+    static int left = -1;
+    if (left < 0) {
+        const char *env = getenv("GILTRACER_TEST_FAIL_CALIBRATIONS");
+        left = env && *env ? atoi(env) : 0;
+        if (left < 0)
+            left = 0;
+    }
+    if (left == 0)
+        return 0;
+    left--;
+    return 1;
+}
 
 static void drop_and_retake(void *ctx)
 {
@@ -52,25 +105,61 @@ static void drop_and_retake(void *ctx)
 
 static int prepare_hooks(void)
 {
-    if (hooks.tried)
-        return hooks.ok ? 0 : -1;
-    hooks.tried = 1;
+    if (hooks.ok)
+        return 0;
+    if (hooks.install_failed || hooks.calibration_failures >= GT_CALIBRATION_TRIES)
+        return -1; /* hooks.why says why */
     const char *why = NULL;
     int err = gt_gilhook__install((const void *)&PyEval_SaveThread, &why);
-    if (err == 0)
-        err = gt_gilhook__calibrate(drop_and_retake, NULL, &hooks.addrs, &why);
     if (err < 0) {
+        hooks.install_failed = 1;
         snprintf(hooks.why, sizeof(hooks.why), "hooks: %s (%s)",
                  why ? why : "cannot interpose the interpreter's pthread calls", strerror(-err));
         return -1;
     }
+    if (forced_calibration_failure()) {
+        why = "calibration: forced failure (GILTRACER_TEST_FAIL_CALIBRATIONS)";
+        err = -EPROTO;
+    } else {
+        err = gt_gilhook__calibrate(drop_and_retake, NULL, &hooks.addrs, &why);
+    }
+    if (err < 0) {
+        hooks.calibration_failures++;
+        snprintf(hooks.why, sizeof(hooks.why), "hooks: %s (%s; %s)",
+                 why ? why : "calibration failed", strerror(-err),
+                 hooks.calibration_failures < GT_CALIBRATION_TRIES
+                     ? "a later session tries again"
+                     : "gave up after repeated failures");
+        return -1;
+    }
     gt_gilhook__set_addrs(&hooks.addrs);
     hooks.ok = 1;
+    hooks.why[0] = '\0';
     return 0;
+}
+
+/* Detach the bpf object (a no-op for the parent's object in a forked child, which
+ * only forgets it). The next prepare_bpf() loads a new one. */
+static void close_bpf(void)
+{
+    gt_bpf__free(bpf.obj);
+    bpf.obj = NULL;
+    bpf.ok = 0;
+    bpf.tried = 0;
+    bpf.why[0] = '\0';
 }
 
 static int prepare_bpf(int follow_children)
 {
+    if (bpf.ok && bpf.owner != getpid()) {
+        /* A forked child: the object, its ring and its gate are the parent's. */
+        snprintf(bpf.why, sizeof(bpf.why),
+                 "bpf: the probe belongs to the parent process (pid %d); a forked child "
+                 "cannot use it", (int)bpf.owner);
+        return -1;
+    }
+    if (bpf.ok && bpf.follow_children != (follow_children != 0))
+        close_bpf(); /* attached with the other option: reload */
     if (bpf.tried)
         return bpf.ok ? 0 : -1;
     const char *why = NULL;
@@ -103,22 +192,9 @@ static int prepare_bpf(int follow_children)
         return -1;
     }
     bpf.ok = 1;
+    bpf.owner = getpid();
+    bpf.follow_children = follow_children != 0;
     return 0;
-}
-
-static int gil_disabled(void)
-{
-#ifdef Py_GIL_DISABLED
-    PyObject *sys = PyImport_ImportModule("sys");
-    PyObject *r = sys ? PyObject_CallMethod(sys, "_is_gil_enabled", NULL) : NULL;
-    int disabled = r ? !PyObject_IsTrue(r) : 1;
-    Py_XDECREF(r);
-    Py_XDECREF(sys);
-    PyErr_Clear();
-    return disabled;
-#else
-    return 0;
-#endif
 }
 
 /* Decide the GIL backend. Returns 0, or -1 with a Python exception when an explicitly
@@ -128,12 +204,6 @@ static int choose_backend(struct gt_session *s)
     s->used = USED_NONE;
     if (!s->o.gil) {
         snprintf(s->backend_reason, sizeof(s->backend_reason), "GIL probe off (gil=False)");
-        return 0;
-    }
-    if (gil_disabled()) {
-        snprintf(s->backend_reason, sizeof(s->backend_reason),
-                 "no GIL in this interpreter (free-threaded build): threads run in parallel; "
-                 "function spans are still traced");
         return 0;
     }
     if (s->o.crosscheck) {
@@ -208,6 +278,10 @@ static int start_bpf(int crosscheck)
     return -1;
 }
 
+#define BUSY_MESSAGE                                                                 \
+    "giltracer: another session is active in this process; stop it first (one session " \
+    "at a time)"
+
 static void watch_thread(struct gt_thread *t, void *ctx)
 {
     gt_sched__watch((struct gt_sched *)ctx, t);
@@ -233,16 +307,26 @@ int gt_session__state(const struct gt_session *s)
     return s->state;
 }
 
+/* Stops what this session started, nothing else (a refused start must leave the
+ * running session's probes alone). */
 static void stop_probes(struct gt_session *s)
 {
-    if (s->check_bpf)
+    if (s->check_started || s->bpf_started)
         gt_bpf__stop(bpf.obj);
-    if (s->used == USED_HOOKS)
+    s->check_started = s->bpf_started = 0;
+    /* After this no GIL hook touches a registry record or the sched state. */
+    if (s->hooks_started)
         gt_gilhook__set_recording(0);
-    else if (s->used == USED_BPF)
-        gt_bpf__stop(bpf.obj);
+    s->hooks_started = 0;
     if (s->sched)
         gt_sched__stop(s->sched);
+}
+
+/* The end of a session that ran the bpf probe system-wide: detach it. */
+static void release_probes(struct gt_session *s)
+{
+    if ((s->used == USED_BPF || s->check_bpf) && bpf.ok && bpf.follow_children)
+        close_bpf();
 }
 
 int gt_session__start(struct gt_session *s, PyObject *threads)
@@ -251,9 +335,20 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         PyErr_SetString(PyExc_RuntimeError, "giltracer: a session can only be started once");
         return -1;
     }
+#ifdef Py_GIL_DISABLED
+    PyErr_SetString(PyExc_RuntimeError, gt_session__free_threaded_refusal());
+    return -1;
+#endif
+    /* Before choosing a backend: that prepares (and may reload) the process-wide
+     * probes the running session uses. */
+    if (another_session_active(s)) {
+        PyErr_SetString(PyExc_RuntimeError, BUSY_MESSAGE);
+        return -1;
+    }
+    set_active(s); /* calibration releases the GIL: claim first */
     gt_clock__init();
     if (choose_backend(s) < 0)
-        return -1;
+        goto fail;
 
     if (!s->o.sched) {
         snprintf(s->sched_status, sizeof(s->sched_status), "off (sched=False)");
@@ -261,21 +356,32 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         snprintf(s->sched_status, sizeof(s->sched_status), "bpf sched_switch (with reasons)");
     } else {
         const char *why = NULL;
-        if (gt_sched__new(&s->sched, &why) == 0)
-            snprintf(s->sched_status, sizeof(s->sched_status),
-                     "perf_event context switches (unprivileged)");
-        else
+        int err = gt_sched__new(&s->sched, &why);
+        if (err == 0) {
+            /* Started before the registry can call gt_sched__watch(): a poller that
+             * cannot start (pids limit: EAGAIN) leaves no callback behind. */
+            err = gt_sched__start(s->sched);
+            if (err < 0) {
+                gt_sched__free(s->sched);
+                s->sched = NULL;
+                snprintf(s->sched_status, sizeof(s->sched_status),
+                         "unavailable: the scheduler poller thread could not start (%s)",
+                         strerror(-err));
+            } else {
+                snprintf(s->sched_status, sizeof(s->sched_status),
+                         "perf_event context switches (unprivileged)");
+            }
+        } else {
             snprintf(s->sched_status, sizeof(s->sched_status), "unavailable: %s",
                      why ? why : "perf_event_open refused");
+        }
     }
 
     int err = gt_registry__begin(s->o.functions ? s->o.max_events : 0,
                                  s->sched ? watch_thread : NULL, s->sched);
     if (err < 0) {
         PyErr_SetString(PyExc_RuntimeError,
-                        err == -EBUSY ? "giltracer: another session is active in this process; "
-                                        "stop it first (one session at a time)"
-                                      : "giltracer: cannot start the thread registry");
+                        err == -EBUSY ? BUSY_MESSAGE : "giltracer: cannot start the thread registry");
         goto fail;
     }
     s->registry_begun = 1;
@@ -299,25 +405,27 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     };
     if (gt_tracer__start(&to, s->t0_ticks, threads) < 0)
         goto fail;
-    if (s->sched && gt_sched__start(s->sched) < 0) {
-        snprintf(s->sched_status, sizeof(s->sched_status), "unavailable: poller failed to start");
-        gt_sched__free(s->sched);
-        s->sched = NULL;
-    }
     if (s->check_bpf) {
         if (start_bpf(1) < 0)
             goto fail;
+        s->check_started = 1;
     }
     if (s->used == USED_HOOKS) {
         gt_gilhook__set_recording(1);
-    } else if (s->used == USED_BPF && start_bpf(0) < 0) {
-        goto fail;
+        s->hooks_started = 1;
+    } else if (s->used == USED_BPF) {
+        if (start_bpf(0) < 0)
+            goto fail;
+        s->bpf_started = 1;
     }
     atomic_store(&gt_recording, 1);
     s->state = ST_RECORDING;
     return 0;
 fail:
     stop_probes(s);
+    release_probes(s);
+    if (active.s == s)
+        set_active(NULL);
     if (s->registry_begun) {
         gt_registry__end();
         gt_registry__release(gt_tracer__free_state);
@@ -337,6 +445,8 @@ int gt_session__stop(struct gt_session *s)
     stop_probes(s);
     gt_registry__end();
     s->state = ST_STOPPED;
+    if (active.s == s)
+        set_active(NULL);
     return err;
 }
 
@@ -562,6 +672,7 @@ cleanup:
     }
     gt_sched__free(s->sched);
     s->sched = NULL;
+    release_probes(s);
     if (s->state != ST_FINISHED) {
         s->state = ST_FINISHED;
         gt_run__free(run);
@@ -594,6 +705,10 @@ void gt_session__free(struct gt_session *s)
         s->registry_begun = 0;
     }
     gt_sched__free(s->sched);
+    if (s->state != ST_NEW)
+        release_probes(s);
+    if (active.s == s)
+        set_active(NULL);
     Py_XDECREF(s->o.include);
     Py_XDECREF(s->o.exclude);
     Py_XDECREF(s->o.own_dir);
