@@ -28,6 +28,7 @@ struct gt_session {
     char sched_status[256];
     struct gt_sched *sched;
     uint64_t t0_ticks, t1_ticks;
+    struct gt_clock_pair start_pair, stop_pair; /* the tick fit's anchors */
     int check_bpf; /* bpf runs beside the hooks into gil_check */
 };
 
@@ -385,6 +386,7 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         goto fail;
     }
     s->registry_begun = 1;
+    gt_clock__pair(&s->start_pair);
     s->t0_ticks = gt_ticks();
     struct gt_thread *me = gt_thread_current();
     if (!me) {
@@ -441,6 +443,7 @@ int gt_session__stop(struct gt_session *s)
     if (s->state != ST_RECORDING)
         return 0;
     s->t1_ticks = gt_ticks();
+    gt_clock__pair(&s->stop_pair);
     int err = gt_tracer__stop();
     stop_probes(s);
     gt_registry__end();
@@ -535,8 +538,14 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
     if (s->o.functions && gt_tracer__collect(threads, &run->funcs) < 0)
         goto cleanup;
 
+    /* Anchored at this session's start and stop, not at import: in a long-lived
+     * kernel NTP slews CLOCK_MONOTONIC against the TSC, and a rate averaged over the
+     * process's life would skew this session's events. */
     struct gt_clock_fit fit;
-    gt_clock__fit(&fit);
+    if (gt_clock_use_tsc)
+        gt_clock__fit_between(&fit, &s->start_pair, &s->stop_pair);
+    else
+        gt_clock__fit(&fit);
     struct convert_ctx cc = {&fit};
     for (struct gt_thread *t = threads; t; t = t->next) {
         gt_stream__each(&t->calls, convert_block, &cc);
