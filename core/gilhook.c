@@ -68,6 +68,11 @@ static struct {
     timedwait_fn next_timedwait;
     condwait_fn next_condwait;
     pthread_t calib_thread; /* valid while mode == GH_CALIBRATE */
+    /* The fields of _gil_runtime_state before cond (3.9-3.13: locked at cond-16,
+     * switch_number at cond-8), when the calibrated layout says they are there, else
+     * NULL. */
+    _Atomic(const int *) locked;
+    _Atomic(const unsigned long *) switch_number;
 } gh __attribute__((aligned(64)));
 
 
@@ -216,17 +221,33 @@ static __attribute__((noinline)) void signal_slow(pthread_cond_t *c)
         record(GT_GIL_RELEASED);
 }
 
+/* take_gil's rule (cpython.md): a timed-out wait sets the drop request only if the
+ * GIL is still locked and no other thread took it during the wait
+ * (switch_number unchanged). Both are read under the GIL mutex, which the caller
+ * of pthread_cond_timedwait holds before and after the wait, as take_gil does.
+ * Without a known layout every timed-out wait counts (an overestimate). */
+static int drop_requested(int rc, unsigned long switches_before, int known)
+{
+    if (rc != ETIMEDOUT)
+        return 0;
+    if (!known)
+        return 1;
+    const int *locked = atomic_load_explicit(&gh.locked, memory_order_relaxed);
+    const unsigned long *sw = atomic_load_explicit(&gh.switch_number, memory_order_relaxed);
+    return __atomic_load_n(locked, __ATOMIC_RELAXED) != 0 &&
+           __atomic_load_n(sw, __ATOMIC_RELAXED) == switches_before;
+}
+
 static __attribute__((noinline)) void timedwait_slow(pthread_cond_t *c, pthread_mutex_t *m,
-                                                     int rc)
+                                                     int rc, unsigned long switches_before,
+                                                     int known)
 {
     if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE) {
         calib_note(GH_TIMEDWAIT, c, m);
         return;
     }
-    /* A waiter's slice (the switch interval) ran out: take_gil sets the drop
-     * request. */
-    if (rc == ETIMEDOUT &&
-        (const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed))
+    if ((const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed) &&
+        drop_requested(rc, switches_before, known))
         record(GT_GIL_DROP_REQUEST);
 }
 
@@ -278,10 +299,14 @@ static int hook_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct ti
 {
     if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_OFF, 1))
         return gh.next_timedwait(c, m, abstime);
+    /* take_gil's saved_switchnum, read like take_gil under the GIL mutex. */
+    const unsigned long *sw = atomic_load_explicit(&gh.switch_number, memory_order_relaxed);
+    int known = sw && (const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed);
+    unsigned long before = known ? __atomic_load_n(sw, __ATOMIC_RELAXED) : 0;
     int rc = gh.next_timedwait(c, m, abstime);
     /* The wait itself reports through rc; errno is whatever it left (saved by
      * record() around anything that could change it). */
-    timedwait_slow(c, m, rc);
+    timedwait_slow(c, m, rc, before, known);
     return rc;
 }
 
@@ -820,6 +845,16 @@ void gt_gilhook__set_addrs(const struct gt_gil_addrs *a)
     atomic_store(&gh.mutex, a->mutex);
     atomic_store(&gh.cond, a->cond);
     atomic_store(&gh.switch_cond, a->switch_cond);
+    /* _gil_runtime_state as in 3.9-3.13: ... int locked; unsigned long switch_number;
+     * cond; mutex; switch_cond ... (cond, mutex and switch_cond consecutive is what
+     * calibration can check; the two fields before cond come with that layout). */
+    const char *c = a->cond;
+    int layout = c && (const char *)a->mutex == c + sizeof(pthread_cond_t) &&
+                 (const char *)a->switch_cond ==
+                     c + sizeof(pthread_cond_t) + sizeof(pthread_mutex_t);
+    atomic_store(&gh.locked, layout ? (const int *)(c - 2 * sizeof(unsigned long)) : NULL);
+    atomic_store(&gh.switch_number,
+                 layout ? (const unsigned long *)(c - sizeof(unsigned long)) : NULL);
 }
 
 void gt_gilhook__set_recording(int on)
