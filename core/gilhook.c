@@ -125,6 +125,9 @@ static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
 
 static void slot_release(void *p)
 {
+    /* Should a later destructor of this exiting thread take the GIL, it gets a slot
+     * of its own (and glibc runs this destructor again). */
+    my_slot = NULL;
     atomic_store_explicit(&((struct hook_slot *)p)->taken, 0, memory_order_release);
 }
 

@@ -326,6 +326,8 @@ static void stop_probes(struct gt_session *s)
 /* The end of a session that ran the bpf probe system-wide: detach it. */
 static void release_probes(struct gt_session *s)
 {
+    if (another_session_active(s)) /* the object may be the running session's now */
+        return;
     if ((s->used == USED_BPF || s->check_bpf) && bpf.ok && bpf.follow_children)
         close_bpf();
 }
@@ -714,7 +716,7 @@ void gt_session__free(struct gt_session *s)
         s->registry_begun = 0;
     }
     gt_sched__free(s->sched);
-    if (s->state != ST_NEW)
+    if (s->state == ST_STOPPED) /* finish did it otherwise */
         release_probes(s);
     if (active.s == s)
         set_active(NULL);

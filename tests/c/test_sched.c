@@ -418,11 +418,14 @@ static void test_wrap(void)
     CHECK(m.n * 24 > 8 * 4096, "the ring wrapped: %zu records", m.n);
     CHECK(m.in_range && m.ordered && m.kinds_ok, "sane stream");
     if (st.lost == 0) {
-        /* Every sleep blocks once, except that a thread preempted inside nanosleep()
-         * after its timer expired returns without blocking (a loaded machine): such a
-         * sleep shows as a preemption instead. */
-        CHECK(m.out_blocked + m.out_preempted >= 1000 && m.out_blocked >= 900,
-              "%zu blocked + %zu preempted switches", m.out_blocked, m.out_preempted);
+        /* Every sleep blocks once, except where the timer fires between the thread
+         * marking itself asleep and schedule() (an interrupt or, in a VM, a stolen
+         * vCPU longer than the 200 us sleep): the scheduler then picks the same thread
+         * again, which is no context switch and no record (999 of 1000 seen on a
+         * loaded machine). Never more switches than sleeps (+1 at exit). */
+        CHECK(m.out_blocked >= 900 && m.out_blocked + m.out_preempted <= 1001,
+              "%zu blocked + %zu preempted switches for 1000 sleeps", m.out_blocked,
+              m.out_preempted);
         CHECK(m.alternates, "OUT and IN alternate across wrap-arounds");
     } else { /* a loaded machine delayed the poller by more than a ring's worth */
         CHECK(m.n + st.lost >= 2000, "records %zu + lost %llu", m.n,
