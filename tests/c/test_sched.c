@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -611,6 +612,56 @@ static void test_many(void)
     gt_registry__release(NULL);
 }
 
+/* ---- session 5: fork() while recording ------------------------------------------ */
+
+/* A forked child has the parent's sched object but not its poller nor its ring
+ * mappings (perf maps them VM_DONTCOPY), and its fds are the parent's events: its stop
+ * and free must touch none of them. The parent's records go on after the fork. */
+static void test_fork(void)
+{
+    struct gt_sched *s = NULL;
+    const char *why = NULL;
+    int err = gt_sched__new(&s, &why);
+    CHECK(err == 0, "gt_sched__new: %d %s", err, why ? why : "");
+    if (err)
+        return;
+    CHECK(gt_registry__begin(0, on_new, s) == 0, "registry begin");
+    CHECK(gt_sched__start(s) == 0, "start");
+    /* A sleeper that goes on for a while after the child is gone. */
+    struct worker w = {.n = 400, .ns = 500000};
+    pthread_t th;
+    if (start(&th, sleeper, &w) != 0)
+        return;
+    sleep_ns(20 * MS);
+    pid_t pid = fork();
+    if (pid == 0) { /* the child leaves normally: stop and free, then exit */
+        int rc = gt_sched__stop(s);
+        gt_sched__free(s);
+        _exit(rc == 0 ? 0 : 3);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork/waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child exited normally (%s %d)",
+          WIFSIGNALED(status) ? "signal" : "status",
+          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    uint64_t child_gone = now_ns();
+    pthread_join(th, NULL);
+    CHECK(gt_sched__stop(s) == 0, "stop");
+    gt_registry__end();
+    size_t after = 0;
+    struct gt_thread *t = find_thread(w.tid);
+    struct gt_chunk ch[256];
+    size_t nch = t ? gt_stream__chunks(&t->sched, ch, 256) : 0;
+    for (size_t c = 0; c < nch && c < 256; c++)
+        for (size_t i = 0; i < ch[c].n; i++)
+            after += ((const struct gt_sched_event *)ch[c].data)[i].ts > child_gone;
+    fprintf(stderr, "  fork: %zu records after the child exited\n", after);
+    /* The sleeper still had most of its 400 sleeps of 0.5 ms to do. */
+    CHECK(after >= 50, "the parent's events go on after the fork: %zu records", after);
+    gt_sched__free(s);
+    gt_registry__release(NULL);
+}
+
 int main(void)
 {
     gt_sched__free(NULL);
@@ -633,6 +684,7 @@ int main(void)
     test_wrap();
     test_lost();
     test_many();
+    test_fork();
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
