@@ -237,6 +237,8 @@ static int drop_requested(int rc, unsigned long switches_before, int known)
         return 1;
     const int *locked = atomic_load_explicit(&gh.locked, memory_order_relaxed);
     const unsigned long *sw = atomic_load_explicit(&gh.switch_number, memory_order_relaxed);
+    if (!locked || !sw) /* the addresses changed during the wait */
+        return 1;
     return __atomic_load_n(locked, __ATOMIC_RELAXED) != 0 &&
            __atomic_load_n(sw, __ATOMIC_RELAXED) == switches_before;
 }
