@@ -30,7 +30,15 @@ struct gt_session {
     uint64_t t0_ticks, t1_ticks;
     struct gt_clock_pair start_pair, stop_pair; /* the tick fit's anchors */
     int check_bpf; /* bpf runs beside the hooks into gil_check */
+    pid_t pid;     /* the process that started it */
 };
+
+/* In a forked child, the parent's session is a copy: the registry, the tracer and
+ * the probes it refers to are the parent's (or, by now, the child's own session's). */
+static int forked_copy(const struct gt_session *s)
+{
+    return s->state != ST_NEW && s->pid != getpid();
+}
 
 /* Process-wide: the hooks stay installed once installed. A failed install is final
  * (the same object, the same relocations); a failed calibration is retried by later
@@ -349,6 +357,7 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         return -1;
     }
     set_active(s); /* calibration releases the GIL: claim first */
+    s->pid = getpid();
     gt_clock__init();
     if (choose_backend(s) < 0)
         goto fail;
@@ -444,6 +453,18 @@ int gt_session__stop(struct gt_session *s)
 {
     if (s->state != ST_RECORDING)
         return 0;
+    if (forked_copy(s)) {
+        /* Stop nothing process-wide: a session of the child's own may be running.
+         * The copy is finished empty. */
+        gt_sched__free(s->sched); /* forgets the parent's events without touching them */
+        s->sched = NULL;
+        s->hooks_started = s->bpf_started = s->check_started = 0;
+        s->registry_begun = 0;
+        s->t1_ticks = s->t0_ticks;
+        s->stop_pair = s->start_pair;
+        s->state = ST_STOPPED;
+        return 0;
+    }
     s->t1_ticks = gt_ticks();
     gt_clock__pair(&s->stop_pair);
     int err = gt_tracer__stop();
@@ -536,7 +557,8 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
         PyErr_NoMemory();
         goto cleanup;
     }
-    struct gt_thread *threads = gt_registry__threads();
+    /* A forked copy has no records here (the registry may be the child's own). */
+    struct gt_thread *threads = forked_copy(s) ? NULL : gt_registry__threads();
     if (s->o.functions && gt_tracer__collect(threads, &run->funcs) < 0)
         goto cleanup;
 

@@ -573,3 +573,38 @@ def test_forked_child_auto_falls_back_to_the_hooks():
     assert "CHILD hooks True" in p.stdout, (p.stdout, p.stderr)
     assert "parent process" in p.stdout  # the reason says why not bpf
     assert "STATUS 0 bpf True" in p.stdout, p.stdout
+
+
+CHILD_SESSION_OUTLIVES_PARENT_COPY = """
+    import os, warnings
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import giltracer
+    from workloads import cpu_pair
+
+    with giltracer.trace(backend="hooks") as a:
+        pid = os.fork()
+        if pid == 0:
+            b = giltracer.trace(backend="hooks", c_calls=False).start()  # the child's own
+        # the child leaves the parent's block (its copy of the session) while b records
+    if pid == 0:
+        code = 1
+        try:
+            cpu_pair(0.2)
+            b.stop()
+            acq = sum(r.acquisitions for r in b.summary())
+            print("CHILD", b.event_count > 0, acq > 0, a.event_count, flush=True)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    print("STATUS", status, a.event_count > 0)
+"""
+
+
+def test_leaving_the_parents_session_in_a_child_spares_the_childs_own():
+    """In a forked child the parent's session is a copy: stopping it must not stop a
+    session the child started itself (same registry, tracer and hooks)."""
+    p = run_python(CHILD_SESSION_OUTLIVES_PARENT_COPY)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "STATUS 0 True" in p.stdout, (p.stdout, p.stderr)
+    assert "CHILD True True 0" in p.stdout, (p.stdout, p.stderr)  # the copy finished empty
