@@ -423,9 +423,10 @@ static void test_wrap(void)
          * marking itself asleep and schedule() (an interrupt or, in a VM, a stolen
          * vCPU longer than the 200 us sleep): the scheduler then picks the same thread
          * again, which is no context switch and no record (999 of 1000 seen on a
-         * loaded machine). Never more switches than sleeps (+1 at exit). */
-        CHECK(m.out_blocked >= 900 && m.out_blocked + m.out_preempted <= 1001,
-              "%zu blocked + %zu preempted switches for 1000 sleeps", m.out_blocked,
+         * loaded machine). Never more blocking switches than sleeps (+1 at exit);
+         * preemptions come on top, at any time. */
+        CHECK(m.out_blocked >= 900 && m.out_blocked <= 1001,
+              "%zu blocked switches for 1000 sleeps (%zu preempted)", m.out_blocked,
               m.out_preempted);
         CHECK(m.alternates, "OUT and IN alternate across wrap-arounds");
     } else { /* a loaded machine delayed the poller by more than a ring's worth */
