@@ -14,10 +14,10 @@ MATRIX ?= $(wildcard $(HOME)/.pyenv/versions/3.9*/bin/python3 $(HOME)/.pyenv/ver
 MATRIX_DIR ?= /tmp/giltracer-matrix
 APT_PACKAGES := build-essential pkg-config libjansson-dev libbpf-dev libelf-dev zlib1g-dev \
                 clang llvm bpftool python3-dev python3-venv
-PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel
+PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel websocket-client
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench clean
+.PHONY: all setup deps venv install demo notebooks test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench clean
 
 all: test
 
@@ -38,12 +38,18 @@ venv: $(VENV)/.ok
 
 install: deps venv
 	$(PY) -m pip install -q --no-build-isolation --force-reinstall --no-deps .
+	$(PY) -m pip install -q "giltracer[notebooks]"
 
 setup: install
 
 demo: setup
 	@mkdir -p $(BUILD)/demo
 	$(PY) -m giltracer -o $(BUILD)/demo/threads_demo.html examples/threads_demo.py
+	$(PY) notebooks/lessons.py -o $(BUILD)/notebooks notebooks/01-meet-the-gil.ipynb
+
+# Execute every lesson in notebooks/ in a real kernel; render each to build/notebooks/*.html.
+notebooks: setup
+	$(PY) notebooks/lessons.py -o $(BUILD)/notebooks
 
 test: setup test-c test-py test-unprivileged
 
@@ -78,6 +84,7 @@ matrix-one:
 	@test -x $(MATRIX_DIR)/$(NAME)/bin/python || $(INTERP) -m venv $(MATRIX_DIR)/$(NAME)
 	@$(MATRIX_DIR)/$(NAME)/bin/python -m pip install -q --upgrade $(PIP_PACKAGES) 2>&1 | grep -v "^\[notice\]" || true
 	$(MATRIX_DIR)/$(NAME)/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps .
+	$(MATRIX_DIR)/$(NAME)/bin/python -m pip install -q "giltracer[notebooks]"
 
 test-matrix: deps
 	@failed=""; for py in $(MATRIX); do \
@@ -94,6 +101,7 @@ test-matrix: deps
 bench: setup
 	$(PY) -m pip install -q viztracer
 	$(PY) bench/run.py
+	$(PY) bench/profile_bench.py
 
 clean:
 	rm -rf $(BUILD) $(VENV) $(MATRIX_DIR) dist *.egg-info

@@ -2,6 +2,7 @@
 /* Emit a merged result: Chrome Trace Event JSON, the viewer payload / HTML page, text table. */
 #define _GNU_SOURCE
 #include "emit.h"
+#include "profile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -797,15 +798,90 @@ static void w_intervals(struct wr *w, const struct gt_result *r, const struct gt
     w_str(w, "}");
 }
 
+/* The profile tree of one thread, compact: columns of the kept nodes' parent, func,
+ * calls and self time per state (the viewer sums totals bottom-up). Nodes below a
+ * threshold are folded into their kept ancestor's self time, so every total stays
+ * exact and the tree costs at most about one node per 32 spans (or 4000 nodes). */
+struct pout {
+    int64_t parent, func;
+    uint64_t calls;
+    uint64_t self[GT_NPSTATES];
+};
+
+static int w_profile(struct wr *w, const struct gt_result *r, const struct gt_thread_result *th,
+                     const struct gt_ptree *t)
+{
+    size_t budget = th->nspans / 32 > 4000 ? th->nspans / 32 : 4000, n = 0;
+    uint64_t thr = 0;
+    if (t->nnodes > budget) {
+        /* Keep the nodes of total >= 2^b for the smallest b that fits the budget (one
+         * pass: a histogram of bit lengths). Children never outlast their parent, so
+         * the kept nodes form a subtree. */
+        size_t hist[65] = {0}, kept = 1;
+        for (size_t i = 1; i < t->nnodes; i++) {
+            uint64_t v = t->nodes[i].total_ns;
+            hist[v ? 64 - __builtin_clzll(v) : 0]++;
+        }
+        int bit = 64;
+        while (bit > 0 && kept + hist[bit] <= budget)
+            kept += hist[bit--];
+        thr = bit >= 64 ? UINT64_MAX : (uint64_t)1 << bit; /* keeps total >= 2^bit */
+    }
+    struct pout *o = malloc(t->nnodes * sizeof(*o));
+    uint32_t *map = malloc(t->nnodes * sizeof(*map));
+    if (!o || !map) {
+        free(o);
+        free(map);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < t->nnodes; i++) {
+        const struct gt_pnode *nd = &t->nodes[i];
+        if (i == 0 || nd->total_ns >= thr) {
+            map[i] = (uint32_t)n;
+            o[n] = (struct pout){i ? (int64_t)map[nd->parent] : -1,
+                                 nd->func < r->nfuncs ? (int64_t)nd->func : -1, nd->calls, {0}};
+            n++;
+        } else {
+            map[i] = map[nd->parent];
+        }
+        for (int s = 0; s < GT_NPSTATES; s++)
+            o[map[i]].self[s] += nd->self[s];
+    }
+    static const char *const cols[GT_NPSTATES] = {"run", "hoff", "wait", "rel", "unk"};
+    w_str(w, "{\"parent\":");
+    W_COLUMN(w, n, put_i64(p, o[k].parent));
+    w_str(w, ",\"func\":");
+    W_COLUMN(w, n, put_i64(p, o[k].func));
+    w_str(w, ",\"calls\":");
+    W_COLUMN(w, n, put_u64(p, o[k].calls));
+    for (int s = 0; s < GT_NPSTATES; s++) {
+        w_str(w, ",\"");
+        w_str(w, cols[s]);
+        w_str(w, "\":");
+        W_COLUMN(w, n, put_u64(p, o[k].self[s]));
+    }
+    w_str(w, "}");
+    free(o);
+    free(map);
+    return 0;
+}
+
 static int payload_write(struct wr *w, const struct gt_result *r, const struct gt_emit_meta *m)
 {
     struct sbuf b = {0};
+    struct gt_profile *prof = NULL;
     int err = 0;
     char num[160];
 
     w_str(w, "{\"version\":1,\"meta\":");
     err = w_json(w, meta_object(r, m));
     if (err)
+        goto cleanup;
+    if (m->view) {
+        w_str(w, ",\"view\":");
+        w_json_str(w, &b, m->view, 1);
+    }
+    if ((err = gt_profile__build(r, GT_PROFILE_THREADS_ONLY, &prof)))
         goto cleanup;
 
     /* Function table, columnar. */
@@ -877,6 +953,9 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         w_intervals(w, r, r->gil_known ? t->gil : NULL, r->gil_known ? t->ngil : 0);
         w_str(w, ",\"os\":");
         w_intervals(w, r, t->has_sched ? t->os : NULL, t->has_sched ? t->nos : 0);
+        w_str(w, ",\"profile\":");
+        if ((err = w_profile(w, r, t, &prof->threads[i])))
+            goto cleanup;
         w_str(w, "}");
     }
 
@@ -904,6 +983,7 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         err = b.err;
 
 cleanup:
+    gt_profile__free(prof);
     free(b.p);
     return err;
 }

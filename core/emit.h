@@ -21,6 +21,7 @@ struct gt_emit_meta {
     uint64_t dropped_events; /* call events not recorded (max_events reached) */
     uint64_t gil_dropped;    /* GIL events lost */
     uint64_t sched_lost;     /* scheduler records lost */
+    const char *view;        /* the viewer tab to open on (NULL = timeline) */
 };
 
 /**

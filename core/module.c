@@ -11,6 +11,7 @@
 #include "bpfprobe.h"
 #include "emit.h"
 #include "gt_clock.h"
+#include "profile.h"
 #include "session.h"
 #include "tracer.h"
 #include "compat.h"
@@ -23,6 +24,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     struct gt_run *run;
+    struct gt_profile *prof; /* built on first use */
 } ResultObject;
 
 static PyTypeObject Session_Type;
@@ -127,6 +129,7 @@ static PyObject *Session_finish(SessionObject *self, PyObject *args)
         return NULL;
     }
     r->run = run;
+    r->prof = NULL;
     return (PyObject *)r;
 }
 
@@ -167,6 +170,7 @@ static PyTypeObject Session_Type = {
 
 static void Result_dealloc(ResultObject *self)
 {
+    gt_profile__free(self->prof);
     gt_run__free(self->run);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -364,12 +368,118 @@ static PyObject *Result_functions(ResultObject *self, PyObject *noargs)
     return out;
 }
 
+/* The profile, built once; NULL with an exception set on failure. */
+static const struct gt_profile *profile_of(ResultObject *self)
+{
+    if (!self->prof) {
+        int err;
+        Py_BEGIN_ALLOW_THREADS;
+        err = gt_profile__build(R(self), 0, &self->prof);
+        Py_END_ALLOW_THREADS;
+        if (err < 0) {
+            errno = -err;
+            PyErr_SetFromErrno(err == -ENOMEM ? PyExc_MemoryError : PyExc_OSError);
+            return NULL;
+        }
+    }
+    return self->prof;
+}
+
+/* The tree of thread `tid` (None: the merged tree). */
+static const struct gt_ptree *ptree_arg(ResultObject *self, PyObject *args)
+{
+    PyObject *tid_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "|O", &tid_obj))
+        return NULL;
+    const struct gt_profile *p = profile_of(self);
+    if (!p)
+        return NULL;
+    if (tid_obj == Py_None)
+        return &p->merged;
+    long tid = PyLong_AsLong(tid_obj);
+    if (tid == -1 && PyErr_Occurred())
+        return NULL;
+    for (size_t i = 0; i < p->nthreads; i++)
+        if (p->threads[i].tid == tid)
+            return &p->threads[i];
+    PyErr_Format(PyExc_KeyError, "no thread with tid %ld in this trace", tid);
+    return NULL;
+}
+
+static PyObject *states5(const uint64_t *v)
+{
+    return Py_BuildValue("(KKKKK)", (unsigned long long)v[0], (unsigned long long)v[1],
+                         (unsigned long long)v[2], (unsigned long long)v[3],
+                         (unsigned long long)v[4]);
+}
+
+static long func_index(const struct gt_result *r, uint32_t f)
+{
+    return f < r->nfuncs ? (long)f : -1;
+}
+
+static PyObject *Result_profile(ResultObject *self, PyObject *args)
+{
+    const struct gt_ptree *t = ptree_arg(self, args);
+    if (!t)
+        return NULL;
+    const struct gt_result *r = R(self);
+    PyObject *out = PyList_New((Py_ssize_t)t->nnodes);
+    for (size_t i = 0; out && i < t->nnodes; i++) {
+        const struct gt_pnode *n = &t->nodes[i];
+        PyObject *v = Py_BuildValue("(llKKKNN)",
+                                    n->parent == GT_PNODE_NONE ? -1L : (long)n->parent,
+                                    func_index(r, n->func), (unsigned long long)n->calls,
+                                    (unsigned long long)n->total_ns,
+                                    (unsigned long long)n->self_ns, states5(n->total),
+                                    states5(n->self));
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    return out;
+}
+
+static PyObject *Result_profile_functions(ResultObject *self, PyObject *args)
+{
+    const struct gt_ptree *t = ptree_arg(self, args);
+    if (!t)
+        return NULL;
+    const struct gt_result *r = R(self);
+    struct gt_pfunc *rows = NULL;
+    size_t n = 0;
+    int err = gt_profile__functions(r, t, t->tid, &rows, &n);
+    if (err < 0) {
+        errno = -err;
+        return PyErr_SetFromErrno(err == -ENOMEM ? PyExc_MemoryError : PyExc_OSError);
+    }
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        const struct gt_pfunc *f = &rows[i];
+        PyObject *v = Py_BuildValue("(lKKKNNK)", func_index(r, f->func),
+                                    (unsigned long long)f->calls, (unsigned long long)f->total_ns,
+                                    (unsigned long long)f->self_ns, states5(f->total),
+                                    states5(f->self), (unsigned long long)f->wait_caused_ns);
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    free(rows);
+    return out;
+}
+
 static PyObject *Result_save(ResultObject *self, PyObject *args)
 {
     PyObject *path_obj = NULL;
-    const char *format;
-    if (!PyArg_ParseTuple(args, "O&s", PyUnicode_FSConverter, &path_obj, &format))
+    const char *format, *tab = NULL;
+    if (!PyArg_ParseTuple(args, "O&s|z", PyUnicode_FSConverter, &path_obj, &format, &tab))
         return NULL;
+    struct gt_emit_meta meta = self->run->meta;
+    meta.view = tab;
     const char *path = PyBytes_AS_STRING(path_obj);
     int kind = strcmp(format, "json") == 0 ? 0 : strcmp(format, "html") == 0 ? 1 : -1;
     if (kind < 0) {
@@ -386,8 +496,7 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
     int err;
     Py_BEGIN_ALLOW_THREADS;
     setvbuf(f, NULL, _IOFBF, 1 << 20);
-    err = kind == 0 ? gt_emit__chrome_json(R(self), &self->run->meta, f)
-                    : gt_emit__html(R(self), &self->run->meta, f);
+    err = kind == 0 ? gt_emit__chrome_json(R(self), &meta, f) : gt_emit__html(R(self), &meta, f);
     if (fclose(f) != 0 && err == 0)
         err = -errno;
     Py_END_ALLOW_THREADS;
@@ -504,7 +613,14 @@ static PyMethodDef Result_methods[] = {
      "os_intervals(tid) -> [(start_ns, end_ns, state)] (0 on-cpu, 1 preempted, 2 blocked)"},
     {"functions", (PyCFunction)Result_functions, METH_NOARGS,
      "[(name, file, line, is_c)] indexed by function id"},
-    {"save", (PyCFunction)Result_save, METH_VARARGS, "save(path, format): 'json' or 'html'"},
+    {"profile", (PyCFunction)Result_profile, METH_VARARGS,
+     "profile(tid=None) -> call-tree nodes (parent, func, calls, total_ns, self_ns, "
+     "total_states, self_states), parents first; None = merged over threads"},
+    {"profile_functions", (PyCFunction)Result_profile_functions, METH_VARARGS,
+     "profile_functions(tid=None) -> (func, calls, total_ns, self_ns, total_states, "
+     "self_states, wait_caused_ns) per function"},
+    {"save", (PyCFunction)Result_save, METH_VARARGS,
+     "save(path, format, tab=None): 'json' or 'html' (opened on `tab`)"},
     {"text", (PyCFunction)Result_text, METH_VARARGS, "text(top_n=5) -> summary table"},
     {"payload", (PyCFunction)Result_payload, METH_NOARGS, "the viewer's JSON payload"},
     {NULL, NULL, 0, NULL},

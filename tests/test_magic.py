@@ -57,14 +57,160 @@ def test_output_file(ip, outputs, tmp_path):
     assert out.exists() and out.stat().st_size > 0
 
 
+def test_var_keeps_the_trace_for_the_next_cells(ip, outputs):
+    ip.user_ns.pop("cell_trace", None)
+    ip.run_cell_magic("giltracer", "--quiet --var cell_trace", CELL)
+    t = ip.user_ns["cell_trace"]
+    assert {"w0", "w1"} <= {row.name for row in t.summary()}
+    assert t.summary_text() == outputs[0]["text/plain"]
+
+
+def test_var_is_set_when_the_cell_raises(ip, outputs):
+    ip.user_ns.pop("failed_trace", None)
+    with pytest.raises(ZeroDivisionError):
+        ip.run_cell_magic("giltracer", "--quiet --var failed_trace", "1/0")
+    assert ip.user_ns["failed_trace"].duration_ns > 0
+
+
 @pytest.mark.parametrize("line, message", [
     ("--max-events 0", "max-events"),
     ("--backend perf", "backend"),
     ("-o trace.png", ".html"),
     ("--height 5", "height"),
     ("--no-such-option", "unrecognized"),
+    ("--var 1t", "variable name"),
 ])
 def test_bad_options_are_usage_errors(ip, outputs, line, message):
     with pytest.raises(UsageError, match=message):
         ip.run_cell_magic("giltracer", line, "pass")
     assert not outputs
+
+
+# ------------------------------------------------------------------ %gilprofile
+PAIR = """
+import threading, time
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+def pair(n):
+    ts = [threading.Thread(target=fib, args=(n,), name=f"p{i}") for i in range(2)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    return fib(n)
+"""
+
+
+@pytest.fixture
+def with_pair(ip):
+    ip.run_cell(PAIR)
+    return ip
+
+
+def check_profile_bundle(bundle):
+    assert bundle["text/html"].startswith("<iframe srcdoc=")
+    assert "&quot;view&quot;:&quot;profile&quot;" in bundle["text/html"]  # opens on Profile
+    assert "<script" not in bundle["text/html"]
+    text = bundle["text/plain"]
+    assert "Top functions by GIL wait:" in text and "Top functions by GIL held:" in text
+    assert "Top GIL waits" in text  # the blame rows
+    return text
+
+
+def test_line_magic_returns_the_value_and_shows_the_profile(with_pair, outputs):
+    value = with_pair.run_line_magic("gilprofile", "-q pair(16)")
+    assert value == 987
+    (bundle,) = outputs
+    text = check_profile_bundle(bundle)
+    assert "fib" in text and "p0" in text
+
+
+def test_line_magic_assignment_and_verbatim_statement(with_pair, outputs, capsys):
+    with_pair.run_cell('x = %gilprofile -q len("a  b")')
+    assert with_pair.user_ns["x"] == 4  # the statement's spaces were kept
+    assert with_pair.run_line_magic("gilprofile", "-q -- -1") == -1  # `--` ends the options
+    with_pair.run_cell("r = %gilprofile -q y = 5")
+    assert with_pair.user_ns["y"] == 5 and with_pair.user_ns["r"] is None  # a statement: None
+    assert len(outputs) == 3
+
+
+def test_line_magic_sees_local_variables(with_pair, outputs):
+    with_pair.run_cell("def g():\n    k = 7\n    v = %gilprofile -q k * 6\n    return v\nz = g()\n")
+    assert with_pair.user_ns["z"] == 42
+
+
+def test_cell_magic_options(with_pair, outputs, tmp_path, capsys):
+    out = tmp_path / "p.html"
+    with_pair.run_cell_magic("gilprofile", f"--top 2 --sort held --no-c --no-sched -o {out}",
+                             "r = pair(15)\ntime.sleep(0.01)\n")
+    assert with_pair.user_ns["r"] == 610
+    (bundle,) = outputs
+    text = check_profile_bundle(bundle)
+    assert text.index("Top functions by GIL held:") < text.index("Top functions by GIL wait:")
+    assert "time.sleep" not in text  # --no-c
+    first = text.split("Top functions by GIL held:")[1].split("Top functions")[0]
+    rows = [ln for ln in first.splitlines() if ln.strip() and not ln.startswith("  function")]
+    assert 1 <= len(rows) <= 2  # --top 2
+    assert "n/a" in text  # --no-sched: no off-CPU column data
+    assert '"view":"profile"' in out.read_text(encoding="utf-8")
+    assert f"saved {out}" in capsys.readouterr().out
+
+
+def test_statement_that_raises_shows_profile_then_reraises(with_pair, outputs, capsys):
+    with pytest.raises(ZeroDivisionError):
+        with_pair.run_line_magic("gilprofile", "pair(12) / 0")
+    assert len(outputs) == 1 and "fib" in outputs[0]["text/plain"]
+    assert "raised ZeroDivisionError" in capsys.readouterr().out
+    with pytest.raises(KeyError):
+        with_pair.run_cell_magic("gilprofile", "-q", "w = 3\n{}['k']\n")
+    assert len(outputs) == 2 and with_pair.user_ns["w"] == 3
+
+
+@pytest.mark.parametrize("line, message", [
+    ("--sort bogus f()", "sort"),
+    ("--top 0 f()", "--top must be a positive number"),
+    ("--backend perf f()", "backend"),
+    ("-o trace.png f()", ".html"),
+    ("--no-such-option f()", "unrecognized"),
+    ("-q", "needs a statement"),
+    ("-q f(", "not a Python statement"),
+])
+def test_gilprofile_bad_options_are_usage_errors(ip, outputs, line, message):
+    with pytest.raises(UsageError, match=message):
+        ip.run_line_magic("gilprofile", line)
+    assert not outputs
+
+
+def test_gilprofile_help_lists_the_options(ip):
+    doc = ip.find_line_magic("gilprofile").__doc__
+    for option in ("-o", "--backend", "--top", "--sort", "--no-c", "--no-sched", "-q"):
+        assert option in doc
+
+
+# ------------------------------------------------------------------ in a real kernel
+def test_magics_in_a_jupyter_kernel(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    cells = [
+        "%load_ext giltracer",
+        PAIR,
+        "x = %gilprofile -q pair(16)\nprint('value', x)",
+        "%%gilprofile --top 3 --sort caused\nr = pair(15)",
+        "%gilprofile --sort bogus pair(3)",
+        "%gilprofile -q 1 / 0",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    out = [c.get("outputs", []) for c in nb.cells]
+    assert any("value 987" in o.get("text", "") for o in out[2])
+    for i in (2, 3, 5):
+        (shown,) = [o for o in out[i] if o.get("output_type") == "display_data"]
+        assert shown["data"]["text/html"].startswith("<iframe srcdoc=")
+        assert "Top functions by GIL" in shown["data"]["text/plain"]
+    assert "Top functions by GIL wait caused:" in out[3][0]["data"]["text/plain"]
+    # IPython shows a UsageError as one line on stderr, not as a traceback
+    assert "UsageError: argument --sort: invalid choice" in "".join(o.get("text", "") for o in out[4])
+    assert not [o for o in out[4] if o.get("output_type") == "display_data"]
+    (err,) = [o for o in out[5] if o.get("output_type") == "error"]
+    assert err["ename"] == "ZeroDivisionError"  # shown after its profile

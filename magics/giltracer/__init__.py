@@ -8,9 +8,10 @@
     t.save("trace.html")
 """
 
-from .api import BlameRow, ThreadInfo, ThreadSummary, Trace, trace
+from .api import BlameRow, FunctionRow, ProfileNode, ThreadInfo, ThreadSummary, Trace, trace
 
-__all__ = ["trace", "Trace", "ThreadInfo", "ThreadSummary", "BlameRow", "load_ipython_extension"]
+__all__ = ["trace", "Trace", "ThreadInfo", "ThreadSummary", "BlameRow", "ProfileNode", "FunctionRow",
+           "load_ipython_extension"]
 __version__ = "0.1.0"
 
 

@@ -12,7 +12,7 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 DEFAULT_MAX_EVENTS = 5_000_000
 BACKENDS = ("auto", "hooks", "bpf")
@@ -20,6 +20,12 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 GIL_STATES = ("released", "wait", "held")
 OS_STATES = ("on-cpu", "preempted", "blocked")
+# Where each slice of a thread's time went (core/profile.h): GIL held and on CPU (or
+# held, OS state not recorded), held but preempted/blocked, waiting for the GIL,
+# released, and no GIL data.
+PROFILE_STATES = ("running", "held_off_cpu", "waiting", "released", "unknown")
+PROFILE_SORTS = ("wait", "held", "total", "self", "caused")
+VIEWER_TABS = ("timeline", "profile", "blame", "top")
 
 
 _fork_hook_registered = False
@@ -80,6 +86,80 @@ class BlameRow:
     count: int
 
 
+def _states(v: Sequence[int]) -> Dict[str, int]:
+    return dict(zip(PROFILE_STATES, v))
+
+
+@dataclass
+class ProfileNode:
+    """A function within its caller path. ``states``: where its inclusive time went,
+    ``self_states``: its own time (children excluded); each adds up to
+    ``total_ns`` / ``self_ns``. ``calls`` counts calls that began while tracing."""
+
+    name: str
+    file: str
+    line: int
+    is_c: bool
+    calls: int
+    total_ns: int
+    self_ns: int
+    states: Dict[str, int]
+    self_states: Dict[str, int]
+    children: List["ProfileNode"]
+
+    def walk(self) -> Iterator["ProfileNode"]:
+        """This node and every node below it, depth first."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def find(self, name: str) -> List["ProfileNode"]:
+        """Every node below (or at) this one whose function is ``name``."""
+        return [n for n in self.walk() if n.name == name]
+
+
+@dataclass(frozen=True)
+class FunctionRow:
+    """One function merged over its call paths (recursion counted once in ``total_ns``).
+    ``gil_wait_caused_ns``: time other threads waited for the GIL while this function
+    was the holder's innermost Python function."""
+
+    name: str
+    file: str
+    line: int
+    is_c: bool
+    calls: int
+    total_ns: int
+    self_ns: int
+    states: Dict[str, int]
+    self_states: Dict[str, int]
+    gil_wait_caused_ns: int
+
+    @property
+    def held_ns(self) -> int:
+        return self.self_states["running"] + self.self_states["held_off_cpu"]
+
+
+def _sort_key(sort: str):
+    return {
+        "wait": lambda r: r.self_states["waiting"],
+        "held": lambda r: r.held_ns,
+        "total": lambda r: r.total_ns,
+        "self": lambda r: r.self_ns,
+        "caused": lambda r: r.gil_wait_caused_ns,
+    }[sort]
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.1f}"
+
+
+def _location(file: str, line: int) -> str:
+    return f"{os.path.basename(file)}:{line}" if file else "(C)"
+
+
 def _check_globs(name: str, value: Union[None, str, Iterable[str]]) -> Optional[List[str]]:
     if value is None:
         return None
@@ -111,7 +191,8 @@ class Trace:
     Attributes available after the block: ``threads``, ``event_count``,
     ``dropped_events``, ``duration_ns``, ``backend``, ``backend_reason``,
     ``sched_status``; methods ``summary()``, ``summary_text()``, ``blame()``,
-    ``spans(tid)``, ``gil_intervals(tid)``, ``os_intervals(tid)``, ``save(path)``.
+    ``spans(tid)``, ``gil_intervals(tid)``, ``os_intervals(tid)``, ``save(path)``; the
+    GIL-split profile: ``profile(thread=None)``, ``functions()``, ``profile_text()``.
     """
 
     def __init__(
@@ -155,6 +236,7 @@ class Trace:
         self.title = title
         self._session: Any = None
         self._result: Any = None
+        self._funcs: Optional[List[Tuple[str, str, int, bool]]] = None
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> "Trace":
@@ -246,13 +328,96 @@ class Trace:
     def os_intervals(self, thread: Union[int, str, threading.Thread]) -> list:
         return [(a, b, OS_STATES[s]) for a, b, s in self.result.os_intervals(self._tid(thread))]
 
-    def save(self, path: Union[str, os.PathLike], format: Optional[str] = None) -> str:
-        """Write the trace: ``.html`` (self-contained viewer), ``.json`` (Chrome Trace
-        Event format for Perfetto / chrome://tracing) or ``.txt`` (the summary table)."""
+    # -- profile -----------------------------------------------------------------
+    def _func_table(self) -> List[Tuple[str, str, int, bool]]:
+        if self._funcs is None:
+            self._funcs = self.result.functions()
+        return self._funcs
+
+    def _profile_tid(self, thread: Union[None, int, str, threading.Thread]) -> Optional[int]:
+        return None if thread is None else self._tid(thread)
+
+    def profile(self, thread: Union[None, int, str, threading.Thread] = None) -> ProfileNode:
+        """The call tree split by GIL state: merged over threads (``thread=None``) or of one
+        thread (tid, name or Thread). The root is the traced time of the thread(s)."""
+        funcs = self._func_table()
+        tid = self._profile_tid(thread)
+        if tid is None:
+            root_name = f"all {len(self.result.threads())} threads"
+        else:
+            root_name = next((t.name for t in self.threads if t.tid == tid), f"thread {tid}")
+        nodes: List[ProfileNode] = []
+        for parent, func, calls, total, self_ns, states, self_states in self.result.profile(tid):
+            name, file, line, is_c = funcs[func] if func >= 0 else (root_name, "", 0, False)
+            node = ProfileNode(name, file, line, is_c, calls, total, self_ns, _states(states),
+                               _states(self_states), [])
+            nodes.append(node)
+            if parent >= 0:
+                nodes[parent].children.append(node)
+        for node in nodes:
+            node.children.sort(key=lambda n: -n.total_ns)
+        return nodes[0]
+
+    def functions(self, thread: Union[None, int, str, threading.Thread] = None,
+                  sort: str = "total") -> List[FunctionRow]:
+        """Per-function rows (merged over call paths; over threads unless ``thread``),
+        largest first by ``sort``: wait, held, total, self or caused."""
+        if sort not in PROFILE_SORTS:
+            raise ValueError(f"sort must be one of {', '.join(PROFILE_SORTS)}; got {sort!r}")
+        funcs = self._func_table()
+        rows = [FunctionRow(*funcs[f][:4], calls, total, self_ns, _states(st), _states(sst), caused)
+                for f, calls, total, self_ns, st, sst, caused
+                in self.result.profile_functions(self._profile_tid(thread))]
+        rows.sort(key=_sort_key(sort), reverse=True)
+        return rows
+
+    def profile_text(self, top: int = 10, sort: str = "wait") -> str:
+        """Top functions by ``sort`` and by GIL held (self time split by GIL state), then
+        the per-thread table and the GIL-blame rows."""
+        rows = self.functions(sort="total")
+        second = "held" if sort != "held" else "wait"
+        titles = {"wait": "GIL wait", "held": "GIL held", "total": "total time",
+                  "self": "self time", "caused": "GIL wait caused"}
+        tables = [(key, [r for r in sorted(rows, key=_sort_key(key), reverse=True)
+                         if _sort_key(key)(r) > 0][:top]) for key in (sort, second)]
+        shown = [r for _, picked in tables for r in picked]
+        width = max([8] + [len(r.name) for r in shown])
+        width = min(width, 40)
+        locw = min(max([8] + [len(_location(r.file, r.line)) for r in shown]), 28)
+        head = (f"  {'function':<{width}} {'location':<{locw}} {'calls':>8} {'total':>8} "
+                f"{'self':>8} {'running':>8} {'held-off':>8} {'waiting':>8} {'released':>8} "
+                f"{'caused':>8}")
+        out = [f"GIL profile of {self.result.title} (ms): each function's self time split by "
+               "GIL state; caused = other threads' GIL wait while it held the GIL"]
+        for key, picked in tables:
+            out.append(f"Top functions by {titles[key]}:")
+            if not picked:
+                out.append("  none")
+                continue
+            out.append(head)
+            for r in picked:
+                ss = r.self_states
+                name = r.name if len(r.name) <= width else r.name[: width - 1] + "…"
+                loc = _location(r.file, r.line)
+                loc = loc if len(loc) <= locw else "…" + loc[-(locw - 1):]
+                out.append(
+                    f"  {name:<{width}} {loc:<{locw}} {r.calls:>8} "
+                    f"{_ms(r.total_ns):>8} {_ms(r.self_ns):>8} {_ms(ss['running']):>8} "
+                    f"{_ms(ss['held_off_cpu']):>8} {_ms(ss['waiting']):>8} "
+                    f"{_ms(ss['released']):>8} {_ms(r.gil_wait_caused_ns):>8}")
+        return "\n".join(out) + "\n" + self.summary_text(top)
+
+    def save(self, path: Union[str, os.PathLike], format: Optional[str] = None,
+             tab: Optional[str] = None) -> str:
+        """Write the trace: ``.html`` (self-contained viewer; ``tab`` = the tab it opens
+        on: timeline, profile, blame or top), ``.json`` (Chrome Trace Event format for
+        Perfetto / chrome://tracing) or ``.txt`` (the summary table)."""
         path = os.fspath(path)
         fmt = format or os.path.splitext(path)[1].lstrip(".").lower()
+        if tab is not None and tab not in VIEWER_TABS:
+            raise ValueError(f"tab must be one of {', '.join(VIEWER_TABS)}; got {tab!r}")
         if fmt in ("htm", "html"):
-            self.result.save(path, "html")
+            self.result.save(path, "html", tab)
         elif fmt == "json":
             self.result.save(path, "json")
         elif fmt in ("txt", "text"):

@@ -1,4 +1,6 @@
-"""Command line: ``giltracer [options] script.py [args]`` or ``giltracer [options] -m module [args]``."""
+"""Command line: ``giltracer [options] script.py [args]`` or ``giltracer [options] -m module [args]``;
+``giltracer profile [options] script.py [args]`` prints the GIL-split profile instead of the
+per-thread table and writes the viewer opened on its Profile tab."""
 
 from __future__ import annotations
 
@@ -9,19 +11,33 @@ import sys
 import traceback
 from typing import List, Optional, Tuple
 
-from .api import BACKENDS, DEFAULT_MAX_EVENTS, Trace
+from .api import BACKENDS, DEFAULT_MAX_EVENTS, PROFILE_SORTS, Trace
+
+PROFILE_COMMAND = "profile"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="giltracer",
-        description="Run a Python script while tracing every call in every thread and probing "
-        "the GIL; write a self-contained HTML viewer (or Chrome-trace JSON) and print the "
-        "per-thread GIL table.",
-        epilog="examples:\n  giltracer examples/threads_demo.py\n"
-        "  giltracer -o trace.json -m mypkg.main --fast\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def build_parser(profile: bool = False) -> argparse.ArgumentParser:
+    if profile:
+        p = argparse.ArgumentParser(
+            prog="giltracer profile",
+            description="Run a Python script traced and print its GIL-split profile: each "
+            "function's time as running, held off CPU, waiting for the GIL and released, and "
+            "the GIL wait it caused; write the HTML viewer opened on its Profile tab.",
+            epilog="examples:\n  giltracer profile examples/threads_demo.py\n"
+            "  giltracer profile --sort caused --top 20 -m mypkg.main --fast\n",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    else:
+        p = argparse.ArgumentParser(
+            prog="giltracer",
+            description="Run a Python script while tracing every call in every thread and probing "
+            "the GIL; write a self-contained HTML viewer (or Chrome-trace JSON) and print the "
+            "per-thread GIL table. `giltracer profile ...` prints the GIL-split profile instead.",
+            epilog="examples:\n  giltracer examples/threads_demo.py\n"
+            "  giltracer -o trace.json -m mypkg.main --fast\n"
+            "  giltracer profile examples/threads_demo.py\n",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
     p.add_argument("-o", "--output", metavar="PATH",
                    help="where to write the trace: .html (default: <script>.giltracer.html "
                         "in the current directory) or .json (Perfetto / chrome://tracing)")
@@ -39,7 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB (repeatable)")
     p.add_argument("--follow-children", action="store_true",
                    help="also probe forked child processes (bpf backend only)")
-    p.add_argument("--top", type=int, default=5, metavar="N", help="GIL-blame rows to print (default 5)")
+    if profile:
+        p.add_argument("--top", type=int, default=10, metavar="N",
+                       help="functions (and GIL-blame rows) per table (default 10)")
+        p.add_argument("--sort", choices=PROFILE_SORTS, default="wait",
+                       help="order of the first table: self time waiting for the GIL (default), "
+                            "holding it, total, self, or GIL wait caused in other threads")
+    else:
+        p.add_argument("--top", type=int, default=5, metavar="N", help="GIL-blame rows to print (default 5)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the output path")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a script (like python -m)")
     p.add_argument("target", nargs="?", help="the script to run")
@@ -50,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Options of ours that take a value: everything after the script (or -m MODULE) belongs
 # to the script, even when it looks like one of our options (e.g. `-m json.tool --help`).
 _VALUE_OPTIONS = {"-o", "--output", "--backend", "--max-events", "--max-depth", "--include",
-                  "--exclude", "--top"}
+                  "--exclude", "--top", "--sort"}
 
 
 def split_argv(argv: List[str]) -> Tuple[List[str], List[str]]:
@@ -74,8 +97,13 @@ def split_argv(argv: List[str]) -> Tuple[List[str], List[str]]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    p = build_parser()
-    ours, rest = split_argv(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `giltracer profile x.py`; a script really named "profile" runs as ./profile.
+    profile = bool(argv) and argv[0] == PROFILE_COMMAND
+    if profile:
+        argv = argv[1:]
+    p = build_parser(profile)
+    ours, rest = split_argv(argv)
     a = p.parse_args(ours)
     a.args = list(a.args) + rest
     if a.module:
@@ -92,6 +120,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         p.error("--max-events must be a positive number")
     if a.max_depth is not None and a.max_depth < 1:
         p.error("--max-depth must be a positive number")
+    if profile and a.top < 1:
+        p.error("--top must be a positive number, e.g. --top 10")
     out = a.output or (os.path.splitext(os.path.basename(target))[0] + ".giltracer.html")
     if not out.lower().endswith((".html", ".htm", ".json", ".txt")):
         p.error(f"cannot tell the format of {out!r}: use a .html, .json or .txt path")
@@ -120,8 +150,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         status = 1
     finally:
         sys.argv = saved_argv
-    t.save(out)
-    if not a.quiet:
+    t.save(out, tab="profile" if profile and out.lower().endswith((".html", ".htm")) else None)
+    if profile:
+        if not a.quiet:
+            print(t.profile_text(a.top, a.sort), end="")
+            print(f"giltracer: wrote {out}", file=sys.stderr)
+        else:
+            print(out)
+    elif not a.quiet:
         print(t.summary_text(a.top), file=sys.stderr, end="")
         print(f"giltracer: wrote {out}", file=sys.stderr)
     else:

@@ -1,25 +1,32 @@
-"""IPython magics: ``%%giltracer`` traces one cell and shows the viewer inline."""
+"""IPython magics: ``%%giltracer`` traces one cell and shows the viewer inline;
+``%gilprofile STATEMENT`` / ``%%gilprofile`` show the GIL-split profile."""
 
 from __future__ import annotations
 
 import html
 import os
+import re
 import tempfile
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic import (Magics, cell_magic, line_cell_magic, magics_class,
+                                needs_local_scope, no_var_expand)
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from .api import BACKENDS, DEFAULT_MAX_EVENTS, Trace
+from .api import BACKENDS, DEFAULT_MAX_EVENTS, PROFILE_SORTS, Trace
+
+OUTPUT_SUFFIXES = (".html", ".htm", ".json", ".txt")
 
 
-def viewer_bundle(t: Trace, height: int) -> dict:
+def viewer_bundle(t: Trace, height: int, text: Optional[str] = None,
+                  tab: Optional[str] = None) -> dict:
     """The MIME bundle shown for a trace: the viewer in an iframe (its JS and CSS cannot
-    clash with the notebook's) and the per-thread table for text-only front ends."""
+    clash with the notebook's), opened on `tab`, and `text` (default: the per-thread
+    table) for text-only front ends."""
     with tempfile.TemporaryDirectory(prefix="giltracer-") as d:
-        path = t.save(os.path.join(d, "trace.html"))
+        path = t.save(os.path.join(d, "trace.html"), tab=tab)
         with open(path, encoding="utf-8") as f:
             page = f.read()
     frame = (
@@ -27,7 +34,63 @@ def viewer_bundle(t: Trace, height: int) -> dict:
         f'style="width:100%;height:{height}px;border:1px solid #ccc;resize:vertical" '
         'sandbox="allow-scripts allow-downloads" frameborder="0"></iframe>'
     )
-    return {"text/html": frame, "text/plain": t.summary_text()}
+    return {"text/html": frame, "text/plain": t.summary_text() if text is None else text}
+
+
+def make_trace(args: Any, title: str) -> Trace:
+    """A Trace from the options both magics share; a bad value is a UsageError."""
+    if args.output and not args.output.lower().endswith(OUTPUT_SUFFIXES):
+        raise UsageError(f"-o {args.output}: use a path ending in .html, .json or .txt")
+    try:
+        return Trace(c_calls=args.c_calls, sched=args.sched, backend=args.backend, title=title,
+                     **{k: getattr(args, k) for k in ("functions", "max_events", "max_depth",
+                                                      "include", "exclude") if hasattr(args, k)})
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
+    """run() inside the trace: (its value, the exception it raised or None)."""
+    with t:
+        try:
+            return run(), None
+        except BaseException as e:  # shown after the trace, then re-raised
+            return None, e
+
+
+def save_and_report(t: Trace, args: Any, error: Optional[BaseException], what: str,
+                    tab: Optional[str] = None) -> None:
+    if args.output:
+        t.save(args.output, tab=tab if args.output.lower().endswith((".html", ".htm")) else None)
+        if not args.quiet:
+            print(f"giltracer: saved {args.output}")
+    if not args.quiet and error is not None:
+        print(f"giltracer: the {what} raised {type(error).__name__}; its trace is below")
+
+
+# Options of %gilprofile that take a value: the statement starts after the options.
+_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--backend", "--top", "--sort", "--height"}
+
+
+def split_statement(line: str) -> Tuple[str, str]:
+    """'--top 3 f(x, "a  b")' -> ('--top 3', 'f(x, "a  b")'): the statement is kept
+    verbatim. `--` ends the options (for a statement that starts with '-')."""
+    pos, expect_value = 0, False
+    while True:
+        m = re.match(r"\s*(\S+)", line[pos:])
+        if not m:
+            break
+        token = m.group(1)
+        if expect_value:
+            expect_value = False
+        elif token == "--":
+            return line[:pos].strip(), line[pos + m.end():].strip()
+        elif not token.startswith("-") or token == "-":
+            break
+        else:
+            expect_value = token in _PROFILE_VALUE_OPTIONS
+        pos += m.end()
+    return line[:pos].strip(), line[pos:].strip()
 
 
 @magics_class
@@ -47,6 +110,7 @@ class GilTracerMagics(Magics):
     @argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
     @argument("--quiet", action="store_true", help="show the viewer only, no messages")
+    @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
     @no_var_expand
     @cell_magic
     def giltracer(self, line: str, cell: str) -> None:
@@ -59,31 +123,81 @@ class GilTracerMagics(Magics):
             raise UsageError("--max-depth must be a positive number, e.g. --max-depth 20")
         if args.height < 100:
             raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
-        if args.output and not args.output.lower().endswith((".html", ".htm", ".json", ".txt")):
-            raise UsageError(f"-o {args.output}: use a path ending in .html, .json or .txt")
-        try:
-            t = Trace(functions=args.functions, c_calls=args.c_calls, max_events=args.max_events,
-                      include=args.include, exclude=args.exclude, max_depth=args.max_depth,
-                      sched=args.sched, backend=args.backend, title="%%giltracer cell")
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-
-        shell = self.shell
-        source = shell.transform_cell(cell)
-        filename = shell.compile.cache(source)
-        code = shell.compile(source, filename, "exec")
-        error: Optional[BaseException] = None
-        with t:
-            try:
-                exec(code, shell.user_ns)
-            except BaseException as e:  # shown after the trace, then re-raised
-                error = e
-        if args.output:
-            t.save(args.output)
-            if not args.quiet:
-                print(f"giltracer: saved {args.output}")
-        if not args.quiet and error is not None:
-            print(f"giltracer: the cell raised {type(error).__name__}; its trace is below")
+        if args.var is not None and not args.var.isidentifier():
+            raise UsageError(f"--var {args.var}: give a Python variable name, e.g. --var t")
+        t = make_trace(args, "%%giltracer cell")
+        code = self._compile(cell, "exec")
+        _, error = run_traced(t, lambda: exec(code, self.shell.user_ns))
+        if args.var is not None:
+            self.shell.user_ns[args.var] = t
+        save_and_report(t, args, error, "cell")
         display(viewer_bundle(t, args.height), raw=True)
         if error is not None:
             raise error
+
+    @magic_arguments()
+    @argument("-o", "--output", metavar="PATH",
+              help="also save the trace: .html (opens on the Profile tab), .json (Perfetto) or .txt")
+    @argument("--backend", choices=BACKENDS, default="auto",
+              help="GIL probe: auto (bpf when permitted, else hooks), hooks, bpf")
+    @argument("--top", type=int, default=10, metavar="N", help="rows per table (default 10)")
+    @argument("--sort", choices=PROFILE_SORTS, default="wait",
+              help="order of the first table: self time waiting for the GIL (default), holding "
+                   "it, total, self, or GIL wait caused in other threads")
+    @argument("--no-c", dest="c_calls", action="store_false", help="do not record C function calls")
+    @argument("--no-sched", dest="sched", action="store_false",
+              help="do not record OS scheduler states (held is then one state)")
+    @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
+    @argument("-q", "--quiet", action="store_true", help="show the profile only, no messages")
+    @no_var_expand
+    @needs_local_scope
+    @line_cell_magic
+    def gilprofile(self, line: str, cell: Optional[str] = None, local_ns: Any = None) -> Any:
+        """Run a statement (``%gilprofile f()``, whose value it returns, like ``%time``) or
+        the cell (``%%gilprofile``) traced, and show where each function's time went
+        GIL-wise: running, held off CPU, waiting for the GIL, released; plus the GIL wait
+        it caused in other threads. A statement that raises still shows its profile.
+        ``--`` ends the options, for a statement that starts with '-'."""
+        options, statement = (line, "") if cell is not None else split_statement(line)
+        args = parse_argstring(self.gilprofile, options)
+        if cell is None and not statement:
+            raise UsageError("%gilprofile needs a statement, e.g. %gilprofile f(); "
+                             "or use %%gilprofile on a cell")
+        if args.top < 1:
+            raise UsageError("--top must be a positive number, e.g. --top 10")
+        if args.height < 100:
+            raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
+        t = make_trace(args, "%gilprofile " + statement if cell is None else "%%gilprofile cell")
+        if cell is None:
+            value_of = self._statement(statement, local_ns)
+        else:
+            code = self._compile(cell, "exec")
+            value_of = lambda: exec(code, self.shell.user_ns)  # noqa: E731
+        value, error = run_traced(t, value_of)
+        save_and_report(t, args, error, "statement" if cell is None else "cell", tab="profile")
+        display(viewer_bundle(t, args.height, t.profile_text(args.top, args.sort), tab="profile"),
+                raw=True)
+        if error is not None:
+            raise error
+        return value if cell is None else None
+
+    # -- helpers -------------------------------------------------------------------
+    def _compile(self, source: str, mode: str) -> Any:
+        shell = self.shell
+        source = shell.transform_cell(source)
+        return shell.compile(source, shell.compile.cache(source), mode)
+
+    def _statement(self, statement: str, local_ns: Any) -> Any:
+        """A callable running `statement` in the user's namespace: an expression's value,
+        or None for a statement (as %time does)."""
+        ns = self.shell.user_ns
+        try:
+            code, is_expr = self._compile(statement, "eval"), True
+        except SyntaxError:
+            try:
+                code, is_expr = self._compile(statement, "exec"), False
+            except SyntaxError as e:
+                raise UsageError(f"%gilprofile: not a Python statement: {e.msg}: {statement!r}") from None
+        if is_expr:
+            return lambda: eval(code, ns, local_ns)
+        return lambda: exec(code, ns, local_ns)

@@ -357,7 +357,11 @@ static const char expected_payload[] =
     "\"spans\":{\"start\":[0,1500,10000],\"dur\":[1000000,1250,10000],\"func\":[0,1,2],"
     "\"depth\":[0,1,1],\"flags\":[1,8,4]},"
     "\"gil\":{\"start\":[0,600000],\"dur\":[600000,400000],\"state\":[2,0]},"
-    "\"os\":{\"start\":[0,500000,700000],\"dur\":[500000,200000,300000],\"state\":[0,1,2]}},"
+    "\"os\":{\"start\":[0,500000,700000],\"dur\":[500000,200000,300000],\"state\":[0,1,2]},"
+    /* fib: clipped (0 calls); on CPU while held, preempted 500-600 us, then released */
+    "\"profile\":{\"parent\":[-1,0,1,1],\"func\":[-1,0,1,2],\"calls\":[0,0,1,1],"
+    "\"run\":[0,488750,1250,10000],\"hoff\":[0,100000,0,0],\"wait\":[0,0,0,0],"
+    "\"rel\":[0,400000,0,0],\"unk\":[0,0,0,0]}},"
     "{\"tid\":1235,\"pid\":1234,\"ident\":\"140000000000002\",\"name\":\"Thread-1\","
     "\"start\":100000,\"end\":900000,"
     "\"summary\":{\"wall_ns\":800000,\"held_ns\":300000,\"wait_ns\":500000,\"released_ns\":0,"
@@ -365,7 +369,9 @@ static const char expected_payload[] =
     "\"drop_requests\":2,\"held_pct\":37.5,\"wait_pct\":62.5,\"released_pct\":0.0},"
     "\"spans\":{\"start\":[100000],\"dur\":[800000],\"func\":[0],\"depth\":[0],\"flags\":[0]},"
     "\"gil\":{\"start\":[100000,600000],\"dur\":[500000,300000],\"state\":[1,2]},"
-    "\"os\":{\"start\":[],\"dur\":[],\"state\":[]}}],"
+    "\"os\":{\"start\":[],\"dur\":[],\"state\":[]},"
+    "\"profile\":{\"parent\":[-1,0],\"func\":[-1,0],\"calls\":[0,1],\"run\":[0,300000],"
+    "\"hoff\":[0,0],\"wait\":[0,500000],\"rel\":[0,0],\"unk\":[0,0]}}],"
     "\"blame\":[{\"waiter\":1235,\"holder\":1234,\"func\":0,\"wait_ns\":500000,\"count\":1},"
     "{\"waiter\":1234,\"holder\":1235,\"func\":-1,\"wait_ns\":1500,\"count\":2}]}";
 

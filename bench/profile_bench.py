@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Aggregation speed of the GIL-split profile (core/profile.c): ns per span at 1M and 10M
+spans of a synthetic two-thread result. Builds bench/profile_bench.c (Release) with cmake.
+
+    python bench/profile_bench.py [--spans 1000000,10000000] [--reps 5]
+
+Target (issue 9): <= 50 ns per span, i.e. 1M spans aggregate in <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TARGET_NS_PER_SPAN = 50
+
+
+def build(build_dir: str) -> str:
+    subprocess.run(["cmake", "-S", ROOT, "-B", build_dir, "-DGT_BUILD_EXTENSION=OFF",
+                    "-DGT_BUILD_BENCH=ON", "-DGT_WITH_BPF=OFF", "-DCMAKE_BUILD_TYPE=Release"],
+                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", build_dir, "--target", "profile_bench", "-j2"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return os.path.join(build_dir, "profile_bench")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spans", default="1000000,10000000", help="comma list of span counts")
+    ap.add_argument("--depth", default="8,12", help="comma list of call-tree depths (3^depth paths at most)")
+    ap.add_argument("--reps", type=int, default=5, help="builds per size; the best counts")
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "bench-profile"))
+    a = ap.parse_args(argv)
+    exe = build(a.build_dir)
+    print("Profile aggregation (gt_profile__build), best of", a.reps)
+    print(f"| depth | spans | call-tree nodes | time | ns / span | target <= {TARGET_NS_PER_SPAN} |")
+    print("|---:|---:|---:|---:|---:|:--|")
+    ok = True
+    for d in (int(x) for x in a.depth.split(",")):
+        for n in (int(x) for x in a.spans.split(",")):
+            out = subprocess.run([exe, str(n), str(a.reps), str(d)], check=True, capture_output=True,
+                                 text=True).stdout
+            r = json.loads(out)
+            good = r["ns_per_span"] <= TARGET_NS_PER_SPAN
+            ok &= good
+            print(f"| {d} | {r['spans']:,} | {r['nodes']:,} | {r['best_ms']:.1f} ms | "
+                  f"{r['ns_per_span']:.1f} | {'ok' if good else 'MISSED'} |")
+    real = real_trace()
+    if real:
+        print(f"\nA real trace (examples/threads_demo.py, hooks): {real[0]:,} spans, {real[1]:,} merged "
+              f"nodes, profile built in {real[2]:.1f} ms = {real[2] * 1e6 / real[0]:.1f} ns / span")
+    return 0 if ok else 1
+
+
+def real_trace():
+    """(spans, nodes, ms) of building the profile of the demo's trace, or None without
+    the giltracer package."""
+    try:
+        import runpy
+        import time
+
+        import giltracer
+    except ImportError:
+        return None
+    saved = sys.argv
+    sys.argv = ["threads_demo.py"]
+    try:
+        with giltracer.trace(backend="hooks") as t:
+            runpy.run_path(os.path.join(ROOT, "examples", "threads_demo.py"), run_name="__main__")
+    finally:
+        sys.argv = saved
+    spans = sum(th.spans for th in t.threads)
+    start = time.thread_time()
+    nodes = len(t.result.profile())  # the first call builds every tree
+    return spans, nodes, (time.thread_time() - start) * 1e3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

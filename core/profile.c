@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: MIT */
+/* Profile (see profile.h): call trees split by GIL state, per-function rows. */
+#include "profile.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EMPTY_KEY UINT64_MAX
+#define NO_TIME UINT64_MAX
+
+struct slot {
+    uint64_t key; /* EMPTY_KEY: free */
+    uint32_t node, unused;
+};
+
+/* A tree under construction: nodes plus an open-addressing map (parent, func) -> node. */
+struct tbuild {
+    struct gt_pnode *nodes;
+    size_t n, cap;
+    struct slot *slots;
+    size_t hcap; /* power of two; at most half full */
+};
+
+/* An open frame of the sweep. */
+struct pframe {
+    uint64_t end;
+    uint32_t node, func;
+};
+
+static uint64_t node_key(uint32_t parent, uint32_t func)
+{
+    return ((uint64_t)parent << 32) | func;
+}
+
+static size_t slot_of(uint64_t key, size_t hcap)
+{
+    key ^= key >> 31; /* both halves of the key reach the low bits */
+    key *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(key ^ (key >> 29)) & (hcap - 1);
+}
+
+static int tb_rehash(struct tbuild *b, size_t hcap)
+{
+    struct slot *slots = malloc(hcap * sizeof(*slots));
+    if (!slots)
+        return -ENOMEM;
+    for (size_t i = 0; i < hcap; i++)
+        slots[i].key = EMPTY_KEY;
+    for (size_t i = 1; i < b->n; i++) { /* the root is never looked up */
+        uint64_t k = node_key(b->nodes[i].parent, b->nodes[i].func);
+        size_t s = slot_of(k, hcap);
+        while (slots[s].key != EMPTY_KEY)
+            s = (s + 1) & (hcap - 1);
+        slots[s] = (struct slot){k, (uint32_t)i, 0};
+    }
+    free(b->slots);
+    b->slots = slots;
+    b->hcap = hcap;
+    return 0;
+}
+
+static int tb_init(struct tbuild *b)
+{
+    memset(b, 0, sizeof(*b));
+    b->cap = 64;
+    b->nodes = calloc(b->cap, sizeof(*b->nodes));
+    if (!b->nodes)
+        return -ENOMEM;
+    b->nodes[0] = (struct gt_pnode){.func = GT_NO_FUNC, .parent = GT_PNODE_NONE,
+                                    .first_child = GT_PNODE_NONE, .next_sibling = GT_PNODE_NONE,
+                                    .hint = GT_PNODE_NONE, .hint_func = GT_NO_FUNC};
+    b->n = 1;
+    return tb_rehash(b, 128);
+}
+
+static void tb_free(struct tbuild *b)
+{
+    free(b->nodes);
+    free(b->slots);
+    memset(b, 0, sizeof(*b));
+}
+
+/* The child of `parent` for `func`, created (with `recursive`) if new. */
+static int tb_child(struct tbuild *b, uint32_t parent, uint32_t func, uint32_t recursive,
+                    uint32_t *out)
+{
+    struct gt_pnode *p = &b->nodes[parent];
+    if (p->hint_func == func && p->hint != GT_PNODE_NONE) {
+        *out = p->hint; /* loops call the same child again and again */
+        return 0;
+    }
+    uint64_t k = node_key(parent, func);
+    size_t s = slot_of(k, b->hcap);
+    for (; b->slots[s].key != EMPTY_KEY; s = (s + 1) & (b->hcap - 1)) {
+        if (b->slots[s].key == k) {
+            *out = p->hint = b->slots[s].node;
+            p->hint_func = func;
+            return 0;
+        }
+    }
+    if (b->n >= GT_PNODE_NONE - 1)
+        return -ENOMEM;
+    if (b->n == b->cap) {
+        struct gt_pnode *q = realloc(b->nodes, 2 * b->cap * sizeof(*q));
+        if (!q)
+            return -ENOMEM;
+        b->nodes = q;
+        b->cap *= 2;
+        p = &b->nodes[parent];
+    }
+    uint32_t id = (uint32_t)b->n++;
+    b->nodes[id] = (struct gt_pnode){.func = func, .parent = parent,
+                                     .first_child = GT_PNODE_NONE,
+                                     .next_sibling = p->first_child,
+                                     .depth = p->depth + 1, .recursive = recursive,
+                                     .hint = GT_PNODE_NONE, .hint_func = GT_NO_FUNC};
+    p->first_child = p->hint = id;
+    p->hint_func = func;
+    b->slots[s] = (struct slot){k, id, 0};
+    *out = id;
+    if (2 * b->n > b->hcap)
+        return tb_rehash(b, 2 * b->hcap);
+    return 0;
+}
+
+/* Totals bottom-up (children have larger indices than their parent), then hand the
+ * nodes to `t`. */
+static void tb_finish(struct tbuild *b, struct gt_ptree *t)
+{
+    for (size_t i = b->n; i-- > 0;) {
+        struct gt_pnode *nd = &b->nodes[i];
+        nd->self_ns = nd->total_ns = 0;
+        for (int s = 0; s < GT_NPSTATES; s++) {
+            nd->total[s] += nd->self[s];
+            nd->self_ns += nd->self[s];
+            nd->total_ns += nd->total[s];
+        }
+        if (nd->parent != GT_PNODE_NONE)
+            for (int s = 0; s < GT_NPSTATES; s++)
+                b->nodes[nd->parent].total[s] += nd->total[s];
+    }
+    t->nodes = b->nodes;
+    t->nnodes = b->n;
+    b->nodes = NULL;
+    tb_free(b);
+}
+
+/* GIL state (3 = unknown) x OS state (3 = unknown) -> profile state. */
+static const uint8_t state_of[4][4] = {
+    [GT_GIL_STATE_RELEASED] = {GT_PSTATE_RELEASED, GT_PSTATE_RELEASED, GT_PSTATE_RELEASED,
+                               GT_PSTATE_RELEASED},
+    [GT_GIL_STATE_WAIT] = {GT_PSTATE_WAITING, GT_PSTATE_WAITING, GT_PSTATE_WAITING,
+                           GT_PSTATE_WAITING},
+    [GT_GIL_STATE_HELD] = {GT_PSTATE_RUNNING, GT_PSTATE_HELD_OFF_CPU, GT_PSTATE_HELD_OFF_CPU,
+                           GT_PSTATE_RUNNING},
+    [3] = {GT_PSTATE_UNKNOWN, GT_PSTATE_UNKNOWN, GT_PSTATE_UNKNOWN, GT_PSTATE_UNKNOWN},
+};
+
+/* One thread: a single sweep over its spans (a stack of open frames) and its GIL and OS
+ * intervals; each stretch between two boundaries goes to the innermost open frame's
+ * self time, in the state of that stretch. */
+static int build_thread(const struct gt_result *r, const struct gt_thread_result *t,
+                        uint32_t *in_path, struct pframe **stp, size_t *st_cap,
+                        struct gt_ptree *out)
+{
+    const struct gt_span *sp = t->spans;
+    const struct gt_interval *gil = r->gil_known ? t->gil : NULL, *os = t->has_sched ? t->os : NULL;
+    size_t n = t->nspans, ngil = gil ? t->ngil : 0, nos = os ? t->nos : 0;
+    size_t i = 0, d = 0, gi = 0, oi = 0;
+    uint64_t last = t->start_ns, g_until = 0, o_until = 0;
+    unsigned gs = 3, osx = 3, state = GT_PSTATE_UNKNOWN;
+    uint32_t cur = 0;
+    struct tbuild b;
+    int err = tb_init(&b);
+
+    if (err)
+        goto cleanup;
+    for (;;) {
+        /* Frames starting now; a frame's depth says which open frames enclose it. */
+        for (; i < n && sp[i].start <= last; i++) {
+            const struct gt_span *s = &sp[i];
+            struct pframe *st = *stp;
+            uint32_t f = s->func, node;
+            if (f >= r->nfuncs)
+                continue;
+            while (d && ((s->depth != UINT16_MAX && d > s->depth) || st[d - 1].end < s->start))
+                in_path[st[--d].func]--;
+            cur = d ? st[d - 1].node : 0;
+            if ((err = tb_child(&b, cur, f, in_path[f] != 0, &node)))
+                goto cleanup;
+            b.nodes[node].calls += !(s->flags & GT_SPAN_CLIPPED_START);
+            if (d == *st_cap) {
+                size_t c = *st_cap ? 2 * *st_cap : 64;
+                struct pframe *q = realloc(*stp, c * sizeof(*q));
+                if (!q) {
+                    err = -ENOMEM;
+                    goto cleanup;
+                }
+                *stp = st = q;
+                *st_cap = c;
+            }
+            uint64_t end = s->end;
+            if (d && end > st[d - 1].end)
+                end = st[d - 1].end; /* a child never outlives its parent */
+            st[d++] = (struct pframe){end < last ? last : end, node, f};
+            in_path[f]++;
+            cur = node;
+        }
+        struct pframe *st = *stp;
+        while (d && st[d - 1].end <= last)
+            in_path[st[--d].func]--;
+        cur = d ? st[d - 1].node : 0;
+
+        /* The state from `last` on, recomputed only when a GIL or OS boundary is reached;
+         * then the next boundary of any kind. */
+        if (last >= g_until) {
+            while (gi < ngil && gil[gi].end <= last)
+                gi++;
+            gs = gi < ngil && gil[gi].start <= last ? gil[gi].state & 3 : 3;
+            g_until = gi == ngil ? NO_TIME : gil[gi].start > last ? gil[gi].start : gil[gi].end;
+            state = state_of[gs][osx];
+        }
+        if (last >= o_until) {
+            while (oi < nos && os[oi].end <= last)
+                oi++;
+            osx = oi < nos && os[oi].start <= last ? os[oi].state & 3 : 3;
+            o_until = oi == nos ? NO_TIME : os[oi].start > last ? os[oi].start : os[oi].end;
+            state = state_of[gs][osx];
+        }
+        uint64_t nx = last < t->end_ns ? t->end_ns : NO_TIME;
+        if (nx != NO_TIME) {
+            nx = g_until < nx ? g_until : nx;
+            nx = o_until < nx ? o_until : nx;
+        }
+        if (i < n && sp[i].start < nx)
+            nx = sp[i].start;
+        if (d && st[d - 1].end < nx)
+            nx = st[d - 1].end;
+        if (nx == NO_TIME)
+            break;
+        b.nodes[cur].self[state] += nx - last;
+        last = nx;
+    }
+    tb_finish(&b, out);
+    out->tid = t->tid;
+cleanup:
+    while (d)
+        in_path[(*stp)[--d].func]--;
+    if (err)
+        tb_free(&b);
+    return err;
+}
+
+/* Adds a thread tree into the merged one, node by node (parents come first). */
+static int merge_into(struct tbuild *m, const struct gt_ptree *t, uint32_t *map)
+{
+    map[0] = 0;
+    for (size_t i = 0; i < t->nnodes; i++) {
+        const struct gt_pnode *nd = &t->nodes[i];
+        if (i) {
+            int err = tb_child(m, map[nd->parent], nd->func, nd->recursive, &map[i]);
+            if (err)
+                return err;
+        }
+        struct gt_pnode *md = &m->nodes[map[i]];
+        md->calls += nd->calls;
+        for (int s = 0; s < GT_NPSTATES; s++)
+            md->self[s] += nd->self[s];
+    }
+    return 0;
+}
+
+int gt_profile__build(const struct gt_result *r, int flags, struct gt_profile **out)
+{
+    struct gt_profile *p = NULL;
+    struct pframe *st = NULL;
+    uint32_t *in_path = NULL, *map = NULL;
+    size_t st_cap = 0, maxn = 1;
+    struct tbuild m = {0};
+    int err = 0;
+
+    if (out)
+        *out = NULL;
+    if (!r || !out || (r->nthreads && !r->threads))
+        return -EINVAL;
+    p = calloc(1, sizeof(*p));
+    in_path = calloc((size_t)r->nfuncs + 1, sizeof(*in_path));
+    if (!p || !in_path || (r->nthreads && !(p->threads = calloc(r->nthreads, sizeof(*p->threads))))) {
+        err = -ENOMEM;
+        goto cleanup;
+    }
+    p->nthreads = r->nthreads;
+    for (size_t i = 0; i < r->nthreads; i++) {
+        if ((err = build_thread(r, &r->threads[i], in_path, &st, &st_cap, &p->threads[i])))
+            goto cleanup;
+        if (p->threads[i].nnodes > maxn)
+            maxn = p->threads[i].nnodes;
+    }
+    if (flags & GT_PROFILE_THREADS_ONLY) {
+        *out = p;
+        p = NULL;
+        goto cleanup;
+    }
+    if ((err = tb_init(&m)))
+        goto cleanup;
+    if (!(map = malloc(maxn * sizeof(*map)))) {
+        err = -ENOMEM;
+        goto cleanup;
+    }
+    for (size_t i = 0; i < p->nthreads; i++)
+        if ((err = merge_into(&m, &p->threads[i], map)))
+            goto cleanup;
+    /* The thread trees are final already; only the merged one needs its totals. */
+    tb_finish(&m, &p->merged);
+    p->merged.tid = 0;
+    *out = p;
+    p = NULL;
+cleanup:
+    tb_free(&m);
+    gt_profile__free(p);
+    free(st);
+    free(in_path);
+    free(map);
+    return err;
+}
+
+void gt_profile__free(struct gt_profile *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; p->threads && i < p->nthreads; i++)
+        free(p->threads[i].nodes);
+    free(p->threads);
+    free(p->merged.nodes);
+    free(p);
+}
+
+int gt_profile__functions(const struct gt_result *r, const struct gt_ptree *t, int32_t holder_tid,
+                          struct gt_pfunc **rows, size_t *nrows)
+{
+    struct gt_pfunc *acc = NULL, *outv = NULL;
+    size_t n = 0;
+    int err = 0;
+
+    if (!r || !t || !rows || !nrows || (t->nnodes && !t->nodes))
+        return -EINVAL;
+    *rows = NULL;
+    *nrows = 0;
+    if (!(acc = calloc((size_t)r->nfuncs + 1, sizeof(*acc)))) {
+        err = -ENOMEM;
+        goto cleanup;
+    }
+    for (size_t i = 1; i < t->nnodes; i++) {
+        const struct gt_pnode *nd = &t->nodes[i];
+        if (nd->func >= r->nfuncs)
+            continue;
+        struct gt_pfunc *a = &acc[nd->func];
+        a->calls += nd->calls;
+        for (int s = 0; s < GT_NPSTATES; s++) {
+            a->self[s] += nd->self[s];
+            a->self_ns += nd->self[s];
+            if (!nd->recursive) { /* an enclosing call of the same function counts it */
+                a->total[s] += nd->total[s];
+                a->total_ns += nd->total[s];
+            }
+        }
+    }
+    for (size_t i = 0; i < r->nblame; i++) {
+        const struct gt_blame *bl = &r->blame[i];
+        if (bl->func < r->nfuncs && (!holder_tid || bl->holder_tid == holder_tid))
+            acc[bl->func].wait_caused_ns += bl->wait_ns;
+    }
+    for (uint32_t f = 0; f < r->nfuncs; f++)
+        n += acc[f].calls || acc[f].total_ns || acc[f].wait_caused_ns;
+    if (n && !(outv = malloc(n * sizeof(*outv)))) {
+        err = -ENOMEM;
+        goto cleanup;
+    }
+    n = 0;
+    for (uint32_t f = 0; f < r->nfuncs; f++) {
+        if (acc[f].calls || acc[f].total_ns || acc[f].wait_caused_ns) {
+            outv[n] = acc[f];
+            outv[n++].func = f;
+        }
+    }
+    *rows = outv;
+    *nrows = n;
+    outv = NULL;
+cleanup:
+    free(acc);
+    free(outv);
+    return err;
+}

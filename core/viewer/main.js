@@ -1,0 +1,161 @@
+/* viewer.js part: tabs, the top-functions table, init (closes the closure decode.js opens). Joined with the other parts (CMakeLists.txt GT_VIEWER_JS) inside one closure. */
+/* == tabs & top functions == */
+var topSort = { key: 'self', dir: -1 };
+var tabs = D.querySelectorAll('.gt-tab');
+function showTab(name) {
+  tabs.forEach(function (b) { b.classList.toggle('on', b.getAttribute('data-tab') === name); });
+  $('gt-tab-timeline').hidden = name !== 'timeline';
+  $('gt-tab-top').hidden = name !== 'top';
+  $('gt-tab-blame').hidden = name !== 'blame';
+  $('gt-tab-profile').hidden = name !== 'profile';
+  $('gt-overview').hidden = name !== 'timeline';
+  $('gt-zoomctl').style.visibility = name === 'timeline' ? '' : 'hidden';
+  if (name === 'top') renderTop(); else if (name === 'profile') showProfile(); else resize();
+}
+tabs.forEach(function (b) { b.onclick = function () { showTab(b.getAttribute('data-tab')); }; });
+function buildTopCtl() {
+  var sel = $('gt-topthread');
+  el('option', null, 'All threads', sel).value = '-1';
+  threads.forEach(function (th) { el('option', null, th.name + ' (' + th.tid + ')', sel).value = String(th.idx); });
+  sel.addEventListener('change', renderTop);
+}
+var TOP_COLS = [['Function', 'name'], ['Location', 'loc'], ['Thread', 'thread'], ['Calls', 'n', 'n'],
+  ['Total', 'tot', 'n'], ['Self', 'self', 'n'], ['Self %', 'pct', 'n'], ['Avg / call', 'avg', 'n'],
+  ['Running', 's0', 'n', 'self time holding the GIL on CPU'],
+  ['Held off CPU', 's1', 'n', 'self time holding the GIL while preempted or blocked'],
+  ['Waiting', 's2', 'n', 'self time waiting for the GIL'], ['Released', 's3', 'n', 'self time with the GIL released'],
+  ['GIL wait caused', 'caused', 'n', 'time other threads waited for the GIL while this function held it (innermost Python function)']];
+function topCols() {
+  return TOP_COLS.filter(function (c) {
+    if (c[1] === 's1') return gilKnown && hasOS;
+    return gilKnown || ['s0', 's2', 's3', 'caused'].indexOf(c[1]) < 0;
+  });
+}
+function renderTop() {
+  var tbl = $('gt-top'), ti = +$('gt-topthread').value, rows = [];
+  threads.forEach(function (th) {
+    if (ti >= 0 && th.idx !== ti) return;
+    var st = th.stats, wall = num(th.sum.wall_ns, th.end - th.start) || 1;
+    var sp = funcSplit(threadTree(th)), caused = waitCaused(th.tid);
+    for (var k = 0; k < st.f.length; k++) {
+      var f = st.f[k];
+      if (fMatch && !fMatch[f]) continue;
+      rows.push({ f: f, th: th, name: fName[f], loc: fnLoc(f), thread: th.name, n: st.n[k], tot: st.tot[k],
+        self: st.self[k], pct: 100 * st.self[k] / wall, avg: st.tot[k] / st.n[k],
+        s0: sp.self[0][f], s1: sp.self[1][f], s2: sp.self[2][f], s3: sp.self[3][f], caused: caused[f] });
+    }
+  });
+  var key = topSort.key, dir = topSort.dir;
+  rows.sort(function (a, b) {
+    var x = a[key], y = b[key];
+    return (typeof x === 'string' ? String(x).localeCompare(y) : x - y) * dir;
+  });
+  tbl.textContent = '';
+  var cols = topCols(), ths = thead(tbl, cols.map(function (c) { return [c[0], 'sort' + (c[2] ? ' n' : '')]; }));
+  ths.forEach(function (h, i) {
+    var key2 = cols[i][1];
+    if (cols[i][3]) h.title = cols[i][3];
+    if (key2 === key) h.textContent += dir < 0 ? ' \u25be' : ' \u25b4';
+    h.addEventListener('click', function () {
+      topSort = { key: key2, dir: key2 === key ? -dir : (cols[i][2] ? -1 : 1) };
+      renderTop();
+    });
+  });
+  var tb = el('tbody', null, null, tbl), N = 300;
+  rows.slice(0, N).forEach(function (r) {
+    var tr = el('tr', null, null, tb);
+    cell(tr, r.name, 'nm' + (fIsC[r.f] ? ' gt-c' : ''), r.name);
+    cell(tr, shortLoc(r.f), 'nm gt-muted', r.loc);
+    cell(tr, r.thread, 'nm');
+    cell(tr, fmtInt(r.n), 'n'); cell(tr, fmtDur(r.tot), 'n'); cell(tr, fmtDur(r.self), 'n');
+    cell(tr, fmtPct(r.pct), 'n'); cell(tr, fmtDur(r.avg), 'n');
+    cols.slice(8).forEach(function (c) { cell(tr, fmtDur(r[c[1]]), 'n'); });
+    tr.title = 'Click to highlight this function in the timeline';
+    tr.addEventListener('click', function () { setSearch(r.name); selectThread(r.th.idx, true); });
+  });
+  if (!rows.length) emptyRow(tb, fMatch ? 'No function matches the search.' : 'No calls recorded.', cols.length);
+  $('gt-topnote').textContent = (rows.length > N ? 'top ' + N + ' of ' + fmtInt(rows.length) + ' rows' : fmtInt(rows.length) + ' rows') +
+    ' \u00b7 total = inclusive time, recursion counted once' + (fMatch ? ' \u00b7 filtered by the search' : '');
+}
+
+/* == init == */
+function init() {
+  try { P = JSON.parse(raw); } catch (e) {
+    $('gt-loading').hidden = true;
+    showError(/^\s*[{[]/.test(raw) ? 'Could not read the trace payload: ' + e.message : 'This page contains no trace data.');
+    return;
+  }
+  raw = null;
+  if (dataEl) dataEl.textContent = '';
+  perf.parsed = performance.now();
+  P = P || {};
+  meta = P.meta || {};
+  var F = P.funcs || {};
+  fName = arr(F, 'name').map(function (x) { return x == null ? '?' : String(x); });
+  fName.push('(unknown function)'); /* sentinel for out-of-range func indexes */
+  nF = fName.length;
+  fFile = arr(F, 'file').slice(); fLine = arr(F, 'line');
+  var cc = arr(F, 'c');
+  fIsC = new Uint8Array(nF);
+  for (var i = 0; i < nF; i++) { fFile[i] = fFile[i] == null ? '' : String(fFile[i]); fIsC[i] = cc[i] ? 1 : 0; }
+  gilKnown = meta.gil_known !== false;
+  scCount = new Float64Array(nF); scTotal = new Float64Array(nF); scSelf = new Float64Array(nF); scActive = new Int32Array(nF);
+  threads = (Array.isArray(P.threads) ? P.threads : []).map(prepThread);
+  scCount = scTotal = scSelf = scActive = null;
+  threads.forEach(function (th) {
+    if (th.tid !== '?') byTid[th.tid] = th;
+    var t = P.threads[th.idx]; if (t) t.spans = null;
+  });
+  hasOS = threads.some(function (th) { return th.os.n > 0; });
+  if (!threads.some(function (th) { return th.gil.n > 0; }) && meta.gil_known == null) gilKnown = false;
+  tMin = 0;
+  tMax = Math.max(0, num(meta.duration_ns, 0));
+  threads.forEach(function (th) { tMax = Math.max(tMax, th.end, th.maxE); tMin = Math.min(tMin, th.start); });
+  if (tMax - tMin < 1000) tMax = tMin + (tMax > tMin ? 1000 : 1e6);
+  span = tMax - tMin; vs = tMin; ve = tMax;
+  perf.prepared = performance.now();
+  mkColors();
+  nameW = new Float32Array(nF).fill(-1);
+  var hc = D.createElement('canvas'); hc.width = hc.height = 6;
+  var hx = hc.getContext('2d');
+  hx.strokeStyle = 'rgba(60,70,85,.28)'; hx.lineWidth = 1.2;
+  hx.beginPath(); hx.moveTo(0, 6); hx.lineTo(6, 0); hx.moveTo(-1, 1); hx.lineTo(1, -1); hx.moveTo(5, 7); hx.lineTo(7, 5); hx.stroke();
+  hatch = ctx.createPattern(hc, 'repeat');
+  ctx.font = FONT_B;
+  var mw = 0;
+  threads.forEach(function (th) { mw = Math.max(mw, ctx.measureText(th.name).width); });
+  gutterW = Math.round(Math.max(130, Math.min(230, mw + 56)));
+  $('gt-loading').hidden = true;
+  buildHeader(); buildSummary(); buildBlame(); buildLegend(); buildTopCtl(); details(null);
+  if (typeof ResizeObserver === 'function') new ResizeObserver(function () { resize(); }).observe(tl);
+  else window.addEventListener('resize', resize);
+  resize();
+  perf.ready = performance.now();
+  perf.firstFrameMs = perf.lastFrameMs;
+  if (P.view === 'profile' || P.view === 'blame' || P.view === 'top') showTab(P.view);
+  D.documentElement.setAttribute('data-gt-ready', String(Math.round(perf.ready))); /* for tests and benchmarks */
+}
+window.gtViewer = {
+  perf: perf,
+  view: function (a, b) { setView(a, b); },
+  redraw: function () { var t = performance.now(); draw(); return performance.now() - t; },
+  /* the Profile tab's drawn frames, for tests: [{name, x, w, row, y, h, split: [[state, x, w]]}] */
+  profileFrames: function () {
+    return pf.frames.map(function (fr) {
+      return { name: pfName(fr.T, fr.i), x: fr.x, w: fr.w, row: fr.row, y: fr.row * PF_ROW, h: PF_ROW - 1,
+        context: !!fr.ctx, total_ns: fr.T.total[fr.i], split: pfSegs(fr) };
+    });
+  },
+  profileZoom: function () { var T = pfTree(); return pfName(T, Math.min(pf.zoom, T.n - 1)); },
+  showTab: function (name) { showTab(name); }
+};
+if (raw.length > 1500000) {
+  var started = false;
+  var go = function () { if (!started) { started = true; init(); } };
+  requestAnimationFrame(function () { setTimeout(go, 0); });
+  setTimeout(go, 250);
+} else {
+  $('gt-loading').hidden = true;
+  init();
+}
+})();

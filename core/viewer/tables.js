@@ -1,0 +1,154 @@
+/* viewer.js part: header, banners, summary and blame tables. Joined with the other parts (CMakeLists.txt GT_VIEWER_JS) inside one closure. */
+/* == DOM: header, banners, tables == */
+function kv(parent, k, v, title) {
+  if (parent.childNodes.length) el('span', 'gt-dot', '\u00b7', parent);
+  var s = el('span', null, null, parent);
+  if (k) s.appendChild(D.createTextNode(k + ' '));
+  el('b', null, v, s);
+  if (title) s.title = title;
+  return s;
+}
+function buildHeader() {
+  $('gt-title').textContent = meta.title || 'trace';
+  $('gt-title').title = meta.title || '';
+  var st = $('gt-stats');
+  var nSp = threads.reduce(function (a, t) { return a + t.nSpans; }, 0);
+  el('b', null, fmtDur(num(meta.duration_ns, span)), st);
+  st.appendChild(D.createTextNode(' \u00b7 ' + plural(threads.length, 'thread') + ' \u00b7 ' + plural(nSp, 'call')));
+  var m = $('gt-meta');
+  var be = kv(m, 'GIL probe:', String(meta.backend || '?'), meta.backend_reason || '');
+  if (meta.backend_reason) be.appendChild(D.createTextNode(' (' + meta.backend_reason + ')'));
+  kv(m, 'OS states:', String(meta.sched || 'unknown'), meta.sched || '');
+  if (meta.python) kv(m, 'Python', String(meta.python), String(meta.python));
+  if (meta.pid != null) kv(m, 'pid', String(meta.pid));
+  kv(m, 'events', fmtInt(num(meta.event_count, 0)));
+  m.title = m.textContent;
+  var b = $('gt-banners');
+  function banner(cls, strong, text) {
+    var d = el('div', 'gt-banner ' + cls, null, b);
+    el('b', null, strong, d);
+    d.appendChild(D.createTextNode(' ' + text));
+  }
+  var de = num(meta.dropped_events, 0), gd = num(meta.gil_dropped, 0), sl = num(meta.sched_lost, 0);
+  if (de > 0) banner('gt-warn', '\u26a0 ' + fmtInt(de) + ' call events were dropped',
+    '(--max-events reached): the call trace is incomplete; GIL states are still complete.');
+  if (gd > 0) banner('gt-warn', '\u26a0 ' + fmtInt(gd) + ' GIL events were lost:', 'GIL states, percentages and blame may be inaccurate.');
+  if (sl > 0) banner('gt-warn', '\u26a0 ' + fmtInt(sl) + ' scheduler records were lost:', 'OS states may have gaps.');
+  if (!gilKnown) banner('gt-note', '\u2139 GIL state unknown.',
+    (meta.backend_reason ? String(meta.backend_reason) + '. ' : '') + 'No GIL strips or GIL percentages; calls' +
+    (hasOS ? ' and OS states' : '') + ' are shown.');
+}
+
+function cell(tr, text, cls, title) {
+  var td = el('td', cls, text, tr);
+  if (title) td.title = title;
+  return td;
+}
+function emptyRow(tb, text, cols) { el('td', null, text, el('tr', 'gt-empty', null, tb)).colSpan = cols; }
+function plural(n, w) { return fmtInt(n) + ' ' + w + (n === 1 ? '' : 's'); }
+function thead(tbl, cols) {
+  var tr = el('tr', null, null, el('thead', null, null, tbl));
+  return cols.map(function (c) { return el('th', c[1] || null, c[0], tr); });
+}
+function gilBar(parent, s) {
+  var bar = el('span', 'gt-bar', null, parent), w = num(s.wall_ns, 0) || 1;
+  [[2, s.held_ns], [1, s.wait_ns], [0, s.released_ns]].forEach(function (p) {
+    var i = el('i', 'gt-b' + p[0], null, bar);
+    i.style.width = Math.max(0, Math.min(100, 100 * num(p[1], 0) / w)) + '%';
+  });
+  bar.title = 'held ' + fmtPct(s.held_pct) + ', waiting ' + fmtPct(s.wait_pct) + ', released ' + fmtPct(s.released_pct);
+}
+var sumRows = [];
+function buildSummary() {
+  var tbl = $('gt-summary');
+  var hd = thead(tbl, [['Thread'], ['TID', 'n'], ['Wall', 'n'], ['GIL'], ['Held', 'n'], ['Wait', 'n'],
+    ['Released', 'n'], ['Off-CPU', 'n'], ['Acq.', 'n'], ['Longest wait', 'n'], ['Waited mostly on', 'fill']]);
+  hd[10].title = 'the GIL holder and function this thread waited on most (GIL blame)';
+  hd[3].title = 'held / waiting / released, as a share of the thread\'s traced life';
+  hd[8].title = 'GIL acquisitions';
+  var top = {};
+  (Array.isArray(P.blame) ? P.blame : []).forEach(function (r) {
+    var w = r.waiter, t = top[w] || (top[w] = { tot: 0, best: null });
+    t.tot += num(r.wait_ns, 0);
+    if (!t.best || num(r.wait_ns, 0) > num(t.best.wait_ns, 0)) t.best = r;
+  });
+  var tb = el('tbody', null, null, tbl);
+  if (!threads.length) emptyRow(tb, 'No threads were traced.', 11);
+  threads.forEach(function (th) {
+    var s = th.sum, tr = el('tr', null, null, tb);
+    cell(tr, th.name, 'nm', th.name);
+    cell(tr, th.tid, 'n');
+    cell(tr, fmtDur(num(s.wall_ns, th.end - th.start)), 'n');
+    var bc = el('td', null, null, tr);
+    if (gilKnown) gilBar(bc, s); else bc.textContent = 'unknown';
+    ['held', 'wait', 'released'].forEach(function (q) {
+      cell(tr, gilKnown ? fmtPct(s[q + '_pct']) : '\u2014', 'n', gilKnown ? fmtDur(s[q + '_ns']) : '');
+    });
+    var off = s.off_cpu_ns == null ? null : 100 * s.off_cpu_ns / (num(s.wall_ns, 0) || 1);
+    cell(tr, fmtPct(off), 'n', s.off_cpu_ns == null ? 'no OS-state data' :
+      fmtDur(s.off_cpu_ns) + ' off CPU' + (s.preempted_ns != null ? ', of which ' + fmtDur(s.preempted_ns) + ' preempted' : ''));
+    cell(tr, gilKnown ? fmtInt(s.acquisitions) : '\u2014', 'n');
+    cell(tr, gilKnown ? fmtDur(s.longest_wait_ns) : '\u2014', 'n',
+      s.drop_requests ? fmtInt(s.drop_requests) + ' drop requests' : '');
+    var tb2 = top[th.tid], b = tb2 && tb2.best, bf = b ? (b.func == null ? -1 : b.func | 0) : -1;
+    cell(tr, b ? '\u2190 ' + thName(b.holder) + ' in ' + fnLabel(bf) + ' (' + fmtPct(100 * num(b.wait_ns, 0) / (tb2.tot || 1)) + ')' :
+      (gilKnown ? '\u2014' : ''), 'fill', b ? fmtDur(b.wait_ns) + ' of ' + fmtDur(tb2.tot) + ' blamed wait; see the GIL blame tab' : '');
+    tr.addEventListener('click', function () { selectThread(th.idx, true); });
+    sumRows.push(tr);
+  });
+}
+function thName(tid) { var t = byTid[tid]; return t ? t.name : 'tid ' + tid; }
+function fnLabel(f) { return f >= 0 && f < nF ? fName[f] : '(no Python function)'; }
+function fnLoc(f) {
+  if (f < 0 || f >= nF) return '';
+  return fFile[f] ? fFile[f] + (fLine[f] ? ':' + fLine[f] : '') : (fIsC[f] ? 'C function' : '');
+}
+function shortLoc(f) {
+  var l = fnLoc(f), i = l.lastIndexOf('/');
+  return i >= 0 ? l.slice(i + 1) : l;
+}
+function shareBar(td, frac) {
+  var bar = el('span', 'gt-bar gt-bar-s', null, td), i = el('i', 'gt-b1', null, bar);
+  i.style.width = Math.max(0, Math.min(100, 100 * frac)) + '%';
+  td.appendChild(D.createTextNode(' ' + fmtPct(100 * frac)));
+}
+function buildBlame() {
+  var tbl = $('gt-blame'), rows = Array.isArray(P.blame) ? P.blame.slice() : [];
+  thead(tbl, [['Waiter'], ['Holder'], ['Holder was in'], ['Location'], ['Wait', 'n'], ['Count', 'n'], ['Avg wait', 'n'],
+    ['Share', 'n']]);
+  var tb = el('tbody', null, null, tbl);
+  rows.sort(function (a, b) { return num(b.wait_ns, 0) - num(a.wait_ns, 0); });
+  var N = 300;
+  if (!rows.length) emptyRow(tb, gilKnown ? 'No thread waited for the GIL.' : 'GIL state unknown: no blame.', 8);
+  rows.slice(0, N).forEach(function (r) {
+    var tr = el('tr', null, null, tb), f = r.func == null ? -1 : r.func | 0;
+    cell(tr, thName(r.waiter), 'nm');
+    cell(tr, '\u2190 ' + thName(r.holder), 'nm');
+    var fc = cell(tr, fnLabel(f), 'nm' + (f < 0 ? ' gt-muted' : ''), fnLoc(f));
+    if (f >= 0 && fIsC[f]) fc.className += ' gt-c';
+    cell(tr, shortLoc(f), 'nm gt-muted', fnLoc(f));
+    cell(tr, fmtDur(num(r.wait_ns, 0)), 'n');
+    cell(tr, fmtInt(num(r.count, 0)), 'n');
+    cell(tr, num(r.count, 0) > 0 ? fmtDur(num(r.wait_ns, 0) / num(r.count, 1)) : '\u2014', 'n');
+    var w = byTid[r.waiter], tot = w ? num(w.sum.wait_ns, 0) : 0;
+    var sc = cell(tr, tot > 0 ? null : '\u2014', 'n', 'of ' + thName(r.waiter) + "'s total GIL wait");
+    if (tot > 0) shareBar(sc, num(r.wait_ns, 0) / tot);
+    tr.title = 'Click to highlight ' + fnLabel(f);
+    tr.addEventListener('click', function () { if (f >= 0) setSearch(fName[f]); if (byTid[r.holder]) selectThread(byTid[r.holder].idx, true); });
+  });
+  if (rows.length > N) emptyRow(tb, (rows.length - N) + ' more rows not shown', 8);
+}
+function buildLegend() {
+  var lg = $('gt-legend');
+  function group(name) { el('span', 'g', name, lg); }
+  function sw(col, text, cls) {
+    var s = el('span', null, null, lg), w = el('i', 'gt-sw' + (cls ? ' ' + cls : ''), null, s);
+    if (col) w.style.background = col;
+    s.appendChild(D.createTextNode(text));
+  }
+  if (gilKnown) { group('GIL'); sw(GIL_COL[2], 'held'); sw(GIL_COL[1], 'waiting'); sw(GIL_COL[0], 'released'); }
+  if (hasOS) { group('OS'); sw(OS_COL[0], 'on CPU'); sw(OS_COL[1], 'preempted'); sw(OS_COL[2], 'blocked'); }
+  group('Calls'); sw(null, 'Python (color = function)', 'gt-swp'); sw(null, 'C function', 'gt-swc');
+  sw('#333', 'clipped edge'); sw('#e03131', 'exception');
+}
+
