@@ -663,9 +663,16 @@ static PyObject *mod_build_info(PyObject *m, PyObject *noargs)
     const char *why = NULL;
     int bpf = gt_bpf__available(&why);
     gt_clock__init();
-    return Py_BuildValue("{s:s,s:s,s:O,s:s}", "clock", gt_clock__source(), "tracer",
+#ifdef Py_GIL_DISABLED
+    PyObject *free_threaded = Py_True;
+#else
+    PyObject *free_threaded = Py_False;
+#endif
+    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:O,s:s}", "clock", gt_clock__source(), "tracer",
                          gt_tracer__mechanism(), "bpf_available", bpf == 0 ? Py_True : Py_False,
-                         "bpf_why", bpf == 0 ? "" : (why ? why : "unavailable"));
+                         "bpf_why", bpf == 0 ? "" : (why ? why : "unavailable"),
+                         "free_threaded", free_threaded, "free_threaded_refusal",
+                         gt_session__free_threaded_refusal());
 }
 
 static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs)
@@ -698,11 +705,11 @@ static int module_exec(PyObject *m)
     return 0;
 }
 
+/* No Py_mod_gil slot: the core is not safe without the GIL (see
+ * gt_session__free_threaded_refusal), so a free-threaded interpreter keeps (or turns
+ * on) the GIL when it imports this module, and trace() refuses there anyway. */
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, (void *)module_exec},
-#ifdef Py_GIL_DISABLED
-    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
-#endif
     {0, NULL},
 };
 

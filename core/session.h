@@ -60,6 +60,9 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
 void gt_session__free(struct gt_session *s);
 int gt_session__state(const struct gt_session *s); /* 0 new, 1 recording, 2 stopped, 3 finished */
 
+/* Why start() refuses on a free-threaded build (static text; start raises it there). */
+const char *gt_session__free_threaded_refusal(void);
+
 /* Process-wide facts for diagnostics and tests: the GIL addresses the hooks found. */
 PyObject *gt_session__probe_info(void);
 

@@ -373,16 +373,6 @@ struct gt_thread *gt_registry__threads(void)
     return threads;
 }
 
-void gt_registry__wait_gil_hooks(void)
-{
-    pthread_mutex_lock(&reg_lock);
-    struct gt_thread *head = threads; /* only ever prepended to during a session */
-    pthread_mutex_unlock(&reg_lock);
-    for (struct gt_thread *t = head; t; t = t->next)
-        while (atomic_load(&t->in_gil_hook))
-            sched_yield();
-}
-
 void gt_registry__totals(uint64_t *recorded, uint64_t *dropped)
 {
     uint64_t r = 0, d = 0;
@@ -397,20 +387,25 @@ void gt_registry__totals(uint64_t *recorded, uint64_t *dropped)
 void gt_registry__release(void (*free_state)(struct gt_thread *t))
 {
     pthread_mutex_lock(&reg_lock);
-    struct gt_thread *t = threads;
+    struct gt_thread *list = threads;
     threads = NULL;
-    while (t) {
-        struct gt_thread *next = t->next;
-        if (free_state)
-            free_state(t);
-        block_put_list(t->calls.head);
-        block_put_list(t->gil.head);
-        block_put_list(t->sched.head);
-        block_put_list(t->gil_check.head);
-        free(t);
-        t = next;
+    for (struct gt_thread *t = list; t; t = t->next) {
+        struct gt_stream *streams[] = {&t->calls, &t->gil, &t->sched, &t->gil_check};
+        for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++) {
+            block_put_list(streams[i]->head);
+            memset(streams[i], 0, sizeof(*streams[i]));
+        }
     }
     if (atomic_load(&gt_registry_gen) == 0)
         pool_trim();
     pthread_mutex_unlock(&reg_lock);
+    /* Outside the lock: free_state drops Python references, and the finalizers that
+     * run may take the lock again (e.g. start a session: gt_registry__begin). */
+    while (list) {
+        struct gt_thread *next = list->next;
+        if (free_state)
+            free_state(list);
+        free(list);
+        list = next;
+    }
 }

@@ -44,7 +44,6 @@ struct gt_thread {
     struct gt_stream sched; /* produced by the sched poller only */
     struct gt_stream gil_check; /* cross-check mode: a second GIL probe's view */
     int gil_held;           /* GIL decode state (hooks backend) */
-    atomic_int in_gil_hook; /* inside a GIL hook's recording section */
     int depth;              /* call depth, for max_depth */
     int32_t tid;
     int32_t pid;
@@ -114,7 +113,8 @@ struct gt_thread *gt_registry__threads(void);
 
 /**
  * gt_registry__release() - return all blocks to the pool and free the records.
- * `free_state` is called for each record first (may be NULL).
+ * `free_state` is called for each record (may be NULL), without the registry lock:
+ * it may run arbitrary code (Python finalizers), even start a new generation.
  */
 void gt_registry__release(void (*free_state)(struct gt_thread *t));
 
@@ -148,13 +148,6 @@ static inline void gt_stream__push(struct gt_stream *s, uint64_t ts, uint32_t a,
     p[3] = b;
     s->cur = (char *)s->cur + 16;
 }
-
-/**
- * gt_registry__wait_gil_hooks() - wait until no registered thread is inside a GIL
- * hook's recording section (see gilhook.c). Threads registering from now on see the
- * caller's earlier stores (they take the registry lock).
- */
-void gt_registry__wait_gil_hooks(void);
 
 /* Registry-wide totals of call events recorded / dropped (after end). */
 void gt_registry__totals(uint64_t *recorded, uint64_t *dropped);
