@@ -8,9 +8,9 @@ that the interpreter has symbols: on Debian's stripped /usr/bin/python3.11, take
 found by the PyEval_RestoreThread heuristic (the address fallback) and every test must
 pass the same way.
 
-The bpf object is loaded once per process and keeps the options of its first session
-(follow_children among them), so the tests that need a fresh process (children,
-privileges, exit time) run one.
+The bpf object is loaded once per process and kept between sessions (a session with
+other follow_children reloads it; a follow_children one is detached at its end); the
+tests that need a fresh process (children, privileges, exit time) run one.
 """
 
 import os

@@ -69,14 +69,24 @@ def test_holds_never_overlap(two_cpu_threads):
         assert b0 <= a1, "two threads held the GIL at once"
 
 
-def test_forced_switch_wait_is_decoded(two_cpu_threads):
+def test_forced_switch_wait_is_decoded(two_cpu_threads, backend):
     """drop_gil's FORCE_SWITCHING wait (on switch_cond, until another thread takes the
     GIL) counts as waiting; when it ends the thread is briefly released, then wants the
     GIL again in take_gil: wait -> released -> wait runs."""
-    t = two_cpu_threads
-    states = [s for _, _, s in t.gil_intervals(by_name(t)["cpu-a"].tid)]
-    runs = sum(1 for a, b, c in zip(states, states[1:], states[2:])
-               if (a, b, c) == ("wait", "released", "wait"))
+    def runs_of(t):
+        states = [s for _, _, s in t.gil_intervals(by_name(t)["cpu-a"].tid)]
+        return sum(1 for a, b, c in zip(states, states[1:], states[2:])
+                   if (a, b, c) == ("wait", "released", "wait")), states
+
+    # The wait happens only when the dropper finds the GIL not yet taken; on a loaded
+    # machine other work can change that timing for a whole run: measure again (twice).
+    runs, states = runs_of(two_cpu_threads)
+    for _ in range(2):
+        if runs >= 5:
+            break
+        with giltracer.trace(backend=backend, c_calls=False) as t:
+            cpu_pair(0.6)
+        runs, states = runs_of(t)
     assert runs >= 5, states[:40]
 
 
@@ -115,8 +125,21 @@ def test_lone_computing_thread_holds_the_gil(backend):
     assert row.wait_pct <= 5
 
 
-def test_shorter_switch_interval_gives_more_handoffs(backend):
-    def acquisitions(interval):
+def turns_less_preemption(t, tids):
+    """Lengths of the GIL holds of `tids`, less the time the OS kept either thread off a
+    CPU although runnable (when OS states are known). On a loaded 2-CPU machine a
+    preempted holder keeps the GIL without running and a preempted waiter asks for it
+    late: both stretch a turn by about the time they were preempted."""
+    preempted = [(a, b) for tid in tids for a, b, s in t.os_intervals(tid) if s == "preempted"]
+    return [max(0, (b - a) - sum(max(0, min(b, d) - max(a, c)) for c, d in preempted))
+            for tid in tids for a, b in holds(t, tid)]
+
+
+def test_shorter_switch_interval_gives_shorter_turns(backend):
+    """sys.setswitchinterval(0.001) makes a CPU-bound thread hand the GIL over ~5x as often
+    as the default 5 ms: the median turn (less OS preemption) is ~5x shorter. A run that the
+    machine disturbed anyway is measured again, at most twice."""
+    def median_turn(interval):
         old = sys.getswitchinterval()
         sys.setswitchinterval(interval)
         try:
@@ -125,10 +148,16 @@ def test_shorter_switch_interval_gives_more_handoffs(backend):
         finally:
             sys.setswitchinterval(old)
         s = by_name(t)
-        return s["x"].acquisitions + s["y"].acquisitions
+        turns = turns_less_preemption(t, [s["x"].tid, s["y"].tid])
+        return statistics.median(turns) if len(turns) >= 8 else None
 
-    slow, fast = acquisitions(0.005), acquisitions(0.001)
-    assert fast >= 2.5 * slow, (slow, fast)
+    for _ in range(3):
+        slow, fast = median_turn(0.005), median_turn(0.001)
+        if slow is not None and fast is not None and slow >= 2.5 * fast:
+            break
+    assert slow is not None and fast is not None, "the threads hardly took turns"
+    assert slow >= 2.5 * fast, (slow, fast)
+    assert 2.5e6 <= slow <= 10e6, slow  # ~5 ms turns at the default interval
 
 
 def test_blame_names_the_holder_and_its_function(backend):
@@ -140,9 +169,16 @@ def test_blame_names_the_holder_and_its_function(backend):
     assert (a.native_id, b.native_id) in pairs and (b.native_id, a.native_id) in pairs
     top_fns = {r.function for r in rows[:6]}
     assert top_fns & {"spin_for", "spin_on_cpu", "work_a", "work_b"}
+    # Blame covers exactly the part of A's waits during which another thread held the GIL
+    # (a wait that outlasts the hand-off, while the woken waiter is not yet on a CPU, has
+    # no holder: on a loaded machine that part can be large, so it is computed, not assumed).
+    waits = [(x, y) for x, y, st in t.gil_intervals(a.native_id) if st == "wait"]
+    others = [iv for th in t.threads if th.tid != a.native_id for iv in holds(t, th.tid)]
+    covered = sum(max(0, min(y, d) - max(x, c)) for x, y in waits for c, d in others)
     waited = sum(r.wait_ns for r in rows if r.waiter == a.native_id)
     assert waited <= by_name(t)["A"].wait_ns + 1
-    assert waited >= 0.8 * by_name(t)["A"].wait_ns
+    assert covered > 0
+    assert abs(waited - covered) <= 0.01 * covered + 1000, (waited, covered)
 
 
 def test_gil_only_session_and_text_table(backend):

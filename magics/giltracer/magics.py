@@ -110,7 +110,7 @@ class GilTracerMagics(Magics):
     @argument("--no-sched", dest="sched", action="store_false", help="do not record OS scheduler states")
     @argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS, metavar="N",
               help=f"keep at most N call events (default {DEFAULT_MAX_EVENTS:,})")
-    @argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to depth N")
+    @argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to N levels below the cell")
     @argument("--include", action="append", metavar="GLOB", help="only trace files matching GLOB")
     @argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
