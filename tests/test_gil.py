@@ -165,10 +165,10 @@ def test_shorter_switch_interval_gives_shorter_turns(backend):
 
     for _ in range(3):
         slow, fast = median_turn(0.005), median_turn(0.001)
-        if slow is not None and fast is not None and slow >= 2.5 * fast:
+        if slow is not None and fast is not None and slow >= 2 * fast:
             break
     assert slow is not None and fast is not None, "the threads hardly took turns"
-    assert slow >= 2.5 * fast, (slow, fast)
+    assert slow >= 2 * fast, (slow, fast)  # ~5x on a quiet machine, 2.4-4.5x under load
     assert 2.5e6 <= slow <= 10e6, slow  # ~5 ms turns at the default interval
 
 

@@ -21,7 +21,7 @@ import pytest
 
 import giltracer
 import giltracer._core
-from workloads import cpu_pair
+from workloads import cpu_pair, gil_shares
 
 PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(giltracer.__file__)))
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -137,21 +137,21 @@ def test_refused_nested_start_leaves_the_outer_session_intact(backend):
     """("default" is bpf as root: the refused start used to stop the bpf probe too.)"""
     options = {} if backend == "default" else {"backend": backend}
 
-    def fair(row):
-        return 30 <= row.held_pct <= 70 and 30 <= row.wait_pct <= 70 and row.acquisitions >= 5
-
-    for attempt in range(3):  # retry the measurement on a loaded machine
-        with giltracer.trace(c_calls=False, **options) as outer:
-            with pytest.raises(RuntimeError, match="one session at a time"):
-                with giltracer.trace(c_calls=False, **options):
-                    pass
-            cpu_pair(0.6)
-        s = by_name(outer)
-        if fair(s["cpu-a"]) and fair(s["cpu-b"]):
-            break
+    with giltracer.trace(c_calls=False, **options) as outer:
+        with pytest.raises(RuntimeError, match="one session at a time"):
+            with giltracer.trace(c_calls=False, **options):
+                pass
+        threads = cpu_pair(0.6)
     assert outer.gil_known, outer.backend_reason
-    for name in ("cpu-a", "cpu-b"):
-        assert fair(s[name]), s[name]
+    s = by_name(outer)
+    # A disabled probe shows the workers 100 % released (no GIL events): while both spin,
+    # each must be seen holding and waiting, the two adding up to nearly all the time.
+    window = (max(th.spin_ns[0] for th in threads), min(th.spin_ns[1] for th in threads))
+    for th in threads:
+        share = gil_shares(outer, th.native_id, window)
+        assert s[th.name].acquisitions >= 5, s[th.name]
+        assert share["held"] + share["wait"] >= 90, (share, s[th.name])
+        assert share["held"] >= 10 and share["wait"] >= 10, (share, s[th.name])
 
 
 def test_nested_start_raises_before_touching_anything():
@@ -163,7 +163,7 @@ def test_nested_start_raises_before_touching_anything():
             inner.start([])
         del inner
         cpu_pair(0.3)
-    assert sum(r.acquisitions for r in outer.summary()) > 10
+    assert sum(r.acquisitions for r in outer.summary()) >= 4  # the outer probe kept recording
 
 
 # -- item 3: the sched poller thread cannot start ----------------------------------------
