@@ -156,7 +156,7 @@ test-valgrind: deps-harden
 	  -DGT_WERROR=$(GT_WERROR) \
 	  "-DGT_TEST_WRAPPER=valgrind;-q;--error-exitcode=1;--leak-check=full;--errors-for-leak-kinds=definite,indirect,possible;--track-origins=yes" >/dev/null
 	cmake --build $(BUILD)/valgrind -j2
-	cd $(BUILD)/valgrind && ctest --output-on-failure
+	cd $(BUILD)/valgrind && GT_TEST_UNDER_VALGRIND=1 ctest --output-on-failure
 
 # libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each, from the checked-in corpus.
 # New interesting inputs go to $(BUILD)/fuzz/corpus-*; crashes to $(BUILD)/fuzz/artifacts

@@ -231,11 +231,17 @@ void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx)
  * session: its copies of the parent's records are dropped (never freed: they are the
  * parent's memory image) and the lock, possibly held by a parent thread at fork(), is
  * made usable again, so the child can run a session of its own. */
+/* The child's copy of the parent's records stays reachable from here (a leak checker
+ * sees memory kept on purpose, not lost); at most one generation's worth. */
+static struct gt_thread *volatile abandoned_in_child;
+
 static void atfork_child(void)
 {
     pthread_mutex_init(&reg_lock, NULL);
     atomic_store(&gt_recording, 0);
     atomic_store(&gt_registry_gen, 0);
+    if (threads)
+        abandoned_in_child = threads;
     threads = NULL;
     on_new_thread = NULL;
     on_new_ctx = NULL;

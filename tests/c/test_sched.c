@@ -370,12 +370,16 @@ static void test_states(void)
           "sleeper blocked %.1f ms vs on-cpu %.1f ms", msl.blocked_ns / 1e6,
           msl.oncpu_ns / 1e6);
     /* Two spinners sharing one CPU for 200 ms: each is preempted repeatedly and waits
-     * for the CPU for a good part of the time. */
-    CHECK(msa.out_preempted >= 3 && msb.out_preempted >= 3, "spinners preempted %zu, %zu",
-          msa.out_preempted, msb.out_preempted);
-    CHECK(msa.preempted_ns >= 30 * MS && msb.preempted_ns >= 30 * MS,
-          "spinners waited for the CPU %.1f, %.1f ms", msa.preempted_ns / 1e6,
-          msb.preempted_ns / 1e6);
+     * for the CPU for a good part of the time. Not under valgrind, which runs one thread
+     * at a time behind its own lock: there a spinner waits for that lock (blocked), not
+     * for the CPU (make test-valgrind sets GT_TEST_UNDER_VALGRIND). */
+    if (!getenv("GT_TEST_UNDER_VALGRIND")) {
+        CHECK(msa.out_preempted >= 3 && msb.out_preempted >= 3, "spinners preempted %zu, %zu",
+              msa.out_preempted, msb.out_preempted);
+        CHECK(msa.preempted_ns >= 30 * MS && msb.preempted_ns >= 30 * MS,
+              "spinners waited for the CPU %.1f, %.1f ms", msa.preempted_ns / 1e6,
+              msb.preempted_ns / 1e6);
+    }
     CHECK(msa.oncpu_ns + msb.oncpu_ns <= 230 * MS,
           "spinners shared one CPU: on-cpu %.1f + %.1f ms", msa.oncpu_ns / 1e6,
           msb.oncpu_ns / 1e6);
@@ -423,9 +427,11 @@ static void test_wrap(void)
          * marking itself asleep and schedule() (an interrupt or, in a VM, a stolen
          * vCPU longer than the 200 us sleep): the scheduler then picks the same thread
          * again, which is no context switch and no record (999 of 1000 seen on a
-         * loaded machine). Never more blocking switches than sleeps (+1 at exit);
-         * preemptions come on top, at any time. */
-        CHECK(m.out_blocked >= 900 && m.out_blocked <= 1001,
+         * loaded machine). Hardly more blocking switches than sleeps: a few lock waits
+         * at registration and exit (under valgrind, whose own lock makes threads block,
+         * more); preemptions come on top, at any time. */
+        size_t most = getenv("GT_TEST_UNDER_VALGRIND") ? 1100 : 1010;
+        CHECK(m.out_blocked >= 900 && m.out_blocked <= most,
               "%zu blocked switches for 1000 sleeps (%zu preempted)", m.out_blocked,
               m.out_preempted);
         CHECK(m.alternates, "OUT and IN alternate across wrap-arounds");

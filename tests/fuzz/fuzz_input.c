@@ -314,7 +314,7 @@ void fz_check_result(const struct gt_trace_input *in, const struct gt_result *r)
     }
     for (size_t i = 0; i < r->nblame; i++) {
         const struct gt_blame *b = &r->blame[i];
-        FZ_ASSERT(b->func < r->nfuncs || b->func == GT_NO_FUNC);
+        FZ_ASSERT(b->func < r->nfuncs || b->func == GT_NO_FUNC || b->func == GT_UNKNOWN_FUNC);
         FZ_ASSERT(b->wait_ns > 0 && b->count > 0);
         FZ_ASSERT(b->waiter_tid != b->holder_tid || !unique_tids);
         if (i)
