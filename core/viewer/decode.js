@@ -58,7 +58,7 @@ function fmtTs(t, step) {
 function fmtAt(t) { return fmtTs(t, span > 1e7 ? 1000 : 1); }
 
 /* == payload == */
-var dataEl = $('gt-data');
+var dataEl = $('gt-data'), binEl = $('gt-bin');
 var raw = dataEl ? dataEl.textContent : '';
 var P, meta, fName, fFile, fLine, fIsC, nF, threads = [], byTid = {}, gilKnown, hasOS;
 var tMin = 0, tMax = 1, span = 1;
@@ -73,7 +73,125 @@ function lowerGE(a, v, lo, hi) { /* first i in [lo,hi) with a[i] >= v */
   while (lo < hi) { var m = (lo + hi) >>> 1; if (a[m] >= v) hi = m; else lo = m + 1; }
   return lo;
 }
-function arr(o, k) { return o && Array.isArray(o[k]) ? o[k] : []; }
+function arr(o, k) { var v = o && o[k]; return v && (Array.isArray(v) || ArrayBuffer.isView(v)) ? v : []; }
+
+/* == binary columns (payload version 2) ==
+ * #gt-bin holds base64 of one zlib stream of chunks (uvarint length + bytes); the JSON's
+ * {"n": N, "c": k} objects name the first chunk of a block (core/emit.c bin_spans,
+ * bin_intervals, w_profile; core/viewer/README.md). Decoded into typed arrays in place,
+ * so the rest of the viewer reads the same columns as in version 1. */
+function b64bytes(s) {
+  s = s.trim();
+  if (typeof Uint8Array.fromBase64 === 'function') return Uint8Array.fromBase64(s);
+  var pad = s.length && s[s.length - 1] === '=' ? (s[s.length - 2] === '=' ? 2 : 1) : 0;
+  var out = new Uint8Array(s.length / 4 * 3 - pad), o = 0, step = 1 << 22; /* a multiple of 4 */
+  for (var at = 0; at < s.length; at += step) {
+    var bin = atob(s.substring(at, at + step));
+    for (var j = 0; j < bin.length; j++) out[o++] = bin.charCodeAt(j);
+  }
+  return out;
+}
+function inflate(bytes) {
+  if (typeof DecompressionStream !== 'function') {
+    return Promise.reject(new Error('this browser cannot unpack the trace (it needs DecompressionStream: ' +
+      'Chrome 80+, Firefox 113+, Safari 16.4+)'));
+  }
+  var st = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
+  return new Response(st).arrayBuffer().then(function (b) { return new Uint8Array(b); });
+}
+function chunkTable(u) {
+  var offs = [], p = 0;
+  while (p < u.length) {
+    var b = u[p++], v = b & 127, m = 128;
+    while (b >= 128) { b = u[p++]; v += (b & 127) * m; m *= 128; }
+    offs.push(p);
+    p += v;
+  }
+  if (p !== u.length) throw new Error('the trace columns are truncated');
+  return offs;
+}
+/* n uvarints (zz: zigzag-signed) from offset p into a new array of type T */
+function uvCol(u, p, n, T, zz) {
+  var out = new T(n);
+  for (var i = 0; i < n; i++) {
+    var b = u[p++], v = b & 127;
+    if (b >= 128) { var m = 128; do { b = u[p++]; v += (b & 127) * m; m *= 128; } while (b >= 128); }
+    out[i] = zz ? (v % 2 ? -(v + 1) / 2 : v / 2) : v;
+  }
+  return out;
+}
+/* spans: depth steps, func + 1, flags, enter deltas, exit deltas (in event order) */
+function binSpans(u, offs, ref) {
+  var n = ref.n | 0, c = ref.c | 0;
+  var depth = uvCol(u, offs[c], n, Int32Array, true), func = uvCol(u, offs[c + 1], n, Int32Array, false);
+  var flags = uvCol(u, offs[c + 2], n, Uint16Array, false), start = uvCol(u, offs[c + 3], n, Float64Array, true);
+  var dur = new Float64Array(n), stI = new Int32Array(Math.min(n, 65537) + 1), stD = new Int32Array(stI.length);
+  var p = offs[c + 4], top = 0, clock = 0, prevd = -1, i, b, v, m;
+  for (i = 0; i <= n; i++) {
+    var d = i < n ? prevd + 1 + depth[i] : -1;
+    while (top > 0 && stD[top - 1] >= d) {
+      b = u[p++]; v = b & 127;
+      if (b >= 128) { m = 128; do { b = u[p++]; v += (b & 127) * m; m *= 128; } while (b >= 128); }
+      clock += v % 2 ? -(v + 1) / 2 : v / 2;
+      top--; dur[stI[top]] = clock;
+    }
+    if (i === n) break;
+    depth[i] = prevd = d; func[i] -= 1;
+    clock += start[i]; start[i] = clock;
+    stI[top] = i; stD[top++] = d;
+  }
+  for (i = 0; i < n; i++) dur[i] -= start[i];
+  return { start: start, dur: dur, func: func, depth: depth, flags: flags };
+}
+function binIntervals(u, offs, ref) {
+  var n = ref.n | 0, c = ref.c | 0;
+  var start = uvCol(u, offs[c], n, Float64Array, true), dur = uvCol(u, offs[c + 1], n, Float64Array, false);
+  var end = 0;
+  for (var i = 0; i < n; i++) { start[i] += end; end = start[i] + dur[i]; }
+  return { start: start, dur: dur, state: uvCol(u, offs[c + 2], n, Uint8Array, false) };
+}
+var PROFILE_COLS = ['calls', 'run', 'hoff', 'wait', 'rel', 'unk'];
+function binProfile(u, offs, ref) {
+  var n = ref.n | 0, c = ref.c | 0, i;
+  var o = { parent: uvCol(u, offs[c], n, Int32Array, false), func: uvCol(u, offs[c + 1], n, Int32Array, false) };
+  for (i = 0; i < n; i++) { o.parent[i] = i - o.parent[i]; o.func[i] -= 1; }
+  PROFILE_COLS.forEach(function (k, j) { o[k] = uvCol(u, offs[c + 2 + j], n, Float64Array, false); });
+  return o;
+}
+function isRef(o) { return o && typeof o.c === 'number' && typeof o.n === 'number'; }
+function decodeColumns(p, u) {
+  var offs = chunkTable(u);
+  (Array.isArray(p.threads) ? p.threads : []).forEach(function (t) {
+    if (isRef(t.spans)) t.spans = binSpans(u, offs, t.spans);
+    if (isRef(t.gil)) t.gil = binIntervals(u, offs, t.gil);
+    if (isRef(t.os)) t.os = binIntervals(u, offs, t.os);
+    if (isRef(t.profile)) t.profile = binProfile(u, offs, t.profile);
+  });
+}
+/* For tests: thread i as laid out for drawing, {tid, t0, spans: [[start, end, name, depth,
+ * flags]] (ns since t0, row by row), gil: [[start, end, state]]}. */
+window.gtPayload = {
+  thread: function (i) {
+    var th = threads[i], out = { tid: th.tid, t0: meta.t0_ns, spans: [], gil: [] };
+    th.rows.forEach(function (r, d) {
+      for (var j = 0; j < r.n; j++) out.spans.push([r.s[j], r.e[j], fName[r.f[j]], d, r.fl[j]]);
+    });
+    for (var j = 0; j < th.gil.n; j++) out.gil.push([th.gil.s[j], th.gil.e[j], th.gil.st[j]]);
+    return out;
+  },
+  threads: function () { return threads.length; }
+};
+/* The payload, parsed and with its columns unpacked: a promise. */
+function loadPayload() {
+  return new Promise(function (ok) { ok(JSON.parse(raw)); }).then(function (p) {
+    raw = null;
+    if (dataEl) dataEl.textContent = '';
+    if (!p || !(p.version >= 2)) return p;
+    var b64 = binEl ? binEl.textContent : '';
+    if (binEl) binEl.textContent = '';
+    return inflate(b64bytes(b64)).then(function (u) { perf.inflated = performance.now(); decodeColumns(p, u); return p; });
+  });
+}
 function prefixMax(e) {
   var n = e.length, m = e, i;
   for (i = 1; i < n; i++) if (e[i] < e[i - 1]) break;
