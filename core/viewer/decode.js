@@ -181,16 +181,61 @@ window.gtPayload = {
   },
   threads: function () { return threads.length; }
 };
+/* Unpacking in a worker keeps the page responsive on big traces: the same functions,
+ * their source joined into a blob; the typed arrays come back transferred, not copied. */
+var BLOCKS = ['spans', 'gil', 'os', 'profile'];
+function workerSource() {
+  var fns = [b64bytes, inflate, chunkTable, uvCol, binSpans, binIntervals, binProfile, isRef, decodeColumns];
+  return '"use strict";\nvar PROFILE_COLS = ' + JSON.stringify(PROFILE_COLS) + ';\n' + fns.map(String).join('\n') +
+    '\nonmessage = function (e) {\n' +
+    '  var p = { threads: e.data.threads };\n' +
+    '  inflate(b64bytes(e.data.b64)).then(function (u) {\n' +
+    '    decodeColumns(p, u);\n' +
+    '    var moved = [];\n' +
+    '    p.threads.forEach(function (t) { for (var k in t) for (var c in t[k]) if (ArrayBuffer.isView(t[k][c])) moved.push(t[k][c].buffer); });\n' +
+    '    postMessage({ threads: p.threads }, moved);\n' +
+    '  }).catch(function (err) { postMessage({ error: String(err && err.message || err) }); });\n' +
+    '};\n';
+}
+/* resolves with the decoded blocks per thread; rejects with {noWorker: true} if no worker ran */
+function decodeInWorker(p, b64) {
+  return new Promise(function (ok, fail) {
+    var w, url;
+    try {
+      url = URL.createObjectURL(new Blob([workerSource()], { type: 'text/javascript' }));
+      w = new Worker(url);
+    } catch (e) { if (url) URL.revokeObjectURL(url); fail({ noWorker: true }); return; }
+    var done = function () { w.terminate(); URL.revokeObjectURL(url); };
+    w.onmessage = function (e) { done(); if (e.data.error) fail(new Error(e.data.error)); else ok(e.data.threads); };
+    w.onerror = function (e) { if (e.preventDefault) e.preventDefault(); done(); fail({ noWorker: true }); };
+    w.postMessage({ b64: b64, threads: p.threads.map(function (t) {
+      var o = {};
+      BLOCKS.forEach(function (k) { if (isRef(t[k])) o[k] = t[k]; });
+      return o;
+    }) });
+  });
+}
+function decodeHere(p, b64) {
+  return inflate(b64bytes(b64)).then(function (u) { decodeColumns(p, u); perf.decodedIn = 'page'; return p; });
+}
 /* The payload, parsed and with its columns unpacked: a promise. */
 function loadPayload() {
   return new Promise(function (ok) { ok(JSON.parse(raw)); }).then(function (p) {
     raw = null;
     if (dataEl) dataEl.textContent = '';
     if (!p || !(p.version >= 2)) return p;
+    if (!Array.isArray(p.threads)) p.threads = [];
     var b64 = binEl ? binEl.textContent : '';
     if (binEl) binEl.textContent = '';
-    return inflate(b64bytes(b64)).then(function (u) { perf.inflated = performance.now(); decodeColumns(p, u); return p; });
-  });
+    return decodeInWorker(p, b64).then(function (threads) {
+      threads.forEach(function (o, i) { BLOCKS.forEach(function (k) { if (o[k]) p.threads[i][k] = o[k]; }); });
+      perf.decodedIn = 'worker';
+      return p;
+    }, function (e) {
+      if (e && e.noWorker) return decodeHere(p, b64); /* e.g. workers not allowed here */
+      throw e;
+    });
+  }).then(function (p) { perf.decoded = performance.now(); return p; });
 }
 function prefixMax(e) {
   var n = e.length, m = e, i;

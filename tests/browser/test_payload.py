@@ -8,6 +8,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -80,3 +81,83 @@ def test_decoded_spans_equal_the_core_spans(traced):
     assert any(s[2] == "fails" and s[4] & 4 for s in w0["spans"])
     assert any(s[4] & 8 for s in w0["spans"])
     assert not p.errors, p.errors
+
+
+class FramePage(Page):
+    """A Page that also reaches its out-of-process iframes (a sandboxed srcdoc frame has
+    an opaque origin, so Chromium runs it in a process of its own): DevTools sessions."""
+
+    def _event(self, msg):
+        if msg.get("method") == "Target.attachedToTarget":
+            info = msg["params"]["targetInfo"]
+            if info["type"] == "iframe":
+                self.__dict__.setdefault("frames", []).append(msg["params"]["sessionId"])
+        elif msg.get("sessionId"):  # an event of a frame: only its errors matter
+            super()._event({k: v for k, v in msg.items() if k != "sessionId"})
+            return
+        super()._event(msg)
+
+    def call_in(self, session, method, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params, "sessionId": session}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.next_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self._event(msg)
+
+    def js_in(self, session, expr):
+        r = self.call_in(session, "Runtime.evaluate", expression=expr, returnByValue=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"{expr}: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+
+def test_the_columns_unpack_in_a_worker_inside_the_notebooks_sandboxed_iframe(traced, tmp_path):
+    """As a notebook shows it: the page in <iframe srcdoc sandbox="allow-scripts">, an
+    opaque origin; the worker still runs there, and nothing logs an error."""
+    t, _, _ = traced
+    # data-gt-ready on the outer page only lets the harness start; the frame is checked below
+    (tmp_path / "nb.html").write_text('<!DOCTYPE html><html data-gt-ready="outer"><body>' +
+                                      t.display_bundle()["text/html"] + "</body></html>", encoding="utf-8")
+    p = FramePage("file://" + str(tmp_path / "nb.html"), str(tmp_path / "chromium"))
+    try:
+        p.call("Target.setAutoAttach", autoAttach=True, waitForDebuggerOnStart=False, flatten=True)
+        deadline, ready = time.time() + 60, None
+        while ready is None and time.time() < deadline:
+            for session in list(getattr(p, "frames", [])):
+                try:
+                    p.call_in(session, "Runtime.enable")
+                    p.call_in(session, "Log.enable")
+                    if p.js_in(session, "document.documentElement.getAttribute('data-gt-ready')"):
+                        ready = session
+                except RuntimeError:
+                    pass
+            time.sleep(0.1)
+            p.js("1")  # let events arrive
+        assert ready is not None, "the viewer in the iframe never got ready"
+        assert p.js_in(ready, "gtViewer.perf.decodedIn") == "worker"
+        assert p.js_in(ready, "gtPayload.threads()") == len(t.threads)
+        assert p.js_in(ready, "document.getElementById('gt-errors').hidden")
+        assert not p.errors, p.errors
+    finally:
+        p.close()
+
+
+def test_without_workers_the_page_unpacks_the_columns_itself(traced, tmp_path):
+    t, _, path = traced
+    page = open(path, encoding="utf-8").read()
+    # a browser (or a policy) without workers: the page falls back to its own thread
+    page = page.replace("<script>\n", "<script>\nwindow.Worker = undefined;\n", 1)
+    (tmp_path / "noworker.html").write_text(page, encoding="utf-8")
+    p = Page("file://" + str(tmp_path / "noworker.html"), str(tmp_path / "chromium"))
+    try:
+        assert p.js("gtViewer.perf.decodedIn") == "page"
+        got = p.js("gtPayload.thread(0)")
+        want = sorted((s - int(got["t0"]), e - int(got["t0"]), n, d, f) for s, e, n, d, f in t.spans(got["tid"]))
+        assert sorted(tuple(x) for x in got["spans"]) == want
+        assert not p.errors, p.errors
+    finally:
+        p.close()
