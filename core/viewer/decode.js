@@ -185,15 +185,21 @@ window.gtPayload = {
  * their source joined into a blob; the typed arrays come back transferred, not copied. */
 var BLOCKS = ['spans', 'gil', 'os', 'profile'];
 function workerSource() {
-  var fns = [b64bytes, inflate, chunkTable, uvCol, binSpans, binIntervals, binProfile, isRef, decodeColumns];
+  var fns = [b64bytes, inflate, chunkTable, uvCol, binSpans, binIntervals, binProfile, isRef, decodeColumns,
+    arr, num, prefixMax, sortRow, layoutSpans];
   return '"use strict";\nvar PROFILE_COLS = ' + JSON.stringify(PROFILE_COLS) + ';\n' + fns.map(String).join('\n') +
     '\nonmessage = function (e) {\n' +
     '  var p = { threads: e.data.threads };\n' +
     '  inflate(b64bytes(e.data.b64)).then(function (u) {\n' +
     '    decodeColumns(p, u);\n' +
-    '    var moved = [];\n' +
-    '    p.threads.forEach(function (t) { for (var k in t) for (var c in t[k]) if (ArrayBuffer.isView(t[k][c])) moved.push(t[k][c].buffer); });\n' +
-    '    postMessage({ threads: p.threads }, moved);\n' +
+    '    var fIsC = Uint8Array.from(e.data.c), moved = new Set();\n' +
+    '    var add = function (o) { for (var c in o) { var v = o[c]; if (ArrayBuffer.isView(v)) moved.add(v.buffer);\n' +
+    '      else if (v && typeof v === "object") add(v); } };\n' +
+    '    p.threads.forEach(function (t, i) {\n' +
+    '      if (t.spans) t.spans = layoutSpans(t.spans, fIsC.length, fIsC, e.data.ends[i]);\n' +
+    '      add(t);\n' +
+    '    });\n' +
+    '    postMessage({ threads: p.threads }, Array.from(moved));\n' +
     '  }).catch(function (err) { postMessage({ error: String(err && err.message || err) }); });\n' +
     '};\n';
 }
@@ -208,11 +214,16 @@ function decodeInWorker(p, b64) {
     var done = function () { w.terminate(); URL.revokeObjectURL(url); };
     w.onmessage = function (e) { done(); if (e.data.error) fail(new Error(e.data.error)); else ok(e.data.threads); };
     w.onerror = function (e) { if (e.preventDefault) e.preventDefault(); done(); fail({ noWorker: true }); };
-    w.postMessage({ b64: b64, threads: p.threads.map(function (t) {
+    /* what layoutSpans needs: which functions are C ones (plus the sentinel), thread ends */
+    var F = p.funcs || {}, names = arr(F, 'name'), cc = arr(F, 'c'), c = [];
+    for (var i = 0; i <= names.length; i++) c.push(cc[i] ? 1 : 0);
+    w.postMessage({ b64: b64, c: c, ends: p.threads.map(function (t) { return num(t && t.end, 0); }),
+      threads: p.threads.map(function (t) {
       var o = {};
       BLOCKS.forEach(function (k) { if (isRef(t[k])) o[k] = t[k]; });
       return o;
-    }) });
+    })
+    });
   });
 }
 function decodeHere(p, b64) {
@@ -276,26 +287,36 @@ function prepThread(t, idx) {
     gil: mkIv(t.gil), os: mkIv(t.os), rows: [], nSpans: 0, collapsed: false,
     y0: 0, h: 0, gilY: -1, osY: -1, flameY: 0, stats: null
   };
-  var sp = t.spans || {};
+  /* laid out already by the worker, or here */
+  var L = t.spans && t.spans.rows ? t.spans : layoutSpans(t.spans || {}, nF, fIsC, th.end);
+  th.rows = L.rows; th.nSpans = L.nSpans; th.stats = L.stats;
+  var maxE = L.maxE;
+  [th.gil, th.os].forEach(function (iv) { if (iv.n && iv.e[iv.n - 1] > maxE) maxE = iv.me[iv.n - 1]; });
+  th.maxE = maxE;
+  return th;
+}
+/* A thread's spans as rows by depth (sorted by start, with prefix-max ends) and its
+ * per-function stats; pure, so the worker can run it too. */
+function layoutSpans(sp, nF, fIsC, end) {
   var S = arr(sp, 'start'), Du = arr(sp, 'dur'), Fu = arr(sp, 'func'), De = arr(sp, 'depth'), Fl = arr(sp, 'flags');
   var n = Math.min(S.length, Du.length, Fu.length, De.length), i, d;
-  th.nSpans = n;
-  var cnt = [];
+  var rows = [], cnt = [];
   for (i = 0; i < n; i++) { d = De[i] | 0; if (d < 0) d = 0; while (cnt.length <= d) cnt.push(0); cnt[d]++; }
   for (d = 0; d < cnt.length; d++) {
-    th.rows.push({ s: new Float64Array(cnt[d]), e: new Float64Array(cnt[d]), f: new Int32Array(cnt[d]),
+    rows.push({ s: new Float64Array(cnt[d]), e: new Float64Array(cnt[d]), f: new Int32Array(cnt[d]),
       fl: new Uint8Array(cnt[d]), me: null, pre: null, n: 0 });
   }
   /* per-function stats in one pre-order pass: calls, total (recursion counted once), self */
+  var scCount = new Float64Array(nF), scTotal = new Float64Array(nF), scSelf = new Float64Array(nF), scActive = new Int32Array(nF);
   var stack = new Int32Array(cnt.length + 1), sp0 = 0;
   var touched = [];
-  var maxE = th.end;
+  var maxE = end;
   for (i = 0; i < n; i++) {
     d = De[i] | 0; if (d < 0) d = 0;
     var f = Fu[i] | 0; if (f < 0 || f >= nF) f = nF - 1;
     var s = num(S[i], 0), du = Math.max(0, num(Du[i], 0)), fl = Fl[i] | 0;
     if (f >= 0 && fIsC[f]) fl |= 8;
-    var r = th.rows[d], j = r.n++;
+    var r = rows[d], j = r.n++;
     r.s[j] = s; r.e[j] = s + du; r.f[j] = f; r.fl[j] = fl;
     if (s + du > maxE) maxE = s + du;
     while (sp0 > d) { sp0--; if (stack[sp0] >= 0) scActive[stack[sp0]]--; }
@@ -307,25 +328,20 @@ function prepThread(t, idx) {
     scActive[f]++;
     stack[sp0++] = f;
   }
-  while (sp0 > 0) { sp0--; if (stack[sp0] >= 0) scActive[stack[sp0]]--; }
   touched.sort(function (a, b) { return a - b; });
   var st = { f: new Int32Array(touched.length), n: new Float64Array(touched.length),
     tot: new Float64Array(touched.length), self: new Float64Array(touched.length) };
   touched.forEach(function (f, k) {
     st.f[k] = f; st.n[k] = scCount[f]; st.tot[k] = scTotal[f]; st.self[k] = Math.max(0, scSelf[f]);
-    scCount[f] = 0; scTotal[f] = 0; scSelf[f] = 0; scActive[f] = 0;
   });
-  th.stats = st;
-  th.rows.forEach(function (r) {
+  rows.forEach(function (r) {
     for (i = 1; i < r.n; i++) if (r.s[i] < r.s[i - 1]) break;
     if (i < r.n) sortRow(r);
     r.me = prefixMax(r.e);
   });
-  [th.gil, th.os].forEach(function (iv) { if (iv.n && iv.e[iv.n - 1] > maxE) maxE = iv.me[iv.n - 1]; });
-  th.maxE = maxE;
-  return th;
+  return { rows: rows, nSpans: n, stats: st, maxE: maxE };
 }
-var scCount, scTotal, scSelf, scActive;
+var scCount, scTotal, scSelf, scActive; /* set by init (main.js); layoutSpans keeps its own */
 function sortRow(r) {
   var o = [], i;
   for (i = 0; i < r.n; i++) o.push(i);
