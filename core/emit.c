@@ -119,6 +119,24 @@ static size_t utf8_len(const unsigned char *p, size_t left)
     return 0;
 }
 
+/* Append s[0, len) with each invalid UTF-8 sequence replaced by U+FFFD. */
+static void sb_utf8(struct sbuf *b, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *run = p;
+    while (len) {
+        size_t n = utf8_len(p, len);
+        if (!n) {
+            sb_mem(b, run, (size_t)(p - run));
+            sb_mem(b, "\xEF\xBF\xBD", 3);
+            n = 1;
+            run = p + 1;
+        }
+        p += n;
+        len -= n;
+    }
+    sb_mem(b, run, (size_t)(p - run));
+}
+
 /* A jansson string for s (NULL -> null); invalid UTF-8 becomes U+FFFD. */
 static json_t *jstr(const char *s)
 {
@@ -129,18 +147,7 @@ static json_t *jstr(const char *s)
         return j;
     /* Invalid UTF-8: rebuild the string with replacement characters. */
     struct sbuf b = {0};
-    const unsigned char *p = (const unsigned char *)s;
-    size_t left = strlen(s);
-    while (left) {
-        size_t n = utf8_len(p, left);
-        if (n)
-            sb_mem(&b, p, n);
-        else
-            sb_mem(&b, "\xEF\xBF\xBD", 3);
-        n = n ? n : 1;
-        p += n;
-        left -= n;
-    }
+    sb_utf8(&b, s, strlen(s));
     j = b.err ? NULL : json_stringn(b.p ? b.p : "", b.len);
     free(b.p);
     return j;
@@ -184,7 +191,9 @@ static const char *base_name(const char *path)
 static void sb_func_label(struct sbuf *b, const struct gt_result *r, uint32_t func)
 {
     if (func >= r->nfuncs) {
-        sb_str(b, func == GT_NO_FUNC ? "(no Python function)" : "?");
+        sb_str(b, func == GT_NO_FUNC        ? "(no Python function)"
+                  : func == GT_UNKNOWN_FUNC ? "unknown (calls truncated: max_events)"
+                                            : "?");
         return;
     }
     const struct gt_func *fn = &r->funcs[func];
@@ -495,7 +504,7 @@ static json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta 
 {
     char t0[24];
     snprintf(t0, sizeof(t0), "%" PRIu64, r->t0);
-    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:b}",
+    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:b}",
                      "title", jstr(m->title), "backend", jstr(m->backend),
                      "backend_reason", jstr(m->backend_reason), "sched", jstr(m->sched_status),
                      "python", jstr(m->python), "pid", (int)m->pid, "t0_ns", t0,
@@ -503,7 +512,9 @@ static json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta 
                      "event_count", (json_int_t)m->event_count,
                      "dropped_events", (json_int_t)m->dropped_events,
                      "gil_dropped", (json_int_t)m->gil_dropped,
-                     "sched_lost", (json_int_t)m->sched_lost, "gil_known", r->gil_known ? 1 : 0);
+                     "sched_lost", (json_int_t)m->sched_lost,
+                     "max_events", (json_int_t)m->max_events, "tracer_note", jstr(m->tracer_note),
+                     "gil_known", r->gil_known ? 1 : 0);
 }
 
 static json_t *chrome_other(const struct gt_result *r, const struct gt_emit_meta *m)
@@ -1208,7 +1219,9 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         memcpy(p, ",\"holder\":", 10);
         p = put_i64(p + 10, bl->holder_tid);
         memcpy(p, ",\"func\":", 8);
-        p = put_i64(p + 8, bl->func < r->nfuncs ? (int64_t)bl->func : -1);
+        p = put_i64(p + 8, bl->func < r->nfuncs           ? (int64_t)bl->func
+                           : bl->func == GT_UNKNOWN_FUNC ? -2
+                                                         : -1);
         memcpy(p, ",\"wait_ns\":", 11);
         p = put_u64(p + 11, bl->wait_ns);
         memcpy(p, ",\"count\":", 9);
@@ -1458,9 +1471,13 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
         sb_printf(&b, "WARNING: %" PRIu64 " call events dropped (max_events reached)\n",
                   m->dropped_events);
     if (m->gil_dropped)
-        sb_printf(&b, "WARNING: %" PRIu64 " GIL events lost\n", m->gil_dropped);
+        sb_printf(&b, "WARNING: %" PRIu64 " GIL events dropped (max_events reached) or lost: "
+                      "GIL figures may be inaccurate\n", m->gil_dropped);
     if (m->sched_lost)
-        sb_printf(&b, "WARNING: %" PRIu64 " scheduler records lost\n", m->sched_lost);
+        sb_printf(&b, "WARNING: %" PRIu64 " scheduler records dropped (max_events reached) or "
+                      "lost: OS states may have gaps\n", m->sched_lost);
+    if (m->tracer_note)
+        sb_printf(&b, "WARNING: %s\n", m->tracer_note);
     if (!r->gil_known)
         sb_printf(&b, "GIL columns n/a: no GIL probe ran (%s)\n",
                   m->backend_reason && m->backend_reason[0] ? m->backend_reason : "no reason given");
@@ -1524,8 +1541,13 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
         err = -ENOMEM;
     if (err)
         goto cleanup;
-    *out = b.p;
-    b.p = NULL;
+    /* Names are bytes; the text must be UTF-8 (Python decodes it strictly). */
+    lbl.len = 0;
+    sb_utf8(&lbl, b.p, b.len);
+    if ((err = lbl.err))
+        goto cleanup;
+    *out = lbl.p;
+    lbl.p = NULL;
 
 cleanup:
     free(b.p);

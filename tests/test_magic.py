@@ -154,6 +154,20 @@ def test_cell_magic_options(with_pair, outputs, tmp_path, capsys):
     assert f"saved {out}" in capsys.readouterr().out
 
 
+def test_gilprofile_var_keeps_the_trace(with_pair, outputs):
+    for name in ("line_trace", "cell_trace", "failed_trace"):
+        with_pair.user_ns.pop(name, None)
+    assert with_pair.run_line_magic("gilprofile", "-q --var line_trace pair(14)") == 377
+    t = with_pair.user_ns["line_trace"]
+    assert {"p0", "p1"} <= {row.name for row in t.summary()}
+    assert t.profile_text() == outputs[0]["text/plain"]  # the Trace the viewer showed
+    with_pair.run_cell_magic("gilprofile", "--var cell_trace -q", "r = pair(13)\n")
+    assert with_pair.user_ns["cell_trace"].functions()[0].total_ns > 0
+    with pytest.raises(ZeroDivisionError):
+        with_pair.run_line_magic("gilprofile", "-q --var failed_trace 1 / 0")
+    assert with_pair.user_ns["failed_trace"].duration_ns > 0
+
+
 def test_statement_that_raises_shows_profile_then_reraises(with_pair, outputs, capsys):
     with pytest.raises(ZeroDivisionError):
         with_pair.run_line_magic("gilprofile", "pair(12) / 0")
@@ -172,6 +186,7 @@ def test_statement_that_raises_shows_profile_then_reraises(with_pair, outputs, c
     ("--no-such-option f()", "unrecognized"),
     ("-q", "needs a statement"),
     ("-q f(", "not a Python statement"),
+    ("--var 1t f()", "variable name"),
 ])
 def test_gilprofile_bad_options_are_usage_errors(ip, outputs, line, message):
     with pytest.raises(UsageError, match=message):
@@ -181,7 +196,7 @@ def test_gilprofile_bad_options_are_usage_errors(ip, outputs, line, message):
 
 def test_gilprofile_help_lists_the_options(ip):
     doc = ip.find_line_magic("gilprofile").__doc__
-    for option in ("-o", "--backend", "--top", "--sort", "--no-c", "--no-sched", "-q"):
+    for option in ("-o", "--backend", "--top", "--sort", "--no-c", "--no-sched", "-q", "--var"):
         assert option in doc
 
 

@@ -220,7 +220,7 @@ class Trace:
     """A traced block. Use as a context manager; after it exits the facts are here.
 
     Attributes available after the block: ``threads``, ``event_count``,
-    ``dropped_events``, ``duration_ns``, ``backend``, ``backend_reason``,
+    ``dropped_events``, ``dropped`` (per stream), ``duration_ns``, ``backend``, ``backend_reason``,
     ``sched_status``; methods ``summary()``, ``summary_text()``, ``blame()``,
     ``spans(tid)``, ``gil_intervals(tid)``, ``os_intervals(tid)``, ``save(path)``,
     ``to_html()`` (a Trace as a cell's last expression shows the viewer); the
@@ -292,11 +292,24 @@ class Trace:
             self._session = None
         global _last
         _last = self
-        if self._result.dropped_events:
+        dropped = self.dropped
+        if dropped["calls"]:
             warnings.warn(
-                f"giltracer: {self._result.dropped_events:,} call events were dropped "
+                f"giltracer: {dropped['calls']:,} call events were dropped "
                 f"(max_events={self.max_events:,} reached); the GIL was still probed. "
                 "Raise max_events, narrow with include=/exclude=, or set c_calls=False.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        if self._result.tracer_note:
+            warnings.warn(f"giltracer: {self._result.tracer_note}", RuntimeWarning, stacklevel=3)
+        lost = [f"{n:,} {what}" for n, what in
+                ((dropped["gil"], "GIL events"), (dropped["sched"], "scheduler records")) if n]
+        if lost:
+            cap = f"max_events={self.max_events:,} reached" if self.max_events else "lost"
+            warnings.warn(
+                f"giltracer: {' and '.join(lost)} were not recorded ({cap}, or lost by the "
+                "probe): GIL figures and OS states may be inaccurate.",
                 RuntimeWarning,
                 stacklevel=3,
             )
@@ -331,6 +344,13 @@ class Trace:
 
     event_count = property(lambda self: self.result.event_count, doc="call events recorded")
     dropped_events = property(lambda self: self.result.dropped_events, doc="call events dropped")
+
+    @property
+    def dropped(self) -> Dict[str, int]:
+        """Events not recorded, per stream: ``calls`` (max_events reached), ``gil`` and
+        ``sched`` (max_events reached, or lost by the probe)."""
+        r = self.result
+        return {"calls": r.dropped_events, "gil": r.gil_dropped, "sched": r.sched_lost}
     duration_ns = property(lambda self: self.result.duration_ns, doc="traced wall time")
     backend = property(lambda self: self.result.backend, doc="GIL probe that ran")
     backend_reason = property(lambda self: self.result.backend_reason, doc="why")

@@ -47,6 +47,11 @@ def make_trace(args: Any, title: str) -> Trace:
         raise UsageError(str(e)) from None
 
 
+def check_var(name: Optional[str]) -> None:
+    if name is not None and not name.isidentifier():
+        raise UsageError(f"--var {name}: give a Python variable name, e.g. --var t")
+
+
 def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
     """run() inside the trace: (its value, the exception it raised or None)."""
     with t:
@@ -67,7 +72,7 @@ def save_and_report(t: Trace, args: Any, error: Optional[BaseException], what: s
 
 
 # Options of %gilprofile that take a value: the statement starts after the options.
-_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--backend", "--top", "--sort", "--height"}
+_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--backend", "--top", "--sort", "--height", "--var"}
 
 
 def split_statement(line: str) -> Tuple[str, str]:
@@ -103,7 +108,7 @@ class GilTracerMagics(Magics):
     @argument("--no-sched", dest="sched", action="store_false", help="do not record OS scheduler states")
     @argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS, metavar="N",
               help=f"keep at most N call events (default {DEFAULT_MAX_EVENTS:,})")
-    @argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to depth N")
+    @argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to N levels below the cell")
     @argument("--include", action="append", metavar="GLOB", help="only trace files matching GLOB")
     @argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
@@ -124,8 +129,7 @@ class GilTracerMagics(Magics):
             raise UsageError("--max-depth must be a positive number, e.g. --max-depth 20")
         if args.height < 100:
             raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
-        if args.var is not None and not args.var.isidentifier():
-            raise UsageError(f"--var {args.var}: give a Python variable name, e.g. --var t")
+        check_var(args.var)
         max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%%giltracer cell")
         code = self._compile(cell, "exec")
@@ -152,6 +156,7 @@ class GilTracerMagics(Magics):
               help="do not record OS scheduler states (held is then one state)")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
     @argument("-q", "--quiet", action="store_true", help="show the profile only, no messages")
+    @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
     @no_var_expand
     @needs_local_scope
     @line_cell_magic
@@ -170,6 +175,7 @@ class GilTracerMagics(Magics):
             raise UsageError("--top must be a positive number, e.g. --top 10")
         if args.height < 100:
             raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
+        check_var(args.var)
         t = make_trace(args, "%gilprofile " + statement if cell is None else "%%gilprofile cell")
         if cell is None:
             value_of = self._statement(statement, local_ns)
@@ -177,6 +183,8 @@ class GilTracerMagics(Magics):
             code = self._compile(cell, "exec")
             value_of = lambda: exec(code, self.shell.user_ns)  # noqa: E731
         value, error = run_traced(t, value_of)
+        if args.var is not None:
+            self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "statement" if cell is None else "cell", tab="profile")
         display(viewer_bundle(t, args.height, t.profile_text(args.top, args.sort), tab="profile"),
                 raw=True)

@@ -537,7 +537,7 @@ static const char expected_payload[] =
     "\"meta\":{\"title\":\"demo.py\",\"backend\":\"hooks\",\"backend_reason\":\"GOT hooks installed\","
     "\"sched\":\"perf_event\",\"python\":\"3.11.7\",\"pid\":1234,\"t0_ns\":\"1000000000000\","
     "\"duration_ns\":1000000,\"event_count\":8,\"dropped_events\":0,\"gil_dropped\":0,"
-    "\"sched_lost\":0,\"gil_known\":true},"
+    "\"sched_lost\":0,\"max_events\":0,\"tracer_note\":null,\"gil_known\":true},"
     "\"funcs\":{\"name\":[\"fib\",\"list.append\",\"</script><!--&\"],"
     "\"file\":[\"/x/demo.py\",\"\",\"/x/evil<>&.py\"],\"line\":[3,0,7],\"c\":[0,1,0]},"
     "\"threads\":["
@@ -750,7 +750,7 @@ static void test_text(void)
     CHECK(rc == 0 && s);
     if (s) {
         CHECK(strstr(s, "WARNING: 123 call events dropped (max_events reached)\n") != NULL);
-        CHECK(strstr(s, "WARNING: 4 GIL events lost\n") != NULL);
+        CHECK(strstr(s, "WARNING: 4 GIL events dropped (max_events reached) or lost") != NULL);
         CHECK(strstr(s, "GIL columns n/a: no GIL probe ran (no symbol take_gil in libpython)\n"));
         CHECK(strstr(s, " 1234     MainThread    1.0 ms    n/a    n/a      n/a    50.0%    n/a"
                         "          n/a\n") != NULL);
@@ -937,6 +937,28 @@ cleanup:
     free(gil);
 }
 
+/* Found by fuzz_emit: names are bytes, but Python decodes the text strictly (so
+ * summary_text() raised). Invalid UTF-8 becomes U+FFFD; valid text is untouched. */
+static void test_text_invalid_utf8(void)
+{
+    struct gt_result r = res;
+    struct gt_thread_result th[2];
+    struct gt_emit_meta m = meta;
+    memcpy(th, threads, sizeof(th));
+    th[0].name = "Main\xff\xc3(\xe2\x82";
+    m.title = "caf\xc3\xa9 \xed\xa0\x80.py";
+    r.threads = th;
+    int rc;
+    char *s = text(&r, &m, 5, &rc);
+    CHECK(rc == 0 && s);
+    if (!s)
+        return;
+    CHECK(strstr(s, "giltracer (caf\xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd.py)") != NULL);
+    CHECK(strstr(s, "Main\xef\xbf\xbd\xef\xbf\xbd(\xef\xbf\xbd") != NULL);
+    CHECK(!strchr(s, '\xff'));
+    free(s);
+}
+
 int main(void)
 {
     build();
@@ -945,6 +967,7 @@ int main(void)
     test_html();
     test_html_odd_spans();
     test_text();
+    test_text_invalid_utf8();
     test_errors();
     test_speed();
     printf("%d passed, %d failed\n", passed, failed);
