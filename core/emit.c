@@ -786,6 +786,18 @@ static inline void col_uvar(struct sbuf *b, uint64_t v)
     b->len = (size_t)((char *)put_uvar((uint8_t *)b->p + b->len, v) - b->p);
 }
 
+/* A time delta that is almost never negative (span times in nesting order): d + 1, so
+ * the usual 1..127 ns gaps take one byte; a negative one as 0 then zigzag(d). */
+static inline void col_delta(struct sbuf *b, int64_t d)
+{
+    if (d >= 0) {
+        col_uvar(b, (uint64_t)d + 1);
+    } else {
+        col_uvar(b, 0);
+        col_uvar(b, zigzag(d));
+    }
+}
+
 static int zout_init(struct zout *z)
 {
     memset(z, 0, sizeof(*z));
@@ -872,7 +884,7 @@ static void zout_free(struct zout *z)
 
 /* Spans in pre-order as an event stream: each span's depth (zigzag of the step from
  * the previous depth less one), func + 1 (0: none), flags, and its enter and exit
- * times as zigzag deltas from the previous event. The exits of open spans at the same
+ * times as deltas from the previous event (col_delta). The exits of open spans at the same
  * or a deeper depth come before the next enter; so nesting gives the event order,
  * most deltas are a few hundred ns, and any input (even badly nested) round-trips. */
 static uint32_t bin_spans(struct zout *z, struct sbuf c[5], const struct gt_result *r,
@@ -894,21 +906,21 @@ static uint32_t bin_spans(struct zout *z, struct sbuf c[5], const struct gt_resu
         int64_t st = (int64_t)(s->start - r->t0), en = st + (int64_t)rel(s->end, s->start);
         while (top && depths[top - 1] >= d) {
             top--;
-            col_uvar(&c[4], zigzag(ends[top] - clock));
+            col_delta(&c[4], ends[top] - clock);
             clock = ends[top];
         }
         col_uvar(&c[0], zigzag((int64_t)d - prevd - 1));
         prevd = d;
         col_uvar(&c[1], s->func < r->nfuncs ? (uint64_t)s->func + 1 : 0);
         col_uvar(&c[2], s->flags);
-        col_uvar(&c[3], zigzag(st - clock));
+        col_delta(&c[3], st - clock);
         clock = st;
         depths[top] = d;
         ends[top++] = en;
     }
     while (top) {
         top--;
-        col_uvar(&c[4], zigzag(ends[top] - clock));
+        col_delta(&c[4], ends[top] - clock);
         clock = ends[top];
     }
 cleanup:

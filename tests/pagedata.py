@@ -45,9 +45,18 @@ def chunks(page):
     return out
 
 
+def _deltas(values):
+    """core/emit.c col_delta: d + 1, or 0 then zigzag(d) for a negative d."""
+    out, it = [], iter(values)
+    for v in it:
+        out.append(v - 1 if v else _zz(next(it)))
+    return out
+
+
 def _spans(ch, ref):
     c = ref["c"]
-    depth_steps, func, flags, enter, exits = (_uvarints(ch[c + k]) for k in range(5))
+    depth_steps, func, flags = (_uvarints(ch[c + k]) for k in range(3))
+    enter, exits = (_deltas(_uvarints(ch[c + k])) for k in (3, 4))
     n = ref["n"]
     assert len(depth_steps) == len(func) == len(flags) == len(enter) == len(exits) == n
     start, end, depth = [0] * n, [0] * n, [0] * n
@@ -55,13 +64,13 @@ def _spans(ch, ref):
     for i in range(n + 1):
         d = prev + 1 + _zz(depth_steps[i]) if i < n else -1
         while stack and depth[stack[-1]] >= d:
-            clock += _zz(exits[ei])
+            clock += exits[ei]
             ei += 1
             end[stack.pop()] = clock
         if i == n:
             break
         depth[i] = prev = d
-        clock += _zz(enter[i])
+        clock += enter[i]
         start[i] = clock
         stack.append(i)
     return {"start": start, "dur": [e - s for s, e in zip(start, end)], "func": [f - 1 for f in func],

@@ -120,11 +120,25 @@ function uvCol(u, p, n, T, zz) {
   }
   return out;
 }
+/* n time deltas (core/emit.c col_delta: d + 1, or 0 then zigzag d when negative) */
+function deltaCol(u, p, n) {
+  var out = new Float64Array(n);
+  for (var i = 0; i < n; i++) {
+    var b = u[p++], v = b & 127, m;
+    if (b >= 128) { m = 128; do { b = u[p++]; v += (b & 127) * m; m *= 128; } while (b >= 128); }
+    if (v === 0) {
+      b = u[p++]; v = b & 127;
+      if (b >= 128) { m = 128; do { b = u[p++]; v += (b & 127) * m; m *= 128; } while (b >= 128); }
+      out[i] = v % 2 ? -(v + 1) / 2 : v / 2;
+    } else out[i] = v - 1;
+  }
+  return out;
+}
 /* spans: depth steps, func + 1, flags, enter deltas, exit deltas (in event order) */
 function binSpans(u, offs, ref) {
   var n = ref.n | 0, c = ref.c | 0;
   var depth = uvCol(u, offs[c], n, Int32Array, true), func = uvCol(u, offs[c + 1], n, Int32Array, false);
-  var flags = uvCol(u, offs[c + 2], n, Uint16Array, false), start = uvCol(u, offs[c + 3], n, Float64Array, true);
+  var flags = uvCol(u, offs[c + 2], n, Uint16Array, false), start = deltaCol(u, offs[c + 3], n);
   var dur = new Float64Array(n), stI = new Int32Array(Math.min(n, 65537) + 1), stD = new Int32Array(stI.length);
   var p = offs[c + 4], top = 0, clock = 0, prevd = -1, i, b, v, m;
   for (i = 0; i <= n; i++) {
@@ -132,7 +146,11 @@ function binSpans(u, offs, ref) {
     while (top > 0 && stD[top - 1] >= d) {
       b = u[p++]; v = b & 127;
       if (b >= 128) { m = 128; do { b = u[p++]; v += (b & 127) * m; m *= 128; } while (b >= 128); }
-      clock += v % 2 ? -(v + 1) / 2 : v / 2;
+      if (v === 0) {
+        b = u[p++]; v = b & 127;
+        if (b >= 128) { m = 128; do { b = u[p++]; v += (b & 127) * m; m *= 128; } while (b >= 128); }
+        clock += v % 2 ? -(v + 1) / 2 : v / 2;
+      } else clock += v - 1;
       top--; dur[stI[top]] = clock;
     }
     if (i === n) break;
@@ -185,7 +203,7 @@ window.gtPayload = {
  * their source joined into a blob; the typed arrays come back transferred, not copied. */
 var BLOCKS = ['spans', 'gil', 'os', 'profile'];
 function workerSource() {
-  var fns = [b64bytes, inflate, chunkTable, uvCol, binSpans, binIntervals, binProfile, isRef, decodeColumns,
+  var fns = [b64bytes, inflate, chunkTable, uvCol, deltaCol, binSpans, binIntervals, binProfile, isRef, decodeColumns,
     arr, num, prefixMax, sortRow, layoutSpans];
   return '"use strict";\nvar PROFILE_COLS = ' + JSON.stringify(PROFILE_COLS) + ';\n' + fns.map(String).join('\n') +
     '\nonmessage = function (e) {\n' +

@@ -201,7 +201,24 @@ static void chunks_free(struct chunks *c)
     free(c->len);
 }
 
-/* n values of chunk k, read as uvarints; the chunk must hold exactly n */
+static uint64_t uvar_at(const struct chunks *c, size_t *p, size_t e)
+{
+    uint64_t v = 0;
+    int sh = 0;
+    while (*p < e && c->u[*p] & 0x80)
+        v |= (uint64_t)(c->u[(*p)++] & 0x7f) << sh, sh += 7;
+    if (*p < e)
+        v |= (uint64_t)c->u[(*p)++] << sh;
+    return v;
+}
+
+static int64_t unzigzag(uint64_t v)
+{
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+/* n values of chunk k, read as uvarints (zz 1: zigzag-signed; 2: time deltas, d + 1 or
+ * 0 then zigzag d); the chunk must hold exactly n */
 static int64_t *col_read(const struct chunks *c, size_t k, size_t n, int zz)
 {
     int64_t *out = calloc(n + 1, sizeof(*out));
@@ -209,12 +226,11 @@ static int64_t *col_read(const struct chunks *c, size_t k, size_t n, int zz)
         return out;
     size_t p = c->off[k], e = p + c->len[k];
     for (size_t i = 0; i < n && p < e; i++) {
-        uint64_t v = 0;
-        int sh = 0;
-        while (p < e && c->u[p] & 0x80)
-            v |= (uint64_t)(c->u[p++] & 0x7f) << sh, sh += 7;
-        v |= (uint64_t)c->u[p++] << sh;
-        out[i] = zz ? (int64_t)(v >> 1) ^ -(int64_t)(v & 1) : (int64_t)v;
+        uint64_t v = uvar_at(c, &p, e);
+        if (zz == 2)
+            out[i] = v ? (int64_t)(v - 1) : unzigzag(uvar_at(c, &p, e));
+        else
+            out[i] = zz ? unzigzag(v) : (int64_t)v;
     }
     CHECK(p == e); /* no bytes left over */
     return out;
@@ -232,10 +248,10 @@ static json_t *jarr(const int64_t *v, size_t n)
 static json_t *dec_spans(const struct chunks *c, size_t n, size_t k)
 {
     int64_t *depth = col_read(c, k, n, 1), *func = col_read(c, k + 1, n, 0);
-    int64_t *flags = col_read(c, k + 2, n, 0), *start = col_read(c, k + 3, n, 1);
+    int64_t *flags = col_read(c, k + 2, n, 0), *start = col_read(c, k + 3, n, 2);
     int64_t *end = calloc(n + 1, sizeof(*end));
     size_t nexit = n, *stack = calloc(n + 1, sizeof(*stack)), top = 0;
-    int64_t *ex = col_read(c, k + 4, nexit, 1), clock = 0, prevd = -1;
+    int64_t *ex = col_read(c, k + 4, nexit, 2), clock = 0, prevd = -1;
     size_t ei = 0;
     for (size_t i = 0; i <= n; i++) {
         int64_t d = i < n ? prevd + 1 + depth[i] : -1;
