@@ -115,3 +115,60 @@ def profile_bytes(page):
     ch = chunks(page)
     raw = b"".join(ch[t["profile"]["c"] + j] for t in p["threads"] for j in range(len(PROFILE_COLS)))
     return len(zlib.compress(raw, 1)) * 4 // 3
+
+
+# ---- writing (for tests that hand the page columns no tracer would make) ----------
+def uvarint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _zz_enc(v):
+    return (v << 1) if v >= 0 else ((-v) << 1) - 1
+
+
+def _delta_enc(d):
+    return uvarint(d + 1) if d >= 0 else uvarint(0) + uvarint(_zz_enc(d))
+
+
+def span_chunks(spans):
+    """[(start, end, func, depth, flags)] (ns since t0; func -1 = none) -> the 5 chunks of a
+    spans block, written from the schema in core/viewer/README.md."""
+    depth, func, flags, enter, exits = (bytearray() for _ in range(5))
+    stack, clock, prev = [], 0, -1
+    for start, end, f, d, fl in spans:
+        end = max(end, start)
+        while stack and stack[-1][0] >= d:
+            e = stack.pop()[1]
+            exits += _delta_enc(e - clock)
+            clock = e
+        depth += uvarint(_zz_enc(d - prev - 1))
+        prev = d
+        func += uvarint(f + 1)
+        flags += uvarint(fl)
+        enter += _delta_enc(start - clock)
+        clock = start
+        stack.append((d, end))
+    while stack:
+        e = stack.pop()[1]
+        exits += _delta_enc(e - clock)
+        clock = e
+    return [bytes(c) for c in (depth, func, flags, enter, exits)]
+
+
+def with_spans(page, thread, spans):
+    """The page with thread `thread`'s spans replaced by `spans` (see span_chunks)."""
+    m = re.search(r'(id="gt-data">)(.*?)(</script>)', page, re.S)
+    p = json.loads(m.group(2))
+    ch = chunks(page)
+    p["threads"][thread]["spans"] = {"n": len(spans), "c": len(ch)}
+    ch += span_chunks(spans)
+    blob = zlib.compress(b"".join(uvarint(len(c)) + c for c in ch))
+    data = json.dumps(p, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    page = page[:m.start(2)] + "\n" + data + "\n" + page[m.end(2):]
+    b = re.search(r'(id="gt-bin">)(.*?)(</script>)', page, re.S)
+    return page[:b.start(2)] + "\n" + base64.b64encode(blob).decode() + "\n" + page[b.end(2):]

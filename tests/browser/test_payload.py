@@ -161,3 +161,28 @@ def test_without_workers_the_page_unpacks_the_columns_itself(traced, tmp_path):
         assert not p.errors, p.errors
     finally:
         p.close()
+
+
+def test_odd_spans_round_trip_through_the_page(traced, tmp_path):
+    """Columns no tracer makes (a child before its parent, depth jumps, an end before its
+    start, times far apart, no function): negative deltas take the escape; the page
+    reads back what was written."""
+    import pagedata
+
+    t, _, path = traced
+    page = open(path, encoding="utf-8").read()
+    funcs = pagedata.payload(page)["funcs"]
+    f = next(i for i, c in enumerate(funcs["c"]) if not c)  # a Python function
+    odd = [(5000, 9000, f, 0, 0), (4000, 8000, f, 3, 0), (7000, 6000, f, 1, 0),
+           (1 << 45, (1 << 45) + 1, -1, 2, 4), (0, 1 << 46, f, 0, 1), (3, 3, f, 40, 2)]
+    (tmp_path / "odd.html").write_text(pagedata.with_spans(page, 0, odd), encoding="utf-8")
+    p = Page("file://" + str(tmp_path / "odd.html"), str(tmp_path / "chromium"))
+    try:
+        got = sorted(tuple(x) for x in p.js("gtPayload.thread(0)")["spans"])
+        name = funcs["name"][f]
+        want = sorted((s, max(e, s), name if fn >= 0 else "(unknown function)", d, fl)
+                      for s, e, fn, d, fl in odd)
+        assert got == want
+        assert not p.errors, p.errors
+    finally:
+        p.close()
