@@ -200,6 +200,7 @@ bench: setup
 	$(PY) -m pip install -q viztracer
 	$(PY) bench/run.py
 	$(PY) bench/profile_bench.py
+	$(PY) bench/payload_bench.py
 
 clean:
 	rm -rf $(BUILD) $(VENV) $(MATRIX_DIR) dist *.egg-info

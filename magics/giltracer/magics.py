@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import html
-import os
 import re
-import tempfile
 from typing import Any, Optional, Tuple
 
 from IPython.core.error import UsageError
@@ -15,26 +12,27 @@ from IPython.core.magic import (Magics, cell_magic, line_cell_magic, magics_clas
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from .api import BACKENDS, DEFAULT_MAX_EVENTS, PROFILE_SORTS, Trace
+from .api import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, Trace, parse_size
 
 OUTPUT_SUFFIXES = (".html", ".htm", ".json", ".txt")
 
 
 def viewer_bundle(t: Trace, height: int, text: Optional[str] = None,
-                  tab: Optional[str] = None) -> dict:
-    """The MIME bundle shown for a trace: the viewer in an iframe (its JS and CSS cannot
-    clash with the notebook's), opened on `tab`, and `text` (default: the per-thread
-    table) for text-only front ends."""
-    with tempfile.TemporaryDirectory(prefix="giltracer-") as d:
-        path = t.save(os.path.join(d, "trace.html"), tab=tab)
-        with open(path, encoding="utf-8") as f:
-            page = f.read()
-    frame = (
-        f'<iframe srcdoc="{html.escape(page, quote=True)}" '
-        f'style="width:100%;height:{height}px;border:1px solid #ccc;resize:vertical" '
-        'sandbox="allow-scripts allow-downloads" frameborder="0"></iframe>'
-    )
-    return {"text/html": frame, "text/plain": t.summary_text() if text is None else text}
+                  tab: Optional[str] = None, max_output: int = DEFAULT_MAX_OUTPUT,
+                  saved_html: Optional[str] = None) -> dict:
+    """The MIME bundle shown for a trace (Trace.display_bundle); a page over
+    `max_output` bytes is saved in the working directory (the notebook's) and linked."""
+    return t.display_bundle(height, text, tab, max_output=max_output, saved_html=saved_html)
+
+
+def max_output_arg(text: str) -> int:
+    try:
+        n = parse_size(text)
+    except ValueError as e:
+        raise UsageError(f"--max-output: {e}") from None
+    if n < 1:
+        raise UsageError("--max-output must be a positive size, e.g. --max-output 20MB")
+    return n
 
 
 def make_trace(args: Any, title: str) -> Trace:
@@ -116,6 +114,9 @@ class GilTracerMagics(Magics):
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
     @argument("--quiet", action="store_true", help="show the viewer only, no messages")
     @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
+    @argument("--max-output", default="20MB", metavar="SIZE",
+              help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
+                   "beside the notebook and linked")
     @no_var_expand
     @cell_magic
     def giltracer(self, line: str, cell: str) -> None:
@@ -129,13 +130,15 @@ class GilTracerMagics(Magics):
         if args.height < 100:
             raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
         check_var(args.var)
+        max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%%giltracer cell")
         code = self._compile(cell, "exec")
         _, error = run_traced(t, lambda: exec(code, self.shell.user_ns))
         if args.var is not None:
             self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "cell")
-        display(viewer_bundle(t, args.height), raw=True)
+        saved = args.output if args.output and args.output.lower().endswith((".html", ".htm")) else None
+        display(viewer_bundle(t, args.height, max_output=max_output, saved_html=saved), raw=True)
         if error is not None:
             raise error
 
