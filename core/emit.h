@@ -22,6 +22,8 @@ struct gt_emit_meta {
     uint64_t gil_dropped;    /* GIL events lost */
     uint64_t sched_lost;     /* scheduler records lost */
     const char *view;        /* the viewer tab to open on (NULL = timeline) */
+    const char *theme;       /* the viewer's theme: auto, light, dark (NULL = auto) */
+    int32_t scope_tid;       /* the thread that started the trace, 0 = unknown */
 };
 
 /**

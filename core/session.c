@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "bpfprobe.h"
@@ -28,6 +29,7 @@ struct gt_session {
     struct gt_sched *sched;
     uint64_t t0_ticks, t1_ticks;
     int check_bpf; /* bpf runs beside the hooks into gil_check */
+    int32_t start_tid; /* the thread that started the trace (the viewer's cell scope) */
 };
 
 /* Process-wide: the hooks stay installed, the bpf object stays attached. */
@@ -252,6 +254,7 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         return -1;
     }
     gt_clock__init();
+    s->start_tid = (int32_t)syscall(SYS_gettid);
     if (choose_backend(s) < 0)
         return -1;
 
@@ -544,6 +547,7 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
     run->meta.sched_status = run->sched_status;
     run->meta.python = run->python;
     run->meta.pid = (int32_t)getpid();
+    run->meta.scope_tid = s->start_tid;
     run->meta.event_count = recorded;
     run->meta.dropped_events = dropped;
     s->state = ST_FINISHED;

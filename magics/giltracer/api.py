@@ -26,6 +26,7 @@ OS_STATES = ("on-cpu", "preempted", "blocked")
 PROFILE_STATES = ("running", "held_off_cpu", "waiting", "released", "unknown")
 PROFILE_SORTS = ("wait", "held", "total", "self", "caused")
 VIEWER_TABS = ("timeline", "profile", "blame", "top")
+VIEWER_THEMES = ("auto", "light", "dark")  # auto follows prefers-color-scheme
 
 
 _fork_hook_registered = False
@@ -408,16 +409,19 @@ class Trace:
         return "\n".join(out) + "\n" + self.summary_text(top)
 
     def save(self, path: Union[str, os.PathLike], format: Optional[str] = None,
-             tab: Optional[str] = None) -> str:
+             tab: Optional[str] = None, theme: Optional[str] = None) -> str:
         """Write the trace: ``.html`` (self-contained viewer; ``tab`` = the tab it opens
-        on: timeline, profile, blame or top), ``.json`` (Chrome Trace Event format for
+        on: timeline, profile, blame or top; ``theme``: auto (default, follows the system's
+        light or dark preference), light or dark), ``.json`` (Chrome Trace Event format for
         Perfetto / chrome://tracing) or ``.txt`` (the summary table)."""
         path = os.fspath(path)
         fmt = format or os.path.splitext(path)[1].lstrip(".").lower()
         if tab is not None and tab not in VIEWER_TABS:
             raise ValueError(f"tab must be one of {', '.join(VIEWER_TABS)}; got {tab!r}")
+        if theme is not None and theme not in VIEWER_THEMES:
+            raise ValueError(f"theme must be one of {', '.join(VIEWER_THEMES)}; got {theme!r}")
         if fmt in ("htm", "html"):
-            self.result.save(path, "html", tab)
+            self.result.save(path, "html", tab, theme)
         elif fmt == "json":
             self.result.save(path, "json")
         elif fmt in ("txt", "text"):

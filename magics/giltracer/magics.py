@@ -15,18 +15,18 @@ from IPython.core.magic import (Magics, cell_magic, line_cell_magic, magics_clas
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from .api import BACKENDS, DEFAULT_MAX_EVENTS, PROFILE_SORTS, Trace
+from .api import BACKENDS, DEFAULT_MAX_EVENTS, PROFILE_SORTS, VIEWER_THEMES, Trace
 
 OUTPUT_SUFFIXES = (".html", ".htm", ".json", ".txt")
 
 
 def viewer_bundle(t: Trace, height: int, text: Optional[str] = None,
-                  tab: Optional[str] = None) -> dict:
+                  tab: Optional[str] = None, theme: Optional[str] = None) -> dict:
     """The MIME bundle shown for a trace: the viewer in an iframe (its JS and CSS cannot
     clash with the notebook's), opened on `tab`, and `text` (default: the per-thread
     table) for text-only front ends."""
     with tempfile.TemporaryDirectory(prefix="giltracer-") as d:
-        path = t.save(os.path.join(d, "trace.html"), tab=tab)
+        path = t.save(os.path.join(d, "trace.html"), tab=tab, theme=theme)
         with open(path, encoding="utf-8") as f:
             page = f.read()
     frame = (
@@ -61,7 +61,8 @@ def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
 def save_and_report(t: Trace, args: Any, error: Optional[BaseException], what: str,
                     tab: Optional[str] = None) -> None:
     if args.output:
-        t.save(args.output, tab=tab if args.output.lower().endswith((".html", ".htm")) else None)
+        html_out = args.output.lower().endswith((".html", ".htm"))
+        t.save(args.output, tab=tab if html_out else None, theme=args.theme if html_out else None)
         if not args.quiet:
             print(f"giltracer: saved {args.output}")
     if not args.quiet and error is not None:
@@ -109,6 +110,8 @@ class GilTracerMagics(Magics):
     @argument("--include", action="append", metavar="GLOB", help="only trace files matching GLOB")
     @argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
+    @argument("--theme", choices=VIEWER_THEMES, default="auto",
+              help="viewer colours: auto (follows the system's light/dark preference), light, dark")
     @argument("--quiet", action="store_true", help="show the viewer only, no messages")
     @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
     @no_var_expand
@@ -131,7 +134,7 @@ class GilTracerMagics(Magics):
         if args.var is not None:
             self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "cell")
-        display(viewer_bundle(t, args.height), raw=True)
+        display(viewer_bundle(t, args.height, theme=args.theme), raw=True)
         if error is not None:
             raise error
 
@@ -148,6 +151,8 @@ class GilTracerMagics(Magics):
     @argument("--no-sched", dest="sched", action="store_false",
               help="do not record OS scheduler states (held is then one state)")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
+    @argument("--theme", choices=VIEWER_THEMES, default="auto",
+              help="viewer colours: auto (follows the system's light/dark preference), light, dark")
     @argument("-q", "--quiet", action="store_true", help="show the profile only, no messages")
     @no_var_expand
     @needs_local_scope
@@ -175,8 +180,8 @@ class GilTracerMagics(Magics):
             value_of = lambda: exec(code, self.shell.user_ns)  # noqa: E731
         value, error = run_traced(t, value_of)
         save_and_report(t, args, error, "statement" if cell is None else "cell", tab="profile")
-        display(viewer_bundle(t, args.height, t.profile_text(args.top, args.sort), tab="profile"),
-                raw=True)
+        display(viewer_bundle(t, args.height, t.profile_text(args.top, args.sort), tab="profile",
+                              theme=args.theme), raw=True)
         if error is not None:
             raise error
         return value if cell is None else None
