@@ -168,7 +168,9 @@ window.gtViewer = {
       });
     });
     if (!best) return null;
-    var a = Math.max(xOf(best.s), gutterW), b = Math.min(xOf(best.e), W), y = AXIS_H + best.th.flameY + best.d * ROW_H - tl.scrollTop + ROW_H / 2;
+    var top = best.th.flameY + best.d * ROW_H;
+    if (top < tl.scrollTop || top + ROW_H > tl.scrollTop + H - AXIS_H) { tl.scrollTop = Math.max(0, top - 40); draw(); }
+    var a = Math.max(xOf(best.s), gutterW), b = Math.min(xOf(best.e), W), y = AXIS_H + top - tl.scrollTop + ROW_H / 2;
     var bx = ov.getBoundingClientRect();
     return { x: bx.left + (a + b) / 2, y: bx.top + y, start: best.s, end: best.e, visible: b > a && y > AXIS_H && y < H };
   }
