@@ -158,6 +158,7 @@ window.gtViewer = {
     });
   },
   handoffs: function () { return handoffsDrawn; },
+  plotWidth: function () { return plotW; },
   /* client coordinates of the middle of the longest call of `func` in thread `name`'s lane, or null */
   spanAt: function (name, func) {
     var best = null;
