@@ -2,7 +2,7 @@
  * Joined with the other parts (CMakeLists.txt GT_VIEWER_JS) inside one closure.
  *
  * Frames outside the traced code: in the thread that started the trace (meta.scope_tid),
- * the leading depths whose every span was open when the trace started (clipped at start),
+ * the leading depths whose longest span was open when the trace started (clipped at start),
  * or ran in runpy, or is a C function (giltracer's own frames are not recorded at all). That
  * is the kernel's stack above a %%giltracer cell and the CLI's runpy frames; they fold into
  * one root span named after the trace (meta.title), unfolded by the "outer frames" toggle.
@@ -10,15 +10,26 @@
  * waited); they fold into one "N idle threads" row without a lane. */
 /* == scope == */
 var scopeFolded = true, showIdle = false, SCOPE_F = -1, nIdle = 0, nOuter = 0;
-var HARNESS_RE = /(^|[\/\\])runpy\.py$/;
+var HARNESS_RE = /(^|[\/\\])runpy\.py$|^<frozen runpy>$/;
 function harness(f) { return f >= 0 && f < nF && (fIsC[f] === 1 || HARNESS_RE.test(fFile[f])); }
+/* {depth, s, e}: the first depth of the traced code and the time of the outer span above it */
 function outerDepth(th) {
-  if (meta.scope_tid == null || +th.tid !== +meta.scope_tid) return 0;
-  for (var d = 0; d < th.rows.length; d++) {
-    var r = th.rows[d];
-    for (var i = 0; i < r.n; i++) if (!(r.fl[i] & 1) && !harness(r.f[i])) return d;
+  var none = { depth: 0, s: 0, e: 0 }, a = 0, b = 0;
+  if (meta.scope_tid == null || +th.tid !== +meta.scope_tid) return none;
+  for (var d = 0; d < th.rows.length; d++) { /* follow the longest span of each depth */
+    var r = th.rows[d], m = 0;
+    for (var i = 1; i < r.n; i++) if (r.e[i] - r.s[i] > r.e[m] - r.s[m]) m = i;
+    if (!r.n || (!(r.fl[m] & 1) && !harness(r.f[m]))) return d ? { depth: d, s: a, e: b } : none;
+    a = r.s[m]; b = r.e[m];
   }
-  return 0; /* nothing of the traced code's own: show everything */
+  return none; /* nothing of the traced code's own: show everything */
+}
+/* a row's spans that start in [a, b), as views on its arrays */
+function rowWithin(r, a, b) {
+  var i0 = lowerGE(r.s, a, 0, r.n), i1 = lowerGE(r.s, b, i0, r.n);
+  var q = { s: r.s.subarray(i0, i1), e: r.e.subarray(i0, i1), f: r.f.subarray(i0, i1), fl: r.fl.subarray(i0, i1), me: null, pre: null, n: i1 - i0 };
+  q.me = prefixMax(q.e);
+  return q;
 }
 function isIdle(th) {
   for (var d = 0; d < th.rows.length; d++) {
@@ -38,13 +49,17 @@ function scopeThreads() {
   threads.forEach(function (th) {
     th.src = th.idx;
     th.fullRows = th.rows;
-    th.outer = outerDepth(th);
+    var o = outerDepth(th);
+    th.outer = o.depth;
     if (th.outer > 0) {
+      /* the root spans the thread's traced life; below it only what ran inside the innermost
+       * outer frame (not, say, runpy's imports beside the script) */
       var r0 = th.rows[0], a = r0.s[0], b = r0.me[r0.n - 1];
       nOuter++;
       var root = { s: Float64Array.of(a), e: Float64Array.of(b), f: Int32Array.of(SCOPE_F), fl: new Uint8Array(1),
         me: Float64Array.of(b), pre: null, n: 1 };
-      th.scopeRows = [root].concat(th.rows.slice(th.outer));
+      th.scopeRows = [root].concat(th.rows.slice(th.outer).map(function (r) { return rowWithin(r, o.s, o.e); }));
+      while (th.scopeRows.length > 1 && !th.scopeRows[th.scopeRows.length - 1].n) th.scopeRows.pop();
       th.rows = scopeFolded ? th.scopeRows : th.fullRows;
     }
     th.idle = isIdle(th);
