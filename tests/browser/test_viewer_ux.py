@@ -272,3 +272,33 @@ def test_gil_handoffs_are_drawn_as_arrows(page):
     assert expect > 0
     assert p.js("gtViewer.handoffs()") == expect
     assert not p.errors, p.errors
+
+
+SCRIPT = """import threading
+def spin(n):
+    return sum(i * i for i in range(n))
+ts = [threading.Thread(target=spin, args=(50_000,)) for _ in range(2)]
+for t in ts: t.start()
+for t in ts: t.join()
+"""
+
+
+def test_the_cli_folds_its_runpy_frames(tmp_path):
+    import subprocess
+    import sys
+
+    script, out = tmp_path / "two.py", tmp_path / "two.html"
+    script.write_text(SCRIPT)
+    subprocess.run([sys.executable, "-m", "giltracer", "--backend", "hooks", "--no-sched", "-o", str(out),
+                    str(script)], check=True, cwd=tmp_path, stdout=subprocess.DEVNULL, timeout=120)
+    p = Page("file://" + str(out), str(tmp_path / "chromium"))
+    try:
+        main = lanes(p)["MainThread"]
+        title = p.js("document.getElementById('gt-title').textContent")
+        assert main["rows"][0] == [title] and main["rows"][1] == ["<module>"]  # the script, right below
+        p.js("gtViewer.scopeFolded(false)")
+        unfolded = lanes(p)["MainThread"]["rows"]
+        assert any("run_path" in row for row in unfolded) and len(unfolded) > len(main["rows"])  # runpy is back
+        assert not p.errors, p.errors
+    finally:
+        p.close()
