@@ -714,10 +714,13 @@ tl.addEventListener('wheel', function (ev) {
   } else return; /* the browser scrolls the lanes or the page */
   mouse = p; hover = null; tip.hidden = true;
 }, { passive: false });
-/* keys work while the pointer is over the viewer: take the focus then, unless typing elsewhere */
-tl.addEventListener('mouseenter', function () {
+/* Keys work while the pointer is over the viewer: a real pointer move over the lanes takes the
+ * focus (not content scrolling under a resting pointer, say while typing in a notebook cell). */
+tl.addEventListener('mousemove', function (ev) {
   var a = D.activeElement, tg = a && a.tagName;
-  if (tg !== 'INPUT' && tg !== 'SELECT' && tg !== 'TEXTAREA') { try { window.focus(); } catch (e) { /* cross-origin parent */ } tl.focus({ preventScroll: true }); }
+  if (a === tl || (!ev.movementX && !ev.movementY) || tg === 'INPUT' || tg === 'SELECT' || tg === 'TEXTAREA') return;
+  try { window.focus(); } catch (e) { /* a cross-origin parent may refuse */ }
+  tl.focus({ preventScroll: true });
 });
 tl.addEventListener('scroll', function () { hover = null; tip.hidden = true; requestDraw(); });
 D.addEventListener('keydown', function (ev) {

@@ -223,6 +223,7 @@ def test_keys_work_with_the_pointer_over_the_lanes(page):
     x, y = plot_point(p)
     p.call("Input.dispatchMouseEvent", type="mouseMoved", x=x - 40, y=y + 200)
     p.call("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)  # no click
+    p.wait_for("document.activeElement && document.activeElement.id === 'gt-tl'", timeout=10)  # it took the focus
     for key, code, mods in (("W", "KeyW", 8), ("w", "KeyW", 0)):  # either case
         before = p.js("gtViewer.range()")
         p.call("Input.dispatchKeyEvent", type="keyDown", key=key, code=code, text=key, modifiers=mods)
