@@ -1,7 +1,7 @@
 """The viewer's GIL colours stay apart for colour-blind readers: held, waiting and released
 keep a CIEDE2000 difference of at least 30 under deuteranopia and protanopia, simulated
 with Machado, Oliveira & Fernandes (2009) at severity 1.0, in both themes. The palette is
-read from the viewer's source (core/viewer/theme.js), so the test checks what ships."""
+read from a saved viewer page (core/viewer/theme.js as built in), so the test checks what ships."""
 
 import itertools
 import math
@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-THEME_JS = os.path.join(os.path.dirname(__file__), os.pardir, "core", "viewer", "theme.js")
+import giltracer
+
 MIN_DELTA_E = 30.0
 
 # Machado et al. 2009, severity 1.0; applied to linear RGB.
@@ -25,9 +26,12 @@ MACHADO = {
 }
 
 
-def palettes():
-    """{theme: {key: '#rrggbb'}} from the THEMES literal in theme.js."""
-    with open(THEME_JS, encoding="utf-8") as f:
+@pytest.fixture(scope="module")
+def palettes(tmp_path_factory):
+    """{theme: {key: '#rrggbb'}} from the THEMES literal of the viewer's script."""
+    with giltracer.trace(backend="hooks", sched=False) as t:
+        pass
+    with open(t.save(os.path.join(tmp_path_factory.mktemp("palette"), "p.html")), encoding="utf-8") as f:
         src = f.read()
     out = {}
     for name, body in re.findall(r"\b(light|dark): \{(.*?)\n  \}", src, re.S):
@@ -106,8 +110,8 @@ def test_ciede2000_matches_the_published_pairs(pair, expected):
     assert ciede2000(*pair) == pytest.approx(expected, abs=1e-4)
 
 
-def test_both_themes_are_read_from_the_viewer():
-    p = palettes()
+def test_both_themes_are_read_from_the_viewer(palettes):
+    p = palettes
     assert set(p) == {"light", "dark"}
     for theme in p.values():
         assert {"held", "wait", "rel", "heldOff", "bg"} <= set(theme)
@@ -115,15 +119,15 @@ def test_both_themes_are_read_from_the_viewer():
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
 @pytest.mark.parametrize("kind", ["deuteranopia", "protanopia", "normal"])
-def test_gil_states_stay_apart(theme, kind):
-    p = palettes()[theme]
+def test_gil_states_stay_apart(palettes, theme, kind):
+    p = palettes[theme]
     gil = (p["held"], p["wait"], p["rel"])
     assert min_difference(gil, kind) >= MIN_DELTA_E, (theme, kind, gil)
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_gil_states_stand_out_from_the_background(theme):
-    p = palettes()[theme]
+def test_gil_states_stand_out_from_the_background(palettes, theme):
+    p = palettes[theme]
     for key in ("held", "wait"):
         for kind in MACHADO:
             assert ciede2000(simulate(p[key], kind), simulate(p["bg"], kind)) >= MIN_DELTA_E, (theme, key, kind)
