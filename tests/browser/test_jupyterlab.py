@@ -1,7 +1,8 @@
 """%%giltracer in real JupyterLab: a server from PyPI on 127.0.0.1 (bounded, stopped by the
-test), a notebook opened in headless Chromium, a cell run on a two-thread workload. The
-output iframe shows the lanes (GIL colours in a screenshot), the console stays clean in
-every frame, and the browser asks nothing of any host but the server.
+test), a notebook opened in headless Chromium, cells run on a two-thread workload. The
+output iframe shows the lanes (GIL colours in a screenshot), `--theme dark` renders dark,
+the console stays clean in every frame, and the browser asks nothing of any host but the
+server.
 GT_LAB_SHOT=path.png writes screenshots (the page on failure, the output on success)."""
 
 import base64
@@ -24,7 +25,7 @@ pytest.importorskip("jupyterlab", reason='pip install "giltracer[jupyterlab]"')
 pytest.importorskip("ipykernel", reason="pip install ipykernel")
 
 from test_profile_tab import CHROMIUM  # noqa: E402
-from test_viewer_ux import png_pixels  # noqa: E402
+from test_viewer_ux import luminance as median_luminance, png_pixels  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 
@@ -36,6 +37,10 @@ CELLS = [
     "def spin(n):\n"
     "    return sum(i * i for i in range(n))\n"
     "ts = [threading.Thread(target=spin, args=(300_000,), name=f'spin{i}') for i in range(2)]\n"
+    "for t in ts: t.start()\n"
+    "for t in ts: t.join()\n",
+    "%%giltracer --theme dark --height 400\n"
+    "ts = [threading.Thread(target=spin, args=(100_000,)) for i in range(2)]\n"
     "for t in ts: t.start()\n"
     "for t in ts: t.join()\n",
 ]
@@ -185,6 +190,21 @@ def lab():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def shoot(b, index):
+    """The pixels of the index-th output iframe, scrolled into view."""
+    iframe = f"document.querySelectorAll('.jp-OutputArea-output iframe')[{index}]"
+    b.js(f"{iframe}.scrollIntoView({{block: 'center'}})")
+    time.sleep(3)  # the viewer paints inside the iframe
+    r = b.js(f"(function(){{var r={iframe}.getBoundingClientRect();"
+             "return {x:r.left,y:r.top,width:r.width,height:r.height};})()")
+    assert r["width"] > 300 and r["height"] > 300
+    png = base64.b64decode(b.call("Page.captureScreenshot", format="png", clip=dict(r, scale=1))["data"])
+    if os.environ.get("GT_LAB_SHOT"):  # to look at it
+        with open(f"{os.environ['GT_LAB_SHOT']}.output{index}.png", "wb") as f:
+            f.write(png)
+    return png_pixels(png)[2]
+
+
 def colour_pixels(rows, rgb, tol=24):
     return sum(1 for row in rows for px in row if all(abs(a - b) <= tol for a, b in zip(px, rgb)))
 
@@ -194,7 +214,8 @@ def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
     b = Browser(str(tmp_path / "chromium"))
     try:
         b.call("Page.navigate", url=f"{base}/lab/tree/trace.ipynb?token={token}")
-        b.wait_for("document.querySelectorAll('.jp-Notebook .jp-Cell .cm-content').length >= 2", timeout=90)
+        b.wait_for(f"document.querySelectorAll('.jp-Notebook .jp-Cell .cm-content').length >= {len(CELLS)}",
+                   timeout=90)
         b.wait_for("/Idle/.test((document.querySelector('.jp-Notebook-ExecutionIndicator')||{}).title||'')"
                    " || document.querySelector('[data-status=\"idle\"]') !== null", timeout=90)
         box = b.js("(function(){var r=document.querySelector('.jp-Notebook .jp-Cell .cm-content')"
@@ -211,19 +232,12 @@ def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
                 except TimeoutError:
                     pass
             b.wait_for(f"/\\[\\d+\\]/.test({prompt})", timeout=120)  # it ran
-        b.wait_for("document.querySelector('.jp-OutputArea-output iframe') !== null", timeout=120)
-        b.js("document.querySelector('.jp-OutputArea-output iframe').scrollIntoView({block: 'center'})")
-        time.sleep(3)  # the viewer paints inside the iframe
-        r = b.js("(function(){var r=document.querySelector('.jp-OutputArea-output iframe').getBoundingClientRect();"
-                 "return {x:r.left,y:r.top,width:r.width,height:r.height};})()")
-        assert r["width"] > 300 and r["height"] > 300
-        shot = b.call("Page.captureScreenshot", format="png", clip=dict(r, scale=1))
-        if os.environ.get("GT_LAB_SHOT"):  # to look at it
-            with open(os.environ["GT_LAB_SHOT"] + ".output.png", "wb") as f:
-                f.write(base64.b64decode(shot["data"]))
-        w, h, rows = png_pixels(base64.b64decode(shot["data"]))
-        held, waiting = colour_pixels(rows, (0x00, 0x72, 0xb2)), colour_pixels(rows, (0xd5, 0x5e, 0x00))
+        b.wait_for("document.querySelectorAll('.jp-OutputArea-output iframe').length === 2", timeout=120)
+        light, dark = shoot(b, 0), shoot(b, 1)
+        held, waiting = colour_pixels(light, (0x00, 0x72, 0xb2)), colour_pixels(light, (0xd5, 0x5e, 0x00))
         assert held > 200 and waiting > 50, (held, waiting)  # the GIL strips of the lanes
+        assert median_luminance(light) > 200
+        assert median_luminance(dark) < 60 and colour_pixels(dark, (0x56, 0xb4, 0xe9)) > 100  # dark, with lanes
         assert not b.errors, b.errors
         foreign = [u for u in b.requests if not u.startswith((base, "data:", "blob:", "about:"))]
         assert not foreign, foreign
