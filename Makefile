@@ -14,10 +14,11 @@ MATRIX ?= $(wildcard $(HOME)/.pyenv/versions/3.9*/bin/python3 $(HOME)/.pyenv/ver
 MATRIX_DIR ?= /tmp/giltracer-matrix
 APT_PACKAGES := build-essential pkg-config libjansson-dev libbpf-dev libelf-dev zlib1g-dev \
                 clang llvm bpftool python3-dev python3-venv
-PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel websocket-client jupyterlab
+PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel websocket-client pybind11 jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench clean
+.PHONY: all setup deps venv install demo notebooks test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench clean \
+        deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan
 
 all: test
 
@@ -98,10 +99,108 @@ test-matrix: deps
 	if [ -n "$$failed" ]; then echo "test-matrix: FAILED on:$$failed"; exit 1; fi; \
 	echo "test-matrix: all interpreters passed"
 
+# ---- hardening: sanitizers, valgrind, fuzzing, stress (README.md "Hardening checks") ----
+SANITIZE := address,undefined
+ASAN_VENV ?= $(BUILD)/asan-venv
+# UBSan reports abort (-fno-sanitize-recover); ASan stops at the first report anyway.
+UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
+ASAN_COMMON := abort_on_error=1:halt_on_error=1:detect_stack_use_after_return=1
+
+# valgrind; llvm-symbolizer (package llvm) for readable sanitizer stacks; libFuzzer's
+# runtime, which clang only recommends (libclang-rt-<clang major>-dev).
+deps-harden: deps
+	@missing=""; major=$$(clang --version | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -1); \
+	for p in valgrind llvm libclang-rt-$$major-dev; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "giltracer: missing Debian packages:$$missing; run: sudo apt-get install -y$$missing" >&2; exit 1; fi; \
+	  echo "giltracer: installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+# C unit tests (and the fuzz corpus replay) with ASan + UBSan, leak checking on.
+test-asan-c: deps-harden
+	cmake -S . -B $(BUILD)/asan-ctest -DGT_BUILD_EXTENSION=OFF -DGT_BUILD_TESTS=ON \
+	  -DGT_WERROR=$(GT_WERROR) -DGT_SANITIZE=$(SANITIZE) >/dev/null
+	cmake --build $(BUILD)/asan-ctest -j2
+	cd $(BUILD)/asan-ctest && ASAN_OPTIONS=$(ASAN_COMMON):detect_leaks=1 \
+	  UBSAN_OPTIONS=$(UBSAN_OPTIONS) ctest --output-on-failure
+
+# The Python suite with the extension built with ASan + UBSan, in its own venv. The
+# runtime is preloaded (the interpreter is not instrumented); PYTHONMALLOC=malloc lets
+# ASan see every allocation; CPython leaks by design, so no leak checking here.
+# Subprocesses (CLI, notebook kernels) inherit the environment and run under ASan too.
+ASAN_PRELOAD := PYTHONMALLOC=malloc LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)"
+ASAN_RUN := $(ASAN_PRELOAD) ASAN_OPTIONS=$(ASAN_COMMON):detect_leaks=0 UBSAN_OPTIONS=$(UBSAN_OPTIONS)
+asan-venv: deps-harden
+	@test -x $(ASAN_VENV)/bin/python || $(PYTHON) -m venv $(ASAN_VENV)
+	@$(ASAN_VENV)/bin/python -m pip install -q --upgrade $(PIP_PACKAGES) 2>&1 | grep -v "^\[notice\]" || true
+	GT_SANITIZE=$(SANITIZE) $(ASAN_VENV)/bin/python -m pip install -q --no-build-isolation \
+	  --force-reinstall --no-deps -Cbuild-dir=$(BUILD)/asan-ext .
+
+# Reports also go to files, so one from a subprocess whose exit status no test checks
+# (a forked child, a kernel) still fails the run.
+ASAN_LOGS := $(CURDIR)/$(BUILD)/asan-logs
+test-asan-py: asan-venv
+	@rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS)
+	$(ASAN_PRELOAD) ASAN_OPTIONS=$(ASAN_COMMON):detect_leaks=0:log_path=$(ASAN_LOGS)/asan \
+	  UBSAN_OPTIONS=$(UBSAN_OPTIONS):log_path=$(ASAN_LOGS)/ubsan \
+	  $(ASAN_VENV)/bin/python -m pytest tests -q -p no:cacheprovider $(ASAN_PYTEST_ARGS); rc=$$?; \
+	if [ -n "$$(ls -A $(ASAN_LOGS))" ]; then cat $(ASAN_LOGS)/*; \
+	  echo "test-asan: sanitizer reports above (in $(ASAN_LOGS))" >&2; exit 1; fi; exit $$rc
+
+test-asan: test-asan-c test-asan-py
+
+# C unit tests (and the fuzz corpus replay) under valgrind memcheck.
+test-valgrind: deps-harden
+	cmake -S . -B $(BUILD)/valgrind -DGT_BUILD_EXTENSION=OFF -DGT_BUILD_TESTS=ON \
+	  -DGT_WERROR=$(GT_WERROR) \
+	  "-DGT_TEST_WRAPPER=valgrind;-q;--error-exitcode=1;--leak-check=full;--errors-for-leak-kinds=definite,indirect,possible;--track-origins=yes" >/dev/null
+	cmake --build $(BUILD)/valgrind -j2
+	cd $(BUILD)/valgrind && GT_TEST_UNDER_VALGRIND=1 ctest --output-on-failure
+
+# libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each, from the checked-in corpus.
+# New interesting inputs go to $(BUILD)/fuzz/corpus-*; crashes to $(BUILD)/fuzz/artifacts
+# (add them to tests/fuzz/corpus/<target>/ as crash-<what> once fixed: ctest replays them).
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := fuzz_merge fuzz_emit
+fuzz: deps-harden
+	CC=clang cmake -S . -B $(BUILD)/fuzz -DGT_BUILD_EXTENSION=OFF -DGT_BUILD_FUZZ=ON \
+	  -DGT_WITH_BPF=OFF -DGT_WERROR=$(GT_WERROR) -DGT_SANITIZE=$(SANITIZE) >/dev/null
+	cmake --build $(BUILD)/fuzz -j2
+	@mkdir -p $(BUILD)/fuzz/artifacts; failed=""; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(BUILD)/fuzz/corpus-$$t; echo "=== $$t: $(FUZZ_SECONDS) s"; \
+	  ASAN_OPTIONS=$(ASAN_COMMON):detect_leaks=1 UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
+	  $(BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=30 \
+	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/artifacts/$$t- \
+	    $(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$$t 2>$(BUILD)/fuzz/$$t.log \
+	  && grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" $(BUILD)/fuzz/$$t.log \
+	  || { tail -60 $(BUILD)/fuzz/$$t.log; failed="$$failed $$t"; }; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed (inputs in $(BUILD)/fuzz/artifacts)"; exit 1; fi; \
+	echo "fuzz: no crash in $(FUZZ_SECONDS) s per target"
+
+# Fork, nested sessions, 1,000 threads, 1,000 start/stop cycles, signals, a pids
+# limit, ...: each case in a subprocess with a timeout; report in $(BUILD)/stress/report.md.
+# Also on a 3.12+ interpreter when there is one: there the tracer is sys.monitoring, which
+# changes the competing-profiler cases.
+STRESS_EXTRA ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3))
+stress: install
+	@extra=""; if [ -n "$(STRESS_EXTRA)" ]; then \
+	  name=pyenv-$$($(STRESS_EXTRA) -c 'import sysconfig; print(sysconfig.get_python_version())'); \
+	  $(MAKE) --no-print-directory matrix-one INTERP=$(STRESS_EXTRA) NAME=$$name && \
+	  extra="--python $(MATRIX_DIR)/$$name/bin/python"; \
+	fi; \
+	$(PY) tests/stress/run_stress.py --out $(BUILD)/stress --python $(PY) $$extra
+
+# The same cases with the ASan + UBSan build: use-after-free races show up here.
+stress-asan: asan-venv
+	$(ASAN_RUN) $(ASAN_VENV)/bin/python tests/stress/run_stress.py --out $(BUILD)/stress-asan
+
 bench: setup
 	$(PY) -m pip install -q viztracer
 	$(PY) bench/run.py
 	$(PY) bench/profile_bench.py
+	$(PY) bench/payload_bench.py
 
 clean:
 	rm -rf $(BUILD) $(VENV) $(MATRIX_DIR) dist *.egg-info

@@ -19,8 +19,10 @@ struct gt_emit_meta {
     int32_t pid;
     uint64_t event_count;    /* call events recorded */
     uint64_t dropped_events; /* call events not recorded (max_events reached) */
-    uint64_t gil_dropped;    /* GIL events lost */
-    uint64_t sched_lost;     /* scheduler records lost */
+    uint64_t gil_dropped;    /* GIL events not recorded (max_events reached, or lost) */
+    uint64_t sched_lost;     /* scheduler records not recorded (max_events, or lost) */
+    uint64_t max_events;     /* the cap of each kind of stream; 0 = none */
+    const char *tracer_note; /* threads the function tracer missed (a sentence), or NULL */
     const char *view;        /* the viewer tab to open on (NULL = timeline) */
     const char *theme;       /* the viewer's theme: auto, light, dark (NULL = auto) */
     int32_t scope_tid;       /* the thread that started the trace, 0 = unknown */

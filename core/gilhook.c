@@ -68,6 +68,11 @@ static struct {
     timedwait_fn next_timedwait;
     condwait_fn next_condwait;
     pthread_t calib_thread; /* valid while mode == GH_CALIBRATE */
+    /* The fields of _gil_runtime_state before cond (3.9-3.13: locked at cond-16,
+     * switch_number at cond-8), when the calibrated layout says they are there, else
+     * NULL. */
+    _Atomic(const int *) locked;
+    _Atomic(const unsigned long *) switch_number;
 } gh __attribute__((aligned(64)));
 
 
@@ -96,33 +101,99 @@ static void calib_note(enum gh_func fn, const void *a, const void *b)
 /* ---- the recording section ----------------------------------------------------- */
 
 /* The recording section is what gt_gilhook__set_recording(0) waits for: it covers
- * the registry lookup (which may register the thread) and the push. Its in-flight
- * mark is per thread (t->in_gil_hook), so two threads trading the GIL never write a
- * shared cache line here. It saves errno because the lookup may touch it (calloc, the
- * registry's new-thread callback) and the interpreter relies on errno around its GIL
+ * the mode check, the registry lookup (which may register the thread and open its
+ * scheduler event) and the push, so once the wait returns no hook touches a
+ * registry record or the scheduler state. Its in-flight mark comes first and lives
+ * in a per-thread slot that is not part of the registry: slots are never freed (the
+ * waiter walks them without a lock while threads come and go) and are recycled when
+ * their thread exits. Marks are per thread, so two threads trading the GIL never
+ * write a shared cache line here. record() saves errno because the lookup may touch
+ * it (calloc, perf_event_open) and the interpreter relies on errno around its GIL
  * calls. The timestamp is read after the lookup so that drop_gil's lock (by the
  * holder: no event) costs no clock read. */
+struct hook_slot {
+    atomic_int in_flight;
+    atomic_int taken;
+    struct hook_slot *next; /* set before the slot is published, never changed */
+};
+
+static _Atomic(struct hook_slot *) hook_slots;
+static __thread struct hook_slot *my_slot;
+static pthread_key_t slot_key;
+static int slot_key_ok;
+static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
+
+static void slot_release(void *p)
+{
+    /* Should a later destructor of this exiting thread take the GIL, it gets a slot
+     * of its own (and glibc runs this destructor again). */
+    my_slot = NULL;
+    atomic_store_explicit(&((struct hook_slot *)p)->taken, 0, memory_order_release);
+}
+
+static void slot_key_init(void)
+{
+    slot_key_ok = pthread_key_create(&slot_key, slot_release) == 0;
+}
+
+/* The calling thread's slot (taken on its first GIL event), or NULL without memory. */
+static struct hook_slot *slot_get(void)
+{
+    struct hook_slot *sl = my_slot;
+    if (__builtin_expect(sl != NULL, 1))
+        return sl;
+    pthread_once(&slot_once, slot_key_init);
+    for (sl = atomic_load_explicit(&hook_slots, memory_order_acquire); sl; sl = sl->next) {
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&sl->taken, &expected, 1))
+            break;
+    }
+    if (!sl) {
+        sl = calloc(1, sizeof(*sl));
+        if (!sl)
+            return NULL;
+        atomic_init(&sl->taken, 1);
+        struct hook_slot *head = atomic_load(&hook_slots);
+        do
+            sl->next = head;
+        while (!atomic_compare_exchange_weak(&hook_slots, &head, sl));
+    }
+    if (slot_key_ok) /* without it the slot is never recycled: a leak, not an error */
+        pthread_setspecific(slot_key, sl);
+    my_slot = sl;
+    return sl;
+}
+
 static void record(uint32_t kind)
 {
     int saved_errno = errno;
-    struct gt_thread *t = gt_thread_current();
-    if (t) {
-        atomic_store_explicit(&t->in_gil_hook, 1, memory_order_relaxed);
-        /* Pairs with the mode store + in_gil_hook read in set_recording(0): either we
+    struct hook_slot *sl = slot_get();
+    if (sl) {
+        atomic_store_explicit(&sl->in_flight, 1, memory_order_relaxed);
+        /* Pairs with the mode store + in_flight reads in set_recording(0): either we
          * see GH_OFF here or it sees our mark and waits. A fence on our own line. */
         atomic_thread_fence(memory_order_seq_cst);
+        struct gt_thread *t = NULL;
+        if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
+            t = gt_thread_current();
         /* drop_gil also locks the mutex: only a non-holder wants it. */
-        if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD &&
-            !(kind == GT_GIL_WANT && t->gil_held)) {
+        if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
             gt_stream__push(&t->gil, gt_ticks(), kind, 0);
             if (kind == GT_GIL_ACQUIRED)
                 t->gil_held = 1;
             else if (kind == GT_GIL_RELEASED)
                 t->gil_held = 0;
         }
-        atomic_store_explicit(&t->in_gil_hook, 0, memory_order_release);
+        atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
     }
     errno = saved_errno;
+}
+
+static void wait_hooks(void)
+{
+    for (struct hook_slot *sl = atomic_load(&hook_slots); sl; sl = sl->next)
+        while (atomic_load(&sl->in_flight))
+            sched_yield();
 }
 
 /* ---- the hooks ------------------------------------------------------------------ */
@@ -153,17 +224,35 @@ static __attribute__((noinline)) void signal_slow(pthread_cond_t *c)
         record(GT_GIL_RELEASED);
 }
 
+/* take_gil's rule (cpython.md): a timed-out wait sets the drop request only if the
+ * GIL is still locked and no other thread took it during the wait
+ * (switch_number unchanged). Both are read under the GIL mutex, which the caller
+ * of pthread_cond_timedwait holds before and after the wait, as take_gil does.
+ * Without a known layout every timed-out wait counts (an overestimate). */
+static int drop_requested(int rc, unsigned long switches_before, int known)
+{
+    if (rc != ETIMEDOUT)
+        return 0;
+    if (!known)
+        return 1;
+    const int *locked = atomic_load_explicit(&gh.locked, memory_order_relaxed);
+    const unsigned long *sw = atomic_load_explicit(&gh.switch_number, memory_order_relaxed);
+    if (!locked || !sw) /* the addresses changed during the wait */
+        return 1;
+    return __atomic_load_n(locked, __ATOMIC_RELAXED) != 0 &&
+           __atomic_load_n(sw, __ATOMIC_RELAXED) == switches_before;
+}
+
 static __attribute__((noinline)) void timedwait_slow(pthread_cond_t *c, pthread_mutex_t *m,
-                                                     int rc)
+                                                     int rc, unsigned long switches_before,
+                                                     int known)
 {
     if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE) {
         calib_note(GH_TIMEDWAIT, c, m);
         return;
     }
-    /* A waiter's slice (the switch interval) ran out: take_gil sets the drop
-     * request. */
-    if (rc == ETIMEDOUT &&
-        (const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed))
+    if ((const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed) &&
+        drop_requested(rc, switches_before, known))
         record(GT_GIL_DROP_REQUEST);
 }
 
@@ -215,10 +304,14 @@ static int hook_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct ti
 {
     if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_OFF, 1))
         return gh.next_timedwait(c, m, abstime);
+    /* take_gil's saved_switchnum, read like take_gil under the GIL mutex. */
+    const unsigned long *sw = atomic_load_explicit(&gh.switch_number, memory_order_relaxed);
+    int known = sw && (const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed);
+    unsigned long before = known ? __atomic_load_n(sw, __ATOMIC_RELAXED) : 0;
     int rc = gh.next_timedwait(c, m, abstime);
     /* The wait itself reports through rc; errno is whatever it left (saved by
      * record() around anything that could change it). */
-    timedwait_slow(c, m, rc);
+    timedwait_slow(c, m, rc, before, known);
     return rc;
 }
 
@@ -469,6 +562,12 @@ static void set_object_path(const struct link_map *lm)
 static void atfork_child(void)
 {
     atomic_store(&gh.mode, GH_OFF);
+    /* Only the forking thread exists here: the other slots' threads (maybe caught
+     * in flight by fork()) are gone. */
+    for (struct hook_slot *sl = atomic_load(&hook_slots); sl; sl = sl->next) {
+        atomic_store(&sl->in_flight, 0);
+        atomic_store(&sl->taken, sl == my_slot);
+    }
 }
 
 int gt_gilhook__install(const void *interp_symbol, const char **why)
@@ -751,6 +850,16 @@ void gt_gilhook__set_addrs(const struct gt_gil_addrs *a)
     atomic_store(&gh.mutex, a->mutex);
     atomic_store(&gh.cond, a->cond);
     atomic_store(&gh.switch_cond, a->switch_cond);
+    /* _gil_runtime_state as in 3.9-3.13: ... int locked; unsigned long switch_number;
+     * cond; mutex; switch_cond ... (cond, mutex and switch_cond consecutive is what
+     * calibration can check; the two fields before cond come with that layout). */
+    const char *c = a->cond;
+    int layout = c && (const char *)a->mutex == c + sizeof(pthread_cond_t) &&
+                 (const char *)a->switch_cond ==
+                     c + sizeof(pthread_cond_t) + sizeof(pthread_mutex_t);
+    atomic_store(&gh.locked, layout ? (const int *)(c - 2 * sizeof(unsigned long)) : NULL);
+    atomic_store(&gh.switch_number,
+                 layout ? (const unsigned long *)(c - sizeof(unsigned long)) : NULL);
 }
 
 void gt_gilhook__set_recording(int on)
@@ -762,9 +871,10 @@ void gt_gilhook__set_recording(int on)
     }
     int expected = GH_RECORD;
     atomic_compare_exchange_strong(&gh.mode, &expected, GH_OFF);
-    /* Hooks that saw GH_RECORD may still be pushing: wait for every thread's mark. */
+    /* Hooks that saw GH_RECORD may still be looking up or pushing: wait for every
+     * thread's mark. */
     atomic_thread_fence(memory_order_seq_cst);
-    gt_registry__wait_gil_hooks();
+    wait_hooks();
 }
 
 const char *gt_gilhook__object_path(void)

@@ -10,7 +10,10 @@
  *   pthread_mutex_lock(gil mutex) while not holding  -> GT_GIL_WANT
  *   pthread_cond_signal(gil switch_cond)             -> GT_GIL_ACQUIRED (take_gil, FORCE_SWITCHING)
  *   pthread_cond_signal(gil cond)                    -> GT_GIL_RELEASED (drop_gil)
- *   pthread_cond_timedwait(gil cond) == ETIMEDOUT    -> GT_GIL_DROP_REQUEST
+ *   pthread_cond_timedwait(gil cond) == ETIMEDOUT, the GIL still locked and no
+ *        switch to another holder during the wait (take_gil's own rule, read from
+ *        _gil_runtime_state when the calibrated layout is the known one)
+ *                                                    -> GT_GIL_DROP_REQUEST
  *   pthread_cond_wait(gil switch_cond)               -> GT_GIL_WANT (after a forced drop,
  *        drop_gil waits for another thread to take the GIL, then retakes it at once)
  */
@@ -55,8 +58,10 @@ void gt_gilhook__set_addrs(const struct gt_gil_addrs *a);
 
 /**
  * gt_gilhook__set_recording() - start/stop recording into the thread registry's GIL
- * streams. Stopping waits until no hook is inside its recording section, so the
- * streams can be closed right after. The GIL hooks follow this flag only (not
+ * streams. Stopping waits until no hook is inside its recording section (which
+ * covers the registry lookup, i.e. new-thread registration with its callback), so
+ * after it returns no GIL hook touches a registry record or anything the registry's
+ * new-thread callback uses. The GIL hooks follow this flag only (not
  * gt_recording): call set_recording(0) before gt_registry__end().
  */
 void gt_gilhook__set_recording(int on);

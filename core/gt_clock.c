@@ -90,6 +90,23 @@ void gt_clock__fit(struct gt_clock_fit *fit)
     fit->ns_per_tick = (double)(n - anchor_ns) / (double)(t - anchor_ticks);
 }
 
+void gt_clock__pair(struct gt_clock_pair *p)
+{
+    gt_clock__init();
+    read_pair(&p->ticks, &p->ns);
+}
+
+void gt_clock__fit_between(struct gt_clock_fit *fit, const struct gt_clock_pair *a,
+                           const struct gt_clock_pair *b)
+{
+    fit->ticks0 = b->ticks;
+    fit->ns0 = b->ns;
+    if (b->ticks > a->ticks && b->ns > a->ns)
+        fit->ns_per_tick = (double)(b->ns - a->ns) / (double)(b->ticks - a->ticks);
+    else /* cannot happen with pairs read in order from an invariant TSC */
+        fit->ns_per_tick = 1.0;
+}
+
 const char *gt_clock__source(void)
 {
     return gt_clock_use_tsc ? "tsc" : "clock_gettime";

@@ -48,9 +48,27 @@ struct gt_clock_fit {
  */
 int gt_clock__init(void);
 
+/* A (ticks, ns) pair read as close together as possible. */
+struct gt_clock_pair {
+    uint64_t ticks, ns;
+};
+
+/** gt_clock__pair() - read one pair now (a few tries, the tightest wins). */
+void gt_clock__pair(struct gt_clock_pair *p);
+
 /**
- * gt_clock__fit() - a fit valid around now, anchored at the init anchor so the
- * baseline grows with process age; waits at most 20 ms for a usable baseline.
+ * gt_clock__fit_between() - the fit through two pairs (b after a): exact at both, so
+ * events between them are off by at most the pairs' read jitter (~20 ns) whatever
+ * the rate did before (NTP slews CLOCK_MONOTONIC against the TSC by up to 500 ppm).
+ * Pure arithmetic (for TSC ticks; ns ticks need no fit).
+ */
+void gt_clock__fit_between(struct gt_clock_fit *fit, const struct gt_clock_pair *a,
+                           const struct gt_clock_pair *b);
+
+/**
+ * gt_clock__fit() - a fit valid around now, anchored at the init anchor (for use
+ * outside a session; a session fits between its start and stop pairs); waits at
+ * most 20 ms for a usable baseline.
  */
 void gt_clock__fit(struct gt_clock_fit *fit);
 

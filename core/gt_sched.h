@@ -32,6 +32,11 @@ int gt_sched__start(struct gt_sched *s);
 /**
  * gt_sched__stop() - drain everything once more, stop the poller, close the events.
  * After it returns nothing writes to any sched stream. Returns 0 or -errno.
+ *
+ * In a process forked after gt_sched__new() the object is the parent's: watch and
+ * start return -ECHILD, and stop/free only forget it (they close the child's copies
+ * of the fds and free the copied memory, but never touch the rings, which are not
+ * mapped in the child, nor disable the events, which are the parent's).
  */
 int gt_sched__stop(struct gt_sched *s);
 

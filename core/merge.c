@@ -492,14 +492,15 @@ static void seg_emit(struct seg *sg, size_t *n, uint64_t *cur, uint64_t t, uint3
 }
 
 /* Holder's innermost-Python-function segments over its life: one sweep over the
- * (start, depth)-sorted, properly nested spans. */
-static int build_segs(const struct gt_thread_result *h, struct seg **sg, size_t *cap,
-                      size_t *nseg, struct open_py **st, size_t *st_cap)
+ * (start, depth)-sorted, properly nested spans. From `truncated_at` on (0 = never)
+ * the function is unknown: calls were no longer recorded. */
+static int build_segs(const struct gt_thread_result *h, uint64_t truncated_at, struct seg **sg,
+                      size_t *cap, size_t *nseg, struct open_py **st, size_t *st_cap)
 {
     size_t n = 0, d = 0;
     uint64_t cur = h->start_ns;
-    /* Each span yields at most two segment starts, plus the tail. */
-    int err = grow(sg, cap, 2 * h->nspans + 1, sizeof(**sg));
+    /* Each span yields at most two segment starts, plus the tail and the truncation. */
+    int err = grow(sg, cap, 2 * h->nspans + 2, sizeof(**sg));
     if (err)
         return err;
     for (size_t i = 0; i < h->nspans; i++) {
@@ -520,6 +521,15 @@ static int build_segs(const struct gt_thread_result *h, struct seg **sg, size_t 
         d--;
     }
     seg_emit(*sg, &n, &cur, h->end_ns, GT_NO_FUNC);
+    if (truncated_at && truncated_at < h->end_ns) {
+        /* Spans were clipped there: cut at it, everything after is unknown. */
+        size_t k = 0;
+        while (k < n && (*sg)[k].start < truncated_at)
+            k++;
+        (*sg)[k] = (struct seg){truncated_at > h->start_ns ? truncated_at : h->start_ns,
+                                GT_UNKNOWN_FUNC};
+        n = k + 1;
+    }
     *nseg = n;
     return 0;
 }
@@ -581,7 +591,8 @@ static size_t seg_find(const struct seg *sg, size_t lo, size_t n, uint64_t t)
     return lo;
 }
 
-/* Accumulators for one (waiter, holder) pair, indexed by func (GT_NO_FUNC -> nfuncs). */
+/* Accumulators for one (waiter, holder) pair, indexed by func (GT_NO_FUNC -> nfuncs,
+ * GT_UNKNOWN_FUNC -> nfuncs + 1: see acc_index). */
 struct acc {
     uint64_t *ns;
     uint32_t *count;
@@ -607,13 +618,18 @@ static void acc_add(struct acc *a, uint32_t f, size_t fi, uint64_t d, uint64_t p
     }
 }
 
+static size_t acc_index(const struct gt_trace_input *in, uint32_t f)
+{
+    return f == GT_NO_FUNC ? in->nfuncs : f == GT_UNKNOWN_FUNC ? (size_t)in->nfuncs + 1 : f;
+}
+
 static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
 {
     struct seg *sg = NULL;
     struct open_py *st = NULL;
     struct brow *rows = NULL;
     struct acc a = {0};
-    size_t sg_cap = 0, st_cap = 0, nrows = 0, rows_cap = 0, nf = (size_t)in->nfuncs + 1;
+    size_t sg_cap = 0, st_cap = 0, nrows = 0, rows_cap = 0, nf = (size_t)in->nfuncs + 2;
     uint64_t pair = 0, wait = 0;
     int any_wait = 0, err = 0;
 
@@ -636,7 +652,8 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
         size_t nseg = 0;
         if (h->summary.held_ns == 0)
             continue;
-        if ((err = build_segs(h, &sg, &sg_cap, &nseg, &st, &st_cap)))
+        if ((err = build_segs(h, in->threads[hi].calls_truncated_at, &sg, &sg_cap, &nseg, &st,
+                              &st_cap)))
             goto cleanup;
         for (size_t wi = 0; wi < r->nthreads; wi++) {
             const struct gt_thread_result *w = &r->threads[wi];
@@ -668,7 +685,7 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
                         if (a1 <= a0)
                             continue;
                         uint32_t f = sg[q].func;
-                        acc_add(&a, f, f == GT_NO_FUNC ? in->nfuncs : f, a1 - a0, pair, wait);
+                        acc_add(&a, f, acc_index(in, f), a1 - a0, pair, wait);
                     }
                 }
             }
@@ -676,7 +693,7 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
                 goto cleanup;
             for (size_t t = 0; t < a.ntouched; t++) {
                 uint32_t f = a.touched[t];
-                size_t fi = f == GT_NO_FUNC ? in->nfuncs : f;
+                size_t fi = acc_index(in, f);
                 rows[nrows++] = (struct brow){
                     {w->tid, h->tid, f, a.count[fi], a.ns[fi]}, wi, hi};
             }
@@ -717,7 +734,9 @@ static int chunks_ok(const struct gt_chunk *c, size_t n)
 
 static int input_ok(const struct gt_trace_input *in)
 {
-    if (in->t1 < in->t0 || (in->nthreads && !in->threads) || (in->nfuncs && !in->funcs))
+    /* CLOCK_MONOTONIC ns fit in int64 (292 years); durations are signed downstream. */
+    if (in->t1 < in->t0 || in->t1 > INT64_MAX || (in->nthreads && !in->threads) ||
+        (in->nfuncs && !in->funcs))
         return 0;
     for (size_t i = 0; i < in->nthreads; i++) {
         const struct gt_thread_input *t = &in->threads[i];

@@ -10,6 +10,9 @@
 #include "gt_events.h"
 
 #define GT_NO_FUNC UINT32_MAX
+/* Blame only: the holder's function is unknown (its calls were no longer recorded:
+ * max_events reached), as opposed to GT_NO_FUNC (it ran no Python function). */
+#define GT_UNKNOWN_FUNC (UINT32_MAX - 1)
 
 enum gt_func_flags {
     GT_FUNC_C = 1, /* a C function (builtin / method descriptor) */
@@ -116,7 +119,8 @@ struct gt_thread_result {
 };
 
 /* Time thread `waiter_tid` waited for the GIL while `holder_tid` held it and
- * was in function `func` (innermost Python function; GT_NO_FUNC if none). */
+ * was in function `func` (innermost Python function; GT_NO_FUNC if none;
+ * GT_UNKNOWN_FUNC after the holder's calls were truncated). */
 struct gt_blame {
     int32_t waiter_tid, holder_tid;
     uint32_t func;

@@ -258,6 +258,8 @@ static PyObject *Result_crosscheck(ResultObject *self, PyObject *noargs)
 
 static PyObject *func_name(const struct gt_result *r, uint32_t f)
 {
+    if (f == GT_UNKNOWN_FUNC) /* the holder's calls were truncated (max_events) */
+        return PyUnicode_FromString("unknown (calls truncated: max_events)");
     if (f == GT_NO_FUNC || f >= r->nfuncs)
         Py_RETURN_NONE;
     return PyUnicode_FromString(r->funcs[f].name);
@@ -560,6 +562,14 @@ META_STR(sched_status)
 META_STR(python)
 META_STR(title)
 
+static PyObject *Result_get_tracer_note(ResultObject *self, void *c)
+{
+    (void)c;
+    if (!self->run->tracer_note[0])
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(self->run->tracer_note);
+}
+
 #define RES_U64(name, expr)                                                                  \
     static PyObject *Result_get_##name(ResultObject *self, void *c)                          \
     {                                                                                        \
@@ -597,6 +607,7 @@ static PyGetSetDef Result_getset[] = {
     GET(gil_dropped, "GIL events lost"),
     GET(sched_lost, "scheduler records lost"),
     GET(gil_known, "whether a GIL probe ran"),
+    GET(tracer_note, "threads the function tracer missed (a sentence), or None"),
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -653,9 +664,16 @@ static PyObject *mod_build_info(PyObject *m, PyObject *noargs)
     const char *why = NULL;
     int bpf = gt_bpf__available(&why);
     gt_clock__init();
-    return Py_BuildValue("{s:s,s:s,s:O,s:s}", "clock", gt_clock__source(), "tracer",
+#ifdef Py_GIL_DISABLED
+    PyObject *free_threaded = Py_True;
+#else
+    PyObject *free_threaded = Py_False;
+#endif
+    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:O,s:s}", "clock", gt_clock__source(), "tracer",
                          gt_tracer__mechanism(), "bpf_available", bpf == 0 ? Py_True : Py_False,
-                         "bpf_why", bpf == 0 ? "" : (why ? why : "unavailable"));
+                         "bpf_why", bpf == 0 ? "" : (why ? why : "unavailable"),
+                         "free_threaded", free_threaded, "free_threaded_refusal",
+                         gt_session__free_threaded_refusal());
 }
 
 static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs)
@@ -688,11 +706,11 @@ static int module_exec(PyObject *m)
     return 0;
 }
 
+/* No Py_mod_gil slot: the core is not safe without the GIL (see
+ * gt_session__free_threaded_refusal), so a free-threaded interpreter keeps (or turns
+ * on) the GIL when it imports this module, and trace() refuses there anyway. */
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, (void *)module_exec},
-#ifdef Py_GIL_DISABLED
-    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
-#endif
     {0, NULL},
 };
 

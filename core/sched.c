@@ -105,6 +105,7 @@ struct gt_sched {
     int started, stopped;
     atomic_int stop_flag;
 
+    pid_t owner; /* the process that made it: a forked child must not touch it */
     size_t data_pages; /* preferred data pages per ring, a power of two */
     uint64_t fd_limit;  /* refuse events whose fd would be >= this */
     size_t page_size;
@@ -185,6 +186,24 @@ static void watch_free(struct watch *w)
     if (w->fd >= 0)
         close(w->fd);
     free(w);
+}
+
+/* In a forked child: the ring mappings were not inherited (perf maps them
+ * VM_DONTCOPY: the addresses may be reused by anything), and the fds are the same
+ * events as the parent's (an ioctl would switch off the parent's recording). Close
+ * the child's copies of the fds and free the copy of the record; no munmap. */
+static void watch_abandon(struct watch *w)
+{
+    if (!w)
+        return;
+    if (w->fd >= 0)
+        close(w->fd);
+    free(w);
+}
+
+static int forked(const struct gt_sched *s)
+{
+    return s->owner != getpid();
 }
 
 /* Open and map the context-switch event of `tid` (0 = the caller). *stage tells
@@ -440,6 +459,7 @@ int gt_sched__new(struct gt_sched **out, const char **why)
         text = explain(err, 0);
         goto cleanup;
     }
+    s->owner = getpid();
     long ps = sysconf(_SC_PAGESIZE);
     s->page_size = ps > 0 ? (size_t)ps : 4096;
     size_t kb = GT_SCHED_RING_KB;
@@ -486,6 +506,8 @@ int gt_sched__watch(struct gt_sched *s, struct gt_thread *t)
     struct watch *w = NULL;
     if (!s || !t)
         return -EINVAL;
+    if (forked(s)) /* the parent's poller, lock and rings are not ours */
+        return -ECHILD;
 
     /* Claim the thread (call once per thread; a second call is refused). */
     pthread_mutex_lock(&s->lock);
@@ -531,6 +553,8 @@ int gt_sched__start(struct gt_sched *s)
         return -ESRCH;
     if (s->started)
         return -EALREADY;
+    if (forked(s))
+        return -ECHILD;
     /* The poller must never take the process's signals (e.g. SIGINT for Python). */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -543,12 +567,37 @@ int gt_sched__start(struct gt_sched *s)
     return 0;
 }
 
+/* Stop in a forked child: the poller thread does not exist here (joining its stale
+ * handle is undefined), the lock may have been held by it at fork(), the rings are
+ * not mapped and the events are the parent's. Forget all of it without touching any. */
+static void abandon(struct gt_sched *s)
+{
+    struct watch *lists[2] = {s->pending, s->active};
+    s->pending = s->active = NULL;
+    for (int i = 0; i < 2; i++)
+        while (lists[i]) {
+            struct watch *w = lists[i];
+            lists[i] = w->next;
+            watch_abandon(w);
+        }
+    free(s->pfd);
+    s->pfd = NULL;
+    s->pfd_cap = 0;
+    s->started = 0;
+    s->closed = 1;
+    s->stopped = 1;
+}
+
 int gt_sched__stop(struct gt_sched *s)
 {
     if (!s)
         return -EINVAL;
     if (s->stopped)
         return 0;
+    if (forked(s)) {
+        abandon(s);
+        return 0;
+    }
 
     /* From here on gt_sched__watch() refuses; take what it already queued. */
     pthread_mutex_lock(&s->lock);
@@ -594,6 +643,7 @@ void gt_sched__free(struct gt_sched *s)
     if (!s)
         return;
     gt_sched__stop(s);
-    pthread_mutex_destroy(&s->lock);
+    if (!forked(s)) /* a copy of a lock the parent's poller may have held */
+        pthread_mutex_destroy(&s->lock);
     free(s);
 }

@@ -24,26 +24,88 @@ struct gt_session {
     int state;
     int used;
     int registry_begun;
+    int hooks_started, bpf_started, check_started; /* what this session must stop */
     char backend_reason[512];
     char sched_status[256];
     struct gt_sched *sched;
     uint64_t t0_ticks, t1_ticks;
+    struct gt_clock_pair start_pair, stop_pair; /* the tick fit's anchors */
     int check_bpf; /* bpf runs beside the hooks into gil_check */
+    pid_t pid;     /* the process that started it */
     int32_t start_tid; /* the thread that started the trace (the viewer's cell scope) */
 };
 
-/* Process-wide: the hooks stay installed, the bpf object stays attached. */
+/* In a forked child, the parent's session is a copy: the registry, the tracer and
+ * the probes it refers to are the parent's (or, by now, the child's own session's). */
+static int forked_copy(const struct gt_session *s)
+{
+    return s->state != ST_NEW && s->pid != getpid();
+}
+
+/* Process-wide: the hooks stay installed once installed. A failed install is final
+ * (the same object, the same relocations); a failed calibration is retried by later
+ * sessions (it can fail transiently), at most GT_CALIBRATION_TRIES times. */
+#define GT_CALIBRATION_TRIES 8
 static struct {
-    int tried, ok;
+    int install_failed, ok;
+    unsigned calibration_failures;
     char why[256];
     struct gt_gil_addrs addrs;
 } hooks;
 
+/* The bpf object stays attached between sessions, except one attached system-wide for
+ * follow_children: that one is detached when its session ends (it would make every
+ * process on the machine pay the uprobe traps) and a session that wants the other
+ * kind reloads it. */
 static struct {
     int tried, ok;
     char why[256];
     struct gt_bpf *obj;
+    pid_t owner;         /* the process that loaded obj */
+    int follow_children; /* obj's option */
 } bpf;
+
+/* The session between its start and its stop, or NULL: one session at a time. A
+ * forked child inherits the pointer but not the session (pid differs). */
+static struct {
+    struct gt_session *s;
+    pid_t pid;
+} active;
+
+static int another_session_active(const struct gt_session *s)
+{
+    return active.s && active.s != s && active.pid == getpid();
+}
+
+static void set_active(struct gt_session *s)
+{
+    active.s = s;
+    active.pid = s ? getpid() : 0;
+}
+
+const char *gt_session__free_threaded_refusal(void)
+{
+    return "giltracer: free-threaded Python builds (3.13t and later) are not supported: "
+           "the tracer reads other threads' frames and keeps unsynchronized state that "
+           "only the GIL protects. Use a default build of Python (with the GIL).";
+}
+
+/* Test-only: GILTRACER_TEST_FAIL_CALIBRATIONS=<n> makes the next n calibrations
+ * fail, so the retry can be tested. Read once. */
+static int forced_calibration_failure(void)
+{
+    static int left = -1;
+    if (left < 0) {
+        const char *env = getenv("GILTRACER_TEST_FAIL_CALIBRATIONS");
+        left = env && *env ? atoi(env) : 0;
+        if (left < 0)
+            left = 0;
+    }
+    if (left == 0)
+        return 0;
+    left--;
+    return 1;
+}
 
 static void drop_and_retake(void *ctx)
 {
@@ -54,25 +116,61 @@ static void drop_and_retake(void *ctx)
 
 static int prepare_hooks(void)
 {
-    if (hooks.tried)
-        return hooks.ok ? 0 : -1;
-    hooks.tried = 1;
+    if (hooks.ok)
+        return 0;
+    if (hooks.install_failed || hooks.calibration_failures >= GT_CALIBRATION_TRIES)
+        return -1; /* hooks.why says why */
     const char *why = NULL;
     int err = gt_gilhook__install((const void *)&PyEval_SaveThread, &why);
-    if (err == 0)
-        err = gt_gilhook__calibrate(drop_and_retake, NULL, &hooks.addrs, &why);
     if (err < 0) {
+        hooks.install_failed = 1;
         snprintf(hooks.why, sizeof(hooks.why), "hooks: %s (%s)",
                  why ? why : "cannot interpose the interpreter's pthread calls", strerror(-err));
         return -1;
     }
+    if (forced_calibration_failure()) {
+        why = "calibration: forced failure (GILTRACER_TEST_FAIL_CALIBRATIONS)";
+        err = -EPROTO;
+    } else {
+        err = gt_gilhook__calibrate(drop_and_retake, NULL, &hooks.addrs, &why);
+    }
+    if (err < 0) {
+        hooks.calibration_failures++;
+        snprintf(hooks.why, sizeof(hooks.why), "hooks: %s (%s; %s)",
+                 why ? why : "calibration failed", strerror(-err),
+                 hooks.calibration_failures < GT_CALIBRATION_TRIES
+                     ? "a later session tries again"
+                     : "gave up after repeated failures");
+        return -1;
+    }
     gt_gilhook__set_addrs(&hooks.addrs);
     hooks.ok = 1;
+    hooks.why[0] = '\0';
     return 0;
+}
+
+/* Detach the bpf object (a no-op for the parent's object in a forked child, which
+ * only forgets it). The next prepare_bpf() loads a new one. */
+static void close_bpf(void)
+{
+    gt_bpf__free(bpf.obj);
+    bpf.obj = NULL;
+    bpf.ok = 0;
+    bpf.tried = 0;
+    bpf.why[0] = '\0';
 }
 
 static int prepare_bpf(int follow_children)
 {
+    if (bpf.ok && bpf.owner != getpid()) {
+        /* A forked child: the object, its ring and its gate are the parent's. */
+        snprintf(bpf.why, sizeof(bpf.why),
+                 "bpf: the probe belongs to the parent process (pid %d); a forked child "
+                 "cannot use it", (int)bpf.owner);
+        return -1;
+    }
+    if (bpf.ok && bpf.follow_children != (follow_children != 0))
+        close_bpf(); /* attached with the other option: reload */
     if (bpf.tried)
         return bpf.ok ? 0 : -1;
     const char *why = NULL;
@@ -105,22 +203,9 @@ static int prepare_bpf(int follow_children)
         return -1;
     }
     bpf.ok = 1;
+    bpf.owner = getpid();
+    bpf.follow_children = follow_children != 0;
     return 0;
-}
-
-static int gil_disabled(void)
-{
-#ifdef Py_GIL_DISABLED
-    PyObject *sys = PyImport_ImportModule("sys");
-    PyObject *r = sys ? PyObject_CallMethod(sys, "_is_gil_enabled", NULL) : NULL;
-    int disabled = r ? !PyObject_IsTrue(r) : 1;
-    Py_XDECREF(r);
-    Py_XDECREF(sys);
-    PyErr_Clear();
-    return disabled;
-#else
-    return 0;
-#endif
 }
 
 /* Decide the GIL backend. Returns 0, or -1 with a Python exception when an explicitly
@@ -130,12 +215,6 @@ static int choose_backend(struct gt_session *s)
     s->used = USED_NONE;
     if (!s->o.gil) {
         snprintf(s->backend_reason, sizeof(s->backend_reason), "GIL probe off (gil=False)");
-        return 0;
-    }
-    if (gil_disabled()) {
-        snprintf(s->backend_reason, sizeof(s->backend_reason),
-                 "no GIL in this interpreter (free-threaded build): threads run in parallel; "
-                 "function spans are still traced");
         return 0;
     }
     if (s->o.crosscheck) {
@@ -210,6 +289,10 @@ static int start_bpf(int crosscheck)
     return -1;
 }
 
+#define BUSY_MESSAGE                                                                 \
+    "giltracer: another session is active in this process; stop it first (one session " \
+    "at a time)"
+
 static void watch_thread(struct gt_thread *t, void *ctx)
 {
     gt_sched__watch((struct gt_sched *)ctx, t);
@@ -235,16 +318,28 @@ int gt_session__state(const struct gt_session *s)
     return s->state;
 }
 
+/* Stops what this session started, nothing else (a refused start must leave the
+ * running session's probes alone). */
 static void stop_probes(struct gt_session *s)
 {
-    if (s->check_bpf)
+    if (s->check_started || s->bpf_started)
         gt_bpf__stop(bpf.obj);
-    if (s->used == USED_HOOKS)
+    s->check_started = s->bpf_started = 0;
+    /* After this no GIL hook touches a registry record or the sched state. */
+    if (s->hooks_started)
         gt_gilhook__set_recording(0);
-    else if (s->used == USED_BPF)
-        gt_bpf__stop(bpf.obj);
+    s->hooks_started = 0;
     if (s->sched)
         gt_sched__stop(s->sched);
+}
+
+/* The end of a session that ran the bpf probe system-wide: detach it. */
+static void release_probes(struct gt_session *s)
+{
+    if (another_session_active(s)) /* the object may be the running session's now */
+        return;
+    if ((s->used == USED_BPF || s->check_bpf) && bpf.ok && bpf.follow_children)
+        close_bpf();
 }
 
 int gt_session__start(struct gt_session *s, PyObject *threads)
@@ -253,10 +348,22 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         PyErr_SetString(PyExc_RuntimeError, "giltracer: a session can only be started once");
         return -1;
     }
+#ifdef Py_GIL_DISABLED
+    PyErr_SetString(PyExc_RuntimeError, gt_session__free_threaded_refusal());
+    return -1;
+#endif
+    /* Before choosing a backend: that prepares (and may reload) the process-wide
+     * probes the running session uses. */
+    if (another_session_active(s)) {
+        PyErr_SetString(PyExc_RuntimeError, BUSY_MESSAGE);
+        return -1;
+    }
+    set_active(s); /* calibration releases the GIL: claim first */
+    s->pid = getpid();
     gt_clock__init();
     s->start_tid = (int32_t)syscall(SYS_gettid);
     if (choose_backend(s) < 0)
-        return -1;
+        goto fail;
 
     if (!s->o.sched) {
         snprintf(s->sched_status, sizeof(s->sched_status), "off (sched=False)");
@@ -264,24 +371,37 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         snprintf(s->sched_status, sizeof(s->sched_status), "bpf sched_switch (with reasons)");
     } else {
         const char *why = NULL;
-        if (gt_sched__new(&s->sched, &why) == 0)
-            snprintf(s->sched_status, sizeof(s->sched_status),
-                     "perf_event context switches (unprivileged)");
-        else
+        int err = gt_sched__new(&s->sched, &why);
+        if (err == 0) {
+            /* Started before the registry can call gt_sched__watch(): a poller that
+             * cannot start (pids limit: EAGAIN) leaves no callback behind. */
+            err = gt_sched__start(s->sched);
+            if (err < 0) {
+                gt_sched__free(s->sched);
+                s->sched = NULL;
+                snprintf(s->sched_status, sizeof(s->sched_status),
+                         "unavailable: the scheduler poller thread could not start (%s)",
+                         strerror(-err));
+            } else {
+                snprintf(s->sched_status, sizeof(s->sched_status),
+                         "perf_event context switches (unprivileged)");
+            }
+        } else {
             snprintf(s->sched_status, sizeof(s->sched_status), "unavailable: %s",
                      why ? why : "perf_event_open refused");
+        }
     }
 
-    int err = gt_registry__begin(s->o.functions ? s->o.max_events : 0,
+    /* max_events caps every kind of stream, with or without function tracing. */
+    int err = gt_registry__begin(s->o.max_events,
                                  s->sched ? watch_thread : NULL, s->sched);
     if (err < 0) {
         PyErr_SetString(PyExc_RuntimeError,
-                        err == -EBUSY ? "giltracer: another session is active in this process; "
-                                        "stop it first (one session at a time)"
-                                      : "giltracer: cannot start the thread registry");
+                        err == -EBUSY ? BUSY_MESSAGE : "giltracer: cannot start the thread registry");
         goto fail;
     }
     s->registry_begun = 1;
+    gt_clock__pair(&s->start_pair);
     s->t0_ticks = gt_ticks();
     struct gt_thread *me = gt_thread_current();
     if (!me) {
@@ -302,25 +422,27 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     };
     if (gt_tracer__start(&to, s->t0_ticks, threads) < 0)
         goto fail;
-    if (s->sched && gt_sched__start(s->sched) < 0) {
-        snprintf(s->sched_status, sizeof(s->sched_status), "unavailable: poller failed to start");
-        gt_sched__free(s->sched);
-        s->sched = NULL;
-    }
     if (s->check_bpf) {
         if (start_bpf(1) < 0)
             goto fail;
+        s->check_started = 1;
     }
     if (s->used == USED_HOOKS) {
         gt_gilhook__set_recording(1);
-    } else if (s->used == USED_BPF && start_bpf(0) < 0) {
-        goto fail;
+        s->hooks_started = 1;
+    } else if (s->used == USED_BPF) {
+        if (start_bpf(0) < 0)
+            goto fail;
+        s->bpf_started = 1;
     }
     atomic_store(&gt_recording, 1);
     s->state = ST_RECORDING;
     return 0;
 fail:
     stop_probes(s);
+    release_probes(s);
+    if (active.s == s)
+        set_active(NULL);
     if (s->registry_begun) {
         gt_registry__end();
         gt_registry__release(gt_tracer__free_state);
@@ -335,11 +457,26 @@ int gt_session__stop(struct gt_session *s)
 {
     if (s->state != ST_RECORDING)
         return 0;
+    if (forked_copy(s)) {
+        /* Stop nothing process-wide: a session of the child's own may be running.
+         * The copy is finished empty. */
+        gt_sched__free(s->sched); /* forgets the parent's events without touching them */
+        s->sched = NULL;
+        s->hooks_started = s->bpf_started = s->check_started = 0;
+        s->registry_begun = 0;
+        s->t1_ticks = s->t0_ticks;
+        s->stop_pair = s->start_pair;
+        s->state = ST_STOPPED;
+        return 0;
+    }
     s->t1_ticks = gt_ticks();
+    gt_clock__pair(&s->stop_pair);
     int err = gt_tracer__stop();
     stop_probes(s);
     gt_registry__end();
     s->state = ST_STOPPED;
+    if (active.s == s)
+        set_active(NULL);
     return err;
 }
 
@@ -424,12 +561,19 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
         PyErr_NoMemory();
         goto cleanup;
     }
-    struct gt_thread *threads = gt_registry__threads();
+    /* A forked copy has no records here (the registry may be the child's own). */
+    struct gt_thread *threads = forked_copy(s) ? NULL : gt_registry__threads();
     if (s->o.functions && gt_tracer__collect(threads, &run->funcs) < 0)
         goto cleanup;
 
+    /* Anchored at this session's start and stop, not at import: in a long-lived
+     * kernel NTP slews CLOCK_MONOTONIC against the TSC, and a rate averaged over the
+     * process's life would skew this session's events. */
     struct gt_clock_fit fit;
-    gt_clock__fit(&fit);
+    if (gt_clock_use_tsc)
+        gt_clock__fit_between(&fit, &s->start_pair, &s->stop_pair);
+    else
+        gt_clock__fit(&fit);
     struct convert_ctx cc = {&fit};
     for (struct gt_thread *t = threads; t; t = t->next) {
         gt_stream__each(&t->calls, convert_block, &cc);
@@ -491,7 +635,8 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
         dropped += t->calls.dropped;
         run->gil_events += gt_stream__count(&t->gil);
         run->meta.gil_dropped += t->gil.dropped;
-        run->meta.sched_lost += t->sched.dropped;
+        if (!s->sched) /* the perf poller counts its refused pushes in its own `lost` */
+            run->meta.sched_lost += t->sched.dropped;
     }
     struct gt_trace_input ti = {
         .t0 = t0,
@@ -550,6 +695,9 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
     run->meta.scope_tid = s->start_tid;
     run->meta.event_count = recorded;
     run->meta.dropped_events = dropped;
+    run->meta.max_events = s->o.max_events;
+    if (s->o.functions && gt_tracer__untraced_note(run->tracer_note, sizeof(run->tracer_note)))
+        run->meta.tracer_note = run->tracer_note;
     s->state = ST_FINISHED;
 cleanup:
     if (inputs) {
@@ -566,6 +714,7 @@ cleanup:
     }
     gt_sched__free(s->sched);
     s->sched = NULL;
+    release_probes(s);
     if (s->state != ST_FINISHED) {
         s->state = ST_FINISHED;
         gt_run__free(run);
@@ -598,6 +747,10 @@ void gt_session__free(struct gt_session *s)
         s->registry_begun = 0;
     }
     gt_sched__free(s->sched);
+    if (s->state == ST_STOPPED) /* finish did it otherwise */
+        release_probes(s);
+    if (active.s == s)
+        set_active(NULL);
     Py_XDECREF(s->o.include);
     Py_XDECREF(s->o.exclude);
     Py_XDECREF(s->o.own_dir);

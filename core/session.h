@@ -40,6 +40,7 @@ struct gt_run {
     char sched_status[256];
     char python[128];
     char title[256];
+    char tracer_note[512]; /* threads the function tracer missed, or "" */
     uint64_t gil_events;
     struct gt_result *check; /* crosscheck: the bpf probe's view of the same run */
 };
@@ -58,6 +59,9 @@ int gt_session__stop(struct gt_session *s);
 struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title);
 void gt_session__free(struct gt_session *s);
 int gt_session__state(const struct gt_session *s); /* 0 new, 1 recording, 2 stopped, 3 finished */
+
+/* Why start() refuses on a free-threaded build (static text; start raises it there). */
+const char *gt_session__free_threaded_refusal(void);
 
 /* Process-wide facts for diagnostics and tests: the GIL addresses the hooks found. */
 PyObject *gt_session__probe_info(void);

@@ -25,9 +25,11 @@ static struct gt_block *pool;         /* free blocks */
 static size_t pool_size;
 static gt_thread_cb on_new_thread;
 static void *on_new_ctx;
-/* Call-event budget in events; guarded by reg_lock. */
-static uint64_t call_events_left;
-static int call_events_limited;
+/* Per-kind event budgets (enum gt_budget), guarded by reg_lock. `budget_spent` is set
+ * once a budget is gone, so pushes past the cap are refused without the lock. */
+static uint64_t budget_left[GT_NBUDGETS];
+static int budget_limited;
+static atomic_int budget_spent[GT_NBUDGETS];
 
 /* Blocks are carved out of 2 MiB arenas asking for transparent huge pages: one page
  * fault brings in 32 blocks instead of 16 faults per block. Arenas are only returned
@@ -140,32 +142,39 @@ static char *block_events(struct gt_block *b)
 int gt_stream__grow(struct gt_stream *s)
 {
     int err = 0;
+    /* Refusals are decided without the lock: past the cap every push lands here. */
+    if (atomic_load_explicit(&gt_registry_gen, memory_order_relaxed) == 0)
+        return -ESRCH;
+    if (s->budget && atomic_load_explicit(&budget_spent[s->budget - 1], memory_order_relaxed))
+        return -ENOSPC;
     pthread_mutex_lock(&reg_lock);
     if (atomic_load(&gt_registry_gen) == 0) { /* the session ended */
         err = -ESRCH;
         goto cleanup;
     }
     size_t room = GT_BLOCK_EVENTS;
-    if (s->capped && call_events_limited) {
-        if (call_events_left == 0) {
+    uint64_t *left = s->budget && budget_limited ? &budget_left[s->budget - 1] : NULL;
+    if (left) {
+        if (*left == 0) {
+            atomic_store(&budget_spent[s->budget - 1], 1);
             err = -ENOSPC;
             goto cleanup;
         }
         /* Hand out at most a 16th of what is left (and at least 256), so that threads
          * that stop early cannot strand much of the budget in their last block. */
-        uint64_t share = call_events_left / 16 < 256 ? 256 : call_events_left / 16;
+        uint64_t share = *left / 16 < 256 ? 256 : *left / 16;
         if (share < room)
             room = (size_t)share;
-        if (call_events_left < room)
-            room = (size_t)call_events_left;
+        if (*left < room)
+            room = (size_t)*left;
     }
     struct gt_block *b = block_get();
     if (!b) {
         err = -ENOMEM;
         goto cleanup;
     }
-    if (s->capped && call_events_limited)
-        call_events_left -= room;
+    if (left && (*left -= room) == 0)
+        atomic_store(&budget_spent[s->budget - 1], 1);
     if (s->tail) {
         s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / 16;
         s->count += s->tail->n;
@@ -222,11 +231,17 @@ void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx)
  * session: its copies of the parent's records are dropped (never freed: they are the
  * parent's memory image) and the lock, possibly held by a parent thread at fork(), is
  * made usable again, so the child can run a session of its own. */
+/* The child's copy of the parent's records stays reachable from here (a leak checker
+ * sees memory kept on purpose, not lost); at most one generation's worth. */
+static struct gt_thread *volatile abandoned_in_child;
+
 static void atfork_child(void)
 {
     pthread_mutex_init(&reg_lock, NULL);
     atomic_store(&gt_recording, 0);
     atomic_store(&gt_registry_gen, 0);
+    if (threads)
+        abandoned_in_child = threads;
     threads = NULL;
     on_new_thread = NULL;
     on_new_ctx = NULL;
@@ -251,8 +266,11 @@ int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx)
         err = -EBUSY;
         goto cleanup;
     }
-    call_events_limited = max_call_events != 0;
-    call_events_left = max_call_events;
+    budget_limited = max_call_events != 0;
+    for (int k = 0; k < GT_NBUDGETS; k++) {
+        budget_left[k] = max_call_events;
+        atomic_store(&budget_spent[k], 0);
+    }
     on_new_thread = on_new;
     on_new_ctx = ctx;
     atomic_store(&gt_registry_gen, ++last_gen);
@@ -285,7 +303,10 @@ static struct gt_thread *register_locked(int32_t tid, uint32_t flags, int *is_ne
     t->pid = (int32_t)getpid();
     t->flags = flags;
     t->gen = atomic_load(&gt_registry_gen);
-    t->calls.capped = 1;
+    t->calls.budget = 1 + GT_BUDGET_CALLS;
+    t->gil.budget = 1 + GT_BUDGET_GIL;
+    t->sched.budget = 1 + GT_BUDGET_SCHED;
+    t->gil_check.budget = 1 + GT_BUDGET_GIL_CHECK;
     t->next = threads;
     threads = t;
     *is_new = 1;
@@ -358,16 +379,6 @@ struct gt_thread *gt_registry__threads(void)
     return threads;
 }
 
-void gt_registry__wait_gil_hooks(void)
-{
-    pthread_mutex_lock(&reg_lock);
-    struct gt_thread *head = threads; /* only ever prepended to during a session */
-    pthread_mutex_unlock(&reg_lock);
-    for (struct gt_thread *t = head; t; t = t->next)
-        while (atomic_load(&t->in_gil_hook))
-            sched_yield();
-}
-
 void gt_registry__totals(uint64_t *recorded, uint64_t *dropped)
 {
     uint64_t r = 0, d = 0;
@@ -382,20 +393,25 @@ void gt_registry__totals(uint64_t *recorded, uint64_t *dropped)
 void gt_registry__release(void (*free_state)(struct gt_thread *t))
 {
     pthread_mutex_lock(&reg_lock);
-    struct gt_thread *t = threads;
+    struct gt_thread *list = threads;
     threads = NULL;
-    while (t) {
-        struct gt_thread *next = t->next;
-        if (free_state)
-            free_state(t);
-        block_put_list(t->calls.head);
-        block_put_list(t->gil.head);
-        block_put_list(t->sched.head);
-        block_put_list(t->gil_check.head);
-        free(t);
-        t = next;
+    for (struct gt_thread *t = list; t; t = t->next) {
+        struct gt_stream *streams[] = {&t->calls, &t->gil, &t->sched, &t->gil_check};
+        for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++) {
+            block_put_list(streams[i]->head);
+            memset(streams[i], 0, sizeof(*streams[i]));
+        }
     }
     if (atomic_load(&gt_registry_gen) == 0)
         pool_trim();
     pthread_mutex_unlock(&reg_lock);
+    /* Outside the lock: free_state drops Python references, and the finalizers that
+     * run may take the lock again (e.g. start a session: gt_registry__begin). */
+    while (list) {
+        struct gt_thread *next = list->next;
+        if (free_state)
+            free_state(list);
+        free(list);
+        list = next;
+    }
 }

@@ -31,8 +31,11 @@ struct gt_stream {
     uint64_t count;   /* events in closed blocks (see gt_stream__count) */
     uint64_t dropped; /* events refused (cap reached or no memory) */
     uint64_t refused_at; /* raw timestamp of the first refusal; 0 = never */
-    int capped; /* counts against the registry's call-event cap */
+    int budget; /* enum gt_budget + 1: the registry budget it counts against; 0 = none */
 };
+
+/* Each kind of stream has its own budget of max_events (gt_registry__begin). */
+enum gt_budget { GT_BUDGET_CALLS, GT_BUDGET_GIL, GT_BUDGET_SCHED, GT_BUDGET_GIL_CHECK, GT_NBUDGETS };
 
 struct gt_thread {
     /* hot fields first */
@@ -41,7 +44,6 @@ struct gt_thread {
     struct gt_stream sched; /* produced by the sched poller only */
     struct gt_stream gil_check; /* cross-check mode: a second GIL probe's view */
     int gil_held;           /* GIL decode state (hooks backend) */
-    atomic_int in_gil_hook; /* inside a GIL hook's recording section */
     int depth;              /* call depth, for max_depth */
     int32_t tid;
     int32_t pid;
@@ -63,7 +65,9 @@ typedef void (*gt_thread_cb)(struct gt_thread *t, void *ctx);
 
 /**
  * gt_registry__begin() - start a new generation: forget earlier threads' TLS bindings,
- * allow at most `max_call_events` call events in total (0 = unlimited).
+ * allow at most `max_call_events` events in total in each kind of stream (calls, GIL,
+ * sched, GIL cross-check: enum gt_budget; 0 = unlimited). Past a budget, pushes to
+ * that kind of stream are counted as dropped without taking any lock.
  * Returns 0 or -EBUSY when a generation is already active.
  */
 int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx);
@@ -109,11 +113,13 @@ struct gt_thread *gt_registry__threads(void);
 
 /**
  * gt_registry__release() - return all blocks to the pool and free the records.
- * `free_state` is called for each record first (may be NULL).
+ * `free_state` is called for each record (may be NULL), without the registry lock:
+ * it may run arbitrary code (Python finalizers), even start a new generation.
  */
 void gt_registry__release(void (*free_state)(struct gt_thread *t));
 
-/* Slow path of a push: close the tail block, append a fresh one. 0 or -ENOSPC/-ENOMEM. */
+/* Slow path of a push: close the tail block, append a fresh one. 0 or -ENOSPC (budget
+ * spent), -ESRCH (no session) or -ENOMEM. The first two take no lock. */
 int gt_stream__grow(struct gt_stream *s);
 
 /* Events in a (closed) stream. */
@@ -142,13 +148,6 @@ static inline void gt_stream__push(struct gt_stream *s, uint64_t ts, uint32_t a,
     p[3] = b;
     s->cur = (char *)s->cur + 16;
 }
-
-/**
- * gt_registry__wait_gil_hooks() - wait until no registered thread is inside a GIL
- * hook's recording section (see gilhook.c). Threads registering from now on see the
- * caller's earlier stores (they take the registry lock).
- */
-void gt_registry__wait_gil_hooks(void);
 
 /* Registry-wide totals of call events recorded / dropped (after end). */
 void gt_registry__totals(uint64_t *recorded, uint64_t *dropped);

@@ -29,7 +29,10 @@ struct tr_entry {
     /* Strong reference: the code object (ENTRY_CODE), or the C function's owner, a
      * type or a module-name str (ENTRY_CFUNC), kept so its name can be built at stop. */
     PyObject *obj;
-    const char *cname; /* ENTRY_CFUNC: ml_name, static storage of the PyMethodDef */
+    /* ENTRY_CFUNC, strong: what keeps the PyMethodDef (the key, and cname) allocated
+     * until collect, so its address is never reused for another function meanwhile. */
+    PyObject *keep;
+    const char *cname; /* ENTRY_CFUNC: ml_name of the PyMethodDef */
     uint32_t kind;
     uint32_t excluded;
 };
@@ -47,10 +50,12 @@ struct tr_state {
     uint32_t nentries, centries;
     uint32_t *map; /* after collect: local id -> global id */
     uint32_t nmap;
+    int hooked_before_bootstrap; /* 3.9-3.11: attached late, before threading's hook ran */
 };
 
 struct saved_profile {
     PyThreadState *ts;
+    uint64_t ts_id; /* ts->id: unique, unlike the address a new thread state may reuse */
     Py_tracefunc func;
     PyObject *obj; /* strong */
 };
@@ -70,6 +75,11 @@ static struct {
 #else
     struct saved_profile *saved;
     size_t nsaved;
+    PyInterpreterState *interp;
+    uint64_t known_head_id; /* id of the newest thread state seen (attach_new_threads) */
+    uint64_t attached_late;    /* thread states given the hook after start */
+    uint64_t attached_running; /* ... of which had run Python code untraced already */
+    uint64_t attach_failed;    /* thread states it could not be given (out of memory) */
 #endif
     int functions;
     int watching; /* threading.setprofile(bootstrap) is in place */
@@ -159,10 +169,10 @@ static int tr_grow(struct tr_state *s)
     return 0;
 }
 
-/* Add an entry; takes over the strong reference `obj`. Returns the function id, or
- * FID_EXCLUDED when out of memory (the event is then not recorded). */
-static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, const char *cname,
-                       uint32_t kind, int excluded)
+/* Add an entry; takes over the strong references `obj` and `keep`. Returns the
+ * function id, or FID_EXCLUDED when out of memory (the event is then not recorded). */
+static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, PyObject *keep,
+                       const char *cname, uint32_t kind, int excluded)
 {
     if ((s->used + 1) * 2 > s->mask + 1 && tr_grow(s) < 0)
         goto fail;
@@ -175,7 +185,7 @@ static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, const char 
         s->centries = n;
     }
     uint32_t id = s->nentries++;
-    s->entries[id] = (struct tr_entry){key, obj, cname, kind, (uint32_t)excluded};
+    s->entries[id] = (struct tr_entry){key, obj, keep, cname, kind, (uint32_t)excluded};
     uint32_t fid = id | (excluded ? FID_EXCLUDED : 0);
     uint32_t i = slot_of(key, s->mask);
     while (s->keys[i])
@@ -186,6 +196,7 @@ static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, const char 
     return fid;
 fail:
     Py_XDECREF(obj);
+    Py_XDECREF(keep);
     return FID_EXCLUDED;
 }
 
@@ -226,14 +237,15 @@ static uint32_t tr_insert_code(struct tr_state *s, PyCodeObject *code)
     PyErr_Fetch(&et, &ev, &tb);
     int excluded = code_excluded(code);
     Py_INCREF(code);
-    uint32_t fid = tr_add(s, code, (PyObject *)code, NULL, ENTRY_CODE, excluded);
+    uint32_t fid = tr_add(s, code, (PyObject *)code, NULL, NULL, ENTRY_CODE, excluded);
     PyErr_Restore(et, ev, tb);
     return fid;
 }
 
-/* The identity of a C callee without keeping the callable itself alive (3.11 makes a
- * fresh bound builtin per `obj.method()` call): its static PyMethodDef. NULL when
- * `callable` is not a C function. Exact type compares first: this runs per event. */
+/* The identity of a C callee without keying by the callable itself (3.11 makes a
+ * fresh bound builtin per `obj.method()` call): its PyMethodDef, which tr_insert_c
+ * keeps allocated (c_identity). NULL when `callable` is not a C function. Exact type
+ * compares first: this runs per event. */
 static inline PyMethodDef *c_method_def(PyObject *callable)
 {
     PyTypeObject *tp = Py_TYPE(callable);
@@ -246,39 +258,81 @@ static inline PyMethodDef *c_method_def(PyObject *callable)
     return NULL;
 }
 
-/* The owner a C function's name is built from (once per unique function): a new
- * reference to its type or its module's name, or NULL. */
-static PyObject *c_owner(PyObject *callable)
+static int is_descriptor_of(PyObject *d, PyMethodDef *ml)
 {
-    if (Py_IS_TYPE(callable, &PyMethodDescr_Type))
-        return Py_NewRef((PyObject *)PyDescr_TYPE(callable));
-    PyCFunctionObject *f = (PyCFunctionObject *)callable;
-    PyObject *self = f->m_self;
-    if (self && PyModule_Check(self)) {
-        PyObject *name = PyModule_GetNameObject(self);
-        if (!name)
-            PyErr_Clear();
-        return name;
+    return d && (Py_IS_TYPE(d, &PyMethodDescr_Type) || Py_IS_TYPE(d, &PyClassMethodDescr_Type)) &&
+           ((PyMethodDescrObject *)d)->d_method == ml;
+}
+
+/* The method descriptor of `tp` or a base of it whose PyMethodDef is `ml`, or NULL
+ * (borrowed). Bases are searched too: a subclass may shadow the name (super().m()). */
+static PyObject *type_descriptor_of(PyTypeObject *tp, PyMethodDef *ml)
+{
+    PyObject *name = PyUnicode_InternFromString(ml->ml_name), *found = NULL;
+    PyObject *mro = tp->tp_mro;
+    if (!name) {
+        PyErr_Clear();
+        return NULL;
     }
-    if (self && PyType_Check(self))
-        return Py_NewRef(self);
-    if (self)
-        return Py_NewRef((PyObject *)Py_TYPE(self));
-    return Py_XNewRef(f->m_module);
+    PyObject *d = _PyType_Lookup(tp, name); /* borrowed */
+    if (is_descriptor_of(d, ml))
+        found = d;
+    for (Py_ssize_t i = 1; !found && mro && PyTuple_Check(mro) && i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *base = PyTuple_GET_ITEM(mro, i);
+        d = PyType_Check(base) ? _PyType_Lookup((PyTypeObject *)base, name) : NULL;
+        if (is_descriptor_of(d, ml))
+            found = d;
+    }
+    Py_DECREF(name);
+    PyErr_Clear();
+    return found;
+}
+
+/* Once per unique C function: `*owner`, what its name is built from (a new reference
+ * to a type or a module-name str, or NULL), and `*keep`, a new reference to what keeps
+ * its PyMethodDef allocated: the type's method descriptor when the def is the type's
+ * (a bound builtin made per call is not kept), else the function object itself
+ * (module functions; pybind11's, whose def is freed with the function). */
+static void c_identity(PyObject *callable, PyMethodDef *ml, PyObject **owner, PyObject **keep)
+{
+    if (Py_IS_TYPE(callable, &PyMethodDescr_Type)) {
+        *owner = Py_NewRef((PyObject *)PyDescr_TYPE(callable));
+        *keep = Py_NewRef(callable);
+        return;
+    }
+    PyCFunctionObject *f = (PyCFunctionObject *)callable;
+    PyObject *self = f->m_self, *d = NULL;
+    if (self && PyModule_Check(self)) {
+        if (!(*owner = PyModule_GetNameObject(self)))
+            PyErr_Clear();
+    } else if (self && PyType_Check(self)) {
+        *owner = Py_NewRef(self);
+        if (!(d = type_descriptor_of((PyTypeObject *)self, ml)))
+            d = type_descriptor_of(Py_TYPE(self), ml);
+    } else if (self && (d = type_descriptor_of(Py_TYPE(self), ml))) {
+        *owner = Py_NewRef((PyObject *)Py_TYPE(self)); /* a bound builtin method */
+    } else {
+        /* No self, or one whose type does not have this function: it only carries the
+         * function's data (pybind11's function record, a capsule). The function's
+         * module names it, if it says one. */
+        *owner = f->m_module && PyUnicode_Check(f->m_module) ? Py_NewRef(f->m_module) : NULL;
+    }
+    *keep = Py_NewRef(d ? d : callable);
 }
 
 static uint32_t tr_insert_c(struct tr_state *s, PyMethodDef *ml, PyObject *callable)
 {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    PyObject *keep = c_owner(callable); /* new reference: a type, or a module-name str */
+    PyObject *owner, *keep;
+    c_identity(callable, ml, &owner, &keep);
     int excluded = 0;
-    if (keep == (PyObject *)tr.own_type)
+    if (owner == (PyObject *)tr.own_type)
         excluded = 1;
-    else if (keep && PyUnicode_Check(keep) &&
-             PyUnicode_CompareWithASCIIString(keep, "giltracer._core") == 0)
+    else if (owner && PyUnicode_Check(owner) &&
+             PyUnicode_CompareWithASCIIString(owner, "giltracer._core") == 0)
         excluded = 1;
-    uint32_t fid = tr_add(s, ml, keep, ml->ml_name, ENTRY_CFUNC, excluded);
+    uint32_t fid = tr_add(s, ml, owner, keep, ml->ml_name, ENTRY_CFUNC, excluded);
     PyErr_Restore(et, ev, tb);
     return fid;
 }
@@ -347,7 +401,11 @@ static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint
             uint32_t fid;
             if (!tr_find(s, stack[i], &fid))
                 fid = tr_insert_code(s, stack[i]);
-            record(t, ts, fid, GT_CALL | GT_CALL_OPEN_AT_START, 1);
+            /* Not counted in t->depth: max_depth is relative to where tracing began
+             * (a notebook cell already runs 30-40 frames deep). Their returns take the
+             * depth below 0, so they are always recorded. */
+            if (!(fid & FID_EXCLUDED))
+                gt_stream__push(&t->calls, ts, fid, GT_CALL | GT_CALL_OPEN_AT_START);
         }
         Py_DECREF(stack[i]);
     }
@@ -373,6 +431,7 @@ static inline PyCodeObject *frame_code(PyFrameObject *frame)
 typedef struct {
     PyObject_HEAD
     struct gt_thread *t; /* NULL until the thread's first event */
+    int late; /* installed by attach_new_threads: record the open frames at first event */
 } SlotObject;
 
 static PyTypeObject Slot_Type = {
@@ -387,23 +446,90 @@ static PyObject *slot_new(void)
     if (!Slot_Type.tp_dealloc && PyType_Ready(&Slot_Type) < 0)
         return NULL;
     SlotObject *o = PyObject_New(SlotObject, &Slot_Type);
-    if (o)
+    if (o) {
         o->t = NULL;
+        o->late = 0;
+    }
     return (PyObject *)o;
 }
 
-static inline struct gt_thread *slot_thread(PyObject *obj)
+/* Once per thread: its record; a thread attached late first records the frames it
+ * has open (for a call event, the frame being entered is not open yet). */
+static struct gt_thread *slot_bind(SlotObject *o, PyFrameObject *frame, int what, uint64_t ts)
+{
+    struct gt_thread *t = o->t = gt_thread_current();
+    if (t && o->late) {
+        o->late = 0;
+        struct tr_state *s = tr_get(t);
+        if (s)
+            s->hooked_before_bootstrap = 1;
+        PyFrameObject *open = what == PyTrace_CALL ? PyFrame_GetBack(frame)
+                                                   : (PyFrameObject *)Py_NewRef(frame);
+        if (open) {
+            push_open_frames(t, open, ts);
+            Py_DECREF(open);
+        }
+    }
+    return t;
+}
+
+static inline struct gt_thread *slot_thread(PyObject *obj, PyFrameObject *frame, int what,
+                                            uint64_t ts)
 {
     SlotObject *o = (SlotObject *)obj;
     if (__builtin_expect(o->t != NULL, 1))
         return o->t;
-    return o->t = gt_thread_current();
+    return slot_bind(o, frame, what, ts);
+}
+
+static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
+
+/* Threads that start without threading.Thread (_thread.start_new_thread, C code calling
+ * PyGILState_Ensure) never pass through threading's profile hook: give every thread
+ * state that has no profile function ours. Runs, with the GIL, from a traced thread
+ * when the newest thread state changed, e.g. right after start_new_thread returns,
+ * before the new thread can run. */
+static void attach_new_threads(PyThreadState *head)
+{
+    tr.known_head_id = head->id;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    for (PyThreadState *ts = head; ts; ts = PyThreadState_Next(ts)) {
+        if (ts->c_profilefunc) /* ours, threading's bootstrap, or someone else's */
+            continue;
+        PyObject *slot = slot_new();
+        if (slot) {
+            ((SlotObject *)slot)->late = 1;
+            if (_PyEval_SetProfile(ts, profile_hook, slot) == 0) {
+                /* Frames already open: it started (from C) while no traced thread
+                 * ran, and part of its life is missing. Said at stop. */
+                PyFrameObject *f = PyThreadState_GetFrame(ts);
+                tr.attached_running += f != NULL;
+                Py_XDECREF(f);
+                tr.attached_late++;
+            } else {
+                tr.attach_failed++;
+            }
+            Py_DECREF(slot);
+        } else {
+            tr.attach_failed++;
+        }
+        PyErr_Clear();
+    }
+    PyErr_Restore(et, ev, tb);
+}
+
+static inline void watch_thread_states(void)
+{
+    PyThreadState *head = PyInterpreterState_ThreadHead(tr.interp);
+    if (__builtin_expect(head && head->id != tr.known_head_id, 0))
+        attach_new_threads(head);
 }
 
 static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
     uint64_t ts = gt_ticks();
-    struct gt_thread *t = slot_thread(obj);
+    struct gt_thread *t = slot_thread(obj, frame, what, ts);
     switch (what) {
     case PyTrace_CALL:
         on_py(t, ts, frame_code(frame), GT_CALL, 1);
@@ -418,6 +544,7 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
     case PyTrace_C_RETURN:
         if (tr.c_calls)
             on_c(t, ts, arg, GT_CRETURN, 0);
+        watch_thread_states(); /* e.g. _thread.start_new_thread just returned */
         break;
     case PyTrace_C_EXCEPTION:
         if (tr.c_calls)
@@ -433,6 +560,8 @@ static int install(void)
 {
     int err = -1;
     PyInterpreterState *interp = PyThreadState_Get()->interp;
+    tr.interp = interp;
+    tr.attached_late = tr.attached_running = tr.attach_failed = 0;
     size_t n = 0;
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts))
         n++;
@@ -444,6 +573,7 @@ static int install(void)
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
         struct saved_profile *sp = &tr.saved[tr.nsaved++];
         sp->ts = ts;
+        sp->ts_id = ts->id;
         sp->func = ts->c_profilefunc;
         sp->obj = Py_XNewRef(ts->c_profileobj);
         PyObject *slot = slot_new();
@@ -454,6 +584,8 @@ static int install(void)
         if (rc < 0)
             goto cleanup;
     }
+    PyThreadState *head = PyInterpreterState_ThreadHead(interp);
+    tr.known_head_id = head ? head->id : 0;
     err = 0;
 cleanup:
     return err;
@@ -467,7 +599,7 @@ static int uninstall(void)
         Py_tracefunc func = NULL;
         PyObject *obj = NULL;
         for (size_t i = 0; i < tr.nsaved; i++) {
-            if (tr.saved[i].ts == ts) {
+            if (tr.saved[i].ts == ts && tr.saved[i].ts_id == ts->id) {
                 func = tr.saved[i].func;
                 obj = tr.saved[i].obj;
                 break;
@@ -677,6 +809,8 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssiz
     }
 #if !GT_USE_MONITORING
     if (tr.active) {
+        uint64_t now = gt_ticks();
+        struct tr_state *s = t ? tr_get(t) : NULL;
         PyObject *slot = slot_new();
         if (slot) {
             ((SlotObject *)slot)->t = t;
@@ -685,8 +819,15 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssiz
         } else {
             PyErr_Clear();
         }
-        if (t && nargs >= 1 && PyFrame_Check(args[0]))
-            push_open_frames(t, (PyFrameObject *)args[0], gt_ticks());
+        if (s && s->hooked_before_bootstrap) {
+            /* Our hook (attached late) saw this thread from its start, up to the call
+             * of sys.setprofile that put this function in its place: close that call. */
+            if (tr.c_calls && nargs >= 3 && PyUnicode_Check(args[1]) &&
+                PyUnicode_CompareWithASCIIString(args[1], "c_return") == 0)
+                on_c(t, now, args[2], GT_CRETURN, 0);
+        } else if (t && nargs >= 1 && PyFrame_Check(args[0])) {
+            push_open_frames(t, (PyFrameObject *)args[0], now);
+        }
     } else {
         PyEval_SetProfile(NULL, NULL);
     }
@@ -799,6 +940,10 @@ static int32_t tstate_tid(PyThreadState *ts, PyObject *threads)
     if (!threads)
         return 0;
     Py_ssize_t n = PySequence_Size(threads);
+    if (n < 0) { /* not a sequence: no thread is known by its ident */
+        PyErr_Clear();
+        return 0;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PySequence_GetItem(threads, i);
         unsigned long ident = 0;
@@ -903,6 +1048,29 @@ void gt_tracer__after_fork_child(void)
         if (gt_tracer__stop() < 0)
             PyErr_Clear();
     }
+}
+
+int gt_tracer__untraced_note(char *buf, size_t len)
+{
+#if GT_USE_MONITORING
+    (void)buf;
+    (void)len;
+    return 0; /* sys.monitoring sees every thread */
+#else
+    if (!tr.attached_running && !tr.attach_failed)
+        return 0;
+    int n = 0;
+    if (tr.attached_running)
+        n = snprintf(buf, len, "%llu thread(s) started by C code ran Python code before the "
+                     "function tracer could attach to them (no traced thread was running "
+                     "meanwhile): their first calls are missing",
+                     (unsigned long long)tr.attached_running);
+    if (tr.attach_failed && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "%s%llu thread(s) could not be given the function "
+                 "tracer (out of memory, or an audit hook refused): their calls are missing",
+                 n ? "; " : "", (unsigned long long)tr.attach_failed);
+    return 1;
+#endif
 }
 
 int gt_tracer__active(void)
@@ -1067,8 +1235,10 @@ cleanup:
         struct tr_state *s = t->tracer_state;
         if (!s)
             continue;
-        for (uint32_t i = 0; i < s->nentries; i++)
+        for (uint32_t i = 0; i < s->nentries; i++) {
             Py_CLEAR(s->entries[i].obj);
+            Py_CLEAR(s->entries[i].keep);
+        }
     }
     free(table);
     Py_XDECREF(names);
@@ -1090,8 +1260,10 @@ void gt_tracer__free_state(struct gt_thread *t)
     struct tr_state *s = t->tracer_state;
     if (!s)
         return;
-    for (uint32_t i = 0; i < s->nentries; i++)
+    for (uint32_t i = 0; i < s->nentries; i++) {
         Py_XDECREF(s->entries[i].obj);
+        Py_XDECREF(s->entries[i].keep);
+    }
     free(s->keys);
     free(s->vals);
     free(s->entries);

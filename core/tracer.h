@@ -49,6 +49,10 @@ PyObject *gt_tracer__thread_names(void);
  * session installed, so the child runs untraced and may start its own session. */
 void gt_tracer__after_fork_child(void);
 
+/** gt_tracer__untraced_note() - after stop: 1 and a sentence in `buf` when some
+ * threads were (partly) not traced (3.9-3.11: threads started by C code), else 0. */
+int gt_tracer__untraced_note(char *buf, size_t len);
+
 /** gt_tracer__active() - nonzero between start and stop. */
 int gt_tracer__active(void);
 

@@ -8,9 +8,9 @@ that the interpreter has symbols: on Debian's stripped /usr/bin/python3.11, take
 found by the PyEval_RestoreThread heuristic (the address fallback) and every test must
 pass the same way.
 
-The bpf object is loaded once per process and keeps the options of its first session
-(follow_children among them), so the tests that need a fresh process (children,
-privileges, exit time) run one.
+The bpf object is loaded once per process and kept between sessions (a session with
+other follow_children reloads it; a follow_children one is detached at its end); the
+tests that need a fresh process (children, privileges, exit time) run one.
 """
 
 import os
@@ -24,7 +24,7 @@ import pytest
 
 import giltracer
 import giltracer._core
-from workloads import cpu_pair, run_threads, sleeper, spin_for, spin_on_cpu
+from workloads import cpu_pair, run_threads, sleeper, spin_for, spin_on_cpu, traced_cpu_pair
 
 _INFO = giltracer._core.build_info()
 
@@ -72,8 +72,7 @@ def run_python(code, timeout=60, prefix=(), env_extra=None):
 
 @pytest.fixture(scope="module")
 def two_cpu_threads():
-    with giltracer.trace(backend=BACKEND, c_calls=False) as t:
-        cpu_pair(0.6)
+    t, _ = traced_cpu_pair(0.6, backend=BACKEND, c_calls=False)
     return t
 
 
@@ -116,8 +115,7 @@ def compare(t):
 
 
 def test_crosscheck_two_cpu_threads_agree():
-    with giltracer.trace(crosscheck=True, functions=False) as t:
-        cpu_pair(0.6)
+    t, _ = traced_cpu_pair(0.6, crosscheck=True, functions=False)
     assert t.backend == "hooks" and "bpf" in t.backend_reason
     hooks, bpf = compare(t)
     names = {s.name: tid for tid, s in hooks.items()}
@@ -128,7 +126,7 @@ def test_crosscheck_two_cpu_threads_agree():
         assert abs(h.held_pct - b.held_pct) <= 3, (h, b)
         assert abs(h.wait_pct - b.wait_pct) <= 3, (h, b)
     for name in ("cpu-a", "cpu-b"):
-        assert hooks[names[name]].acquisitions > 20
+        assert hooks[names[name]].acquisitions >= 5
 
 
 def test_crosscheck_churn_acquisitions_agree():

@@ -182,6 +182,20 @@ def test_cell_magic_options(with_pair, outputs, tmp_path, capsys):
     assert f"saved {out}" in capsys.readouterr().out
 
 
+def test_gilprofile_var_keeps_the_trace(with_pair, outputs):
+    for name in ("line_trace", "cell_trace", "failed_trace"):
+        with_pair.user_ns.pop(name, None)
+    assert with_pair.run_line_magic("gilprofile", "-q --var line_trace pair(14)") == 377
+    t = with_pair.user_ns["line_trace"]
+    assert {"p0", "p1"} <= {row.name for row in t.summary()}
+    assert t.profile_text() == outputs[0]["text/plain"]  # the Trace the viewer showed
+    with_pair.run_cell_magic("gilprofile", "--var cell_trace -q", "r = pair(13)\n")
+    assert with_pair.user_ns["cell_trace"].functions()[0].total_ns > 0
+    with pytest.raises(ZeroDivisionError):
+        with_pair.run_line_magic("gilprofile", "-q --var failed_trace 1 / 0")
+    assert with_pair.user_ns["failed_trace"].duration_ns > 0
+
+
 def test_statement_that_raises_shows_profile_then_reraises(with_pair, outputs, capsys):
     with pytest.raises(ZeroDivisionError):
         with_pair.run_line_magic("gilprofile", "pair(12) / 0")
@@ -200,6 +214,7 @@ def test_statement_that_raises_shows_profile_then_reraises(with_pair, outputs, c
     ("--no-such-option f()", "unrecognized"),
     ("-q", "needs a statement"),
     ("-q f(", "not a Python statement"),
+    ("--var 1t f()", "variable name"),
 ])
 def test_gilprofile_bad_options_are_usage_errors(ip, outputs, line, message):
     with pytest.raises(UsageError, match=message):
@@ -209,7 +224,7 @@ def test_gilprofile_bad_options_are_usage_errors(ip, outputs, line, message):
 
 def test_gilprofile_help_lists_the_options(ip):
     doc = ip.find_line_magic("gilprofile").__doc__
-    for option in ("-o", "--backend", "--top", "--sort", "--no-c", "--no-sched", "-q"):
+    for option in ("-o", "--backend", "--top", "--sort", "--no-c", "--no-sched", "-q", "--var"):
         assert option in doc
 
 
@@ -242,3 +257,67 @@ def test_magics_in_a_jupyter_kernel(tmp_path):
     assert not [o for o in out[4] if o.get("output_type") == "display_data"]
     (err,) = [o for o in out[5] if o.get("output_type") == "error"]
     assert err["ename"] == "ZeroDivisionError"  # shown after its profile
+
+
+def test_over_the_budget_the_page_is_saved_and_linked(ip, outputs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the kernel's working directory: the notebook's
+    ip.run_cell_magic("giltracer", "--quiet --no-sched --max-output 50k --var big", CELL)
+    (bundle,) = outputs
+    (saved,) = tmp_path.glob("giltracer-*.html")
+    page = saved.read_text(encoding="utf-8")
+    assert page == ip.user_ns["big"].to_html() and len(page) > 50_000
+    assert "<iframe" not in bundle["text/html"] and "gt-data" not in bundle["text/html"]
+    assert f'<a href="{saved.name}"' in bundle["text/html"]
+    assert "over the 50 kB inline budget" in bundle["text/html"]
+    line, table = bundle["text/plain"].split("\n", 1)
+    assert "over the 50 kB inline budget" in line and saved.name in line
+    assert table == ip.user_ns["big"].summary_text()  # ... plus the summary
+    assert "w0" in bundle["text/html"]
+    assert len(bundle["text/html"]) < 50_000
+
+
+def test_under_the_budget_the_viewer_is_inline(ip, outputs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ip.run_cell_magic("giltracer", "--quiet --no-sched --max-output 20MB", CELL)
+    assert outputs[0]["text/html"].startswith("<iframe srcdoc=")
+    assert not list(tmp_path.glob("giltracer-*.html"))
+
+
+def test_an_html_output_file_is_the_linked_page(ip, outputs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ip.run_cell_magic("giltracer", "--quiet --no-sched --max-output 1k -o cell.html", CELL)
+    assert [p.name for p in tmp_path.iterdir()] == ["cell.html"]  # saved once
+    assert '<a href="cell.html"' in outputs[0]["text/html"]
+
+
+@pytest.mark.parametrize("size, expect", [("20MB", 20_000_000), ("500k", 500_000), ("1000", 1000),
+                                          ("1.5 M", 1_500_000), ("1MiB", 1 << 20), ("2gb", 2 * 10**9)])
+def test_sizes(size, expect):
+    from giltracer.api import parse_size
+
+    assert parse_size(size) == expect
+
+
+@pytest.mark.parametrize("size", ["", "MB", "20 parsecs", "-5k", "0"])
+def test_bad_max_output_is_a_usage_error(ip, outputs, size):
+    with pytest.raises(UsageError, match="--max-output"):
+        ip.run_cell_magic("giltracer", f"--max-output '{size}'", "pass")
+    assert not outputs
+
+
+def test_last_and_to_html_and_a_trace_as_the_last_expression(ip, outputs):
+    import giltracer
+
+    ip.run_cell_magic("giltracer", "--quiet --no-sched --var cell_t", CELL)
+    t = giltracer.last()
+    assert t is ip.user_ns["cell_t"]
+    page = t.to_html()
+    assert page.startswith("<!DOCTYPE html>") and '"version":2' in page and 'id="gt-bin"' in page
+    assert t.to_html(tab="profile").count('"view":"profile"') == 1
+    data, _ = ip.display_formatter.format(t)  # what a cell ending in `t` shows
+    assert data["text/html"].startswith("<iframe srcdoc=") and "gt-data" in data["text/html"]
+    assert data["text/plain"] == t.summary_text()
+    with giltracer.trace(backend="hooks", sched=False) as t2:
+        sum(range(10))
+    assert giltracer.last() is t2
+    assert giltracer.Trace()._repr_mimebundle_() is None  # not run: the plain repr

@@ -1,7 +1,6 @@
 """The GIL-split profile: ground truth on known workloads, the API, the CLI."""
 
 import hashlib
-import json
 import os
 import re
 import subprocess
@@ -13,6 +12,7 @@ import pytest
 
 import giltracer
 import giltracer._core
+import pagedata
 from workloads import pin_to_own_cpu, run_threads
 
 _INFO = giltracer._core.build_info()
@@ -163,7 +163,7 @@ def test_html_opens_on_profile_tab_and_carries_the_tree(workload, tmp_path):
     page = (tmp_path / "p.html")
     workload.save(page, tab="profile")
     html = page.read_text(encoding="utf-8")
-    payload = json.loads(html.split('id="gt-data">', 1)[1].split("</script>", 1)[0])
+    payload = pagedata.payload(html)
     assert payload["view"] == "profile"
     for th in payload["threads"]:
         prof = th["profile"]
@@ -171,8 +171,7 @@ def test_html_opens_on_profile_tab_and_carries_the_tree(workload, tmp_path):
         total = sum(prof[k][i] for k in ("run", "hoff", "wait", "rel", "unk")
                     for i in range(len(prof["func"])))
         assert total == th["summary"]["wall_ns"]  # pruned nodes fold into their parents
-    profile_bytes = sum(len(json.dumps(th["profile"], separators=(",", ":"))) for th in payload["threads"])
-    assert profile_bytes <= 0.05 * len(html)  # the profile adds at most 5 % to the page
+    assert pagedata.profile_bytes(html) <= 0.05 * len(html)  # the profile adds at most 5 % to the page
     workload.save(tmp_path / "t.html")
     assert '"view"' not in (tmp_path / "t.html").read_text(encoding="utf-8")
     with pytest.raises(ValueError, match="tab"):

@@ -79,16 +79,9 @@ function renderTop() {
 }
 
 /* == init == */
-function init() {
-  try { P = JSON.parse(raw); } catch (e) {
-    $('gt-loading').hidden = true;
-    showError(/^\s*[{[]/.test(raw) ? 'Could not read the trace payload: ' + e.message : 'This page contains no trace data.');
-    return;
-  }
-  raw = null;
-  if (dataEl) dataEl.textContent = '';
+function init(payload) {
   perf.parsed = performance.now();
-  P = P || {};
+  P = payload || {};
   meta = P.meta || {};
   var F = P.funcs || {};
   fName = arr(F, 'name').map(function (x) { return x == null ? '?' : String(x); });
@@ -176,13 +169,19 @@ window.gtViewer = {
     return { x: bx.left + (a + b) / 2, y: bx.top + y, start: best.s, end: best.e, visible: b > a && y > AXIS_H && y < H };
   }
 };
-if (raw.length > 1500000) {
+function boot() {
+  var hadData = /^\s*[{[]/.test(raw);
+  loadPayload().then(init, function (e) {
+    $('gt-loading').hidden = true;
+    showError(hadData ? 'Could not read the trace payload: ' + (e && e.message || e) : 'This page contains no trace data.');
+  }).catch(function (e) { setTimeout(function () { throw e; }); }); /* to the window's error handler */
+}
+if (raw.length > 1500000 || (binEl && binEl.textContent.length > 1500000)) {
   var started = false;
-  var go = function () { if (!started) { started = true; init(); } };
+  var go = function () { if (!started) { started = true; boot(); } };
   requestAnimationFrame(function () { setTimeout(go, 0); });
   setTimeout(go, 250);
 } else {
-  $('gt-loading').hidden = true;
-  init();
+  boot();
 }
 })();

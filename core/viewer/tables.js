@@ -32,8 +32,10 @@ function buildHeader() {
   var de = num(meta.dropped_events, 0), gd = num(meta.gil_dropped, 0), sl = num(meta.sched_lost, 0);
   if (de > 0) banner('gt-warn', '\u26a0 ' + fmtInt(de) + ' call events were dropped',
     '(--max-events reached): the call trace is incomplete; GIL states are still complete.');
-  if (gd > 0) banner('gt-warn', '\u26a0 ' + fmtInt(gd) + ' GIL events were lost:', 'GIL states, percentages and blame may be inaccurate.');
-  if (sl > 0) banner('gt-warn', '\u26a0 ' + fmtInt(sl) + ' scheduler records were lost:', 'OS states may have gaps.');
+  var cap = num(meta.max_events, 0) > 0 ? ' (max_events=' + fmtInt(num(meta.max_events, 0)) + ' reached, or lost):' : ' (lost):';
+  if (gd > 0) banner('gt-warn', '\u26a0 ' + fmtInt(gd) + ' GIL events were not recorded' + cap, 'GIL states, percentages and blame may be inaccurate.');
+  if (meta.tracer_note) banner('gt-warn', '\u26a0 Some threads were not fully traced:', String(meta.tracer_note));
+  if (sl > 0) banner('gt-warn', '\u26a0 ' + fmtInt(sl) + ' scheduler records were not recorded' + cap, 'OS states may have gaps.');
   if (!gilKnown) banner('gt-note', '\u2139 GIL state unknown.',
     (meta.backend_reason ? String(meta.backend_reason) + '. ' : '') + 'No GIL strips or GIL percentages; calls' +
     (hasOS ? ' and OS states' : '') + ' are shown.');
@@ -98,7 +100,7 @@ function buildSummary() {
   });
 }
 function thName(tid) { var t = byTid[tid]; return t ? t.name : 'tid ' + tid; }
-function fnLabel(f) { return f >= 0 && f < nF ? fName[f] : '(no Python function)'; }
+function fnLabel(f) { return f >= 0 && f < nF ? fName[f] : f === -2 ? 'unknown (calls truncated: max_events)' : '(no Python function)'; }
 function fnLoc(f) {
   if (f < 0 || f >= nF) return '';
   return fFile[f] ? fFile[f] + (fLine[f] ? ':' + fLine[f] : '') : (fIsC[f] ? 'C function' : '');

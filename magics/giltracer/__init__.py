@@ -8,9 +8,9 @@
     t.save("trace.html")
 """
 
-from .api import BlameRow, FunctionRow, ProfileNode, ThreadInfo, ThreadSummary, Trace, trace
+from .api import BlameRow, FunctionRow, ProfileNode, ThreadInfo, ThreadSummary, Trace, last, trace
 
-__all__ = ["trace", "Trace", "ThreadInfo", "ThreadSummary", "BlameRow", "ProfileNode", "FunctionRow",
+__all__ = ["trace", "last", "Trace", "ThreadInfo", "ThreadSummary", "BlameRow", "ProfileNode", "FunctionRow",
            "load_ipython_extension"]
 __version__ = "0.1.0"
 

@@ -7,9 +7,13 @@ dataclasses.
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import sys
+import tempfile
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -27,6 +31,33 @@ PROFILE_STATES = ("running", "held_off_cpu", "waiting", "released", "unknown")
 PROFILE_SORTS = ("wait", "held", "total", "self", "caused")
 VIEWER_TABS = ("timeline", "profile", "blame", "top")
 VIEWER_THEMES = ("auto", "light", "dark")  # auto follows prefers-color-scheme
+# The inline viewer's size budget in a notebook: above it, the page goes to a file.
+DEFAULT_MAX_OUTPUT = 20_000_000
+
+_last: Optional["Trace"] = None
+
+
+def last() -> Optional["Trace"]:
+    """The trace that finished last in this process (e.g. the last ``%%giltracer``
+    cell's), or None."""
+    return _last
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
+               "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def parse_size(text: str) -> int:
+    """'20MB' -> 20_000_000, '500k' -> 500_000, '1MiB' -> 1_048_576, '1000' -> 1000."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*", str(text))
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _SIZE_UNITS:
+        raise ValueError(f"not a size: {text!r}; use e.g. 20MB, 500k or 1000000 (bytes)")
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 10**5 else f"{n / 1e3:.0f} kB"
 
 
 _fork_hook_registered = False
@@ -190,9 +221,10 @@ class Trace:
     """A traced block. Use as a context manager; after it exits the facts are here.
 
     Attributes available after the block: ``threads``, ``event_count``,
-    ``dropped_events``, ``duration_ns``, ``backend``, ``backend_reason``,
+    ``dropped_events``, ``dropped`` (per stream), ``duration_ns``, ``backend``, ``backend_reason``,
     ``sched_status``; methods ``summary()``, ``summary_text()``, ``blame()``,
-    ``spans(tid)``, ``gil_intervals(tid)``, ``os_intervals(tid)``, ``save(path)``; the
+    ``spans(tid)``, ``gil_intervals(tid)``, ``os_intervals(tid)``, ``save(path)``,
+    ``to_html()`` (a Trace as a cell's last expression shows the viewer); the
     GIL-split profile: ``profile(thread=None)``, ``functions()``, ``profile_text()``.
     """
 
@@ -259,11 +291,26 @@ class Trace:
         finally:
             self._result = self._session.finish(_thread_names(), self.title)
             self._session = None
-        if self._result.dropped_events:
+        global _last
+        _last = self
+        dropped = self.dropped
+        if dropped["calls"]:
             warnings.warn(
-                f"giltracer: {self._result.dropped_events:,} call events were dropped "
+                f"giltracer: {dropped['calls']:,} call events were dropped "
                 f"(max_events={self.max_events:,} reached); the GIL was still probed. "
                 "Raise max_events, narrow with include=/exclude=, or set c_calls=False.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        if self._result.tracer_note:
+            warnings.warn(f"giltracer: {self._result.tracer_note}", RuntimeWarning, stacklevel=3)
+        lost = [f"{n:,} {what}" for n, what in
+                ((dropped["gil"], "GIL events"), (dropped["sched"], "scheduler records")) if n]
+        if lost:
+            cap = f"max_events={self.max_events:,} reached" if self.max_events else "lost"
+            warnings.warn(
+                f"giltracer: {' and '.join(lost)} were not recorded ({cap}, or lost by the "
+                "probe): GIL figures and OS states may be inaccurate.",
                 RuntimeWarning,
                 stacklevel=3,
             )
@@ -298,6 +345,13 @@ class Trace:
 
     event_count = property(lambda self: self.result.event_count, doc="call events recorded")
     dropped_events = property(lambda self: self.result.dropped_events, doc="call events dropped")
+
+    @property
+    def dropped(self) -> Dict[str, int]:
+        """Events not recorded, per stream: ``calls`` (max_events reached), ``gil`` and
+        ``sched`` (max_events reached, or lost by the probe)."""
+        r = self.result
+        return {"calls": r.dropped_events, "gil": r.gil_dropped, "sched": r.sched_lost}
     duration_ns = property(lambda self: self.result.duration_ns, doc="traced wall time")
     backend = property(lambda self: self.result.backend, doc="GIL probe that ran")
     backend_reason = property(lambda self: self.result.backend_reason, doc="why")
@@ -421,7 +475,7 @@ class Trace:
         if theme is not None and theme not in VIEWER_THEMES:
             raise ValueError(f"theme must be one of {', '.join(VIEWER_THEMES)}; got {theme!r}")
         if fmt in ("htm", "html"):
-            self.result.save(path, "html", tab, theme)
+            self.result.save(path, "html", tab, None if theme == "auto" else theme)  # auto: the default
         elif fmt == "json":
             self.result.save(path, "json")
         elif fmt in ("txt", "text"):
@@ -430,6 +484,55 @@ class Trace:
         else:
             raise ValueError(f"cannot tell the format of {path!r}: use a .html, .json or .txt path, or format=")
         return path
+
+    def to_html(self, tab: Optional[str] = None, theme: Optional[str] = None) -> str:
+        """The self-contained viewer page (what ``save("x.html")`` writes) as a string."""
+        with tempfile.TemporaryDirectory(prefix="giltracer-") as d:
+            path = self.save(os.path.join(d, "trace.html"), tab=tab, theme=theme)
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+
+    def display_bundle(self, height: int = 600, text: Optional[str] = None, tab: Optional[str] = None,
+                       max_output: int = DEFAULT_MAX_OUTPUT, save_dir: str = ".",
+                       saved_html: Optional[str] = None, theme: Optional[str] = None) -> Dict[str, str]:
+        """The MIME bundle that shows this trace in a notebook: the viewer in an iframe
+        (its JS and CSS cannot clash with the notebook's), opened on `tab`, and `text`
+        (default: the per-thread table) for text-only front ends. Above `max_output`
+        bytes the page goes to a file in `save_dir` (or is `saved_html`, already
+        written) and the bundle is one line with a link, plus the text."""
+        text = self.summary_text() if text is None else text
+        page = self.to_html(tab, theme)
+        frame = (
+            f'<iframe srcdoc="{html.escape(page, quote=True)}" '
+            f'style="width:100%;height:{height}px;border:1px solid #ccc;resize:vertical" '
+            'sandbox="allow-scripts allow-downloads" frameborder="0"></iframe>'
+        )
+        size = len(frame.encode("utf-8")) + len(text.encode("utf-8"))
+        if size <= max_output:
+            return {"text/html": frame, "text/plain": text}
+        path = saved_html
+        if path is None:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            path = os.path.join(save_dir, f"giltracer-{stamp}.html")
+            for k in range(2, 1000):
+                if not os.path.exists(path):
+                    break
+                path = os.path.join(save_dir, f"giltracer-{stamp}-{k}.html")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(page)
+        href = os.path.relpath(path, save_dir) if not os.path.isabs(save_dir) else path
+        line = (f"giltracer: the viewer is {_mb(size)}, over the {_mb(max_output)} inline budget "
+                f"(--max-output); saved it as {path}")
+        link = (f'<p>giltracer: the viewer is {_mb(size)}, over the {_mb(max_output)} inline budget '
+                f'(--max-output); open it: <a href="{html.escape(href.replace(os.sep, "/"), quote=True)}" '
+                f'target="_blank">{html.escape(os.path.basename(path))}</a></p>')
+        return {"text/html": f"{link}<pre>{html.escape(text)}</pre>", "text/plain": f"{line}\n{text}"}
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Optional[Dict[str, str]]:
+        """A Trace as the last expression of a cell shows the viewer."""
+        if self._result is None:
+            return None
+        return self.display_bundle()
 
     def __repr__(self) -> str:
         if self._result is None:

@@ -49,8 +49,9 @@ def build_parser(profile: bool = False) -> argparse.ArgumentParser:
                    help="probe the GIL only; record no function calls")
     p.add_argument("--no-sched", dest="sched", action="store_false", help="do not record OS scheduler states")
     p.add_argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS, metavar="N",
-                   help=f"keep at most N call events (default {DEFAULT_MAX_EVENTS:,}); the GIL is probed regardless")
-    p.add_argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to depth N only")
+                   help=f"keep at most N events of each kind: calls, GIL events, scheduler records "
+                        f"(default {DEFAULT_MAX_EVENTS:,}); drops are counted and reported")
+    p.add_argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to N levels below where tracing starts")
     p.add_argument("--include", action="append", metavar="GLOB", help="only trace files matching GLOB (repeatable)")
     p.add_argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB (repeatable)")
     p.add_argument("--follow-children", action="store_true",

@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import html
-import os
 import re
-import tempfile
 from typing import Any, Optional, Tuple
 
 from IPython.core.error import UsageError
@@ -15,26 +12,29 @@ from IPython.core.magic import (Magics, cell_magic, line_cell_magic, magics_clas
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from .api import BACKENDS, DEFAULT_MAX_EVENTS, PROFILE_SORTS, VIEWER_THEMES, Trace
+from .api import (BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES,
+                  Trace, parse_size)
 
 OUTPUT_SUFFIXES = (".html", ".htm", ".json", ".txt")
 
 
 def viewer_bundle(t: Trace, height: int, text: Optional[str] = None,
-                  tab: Optional[str] = None, theme: Optional[str] = None) -> dict:
-    """The MIME bundle shown for a trace: the viewer in an iframe (its JS and CSS cannot
-    clash with the notebook's), opened on `tab`, and `text` (default: the per-thread
-    table) for text-only front ends."""
-    with tempfile.TemporaryDirectory(prefix="giltracer-") as d:
-        path = t.save(os.path.join(d, "trace.html"), tab=tab, theme=theme)
-        with open(path, encoding="utf-8") as f:
-            page = f.read()
-    frame = (
-        f'<iframe srcdoc="{html.escape(page, quote=True)}" '
-        f'style="width:100%;height:{height}px;border:1px solid #ccc;resize:vertical" '
-        'sandbox="allow-scripts allow-downloads" frameborder="0"></iframe>'
-    )
-    return {"text/html": frame, "text/plain": t.summary_text() if text is None else text}
+                  tab: Optional[str] = None, max_output: int = DEFAULT_MAX_OUTPUT,
+                  saved_html: Optional[str] = None, theme: Optional[str] = None) -> dict:
+    """The MIME bundle shown for a trace (Trace.display_bundle); a page over
+    `max_output` bytes is saved in the working directory (the notebook's) and linked."""
+    return t.display_bundle(height, text, tab, max_output=max_output, saved_html=saved_html,
+                            theme=theme)
+
+
+def max_output_arg(text: str) -> int:
+    try:
+        n = parse_size(text)
+    except ValueError as e:
+        raise UsageError(f"--max-output: {e}") from None
+    if n < 1:
+        raise UsageError("--max-output must be a positive size, e.g. --max-output 20MB")
+    return n
 
 
 def make_trace(args: Any, title: str) -> Trace:
@@ -47,6 +47,11 @@ def make_trace(args: Any, title: str) -> Trace:
                                                       "include", "exclude") if hasattr(args, k)})
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def check_var(name: Optional[str]) -> None:
+    if name is not None and not name.isidentifier():
+        raise UsageError(f"--var {name}: give a Python variable name, e.g. --var t")
 
 
 def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
@@ -70,7 +75,7 @@ def save_and_report(t: Trace, args: Any, error: Optional[BaseException], what: s
 
 
 # Options of %gilprofile that take a value: the statement starts after the options.
-_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--backend", "--top", "--sort", "--height"}
+_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--backend", "--top", "--sort", "--height", "--var"}
 
 
 def split_statement(line: str) -> Tuple[str, str]:
@@ -106,7 +111,7 @@ class GilTracerMagics(Magics):
     @argument("--no-sched", dest="sched", action="store_false", help="do not record OS scheduler states")
     @argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS, metavar="N",
               help=f"keep at most N call events (default {DEFAULT_MAX_EVENTS:,})")
-    @argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to depth N")
+    @argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to N levels below the cell")
     @argument("--include", action="append", metavar="GLOB", help="only trace files matching GLOB")
     @argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
@@ -114,6 +119,9 @@ class GilTracerMagics(Magics):
               help="viewer colours: auto (follows the system's light/dark preference), light, dark")
     @argument("--quiet", action="store_true", help="show the viewer only, no messages")
     @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
+    @argument("--max-output", default="20MB", metavar="SIZE",
+              help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
+                   "beside the notebook and linked")
     @no_var_expand
     @cell_magic
     def giltracer(self, line: str, cell: str) -> None:
@@ -126,15 +134,17 @@ class GilTracerMagics(Magics):
             raise UsageError("--max-depth must be a positive number, e.g. --max-depth 20")
         if args.height < 100:
             raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
-        if args.var is not None and not args.var.isidentifier():
-            raise UsageError(f"--var {args.var}: give a Python variable name, e.g. --var t")
+        check_var(args.var)
+        max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%%giltracer cell")
         code = self._compile(cell, "exec")
         _, error = run_traced(t, lambda: exec(code, self.shell.user_ns))
         if args.var is not None:
             self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "cell")
-        display(viewer_bundle(t, args.height, theme=args.theme), raw=True)
+        saved = args.output if args.output and args.output.lower().endswith((".html", ".htm")) else None
+        display(viewer_bundle(t, args.height, max_output=max_output, saved_html=saved,
+                             theme=args.theme), raw=True)
         if error is not None:
             raise error
 
@@ -154,6 +164,7 @@ class GilTracerMagics(Magics):
     @argument("--theme", choices=VIEWER_THEMES, default="auto",
               help="viewer colours: auto (follows the system's light/dark preference), light, dark")
     @argument("-q", "--quiet", action="store_true", help="show the profile only, no messages")
+    @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
     @no_var_expand
     @needs_local_scope
     @line_cell_magic
@@ -172,6 +183,7 @@ class GilTracerMagics(Magics):
             raise UsageError("--top must be a positive number, e.g. --top 10")
         if args.height < 100:
             raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
+        check_var(args.var)
         t = make_trace(args, "%gilprofile " + statement if cell is None else "%%gilprofile cell")
         if cell is None:
             value_of = self._statement(statement, local_ns)
@@ -179,6 +191,8 @@ class GilTracerMagics(Magics):
             code = self._compile(cell, "exec")
             value_of = lambda: exec(code, self.shell.user_ns)  # noqa: E731
         value, error = run_traced(t, value_of)
+        if args.var is not None:
+            self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "statement" if cell is None else "cell", tab="profile")
         display(viewer_bundle(t, args.height, t.profile_text(args.top, args.sort), tab="profile",
                               theme=args.theme), raw=True)

@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <zlib.h>
 
 #include "emit.h"
+#include "profile.h"
 
 extern const char gt_asset_viewer_css[];
 extern const char gt_asset_viewer_js[];
@@ -130,6 +132,212 @@ static size_t count_substr(const char *s, const char *sub)
 }
 
 /* The event in traceEvents with these ph/name/pid/tid, or NULL. */
+/* ---- a decoder for the page's binary columns (core/viewer/README.md) ------ */
+
+struct chunks {
+    unsigned char *u; /* inflated */
+    size_t n, *off, *len, count;
+};
+
+static int b64val(int c)
+{
+    return c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+         : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* base64 text (whitespace around it allowed) -> inflated chunks; 0 or -1 */
+static int chunks_load(const char *b64, size_t len, struct chunks *c)
+{
+    memset(c, 0, sizeof(*c));
+    unsigned char *z = malloc(len / 4 * 3 + 3);
+    size_t zn = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < len; i++) {
+        int v = b64val((unsigned char)b64[i]);
+        if (v < 0)
+            continue; /* whitespace, padding */
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            z[zn++] = (unsigned char)(acc >> bits);
+        }
+    }
+    uLongf cap = 1 << 16;
+    int rc;
+    for (;;) {
+        c->u = realloc(c->u, cap);
+        c->n = cap;
+        rc = uncompress(c->u, (uLongf *)&c->n, z, zn);
+        if (rc != Z_BUF_ERROR)
+            break;
+        cap *= 4;
+    }
+    free(z);
+    if (rc != Z_OK)
+        return -1;
+    for (size_t p = 0; p < c->n;) {
+        uint64_t v = 0;
+        int sh = 0;
+        while (c->u[p] & 0x80)
+            v |= (uint64_t)(c->u[p++] & 0x7f) << sh, sh += 7;
+        v |= (uint64_t)c->u[p++] << sh;
+        c->off = realloc(c->off, (c->count + 1) * sizeof(size_t));
+        c->len = realloc(c->len, (c->count + 1) * sizeof(size_t));
+        c->off[c->count] = p;
+        c->len[c->count++] = v;
+        p += v;
+        if (p > c->n)
+            return -1;
+    }
+    return 0;
+}
+
+static void chunks_free(struct chunks *c)
+{
+    free(c->u);
+    free(c->off);
+    free(c->len);
+}
+
+static uint64_t uvar_at(const struct chunks *c, size_t *p, size_t e)
+{
+    uint64_t v = 0;
+    int sh = 0;
+    while (*p < e && c->u[*p] & 0x80)
+        v |= (uint64_t)(c->u[(*p)++] & 0x7f) << sh, sh += 7;
+    if (*p < e)
+        v |= (uint64_t)c->u[(*p)++] << sh;
+    return v;
+}
+
+static int64_t unzigzag(uint64_t v)
+{
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+/* n values of chunk k, read as uvarints (zz 1: zigzag-signed; 2: time deltas, d + 1 or
+ * 0 then zigzag d); the chunk must hold exactly n */
+static int64_t *col_read(const struct chunks *c, size_t k, size_t n, int zz)
+{
+    int64_t *out = calloc(n + 1, sizeof(*out));
+    if (k >= c->count)
+        return out;
+    size_t p = c->off[k], e = p + c->len[k];
+    for (size_t i = 0; i < n && p < e; i++) {
+        uint64_t v = uvar_at(c, &p, e);
+        if (zz == 2)
+            out[i] = v ? (int64_t)(v - 1) : unzigzag(uvar_at(c, &p, e));
+        else
+            out[i] = zz ? unzigzag(v) : (int64_t)v;
+    }
+    CHECK(p == e); /* no bytes left over */
+    return out;
+}
+
+static json_t *jarr(const int64_t *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+/* {"n", "c"} of spans -> the version 1 columns */
+static json_t *dec_spans(const struct chunks *c, size_t n, size_t k)
+{
+    int64_t *depth = col_read(c, k, n, 1), *func = col_read(c, k + 1, n, 0);
+    int64_t *flags = col_read(c, k + 2, n, 0), *start = col_read(c, k + 3, n, 2);
+    int64_t *end = calloc(n + 1, sizeof(*end));
+    size_t nexit = n, *stack = calloc(n + 1, sizeof(*stack)), top = 0;
+    int64_t *ex = col_read(c, k + 4, nexit, 2), clock = 0, prevd = -1;
+    size_t ei = 0;
+    for (size_t i = 0; i <= n; i++) {
+        int64_t d = i < n ? prevd + 1 + depth[i] : -1;
+        while (top && depth[stack[top - 1]] >= d) {
+            clock += ex[ei++];
+            end[stack[--top]] = clock;
+        }
+        if (i == n)
+            break;
+        depth[i] = prevd = d;
+        func[i] -= 1;
+        clock += start[i];
+        start[i] = clock;
+        stack[top++] = i;
+    }
+    for (size_t i = 0; i < n; i++)
+        end[i] -= start[i];
+    json_t *o = json_pack("{s:o,s:o,s:o,s:o,s:o}", "start", jarr(start, n), "dur", jarr(end, n),
+                          "func", jarr(func, n), "depth", jarr(depth, n), "flags", jarr(flags, n));
+    free(depth), free(func), free(flags), free(start), free(end), free(stack), free(ex);
+    return o;
+}
+
+static json_t *dec_intervals(const struct chunks *c, size_t n, size_t k)
+{
+    int64_t *start = col_read(c, k, n, 1), *dur = col_read(c, k + 1, n, 0);
+    int64_t *state = col_read(c, k + 2, n, 0), end = 0;
+    for (size_t i = 0; i < n; i++) {
+        start[i] += end;
+        end = start[i] + dur[i];
+    }
+    json_t *o = json_pack("{s:o,s:o,s:o}", "start", jarr(start, n), "dur", jarr(dur, n),
+                          "state", jarr(state, n));
+    free(start), free(dur), free(state);
+    return o;
+}
+
+static json_t *dec_profile(const struct chunks *c, size_t n, size_t k)
+{
+    static const char *const keys[] = {"parent", "func", "calls", "run", "hoff", "wait", "rel", "unk"};
+    json_t *o = json_object();
+    for (size_t j = 0; j < 8; j++) {
+        int64_t *v = col_read(c, k + j, n, 0);
+        for (size_t i = 0; i < n; i++)
+            v[i] = j == 0 ? (int64_t)i - v[i] : j == 1 ? v[i] - 1 : v[i];
+        json_object_set_new(o, keys[j], jarr(v, n));
+        free(v);
+    }
+    return o;
+}
+
+/* The page's payload with its columns decoded: what gt_emit__payload_json writes
+ * (version 1). NULL if the page does not parse. */
+static json_t *page_payload(const char *html)
+{
+    const char *p = strstr(html, "id=\"gt-data\""), *q = strstr(html, "id=\"gt-bin\"");
+    p = p ? strchr(p, '>') : NULL;
+    q = q ? strchr(q, '>') : NULL;
+    const char *pe = p ? strstr(p, "</script>") : NULL, *qe = q ? strstr(q, "</script>") : NULL;
+    if (!pe || !qe)
+        return NULL;
+    json_t *j = json_loadb(p + 1, (size_t)(pe - p - 1), 0, NULL);
+    struct chunks c;
+    if (!j || chunks_load(q + 1, (size_t)(qe - q - 1), &c)) {
+        json_decref(j);
+        return NULL;
+    }
+    CHECK(json_integer_value(json_object_get(j, "version")) == 2);
+    json_object_set_new(j, "version", json_integer(1));
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(j, "threads"), i, t) {
+        static const char *const keys[] = {"spans", "gil", "os", "profile"};
+        for (int k = 0; k < 4; k++) {
+            json_t *ref = json_object_get(t, keys[k]);
+            size_t n = (size_t)json_integer_value(json_object_get(ref, "n"));
+            size_t ck = (size_t)json_integer_value(json_object_get(ref, "c"));
+            CHECK(json_object_size(ref) == 2);
+            json_object_set_new(t, keys[k], k == 0 ? dec_spans(&c, n, ck)
+                                          : k == 3 ? dec_profile(&c, n, ck) : dec_intervals(&c, n, ck));
+        }
+    }
+    chunks_free(&c);
+    return j;
+}
+
 static json_t *find_event(json_t *evs, const char *ph, const char *name, json_int_t pid,
                           json_int_t tid)
 {
@@ -345,7 +553,7 @@ static const char expected_payload[] =
     "\"meta\":{\"title\":\"demo.py\",\"backend\":\"hooks\",\"backend_reason\":\"GOT hooks installed\","
     "\"sched\":\"perf_event\",\"python\":\"3.11.7\",\"pid\":1234,\"t0_ns\":\"1000000000000\","
     "\"duration_ns\":1000000,\"event_count\":8,\"dropped_events\":0,\"gil_dropped\":0,"
-    "\"sched_lost\":0,\"gil_known\":true},"
+    "\"sched_lost\":0,\"max_events\":0,\"tracer_note\":null,\"gil_known\":true},"
     "\"funcs\":{\"name\":[\"fib\",\"list.append\",\"</script><!--&\"],"
     "\"file\":[\"/x/demo.py\",\"\",\"/x/evil<>&.py\"],\"line\":[3,0,7],\"c\":[0,1,0]},"
     "\"threads\":["
@@ -467,18 +675,49 @@ static void test_html(void)
     CHECK(strstr(out, gt_asset_viewer_js) != NULL);
     CHECK(count_substr(out, "</script>") == count_substr(out, "<script"));
 
-    /* The payload parsed back from the page equals the standalone payload. */
-    const char *p = strstr(out, "id=\"gt-data\"");
-    p = p ? strchr(p, '>') : NULL;
-    const char *e = p ? strstr(p, "</script>") : NULL;
-    CHECK(p && e);
-    if (p && e) {
-        json_t *a = json_loadb(p + 1, (size_t)(e - p - 1), 0, NULL);
-        json_t *b = json_loads(pay, 0, NULL);
-        CHECK(a && b && json_equal(a, b));
-        json_decref(a);
-        json_decref(b);
-    }
+    /* The payload read back from the page, its binary columns decoded, equals the
+     * standalone (version 1, plain JSON) payload. */
+    CHECK(count_substr(out, "<script type=\"application/octet-stream\" id=\"gt-bin\">") == 1);
+    json_t *a = page_payload(out);
+    json_t *b = json_loads(pay, 0, NULL);
+    CHECK(a && b && json_equal(a, b));
+    json_decref(a);
+    json_decref(b);
+    free(out);
+    free(pay);
+}
+
+/* Spans that do not nest as they should (a child before its parent, depth jumps, an
+ * end before the start), far-apart times and big ids still round-trip exactly. */
+static void test_html_odd_spans(void)
+{
+    static struct gt_span odd[] = {
+        {T0 + 5000, T0 + 9000, 0, 0, 0},
+        {T0 + 4000, T0 + 8000, 2, 3, 0xffff}, /* before its parent, depth 0 -> 3 */
+        {T0 + 7000, T0 + 6000, 1, 1, 0},      /* ends before it starts: duration 0 */
+        {T0 + (1ull << 45), T0 + (1ull << 45) + 1, 7, 2, 4}, /* func out of range: -1 */
+        {T0, T0 + (1ull << 46), 0, 0, 1},
+        {T0 + 3, T0 + 3, 1, 65535, 2},
+    };
+    struct gt_thread_result th[2];
+    memcpy(th, threads, sizeof(th));
+    th[0].spans = odd;
+    th[0].nspans = sizeof(odd) / sizeof(odd[0]);
+    th[1].gil = NULL;
+    th[1].ngil = 0;
+    th[1].nspans = 0;
+    struct gt_result r = res;
+    r.threads = th;
+    size_t len;
+    int rc, prc;
+    char *out = run(gt_emit__html, &r, &meta, &len, &rc);
+    char *pay = run(gt_emit__payload_json, &r, &meta, &len, &prc);
+    CHECK(rc == 0 && prc == 0);
+    json_t *a = out ? page_payload(out) : NULL;
+    json_t *b = pay ? json_loads(pay, 0, NULL) : NULL;
+    CHECK(a && b && json_equal(a, b));
+    json_decref(a);
+    json_decref(b);
     free(out);
     free(pay);
 }
@@ -533,7 +772,7 @@ static void test_text(void)
     CHECK(rc == 0 && s);
     if (s) {
         CHECK(strstr(s, "WARNING: 123 call events dropped (max_events reached)\n") != NULL);
-        CHECK(strstr(s, "WARNING: 4 GIL events lost\n") != NULL);
+        CHECK(strstr(s, "WARNING: 4 GIL events dropped (max_events reached) or lost") != NULL);
         CHECK(strstr(s, "GIL columns n/a: no GIL probe ran (no symbol take_gil in libpython)\n"));
         CHECK(strstr(s, " 1234     MainThread    1.0 ms    n/a    n/a      n/a    50.0%    n/a"
                         "          n/a\n") != NULL);
@@ -686,6 +925,13 @@ static void test_speed(void)
     } outs[3] = {{"chrome json", gt_emit__chrome_json, 120.0},
                  {"payload json", gt_emit__payload_json, 0},
                  {"html", gt_emit__html, 0}};
+    /* The page and the payload include the profile tree: its share, for the record. */
+    struct gt_profile *prof = NULL;
+    double tp = now_s();
+    CHECK(gt_profile__build(&r, GT_PROFILE_THREADS_ONLY, &prof) == 0);
+    printf("speed: profile tree %zu spans: %6.1f ns/span (part of payload json and html)\n", nsp,
+           (now_s() - tp) * 1e9 / (double)nsp);
+    gt_profile__free(prof);
     for (int i = 0; i < 3; i++) {
         uint64_t bytes = 0;
         cookie_io_functions_t io = {.write = count_write};
@@ -713,13 +959,37 @@ cleanup:
     free(gil);
 }
 
+/* Found by fuzz_emit: names are bytes, but Python decodes the text strictly (so
+ * summary_text() raised). Invalid UTF-8 becomes U+FFFD; valid text is untouched. */
+static void test_text_invalid_utf8(void)
+{
+    struct gt_result r = res;
+    struct gt_thread_result th[2];
+    struct gt_emit_meta m = meta;
+    memcpy(th, threads, sizeof(th));
+    th[0].name = "Main\xff\xc3(\xe2\x82";
+    m.title = "caf\xc3\xa9 \xed\xa0\x80.py";
+    r.threads = th;
+    int rc;
+    char *s = text(&r, &m, 5, &rc);
+    CHECK(rc == 0 && s);
+    if (!s)
+        return;
+    CHECK(strstr(s, "giltracer (caf\xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd.py)") != NULL);
+    CHECK(strstr(s, "Main\xef\xbf\xbd\xef\xbf\xbd(\xef\xbf\xbd") != NULL);
+    CHECK(!strchr(s, '\xff'));
+    free(s);
+}
+
 int main(void)
 {
     build();
     test_chrome();
     test_payload();
     test_html();
+    test_html_odd_spans();
     test_text();
+    test_text_invalid_utf8();
     test_errors();
     test_speed();
     printf("%d passed, %d failed\n", passed, failed);

@@ -915,7 +915,64 @@ static void test_blame_same_pid_third_waiter(void)
     gt_result__free(r);
 }
 
+static void test_blame_after_truncation(void)
+{
+    /* Holder H (tid 10) holds [0,100] and is in f, then g (from 10); its calls were
+     * truncated at 30 (max_events). W (tid 20) waits [20,60]: 10 ns in g, then 30 ns
+     * in a function nobody knows: not "no Python function". */
+    static const struct gt_call_event ch_ev[] = {{0, F_F, GT_CALL}, {10, F_G, GT_CALL}};
+    static const struct gt_gil_event w[] = {{20, GT_GIL_WANT, 0}, {60, GT_GIL_RELEASED, 0}};
+    struct gt_chunk chc = {ch_ev, N(ch_ev)}, cw = {w, N(w)};
+    const uint32_t ex = GT_THREAD_EXISTED_AT_START;
+    struct gt_thread_input th[2] = {
+        {.tid = 10, .flags = ex | GT_THREAD_HELD_GIL_AT_START, .calls = &chc, .ncalls = 1,
+         .calls_truncated_at = 30},
+        {.tid = 20, .flags = ex, .gil = &cw, .ngil = 1},
+    };
+    struct gt_trace_input in = mk_input(0, 100, th, 2, 1);
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(r->nblame == 2);
+    if (r->nblame == 2) {
+        CHECK_BLAME(&r->blame[0], 20, 10, GT_UNKNOWN_FUNC, 1, 30);
+        CHECK_BLAME(&r->blame[1], 20, 10, F_G, 1, 10);
+    }
+    gt_result__free(r);
+    /* Truncated before the holder's life: everything it held is unknown. */
+    th[0].ncalls = 0;
+    th[0].calls_truncated_at = 1;
+    r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(r->nblame == 1);
+    if (r->nblame == 1)
+        CHECK_BLAME(&r->blame[0], 20, 10, GT_UNKNOWN_FUNC, 1, 40);
+    gt_result__free(r);
+}
+
 /* ---- errors ---- */
+
+/* Found by fuzz_merge: a session ending past INT64_MAX ns made off_cpu_ns (signed)
+ * negative. CLOCK_MONOTONIC never gets there, so such input is refused. */
+static void test_einval_beyond_int64(void)
+{
+    static const struct gt_sched_event sev[] = {{8, GT_SCHED_OUT_BLOCKED, 0}};
+    struct gt_chunk sch = {sev, N(sev)};
+    struct gt_thread_input th = {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START | GT_THREAD_HAS_SCHED,
+                                 .sched = &sch, .nsched = 1};
+    struct gt_trace_input in = mk_input(0, UINT64_MAX - 1, &th, 1, 1);
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == -EINVAL);
+    CHECK(r == NULL);
+    gt_result__free(r);
+    in.t1 = INT64_MAX; /* the largest accepted */
+    CHECK(gt_merge__run(&in, &r) == 0);
+    CHECK(r && r->threads[0].summary.off_cpu_ns == INT64_MAX - 8);
+    gt_result__free(r);
+}
 
 static void test_einval(void)
 {
@@ -1087,7 +1144,9 @@ int main(void)
         T(test_os_states),
         T(test_blame),
         T(test_blame_same_pid_third_waiter),
+        T(test_blame_after_truncation),
         T(test_einval),
+        T(test_einval_beyond_int64),
         T(test_timing),
 #undef T
     };

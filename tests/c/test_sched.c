@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -369,12 +370,16 @@ static void test_states(void)
           "sleeper blocked %.1f ms vs on-cpu %.1f ms", msl.blocked_ns / 1e6,
           msl.oncpu_ns / 1e6);
     /* Two spinners sharing one CPU for 200 ms: each is preempted repeatedly and waits
-     * for the CPU for a good part of the time. */
-    CHECK(msa.out_preempted >= 3 && msb.out_preempted >= 3, "spinners preempted %zu, %zu",
-          msa.out_preempted, msb.out_preempted);
-    CHECK(msa.preempted_ns >= 30 * MS && msb.preempted_ns >= 30 * MS,
-          "spinners waited for the CPU %.1f, %.1f ms", msa.preempted_ns / 1e6,
-          msb.preempted_ns / 1e6);
+     * for the CPU for a good part of the time. Not under valgrind, which runs one thread
+     * at a time behind its own lock: there a spinner waits for that lock (blocked), not
+     * for the CPU (make test-valgrind sets GT_TEST_UNDER_VALGRIND). */
+    if (!getenv("GT_TEST_UNDER_VALGRIND")) {
+        CHECK(msa.out_preempted >= 3 && msb.out_preempted >= 3, "spinners preempted %zu, %zu",
+              msa.out_preempted, msb.out_preempted);
+        CHECK(msa.preempted_ns >= 30 * MS && msb.preempted_ns >= 30 * MS,
+              "spinners waited for the CPU %.1f, %.1f ms", msa.preempted_ns / 1e6,
+              msb.preempted_ns / 1e6);
+    }
     CHECK(msa.oncpu_ns + msb.oncpu_ns <= 230 * MS,
           "spinners shared one CPU: on-cpu %.1f + %.1f ms", msa.oncpu_ns / 1e6,
           msb.oncpu_ns / 1e6);
@@ -418,7 +423,17 @@ static void test_wrap(void)
     CHECK(m.n * 24 > 8 * 4096, "the ring wrapped: %zu records", m.n);
     CHECK(m.in_range && m.ordered && m.kinds_ok, "sane stream");
     if (st.lost == 0) {
-        CHECK(m.out_blocked >= 1000, "%zu blocked switches", m.out_blocked);
+        /* Every sleep blocks once, except where the timer fires between the thread
+         * marking itself asleep and schedule() (an interrupt or, in a VM, a stolen
+         * vCPU longer than the 200 us sleep): the scheduler then picks the same thread
+         * again, which is no context switch and no record (999 of 1000 seen on a
+         * loaded machine). Hardly more blocking switches than sleeps: a few lock waits
+         * at registration and exit (under valgrind, whose own lock makes threads block,
+         * more); preemptions come on top, at any time. */
+        size_t most = getenv("GT_TEST_UNDER_VALGRIND") ? 1100 : 1010;
+        CHECK(m.out_blocked >= 900 && m.out_blocked <= most,
+              "%zu blocked switches for 1000 sleeps (%zu preempted)", m.out_blocked,
+              m.out_preempted);
         CHECK(m.alternates, "OUT and IN alternate across wrap-arounds");
     } else { /* a loaded machine delayed the poller by more than a ring's worth */
         CHECK(m.n + st.lost >= 2000, "records %zu + lost %llu", m.n,
@@ -604,6 +619,70 @@ static void test_many(void)
     gt_registry__release(NULL);
 }
 
+/* ---- session 5: fork() while recording ------------------------------------------ */
+
+static atomic_int fork_sleeper_stop;
+
+static void *fork_sleeper(void *arg)
+{
+    struct worker *w = arg;
+    worker_begin(w);
+    while (!atomic_load(&fork_sleeper_stop))
+        sleep_ns(w->ns);
+    return NULL;
+}
+
+/* A forked child has the parent's sched object but not its poller nor its ring
+ * mappings (perf maps them VM_DONTCOPY), and its fds are the parent's events: its stop
+ * and free must touch none of them. The parent's records go on after the fork. */
+static void test_fork(void)
+{
+    struct gt_sched *s = NULL;
+    const char *why = NULL;
+    int err = gt_sched__new(&s, &why);
+    CHECK(err == 0, "gt_sched__new: %d %s", err, why ? why : "");
+    if (err)
+        return;
+    CHECK(gt_registry__begin(0, on_new, s) == 0, "registry begin");
+    CHECK(gt_sched__start(s) == 0, "start");
+    /* A sleeper that goes on until well after the child is gone. */
+    struct worker w = {.ns = 500000};
+    pthread_t th;
+    atomic_store(&fork_sleeper_stop, 0);
+    if (start(&th, fork_sleeper, &w) != 0)
+        return;
+    sleep_ns(20 * MS);
+    pid_t pid = fork();
+    if (pid == 0) { /* the child leaves normally: stop and free, then exit */
+        int rc = gt_sched__stop(s);
+        gt_sched__free(s);
+        _exit(rc == 0 ? 0 : 3);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork/waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child exited normally (%s %d)",
+          WIFSIGNALED(status) ? "signal" : "status",
+          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    uint64_t child_gone = now_ns();
+    sleep_ns(50 * MS);
+    atomic_store(&fork_sleeper_stop, 1);
+    pthread_join(th, NULL);
+    CHECK(gt_sched__stop(s) == 0, "stop");
+    gt_registry__end();
+    size_t after = 0;
+    struct gt_thread *t = find_thread(w.tid);
+    struct gt_chunk ch[256];
+    size_t nch = t ? gt_stream__chunks(&t->sched, ch, 256) : 0;
+    for (size_t c = 0; c < nch && c < 256; c++)
+        for (size_t i = 0; i < ch[c].n; i++)
+            after += ((const struct gt_sched_event *)ch[c].data)[i].ts > child_gone;
+    fprintf(stderr, "  fork: %zu records after the child exited\n", after);
+    /* 50 ms of 0.5 ms sleeps after the child exited: ~200 records (the old bug: 0). */
+    CHECK(after >= 10, "the parent's events go on after the fork: %zu records", after);
+    gt_sched__free(s);
+    gt_registry__release(NULL);
+}
+
 int main(void)
 {
     gt_sched__free(NULL);
@@ -626,6 +705,7 @@ int main(void)
     test_wrap();
     test_lost();
     test_many();
+    test_fork();
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit test of core/gilhook.c against a fake interpreter object (fake_interp.c):
+ * install, calibrate, and the drop-request decode, which must follow take_gil's own
+ * rule: a timed-out wait asks the holder to drop only if the GIL is still locked and
+ * no other thread took it during the wait. Plain C. No timing is asserted: the test
+ * holds the GIL mutex past the waiter's deadline, so the waiter's timeout and the
+ * state it sees are fixed. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_interp.h"
+#include "gilhook.h"
+#include "gt_events.h"
+#include "threads.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (cond) {                                                        \
+            passed++;                                                      \
+        } else {                                                           \
+            failed++;                                                      \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fputc('\n', stderr);                                           \
+        }                                                                  \
+    } while (0)
+
+static void calib_cb(void *ctx)
+{
+    fake_drop_and_retake(ctx);
+}
+
+enum change { NOTHING, SWITCH, UNLOCK };
+
+struct waiter {
+    struct timespec deadline;
+    int waiting;
+    int rc;
+    int32_t tid;
+};
+
+static void *waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    w->tid = (int32_t)syscall(SYS_gettid);
+    w->rc = fake_timed_wait(&w->deadline, &w->waiting);
+    return NULL;
+}
+
+static int after(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
+}
+
+static size_t drop_requests_of(int32_t tid)
+{
+    size_t n = 0;
+    for (struct gt_thread *t = gt_registry__threads(); t; t = t->next) {
+        if (t->tid != tid)
+            continue;
+        struct gt_chunk c[64];
+        size_t k = gt_stream__chunks(&t->gil, c, 64);
+        for (size_t i = 0; i < k && i < 64; i++)
+            for (size_t j = 0; j < c[i].n; j++) {
+                const struct gt_gil_event *e = (const struct gt_gil_event *)c[i].data + j;
+                n += e->kind == GT_GIL_DROP_REQUEST;
+            }
+    }
+    return n;
+}
+
+/* Another thread "holds" the GIL while a waiter's timed wait runs out; during the
+ * wait the test changes nothing, switches the holder, or releases the GIL. */
+static size_t one_timed_wait(enum change what)
+{
+    static char holder_a, holder_b;
+    fake_take(&holder_a); /* locked, last_holder = a */
+    CHECK(gt_registry__begin(0, NULL, NULL) == 0, "registry begin");
+    gt_gilhook__set_recording(1);
+
+    struct waiter w = {0};
+    clock_gettime(CLOCK_REALTIME, &w.deadline);
+    w.deadline.tv_nsec += 20 * 1000000l;
+    if (w.deadline.tv_nsec >= 1000000000l) {
+        w.deadline.tv_sec++;
+        w.deadline.tv_nsec -= 1000000000l;
+    }
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, waiter_main, &w) == 0, "pthread_create");
+    while (!__atomic_load_n(&w.waiting, __ATOMIC_ACQUIRE))
+        sched_yield();
+    /* Direct calls (not through the fake object's GOT): no events of ours. The
+     * waiter set `waiting` under the mutex, so it is inside the wait once we get it. */
+    pthread_mutex_lock(&fake_gil.mutex);
+    if (what == SWITCH) { /* another waiter took the GIL in the meantime */
+        fake_gil.last_holder = &holder_b;
+        fake_gil.switch_number++;
+    } else if (what == UNLOCK) {
+        fake_gil.locked = 0;
+    }
+    /* Keep the mutex until the deadline has passed: the wait can only time out, and
+     * only after the change. */
+    struct timespec now;
+    do {
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+        clock_gettime(CLOCK_REALTIME, &now);
+    } while (!after(&now, &w.deadline));
+    pthread_mutex_unlock(&fake_gil.mutex);
+    pthread_join(th, NULL);
+    CHECK(w.rc == ETIMEDOUT, "the wait timed out: %d", w.rc);
+
+    gt_gilhook__set_recording(0);
+    gt_registry__end();
+    size_t n = drop_requests_of(w.tid);
+    gt_registry__release(NULL);
+    fake_drop();
+    return n;
+}
+
+int main(void)
+{
+    const char *why = NULL;
+    int err = gt_gilhook__install((const void *)&fake_interp_symbol, &why);
+    CHECK(err == 0, "install: %d %s", err, why ? why : "");
+    if (err)
+        goto out;
+    static char me;
+    struct gt_gil_addrs a;
+    err = gt_gilhook__calibrate(calib_cb, &me, &a, &why);
+    CHECK(err == 0, "calibrate: %d %s", err, why ? why : "");
+    if (err)
+        goto out;
+    CHECK(a.mutex == (void *)&fake_gil.mutex && a.cond == (void *)&fake_gil.cond &&
+              a.switch_cond == (void *)&fake_gil.switch_cond,
+          "calibration found the fake GIL");
+    gt_gilhook__set_addrs(&a);
+
+    size_t n = one_timed_wait(NOTHING);
+    CHECK(n == 1, "held throughout, no switch: a drop request (%zu)", n);
+    n = one_timed_wait(SWITCH);
+    CHECK(n == 0, "another thread took the GIL during the wait: no request (%zu)", n);
+    n = one_timed_wait(UNLOCK);
+    CHECK(n == 0, "the GIL was free when the wait ended: no request (%zu)", n);
+out:
+    printf("test_gilhook: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit test of the thread registry (core/threads.c), its event budgets: every kind of
+ * stream is capped, counts are exact under many threads, pushes past the cap take no lock.
+ * The lock is observed by interposing pthread_mutex_lock in this executable (the
+ * registry is linked statically, so its calls bind here). Plain C. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "threads.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (cond) {                                                        \
+            passed++;                                                      \
+        } else {                                                           \
+            failed++;                                                      \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fputc('\n', stderr);                                           \
+        }                                                                  \
+    } while (0)
+
+/* Mutex acquisitions made by the calling thread. */
+static __thread uint64_t locks_taken;
+
+int pthread_mutex_lock(pthread_mutex_t *m)
+{
+    static int (*real)(pthread_mutex_t *);
+    if (!real)
+        real = (int (*)(pthread_mutex_t *))dlsym(RTLD_NEXT, "pthread_mutex_lock");
+    locks_taken++;
+    return real(m);
+}
+
+enum { NTHREADS = 8, PUSHES = 40000, PAST_CAP_PUSHES = 100000 };
+
+struct worker {
+    pthread_t th;
+    pthread_barrier_t *start;
+    int kind; /* enum gt_budget */
+    uint64_t locks_past_cap; /* lock acquisitions while pushing past the cap */
+    int capped;
+    int bounded; /* a cap is set: push until refused */
+    uint64_t pushed;
+};
+
+static struct gt_stream *stream_of(struct gt_thread *t, int kind)
+{
+    switch (kind) {
+    case GT_BUDGET_CALLS:
+        return &t->calls;
+    case GT_BUDGET_GIL:
+        return &t->gil;
+    case GT_BUDGET_SCHED:
+        return &t->sched;
+    default:
+        return &t->gil_check;
+    }
+}
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    struct gt_thread *t = gt_thread_current();
+    pthread_barrier_wait(w->start);
+    if (!t)
+        return NULL;
+    struct gt_stream *s = stream_of(t, w->kind);
+    /* Push until refused, so that no budget is left unused in a block. */
+    for (w->pushed = 0; w->pushed < PUSHES || (w->bounded && !s->dropped); w->pushed++)
+        gt_stream__push(s, w->pushed + 1, 7, 1);
+    /* Once this thread's stream has been refused, the budget is spent for good. */
+    w->capped = s->dropped > 0;
+    if (w->capped) {
+        uint64_t before = locks_taken;
+        for (uint64_t i = 0; i < PAST_CAP_PUSHES; i++)
+            gt_stream__push(s, i + 1, 7, 1);
+        w->locks_past_cap = locks_taken - before;
+    }
+    return NULL;
+}
+
+static void run_kind(int kind, uint64_t cap)
+{
+    struct worker w[NTHREADS] = {{0}};
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, NTHREADS);
+    CHECK(gt_registry__begin(cap, NULL, NULL) == 0, "begin");
+    for (int i = 0; i < NTHREADS; i++) {
+        w[i].start = &start;
+        w[i].kind = kind;
+        w[i].bounded = 1;
+        pthread_create(&w[i].th, NULL, work, &w[i]);
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(w[i].th, NULL);
+    gt_registry__end();
+
+    uint64_t kept = 0, dropped = 0, pushed = 0, others = 0;
+    int capped = 0;
+    for (struct gt_thread *t = gt_registry__threads(); t; t = t->next) {
+        struct gt_stream *s = stream_of(t, kind);
+        kept += gt_stream__count(s);
+        dropped += s->dropped;
+        for (int k = 0; k < GT_NBUDGETS; k++)
+            if (k != kind)
+                others += gt_stream__count(stream_of(t, k));
+    }
+    for (int i = 0; i < NTHREADS; i++) {
+        pushed += w[i].pushed + (w[i].capped ? PAST_CAP_PUSHES : 0);
+        capped += w[i].capped;
+        CHECK(w[i].locks_past_cap == 0, "kind %d: %llu locks taken past the cap", kind,
+              (unsigned long long)w[i].locks_past_cap);
+    }
+    CHECK(capped == NTHREADS, "kind %d: %d threads reached the cap", kind, capped);
+    CHECK(kept == cap, "kind %d: kept %llu events, cap %llu", kind, (unsigned long long)kept,
+          (unsigned long long)cap);
+    CHECK(kept + dropped == pushed, "kind %d: kept %llu + dropped %llu != pushed %llu", kind,
+          (unsigned long long)kept, (unsigned long long)dropped, (unsigned long long)pushed);
+    CHECK(others == 0, "kind %d: other streams got %llu events", kind, (unsigned long long)others);
+    gt_registry__release(NULL);
+    pthread_barrier_destroy(&start);
+}
+
+/* Without a cap nothing is dropped. */
+static void run_unlimited(void)
+{
+    struct worker w[NTHREADS] = {{0}};
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, NTHREADS);
+    CHECK(gt_registry__begin(0, NULL, NULL) == 0, "begin");
+    for (int i = 0; i < NTHREADS; i++) {
+        w[i].start = &start;
+        w[i].kind = GT_BUDGET_GIL;
+        pthread_create(&w[i].th, NULL, work, &w[i]);
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(w[i].th, NULL);
+    gt_registry__end();
+    uint64_t kept = 0, dropped = 0;
+    for (struct gt_thread *t = gt_registry__threads(); t; t = t->next) {
+        kept += gt_stream__count(&t->gil);
+        dropped += t->gil.dropped;
+    }
+    CHECK(kept == (uint64_t)NTHREADS * PUSHES && dropped == 0, "kept %llu dropped %llu",
+          (unsigned long long)kept, (unsigned long long)dropped);
+    gt_registry__release(NULL);
+    pthread_barrier_destroy(&start);
+}
+
+int main(void)
+{
+    /* Caps well below NTHREADS * PUSHES, one not a multiple of the 256-event share. */
+    for (int kind = 0; kind < GT_NBUDGETS; kind++)
+        run_kind(kind, kind == GT_BUDGET_GIL ? 1000 : 50001);
+    run_unlimited();
+    printf("test_threads: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

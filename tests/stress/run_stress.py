@@ -1,0 +1,744 @@
+#!/usr/bin/env python3
+"""make stress: try what a profiler inside a kernel must survive, and report.
+
+Each case runs in its own subprocess with a timeout: fork inside a trace, nested
+sessions, 1,000 threads, 1,000 start/stop cycles, KeyboardInterrupt inside a traced
+block, exceptions in threads, competing profilers, extreme switch intervals, a pids
+limit, a tiny max_events, and the bpf backend where permitted. The child prints one
+``RESULT {json}`` line with its counts and the problems it saw; the parent adds the
+exit status (or signal), the time, and whether it hung.
+
+A case FAILs if the child crashed (signal or non-zero exit), hung (timeout), printed
+no result, or reported a problem: a leak beyond the threshold, data lost silently
+(drops without a warning), a broken session. SKIP says why a case could not run here.
+Writes <out>/report.md, prints it, and exits 1 if anything FAILed.
+
+    python tests/stress/run_stress.py [--out build/stress] [--only NAME ...] [--python PY]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+# RSS growth allowed from cycle 100 to cycle 1,000 of start/stop (the first 100 warm
+# up caches and the allocator).
+LEAK_THRESHOLD_KB = 16 * 1024
+
+PRELUDE = textwrap.dedent(
+    r'''
+    import json, os, sys, threading, time, warnings
+    import giltracer
+
+    BACKEND = os.environ.get("GT_STRESS_BACKEND", "hooks")
+    # ASan's quarantine holds freed memory: RSS growth is no leak measure there.
+    UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
+    problems = []
+
+    def rss_kb():
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return -1
+
+    def spin(n):
+        x = 0
+        for i in range(n):
+            x += i
+        return x
+
+    def counts(t):
+        """Sizes of a finished trace, and whether every loss was reported."""
+        r = t.result
+        text = t.summary_text()
+        c = dict(events=t.event_count, dropped=t.dropped_events,
+                 gil_dropped=getattr(r, "gil_dropped", 0), sched_lost=getattr(r, "sched_lost", 0),
+                 threads=len(t.threads), backend=t.backend, gil_known=t.gil_known)
+        lost = c["dropped"] or c["gil_dropped"] or c["sched_lost"]
+        if lost and "WARNING" not in text:
+            problems.append("events lost but summary_text() has no WARNING (silent loss)")
+        for s in t.summary():
+            if t.gil_known and s.wall_ns and abs(s.held_pct + s.wait_pct + s.released_pct - 100) > 0.01:
+                problems.append(f"thread {s.tid}: held+wait+released = "
+                                f"{s.held_pct + s.wait_pct + s.released_pct:.3f} %")
+        return c
+
+    def report(**kw):
+        kw["problems"] = problems
+        print("RESULT " + json.dumps(kw), flush=True)
+    '''
+)
+
+
+@dataclass
+class Case:
+    name: str
+    what: str
+    code: str
+    timeout: float = 120.0
+    backend: str = "hooks"
+    pids_max: Optional[int] = None  # run the child in a pids cgroup with this limit
+    skip: Optional[Callable[[], Optional[str]]] = None
+
+
+@dataclass
+class Outcome:
+    case: Case
+    status: str = "PASS"
+    exit: str = ""
+    seconds: float = 0.0
+    result: Dict = field(default_factory=dict)
+    notes: List[str] = field(default_factory=list)
+    stderr_tail: str = ""
+
+
+CASES: List[Case] = []
+
+
+def case(name: str, what: str, **kw):
+    def add(fn: Callable[[], str]):
+        CASES.append(Case(name, what, textwrap.dedent(fn()), **kw))
+        return fn
+
+    return add
+
+
+# ---- the cases ---------------------------------------------------------------------
+
+FORK = r'''
+MODE = "{mode}"
+stop = threading.Event()
+def worker():
+    while not stop.is_set():
+        spin(20000)
+pid = -1
+with giltracer.trace(backend=BACKEND) as t:
+    th = threading.Thread(target=worker)
+    th.start()
+    spin(300000)
+    t_fork = time.monotonic_ns()
+    pid = os.fork()
+    if pid == 0:
+        stop.set()
+        if MODE == "sys_exit":
+            sys.exit(0)
+        if MODE == "os_exit":
+            os._exit(0)
+        # "end_of_with": leave the block normally, exit after it.
+    else:
+        _, status = os.waitpid(pid, 0)
+        t_child_gone = time.monotonic_ns()
+        spin(600000)  # the parent keeps running, traced, after the fork
+        stop.set()
+        th.join()
+if pid == 0:
+    os._exit(0)
+child = (f"signal {{os.WTERMSIG(status)}}" if os.WIFSIGNALED(status)
+         else f"exit {{os.WEXITSTATUS(status)}}")
+if child != "exit 0":
+    problems.append(f"forked child: {{child}}")
+c = counts(t)
+after = {{}}
+if "unavailable" not in t.sched_status and "n/a" not in t.sched_status:
+    for x in t.threads:
+        after[x.name] = sum(1 for a, b, s in t.os_intervals(x.tid) if a > t_child_gone)
+    # Two threads share the GIL while the parent spins on: they keep switching.
+    if not any(after.values()):
+        problems.append("parent's OS states stop once the child is gone "
+                        "(no context switch recorded after it)")
+report(child=child, os_intervals_after_child=after, sched=t.sched_status, **c)
+'''
+
+for _mode, _how in (("sys_exit", "sys.exit(0)"), ("os_exit", "os._exit(0)"),
+                    ("end_of_with", "leaving the with block")):
+    case(f"fork-{_mode.replace('_', '-')}",
+         f"os.fork() inside a trace (2 threads, perf OS states); the child exits by {_how}; "
+         "the parent keeps tracing")(lambda m=_mode: FORK.format(mode=m))
+
+
+@case("nested-sessions", "giltracer.trace() inside a running giltracer.trace() with 2 CPU-bound "
+      "threads; the outer session's GIL view must stay intact")
+def _():
+    return r'''
+    def cpu():
+        spin(2_000_000)
+    with giltracer.trace(backend=BACKEND) as outer:
+        ths = [threading.Thread(target=cpu, name=f"cpu-{i}") for i in range(2)]
+        for th in ths:
+            th.start()
+        inner_error = None
+        try:
+            with giltracer.trace(backend=BACKEND) as inner:
+                spin(10000)
+        except Exception as e:
+            inner_error = f"{type(e).__name__}: {e}"
+        for th in ths:
+            th.join()
+    c = counts(outer)
+    held = {s.name: round(s.held_pct, 1) for s in outer.summary()}
+    if not outer.gil_known:
+        problems.append("outer session lost its GIL probe")
+    for name in ("cpu-0", "cpu-1"):
+        if held.get(name, 0) < 15:  # about 45 % each when the probe works
+            problems.append(f"outer session: {name} held the GIL {held.get(name)} % (probe broken)")
+    report(inner_error=inner_error, held_pct=held, **c)
+    '''
+
+
+@case("threads-1000", "1,000 threads alive at once (barrier), each calling a few functions",
+      timeout=240)
+def _():
+    return r'''
+    threading.stack_size(256 * 1024)
+    N = 1000
+    barrier = threading.Barrier(N + 1, timeout=120)
+    def f():
+        spin(200)
+        barrier.wait()
+        spin(200)
+    with giltracer.trace(backend=BACKEND) as t:
+        ths = [threading.Thread(target=f) for _ in range(N)]
+        for th in ths:
+            th.start()
+        barrier.wait()
+        for th in ths:
+            th.join()
+    c = counts(t)
+    traced = sum(1 for x in t.threads if x.spans > 0 and x.name != "MainThread")
+    if traced < N:
+        problems.append(f"only {traced} of {N} threads have spans")
+    os_threads = sum(1 for x in t.threads if x.os_states)
+    report(threads_with_spans=traced, threads_with_os_states=os_threads, sched=t.sched_status, **c)
+    '''
+
+
+@case("cycles-1000", "1,000 start/stop cycles (a thread every 10th), RSS from cycle 100 to 1,000",
+      timeout=600)
+def _():
+    return r'''
+    rss = {}
+    events = dropped = 0
+    t0 = time.monotonic()
+    for i in range(1000):
+        with giltracer.trace(backend=BACKEND) as t:
+            spin(2000)
+            if i % 10 == 0:
+                th = threading.Thread(target=spin, args=(2000,))
+                th.start()
+                th.join()
+        events += t.event_count
+        dropped += t.dropped_events
+        if i == 0:
+            t.summary_text()
+        if i in (99, 999):
+            rss[i + 1] = rss_kb()
+    growth = rss[1000] - rss[100]
+    if growth > LEAK_KB and not UNDER_ASAN:
+        problems.append(f"RSS grew {growth} KiB over 900 cycles (threshold {LEAK_KB} KiB)")
+    report(events=events, dropped=dropped, rss_kb=rss, rss_growth_kb=growth,
+           seconds_per_cycle=round((time.monotonic() - t0) / 1000, 4), backend=t.backend)
+    '''.replace("LEAK_KB", str(LEAK_THRESHOLD_KB))
+
+
+@case("keyboard-interrupt", "SIGINT from a timer thread while the main thread loops in a traced "
+      "block with a worker thread; the trace must finish, then a new one must work")
+def _():
+    return r'''
+    import signal
+    stop = threading.Event()
+    def worker():
+        while not stop.is_set():
+            spin(5000)
+    th = threading.Thread(target=worker)
+    interrupted = False
+    t = giltracer.trace(backend=BACKEND)
+    try:
+        with t:
+            th.start()
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+            while True:
+                spin(1000)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        stop.set()
+        th.join()
+    if not interrupted:
+        problems.append("KeyboardInterrupt did not propagate")
+    c = counts(t)
+    if not c["events"]:
+        problems.append("no events recorded")
+    with giltracer.trace(backend=BACKEND) as t2:
+        spin(1000)
+    if not t2.event_count:
+        problems.append("the next trace after the interrupt recorded nothing")
+    report(interrupted=interrupted, next_trace_events=t2.event_count, **c)
+    '''
+
+
+@case("thread-exceptions", "20 threads that raise (deep in recursion) inside a trace")
+def _():
+    return r'''
+    threading.excepthook = lambda args: None
+    def deep(n):
+        if n == 0:
+            raise ValueError("boom")
+        return deep(n - 1)
+    with giltracer.trace(backend=BACKEND) as t:
+        ths = [threading.Thread(target=deep, args=(50,)) for _ in range(20)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+    c = counts(t)
+    unwound = sum(1 for x in t.threads for s in t.spans(x.tid) if s[4] & 4)
+    if unwound < 20 * 50:
+        problems.append(f"only {unwound} spans left by an exception (expected >= 1000)")
+    report(unwound_spans=unwound, **c)
+    '''
+
+
+@case("competing-setprofile", "sys.setprofile(f) active before the trace; f must be back after")
+def _():
+    return r'''
+    calls = [0]
+    def prof(frame, event, arg):
+        calls[0] += 1
+    sys.setprofile(prof)
+    err = None
+    try:
+        with giltracer.trace(backend=BACKEND) as t:
+            [spin(10) for _ in range(200)]
+    except Exception as e:
+        err = f"{type(e).__name__}: {e}"
+    if err is None and t.event_count < 400:
+        problems.append(f"only {t.event_count} events with another profiler set")
+    restored = sys.getprofile() is prof
+    sys.setprofile(None)
+    if not restored:
+        problems.append("the other profile function was not restored")
+    c = counts(t) if err is None else {}
+    report(error=err, restored=restored, **c)
+    '''
+
+
+@case("competing-cprofile", "cProfile enabled around the trace; it must keep profiling after it")
+def _():
+    return r'''
+    import cProfile, pstats, io
+    def marker():
+        return spin(10)
+    p = cProfile.Profile()
+    p.enable()
+    err = None
+    try:
+        with giltracer.trace(backend=BACKEND) as t:
+            [spin(10) for _ in range(200)]
+    except Exception as e:
+        err = f"{type(e).__name__}: {e}"
+    if err is None and t.event_count < 400:
+        problems.append(f"only {t.event_count} events with cProfile enabled")
+    marker()
+    p.disable()
+    s = io.StringIO()
+    pstats.Stats(p, stream=s).print_stats("marker")
+    seen = "marker" in s.getvalue()
+    if not seen:
+        problems.append("cProfile stopped profiling after the trace")
+    if err and "profil" not in err.lower() and "monitoring" not in err.lower():
+        problems.append(f"unclear error: {err}")
+    c = counts(t) if err is None else {}
+    report(error=err, cprofile_still_works=seen, **c)
+    '''
+
+
+@case("competing-monitoring", "another sys.monitoring tool holds the profiler id (3.12+), and one "
+      "in the debugger id is active: a clear error, then the ids are as they were")
+def _():
+    return r'''
+    if sys.version_info < (3, 12):
+        report(skipped="sys.monitoring needs Python 3.12+")
+        sys.exit(0)
+    m = sys.monitoring
+    m.use_tool_id(m.PROFILER_ID, "other-profiler")
+    err = None
+    try:
+        with giltracer.trace(backend=BACKEND) as t:
+            spin(1000)
+    except Exception as e:
+        err = f"{type(e).__name__}: {e}"
+    if err is None:
+        problems.append("trace() ran although another tool holds the profiler id")
+    if m.get_tool(m.PROFILER_ID) != "other-profiler":
+        problems.append("the other tool's id was taken or freed")
+    m.free_tool_id(m.PROFILER_ID)
+    m.use_tool_id(m.DEBUGGER_ID, "debugger")
+    m.set_events(m.DEBUGGER_ID, m.events.PY_START)
+    m.register_callback(m.DEBUGGER_ID, m.events.PY_START, lambda *a: None)
+    with giltracer.trace(backend=BACKEND) as t:
+        spin(1000)
+    c = counts(t)
+    if m.get_tool(m.DEBUGGER_ID) != "debugger":
+        problems.append("the debugger tool was disturbed")
+    report(error_with_profiler_taken=err, **c)
+    '''
+
+
+for _iv in ("1e-6", "1.0"):
+    case(f"switch-interval-{_iv}", f"sys.setswitchinterval({_iv}) with 2 CPU-bound threads for "
+         "about 0.5 s")(lambda iv=_iv: r'''
+    sys.setswitchinterval(IV)
+    def cpu():
+        t_end = time.monotonic() + 0.5
+        while time.monotonic() < t_end:
+            spin(1000)
+    with giltracer.trace(backend=BACKEND) as t:
+        ths = [threading.Thread(target=cpu, name=f"cpu-{i}") for i in range(2)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+    c = counts(t)
+    acq = {s.name: s.acquisitions for s in t.summary()}
+    report(acquisitions=acq, **c)
+    '''.replace("IV", iv))
+
+
+@case("pids-limit-1", "a pids cgroup allowing 1 task: every pthread_create fails (session "
+      "threads too); the trace must run or fail cleanly", pids_max=1)
+def _():
+    return r'''
+    err = None
+    t = None
+    try:
+        with giltracer.trace(backend=BACKEND) as t:
+            spin(10000)
+    except Exception as e:
+        err = f"{type(e).__name__}: {e}"
+    c = counts(t) if t is not None and err is None else {}
+    # And it keeps working afterwards.
+    err2 = None
+    try:
+        with giltracer.trace(backend=BACKEND) as t2:
+            spin(1000)
+    except Exception as e:
+        err2 = f"{type(e).__name__}: {e}"
+    report(error=err, second_error=err2, sched=getattr(t, "sched_status", None), **c)
+    '''
+
+
+@case("pids-limit-poller", "a pids cgroup allowing 1 task while the session starts (its poller "
+      "thread cannot start), then lifted: 4 threads start inside the trace", pids_max=64)
+def _():
+    return r'''
+    cgroup = os.environ["GT_STRESS_CGROUP"]
+    def pids_max(v):
+        with open(os.path.join(cgroup, "pids.max"), "w") as f:
+            f.write(str(v))
+    t = giltracer.trace(backend=BACKEND)
+    pids_max(1)
+    err = None
+    try:
+        t.start()
+    except Exception as e:
+        err = f"{type(e).__name__}: {e}"
+    finally:
+        pids_max("max")
+    if err is None:
+        ths = [threading.Thread(target=spin, args=(20000,)) for _ in range(4)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+        t.stop()
+    c = counts(t) if err is None else {}
+    report(error=err, sched=getattr(t, "sched_status", None) if err is None else None, **c)
+    '''
+
+
+@case("pids-limit-4", "a pids cgroup allowing 4 tasks; the traced block tries to start 8 "
+      "threads (some fail with \"can't start new thread\")", pids_max=4)
+def _():
+    return r'''
+    started = failed = 0
+    err = None
+    go = threading.Event()
+    def f():
+        go.wait(30)  # all alive at once, so the limit bites
+        spin(20000)
+    try:
+        with giltracer.trace(backend=BACKEND) as t:
+            ths = []
+            for i in range(8):
+                th = threading.Thread(target=f)
+                try:
+                    th.start()
+                    ths.append(th)
+                    started += 1
+                except RuntimeError:
+                    failed += 1
+            go.set()
+            for th in ths:
+                th.join()
+    except Exception as e:
+        err = f"{type(e).__name__}: {e}"
+    c = counts(t) if err is None else {}
+    if not failed:
+        problems.append("the pids limit did not bite (no thread failed to start)")
+    report(threads_started=started, threads_failed=failed, error=err, **c)
+    '''
+
+
+@case("tiny-max-events", "max_events=100 on a busy block: drops must be counted and reported "
+      "(warning and summary), never silent")
+def _():
+    return r'''
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with giltracer.trace(backend=BACKEND, max_events=100) as t:
+            th = threading.Thread(target=spin, args=(10000,))
+            th.start()
+            [spin(10) for _ in range(2000)]
+            th.join()
+    c = counts(t)
+    if not c["dropped"]:
+        problems.append("no drops counted with max_events=100")
+    if c["events"] > 100:
+        problems.append(f"{c['events']} events recorded with max_events=100")
+    if not any("dropped" in str(x.message) for x in w):
+        problems.append("no Python warning about the drops")
+    if "WARNING" not in t.summary_text():
+        problems.append("summary_text() does not mention the drops")
+    report(warned=[str(x.message)[:80] for x in w], **c)
+    '''
+
+
+def _bpf_skip() -> Optional[str]:
+    if os.geteuid() != 0:
+        return "the bpf backend needs root (or CAP_BPF+CAP_PERFMON)"
+    return None
+
+
+for _base in ("fork-os-exit", "fork-sys-exit", "nested-sessions", "keyboard-interrupt",
+              "tiny-max-events"):
+    _c = next(c for c in CASES if c.name == _base)
+    CASES.append(Case(_c.name + "[bpf]", _c.what + " (bpf backend)", _c.code, _c.timeout,
+                      backend="bpf", skip=_bpf_skip))
+
+
+@case("cycles-100[bpf]", "100 start/stop cycles with the bpf backend, RSS from cycle 10 to 100",
+      backend="bpf", skip=_bpf_skip, timeout=300)
+def _():
+    return r'''
+    rss = {}
+    events = dropped = 0
+    for i in range(100):
+        with giltracer.trace(backend=BACKEND) as t:
+            spin(2000)
+        events += t.event_count
+        dropped += t.dropped_events
+        if i in (9, 99):
+            rss[i + 1] = rss_kb()
+    growth = rss[100] - rss[10]
+    if growth > LEAK_KB and not UNDER_ASAN:
+        problems.append(f"RSS grew {growth} KiB over 90 cycles")
+    report(rss_kb=rss, rss_growth_kb=growth, backend=t.backend, events=events, dropped=dropped)
+    '''.replace("LEAK_KB", str(LEAK_THRESHOLD_KB))
+
+
+# ---- running ----------------------------------------------------------------------
+
+PIDS_ROOT = "/sys/fs/cgroup/pids"
+
+
+def pids_cgroup_available() -> Optional[str]:
+    """None if a pids cgroup can be made here, else why not."""
+    if os.geteuid() != 0:
+        return "making a pids cgroup needs root"
+    if not os.access(PIDS_ROOT, os.W_OK):
+        return f"no writable cgroup-v1 pids hierarchy at {PIDS_ROOT}"
+    return None
+
+
+def make_pids_cgroup(limit: int) -> str:
+    path = os.path.join(PIDS_ROOT, f"giltracer-stress-{os.getpid()}-{limit}")
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "pids.max"), "w") as f:
+        f.write(str(limit))
+    return path
+
+
+def sanitizer_report(stderr: str) -> str:
+    """The head of an ASan/UBSan report (what, where, the first frames), if any."""
+    lines = stderr.splitlines()
+    for i, ln in enumerate(lines):
+        if "ERROR: AddressSanitizer" in ln or "runtime error:" in ln or "ERROR: LeakSanitizer" in ln:
+            head = [ln]
+            for nxt in lines[i + 1:]:
+                if nxt.strip().startswith("#") or nxt.startswith(("READ", "WRITE", "freed by",
+                                                                    "previously allocated")):
+                    head.append(nxt)
+                if len(head) >= 24:
+                    break
+            summary = [x for x in lines if x.startswith("SUMMARY:")]
+            return "\n".join(head + summary[:1])
+    return ""
+
+
+def run_case(c: Case, python: str) -> Outcome:
+    out = Outcome(c)
+    reason = c.skip() if c.skip else None
+    if reason is None and c.pids_max is not None:
+        reason = pids_cgroup_available()
+    if reason:
+        out.status, out.notes = "SKIP", [reason]
+        return out
+    env = dict(os.environ, GT_STRESS_BACKEND=c.backend, PYTHONFAULTHANDLER="1")
+    cgroup = make_pids_cgroup(c.pids_max) if c.pids_max is not None else None
+    if cgroup:
+        env["GT_STRESS_CGROUP"] = cgroup
+
+    def enter_cgroup():
+        if cgroup:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
+    t0 = time.monotonic()
+    proc = subprocess.Popen([python, "-c", PRELUDE + c.code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=enter_cgroup, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=c.timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        out.status = "FAIL"
+        out.notes.append(f"hung: killed after {c.timeout:.0f} s")
+    out.seconds = time.monotonic() - t0
+    if cgroup:
+        try:
+            os.rmdir(cgroup)
+        except OSError:
+            pass
+    rc = proc.returncode
+    out.exit = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit {rc}"
+    out.stderr_tail = sanitizer_report(stderr) or "\n".join(stderr.strip().splitlines()[-12:])
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+    if lines:
+        out.result = json.loads(lines[-1][len("RESULT "):])
+    if out.result.get("skipped"):
+        out.status, out.notes = "SKIP", [out.result["skipped"]]
+        return out
+    if rc != 0:
+        out.status = "FAIL"
+        out.notes.append("crashed" if rc < 0 else "non-zero exit")
+    if not lines:
+        out.status = "FAIL"
+        out.notes.append("no result printed")
+    for p in out.result.get("problems", []):
+        out.status = "FAIL"
+        out.notes.append(p)
+    return out
+
+
+def fmt_counts(r: Dict) -> str:
+    if "events" not in r:
+        return ""
+    return (f"{r.get('events', 0):,} / {r.get('dropped', 0):,} / {r.get('gil_dropped', 0):,}"
+            f" / {r.get('sched_lost', 0):,}")
+
+
+SHOWN = ("error", "inner_error", "child", "os_intervals_after_child", "held_pct", "rss_kb",
+         "rss_growth_kb", "seconds_per_cycle", "threads_with_spans", "threads_with_os_states",
+         "interrupted", "unwound_spans", "restored", "cprofile_still_works",
+         "error_with_profiler_taken", "acquisitions", "second_error", "threads_started",
+         "threads_failed", "backend", "sched", "warned")
+
+
+def interpreter_version(python: str) -> str:
+    return subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"],
+                          capture_output=True, text=True).stdout.strip() or "?"
+
+
+def markdown(runs: List[tuple]) -> str:
+    lines = [
+        "# giltracer stress report",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, uid {os.geteuid()}, "
+        f"{os.cpu_count()} CPUs. Counts: call events / calls dropped / GIL events lost / "
+        "scheduler records lost. A FAIL is a crash, a hang, a leak beyond "
+        f"{LEAK_THRESHOLD_KB // 1024} MiB, silent loss, or a broken session.",
+    ]
+    everything: List[Outcome] = []
+    for python, outcomes in runs:
+        everything += outcomes
+        lines += [
+            "",
+            f"## Python {interpreter_version(python)} ({python})",
+            "",
+            "| case | what was tried | result | counts | exit | time | facts and problems |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for o in outcomes:
+            facts = [f"{k}={json.dumps(o.result[k])}" for k in SHOWN if k in o.result
+                     and o.result[k] not in (None, {}, [])]
+            cell = "; ".join(o.notes + facts).replace("|", "\\|")
+            lines.append(f"| {o.case.name} | {o.case.what} | **{o.status}** | "
+                         f"{fmt_counts(o.result)} | {o.exit} | {o.seconds:.1f} s | {cell} |")
+        fails = [o for o in outcomes if o.status == "FAIL"]
+        if fails:
+            lines += ["", "Last lines of stderr of the failures:", ""]
+            for o in fails:
+                lines += [f"* {o.case.name}:", "", "  ```"]
+                lines += ["  " + ln for ln in (o.stderr_tail or "(empty)").splitlines()]
+                lines += ["  ```"]
+    n = {s: sum(o.status == s for o in everything) for s in ("PASS", "FAIL", "SKIP")}
+    lines += ["", f"{n['PASS']} passed, {n['FAIL']} failed, {n['SKIP']} skipped."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="build/stress", help="directory for report.md")
+    ap.add_argument("--python", action="append",
+                    help="interpreter with giltracer installed (repeat for several; "
+                         "default: this one)")
+    ap.add_argument("--only", nargs="*", help="run only these cases (names or prefixes)")
+    ap.add_argument("--list", action="store_true", help="list the cases")
+    args = ap.parse_args()
+    if args.list:
+        for c in CASES:
+            print(f"{c.name:24} {c.what}")
+        return 0
+    cases = [c for c in CASES if not args.only or any(c.name.startswith(p) for p in args.only)]
+    runs = []
+    for python in args.python or [sys.executable]:
+        print(f"stress: Python {interpreter_version(python)} ({python})", flush=True)
+        outcomes = []
+        for c in cases:
+            print(f"stress:   {c.name} ...", end=" ", flush=True)
+            o = run_case(c, python)
+            print(f"{o.status} ({o.exit or '-'}, {o.seconds:.1f} s)", flush=True)
+            outcomes.append(o)
+        runs.append((python, outcomes))
+    report = markdown(runs)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "report.md")
+    with open(path, "w") as f:
+        f.write(report)
+    print()
+    print(report)
+    print(f"stress: report in {path}")
+    return 1 if any(o.status == "FAIL" for _, outs in runs for o in outs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
