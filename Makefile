@@ -14,7 +14,7 @@ MATRIX ?= $(wildcard $(HOME)/.pyenv/versions/3.9*/bin/python3 $(HOME)/.pyenv/ver
 MATRIX_DIR ?= /tmp/giltracer-matrix
 APT_PACKAGES := build-essential pkg-config libjansson-dev libbpf-dev libelf-dev zlib1g-dev \
                 clang llvm bpftool python3-dev python3-venv
-PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel websocket-client pybind11
+PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel websocket-client pybind11 jupyterlab
 export GT_WERROR ?= ON
 
 .PHONY: all setup deps venv install demo notebooks test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench clean \

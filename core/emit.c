@@ -504,17 +504,28 @@ static json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta 
 {
     char t0[24];
     snprintf(t0, sizeof(t0), "%" PRIu64, r->t0);
-    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:b}",
-                     "title", jstr(m->title), "backend", jstr(m->backend),
-                     "backend_reason", jstr(m->backend_reason), "sched", jstr(m->sched_status),
-                     "python", jstr(m->python), "pid", (int)m->pid, "t0_ns", t0,
-                     "duration_ns", (json_int_t)rel(r->t1, r->t0),
-                     "event_count", (json_int_t)m->event_count,
-                     "dropped_events", (json_int_t)m->dropped_events,
-                     "gil_dropped", (json_int_t)m->gil_dropped,
-                     "sched_lost", (json_int_t)m->sched_lost,
-                     "max_events", (json_int_t)m->max_events, "tracer_note", jstr(m->tracer_note),
-                     "gil_known", r->gil_known ? 1 : 0);
+    json_t *o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:b}",
+                          "title", jstr(m->title), "backend", jstr(m->backend),
+                          "backend_reason", jstr(m->backend_reason), "sched", jstr(m->sched_status),
+                          "python", jstr(m->python), "pid", (int)m->pid, "t0_ns", t0,
+                          "duration_ns", (json_int_t)rel(r->t1, r->t0),
+                          "event_count", (json_int_t)m->event_count,
+                          "dropped_events", (json_int_t)m->dropped_events,
+                          "gil_dropped", (json_int_t)m->gil_dropped,
+                          "sched_lost", (json_int_t)m->sched_lost,
+                          "max_events", (json_int_t)m->max_events, "tracer_note", jstr(m->tracer_note),
+                          "gil_known", r->gil_known ? 1 : 0);
+    /* the viewer's theme and the thread whose outer frames fold into the cell's scope */
+    int bad = !o;
+    if (!bad && m->theme)
+        bad = json_object_set_new(o, "theme", json_string(m->theme)) < 0;
+    if (!bad && m->scope_tid > 0)
+        bad = json_object_set_new(o, "scope_tid", json_integer(m->scope_tid)) < 0;
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 static json_t *chrome_other(const struct gt_result *r, const struct gt_emit_meta *m)

@@ -24,6 +24,8 @@ struct gt_emit_meta {
     uint64_t max_events;     /* the cap of each kind of stream; 0 = none */
     const char *tracer_note; /* threads the function tracer missed (a sentence), or NULL */
     const char *view;        /* the viewer tab to open on (NULL = timeline) */
+    const char *theme;       /* the viewer's theme: auto, light, dark (NULL = auto) */
+    int32_t scope_tid;       /* the thread that started the trace, 0 = unknown */
 };
 
 /**

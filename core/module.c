@@ -477,11 +477,12 @@ static PyObject *Result_profile_functions(ResultObject *self, PyObject *args)
 static PyObject *Result_save(ResultObject *self, PyObject *args)
 {
     PyObject *path_obj = NULL;
-    const char *format, *tab = NULL;
-    if (!PyArg_ParseTuple(args, "O&s|z", PyUnicode_FSConverter, &path_obj, &format, &tab))
+    const char *format, *tab = NULL, *theme = NULL;
+    if (!PyArg_ParseTuple(args, "O&s|zz", PyUnicode_FSConverter, &path_obj, &format, &tab, &theme))
         return NULL;
     struct gt_emit_meta meta = self->run->meta;
     meta.view = tab;
+    meta.theme = theme;
     const char *path = PyBytes_AS_STRING(path_obj);
     int kind = strcmp(format, "json") == 0 ? 0 : strcmp(format, "html") == 0 ? 1 : -1;
     if (kind < 0) {
@@ -631,7 +632,7 @@ static PyMethodDef Result_methods[] = {
      "profile_functions(tid=None) -> (func, calls, total_ns, self_ns, total_states, "
      "self_states, wait_caused_ns) per function"},
     {"save", (PyCFunction)Result_save, METH_VARARGS,
-     "save(path, format, tab=None): 'json' or 'html' (opened on `tab`)"},
+     "save(path, format, tab=None, theme=None): 'json' or 'html' (opened on `tab`, in `theme`)"},
     {"text", (PyCFunction)Result_text, METH_VARARGS, "text(top_n=5) -> summary table"},
     {"payload", (PyCFunction)Result_payload, METH_NOARGS, "the viewer's JSON payload"},
     {NULL, NULL, 0, NULL},

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "bpfprobe.h"
@@ -31,6 +32,7 @@ struct gt_session {
     struct gt_clock_pair start_pair, stop_pair; /* the tick fit's anchors */
     int check_bpf; /* bpf runs beside the hooks into gil_check */
     pid_t pid;     /* the process that started it */
+    int32_t start_tid; /* the thread that started the trace (the viewer's cell scope) */
 };
 
 /* In a forked child, the parent's session is a copy: the registry, the tracer and
@@ -359,6 +361,7 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     set_active(s); /* calibration releases the GIL: claim first */
     s->pid = getpid();
     gt_clock__init();
+    s->start_tid = (int32_t)syscall(SYS_gettid);
     if (choose_backend(s) < 0)
         goto fail;
 
@@ -689,6 +692,7 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
     run->meta.sched_status = run->sched_status;
     run->meta.python = run->python;
     run->meta.pid = (int32_t)getpid();
+    run->meta.scope_tid = s->start_tid;
     run->meta.event_count = recorded;
     run->meta.dropped_events = dropped;
     run->meta.max_events = s->o.max_events;

@@ -1,5 +1,7 @@
 """%%giltracer in a real IPython shell: display bundle, errors, options."""
 
+import os
+
 import pytest
 
 IPython = pytest.importorskip("IPython")
@@ -57,6 +59,31 @@ def test_output_file(ip, outputs, tmp_path):
     assert out.exists() and out.stat().st_size > 0
 
 
+@pytest.mark.parametrize("magic", ["giltracer", "gilprofile"])
+def test_theme_reaches_the_viewer_and_the_saved_page(ip, outputs, tmp_path, monkeypatch, magic):
+    import giltracer.api as api
+
+    themes, save = [], api.Trace.save
+    def spy(self, path, format=None, tab=None, theme=None):
+        themes.append((os.path.basename(os.fspath(path)), theme))
+        return save(self, path, format, tab, theme)
+    monkeypatch.setattr(api.Trace, "save", spy)
+    out = tmp_path / "cell.html"
+    ip.run_cell_magic(magic, f"-o {out} --quiet --theme dark --no-sched", "y = [len('a') for _ in range(10)]")
+    assert sorted(themes) == [("cell.html", "dark"), ("trace.html", "dark")]  # -o and the inline viewer
+    assert len(outputs) == 1
+
+
+def test_save_rejects_an_unknown_theme(tmp_path):
+    import giltracer
+
+    with giltracer.trace(backend="hooks", sched=False) as t:
+        pass
+    with pytest.raises(ValueError, match="theme must be one of auto, light, dark"):
+        t.save(tmp_path / "t.html", theme="sepia")
+    assert t.save(tmp_path / "t.html", theme="light")
+
+
 def test_var_keeps_the_trace_for_the_next_cells(ip, outputs):
     ip.user_ns.pop("cell_trace", None)
     ip.run_cell_magic("giltracer", "--quiet --var cell_trace", CELL)
@@ -79,6 +106,7 @@ def test_var_is_set_when_the_cell_raises(ip, outputs):
     ("--height 5", "height"),
     ("--no-such-option", "unrecognized"),
     ("--var 1t", "variable name"),
+    ("--theme purple", "invalid choice"),
 ])
 def test_bad_options_are_usage_errors(ip, outputs, line, message):
     with pytest.raises(UsageError, match=message):

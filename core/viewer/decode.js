@@ -191,7 +191,7 @@ function decodeColumns(p, u) {
 window.gtPayload = {
   thread: function (i) {
     var th = threads[i], out = { tid: th.tid, t0: meta.t0_ns, spans: [], gil: [] };
-    th.rows.forEach(function (r, d) {
+    (th.fullRows || th.rows).forEach(function (r, d) { /* as recorded, not folded (scope.js) */
       for (var j = 0; j < r.n; j++) out.spans.push([r.s[j], r.e[j], fName[r.f[j]], d, r.fl[j]]);
     });
     for (var j = 0; j < th.gil.n; j++) out.gil.push([th.gil.s[j], th.gil.e[j], th.gil.st[j]]);
@@ -370,31 +370,3 @@ function sortRow(r) {
     r[k] = b;
   });
 }
-
-/* == colors == */
-var GIL_COL = ['#dee2e6', '#e03131', '#2f9e44'], GIL_NAME = ['released', 'waiting for the GIL', 'holding the GIL'];
-var OS_COL = ['#339af0', '#f08c00', '#c5cbd3'], OS_NAME = ['on CPU', 'preempted (runnable, off CPU)', 'blocked (sleeping)'];
-var GIL_ORDER = [2, 1, 0], OS_ORDER = [0, 1, 2];
-var DIM = '#e9ebee', colPy, colC;
-function hash(s) {
-  var h = 2166136261;
-  for (var i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); }
-  return h >>> 0;
-}
-function mkColors() {
-  /* stable hue from the name; the 16 busiest functions are nudged apart so they stay distinguishable */
-  colPy = new Array(nF); colC = new Array(nF);
-  var self = new Float64Array(nF), ord = [], used = [], i;
-  threads.forEach(function (th) { for (var k = 0; k < th.stats.f.length; k++) self[th.stats.f[k]] += th.stats.self[k]; });
-  for (i = 0; i < nF; i++) ord.push(i);
-  ord.sort(function (a, b) { return self[b] - self[a]; });
-  ord.forEach(function (f, rank) {
-    var h = hash(fName[f] + '\u0000' + fFile[f]), hue = h % 360, tries = 0;
-    var clash = function (x) { return used.some(function (u) { var d = Math.abs(u - x) % 360; return Math.min(d, 360 - d) < 24; }); };
-    if (rank < 16 && !fIsC[f]) { while (clash(hue) && tries++ < 15) hue = (hue + 137) % 360; used.push(hue); }
-    var l = 70 + ((h >>> 10) % 8), sat = 55 + ((h >>> 16) % 20);
-    colPy[f] = 'hsl(' + hue + ',' + sat + '%,' + l + '%)';
-    colC[f] = 'hsl(' + hue + ',28%,88%)';
-  });
-}
-

@@ -107,19 +107,17 @@ function init(payload) {
   if (tMax - tMin < 1000) tMax = tMin + (tMax > tMin ? 1000 : 1e6);
   span = tMax - tMin; vs = tMin; ve = tMax;
   perf.prepared = performance.now();
+  scopeThreads(); /* fold frames outside the traced code and idle threads; order the lanes */
+  applyTheme(meta.theme);
   mkColors();
   nameW = new Float32Array(nF).fill(-1);
-  var hc = D.createElement('canvas'); hc.width = hc.height = 6;
-  var hx = hc.getContext('2d');
-  hx.strokeStyle = 'rgba(60,70,85,.28)'; hx.lineWidth = 1.2;
-  hx.beginPath(); hx.moveTo(0, 6); hx.lineTo(6, 0); hx.moveTo(-1, 1); hx.lineTo(1, -1); hx.moveTo(5, 7); hx.lineTo(7, 5); hx.stroke();
-  hatch = ctx.createPattern(hc, 'repeat');
+  mkHatch();
   ctx.font = FONT_B;
   var mw = 0;
   threads.forEach(function (th) { mw = Math.max(mw, ctx.measureText(th.name).width); });
   gutterW = Math.round(Math.max(130, Math.min(230, mw + 56)));
   $('gt-loading').hidden = true;
-  buildHeader(); buildSummary(); buildBlame(); buildLegend(); buildTopCtl(); details(null);
+  buildHeader(); buildSummary(); scopeSummary(); buildBlame(); buildLegend(); buildTopCtl(); details(null);
   if (typeof ResizeObserver === 'function') new ResizeObserver(function () { resize(); }).observe(tl);
   else window.addEventListener('resize', resize);
   resize();
@@ -140,7 +138,36 @@ window.gtViewer = {
     });
   },
   profileZoom: function () { var T = pfTree(); return pfName(T, Math.min(pf.zoom, T.n - 1)); },
-  showTab: function (name) { showTab(name); }
+  showTab: function (name) { showTab(name); },
+  /* for tests: the view, the theme, the scope folds, lanes and a call's place on screen */
+  range: function () { return [vs, ve]; },
+  theme: function (mode) { if (mode) { applyTheme(mode); restyle(); } return { mode: themeMode, name: themeName, palette: C }; },
+  palette: function () { return { gil: GIL_COL.slice(), os: OS_COL.slice(), profile: PS_COL.slice() }; },
+  scopeFolded: function (on) { if (on != null) setScopeFolded(on); return scopeFolded; },
+  lanes: function () {
+    return threads.map(function (th) {
+      return { name: th.name, tid: th.tid, idle: !!th.idle, hidden: !!th.hidden, outer: th.outer || 0, y0: th.y0, h: th.h,
+        rows: th.rows.map(function (r) { var n = []; for (var i = 0; i < Math.min(r.n, 50); i++) n.push(fName[r.f[i]]); return n; }) };
+    });
+  },
+  handoffs: function () { return handoffsDrawn; },
+  plotWidth: function () { return plotW; },
+  /* client coordinates of the middle of the longest call of `func` in thread `name`'s lane, or null */
+  spanAt: function (name, func) {
+    var best = null;
+    threads.forEach(function (th) {
+      if (th.name !== name || th.hidden || th.collapsed) return;
+      th.rows.forEach(function (r, d) {
+        for (var i = 0; i < r.n; i++) if (fName[r.f[i]] === func && (!best || r.e[i] - r.s[i] > best.e - best.s)) best = { th: th, d: d, i: i, s: r.s[i], e: r.e[i] };
+      });
+    });
+    if (!best) return null;
+    var top = best.th.flameY + best.d * ROW_H;
+    if (top < tl.scrollTop || top + ROW_H > tl.scrollTop + H - AXIS_H) { tl.scrollTop = Math.max(0, top - 40); draw(); }
+    var a = Math.max(xOf(best.s), gutterW), b = Math.min(xOf(best.e), W), y = AXIS_H + top - tl.scrollTop + ROW_H / 2;
+    var bx = ov.getBoundingClientRect();
+    return { x: bx.left + (a + b) / 2, y: bx.top + y, start: best.s, end: best.e, visible: b > a && y > AXIS_H && y < H };
+  }
 };
 function boot() {
   var hadData = /^\s*[{[]/.test(raw);

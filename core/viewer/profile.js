@@ -3,7 +3,6 @@
 /* == profile: call trees == */
 /* States of the payload's profile columns (core/profile.h order). */
 var PS_KEYS = ['run', 'hoff', 'wait', 'rel', 'unk'], NPS = 5;
-var PS_COL = ['#69db7c', '#ffa94d', '#ff6b6b', '#ced4da', '#e9ecef'];
 var PS_NAME = ['running', 'held off CPU', 'waiting for the GIL', 'released', 'unknown'];
 var PS_HELP = ['GIL held, on CPU', 'GIL held while preempted or blocked: everyone else is stuck',
   'waiting to take the GIL', 'GIL released: sleep, I/O, C code without the GIL', 'no GIL data'];
@@ -57,7 +56,7 @@ function treeFinish(T) {
 }
 function threadTree(th) {
   if (th.ptree) return th.ptree;
-  var raw = (P.threads[th.idx] || {}).profile || {}, f = arr(raw, 'func'), par = arr(raw, 'parent');
+  var raw = (P.threads[th.src] || {}).profile || {}, f = arr(raw, 'func'), par = arr(raw, 'parent');
   var T = { n: Math.max(1, f.length), parent: [], func: [], calls: [], self: [] }, s, i;
   for (i = 0; i < T.n; i++) { T.parent.push(i ? num(par[i], 0) : -1); T.func.push(i ? num(f[i], nF - 1) : -1); T.calls.push(num(arr(raw, 'calls')[i], 0)); }
   for (s = 0; s < NPS; s++) { var c = arr(raw, PS_KEYS[s]); T.self.push([]); for (i = 0; i < T.n; i++) T.self[s].push(num(c[i], 0)); }
@@ -215,11 +214,11 @@ function drawProfile() {
     c.globalAlpha = dim ? 0.28 : fr.ctx ? 0.7 : 1;
     var gap = fr.w > 3 ? 1 : 0;
     pfSegs(fr).forEach(function (g) { c.fillStyle = PS_COL[g[0]]; c.fillRect(g[1], y, Math.max(g[2] - (g[1] + g[2] >= fr.x + fr.w - 0.01 ? gap : 0), 0.35), PF_ROW - 1); });
-    if (f >= 0 && f === pf.sel) { c.globalAlpha = 1; c.strokeStyle = '#1f2328'; c.lineWidth = 1.5; c.strokeRect(fr.x + 0.75, y + 0.75, Math.max(0, fr.w - 2.5), PF_ROW - 2.5); }
+    if (f >= 0 && f === pf.sel) { c.globalAlpha = 1; c.strokeStyle = C.fg; c.lineWidth = 1.5; c.strokeRect(fr.x + 0.75, y + 0.75, Math.max(0, fr.w - 2.5), PF_ROW - 2.5); }
     if (fr.w > 30) {
       var name = pfName(fr.T, fr.i), avail = fr.w - 8;
       c.globalAlpha = dim ? 0.45 : 1;
-      c.fillStyle = '#1b1f24';
+      c.fillStyle = C.label;
       if (c.measureText(name).width > avail) {
         var lo = 0, hi = name.length;
         while (lo < hi) { var m = (lo + hi + 1) >> 1; if (c.measureText(name.slice(0, m) + '\u2026').width <= avail) lo = m; else hi = m - 1; }

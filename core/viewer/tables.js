@@ -145,12 +145,12 @@ function buildLegend() {
   function group(name) { el('span', 'g', name, lg); }
   function sw(col, text, cls) {
     var s = el('span', null, null, lg), w = el('i', 'gt-sw' + (cls ? ' ' + cls : ''), null, s);
-    if (col) w.style.background = col;
+    if (col) w.style.backgroundColor = col;
     s.appendChild(D.createTextNode(text));
   }
-  if (gilKnown) { group('GIL'); sw(GIL_COL[2], 'held'); sw(GIL_COL[1], 'waiting'); sw(GIL_COL[0], 'released'); }
+  if (gilKnown) { group('GIL'); sw(GIL_COL[2], 'held'); sw(GIL_COL[1], 'waiting', 'gt-swwait'); sw(GIL_COL[0], 'released'); }
   if (hasOS) { group('OS'); sw(OS_COL[0], 'on CPU'); sw(OS_COL[1], 'preempted'); sw(OS_COL[2], 'blocked'); }
   group('Calls'); sw(null, 'Python (color = function)', 'gt-swp'); sw(null, 'C function', 'gt-swc');
-  sw('#333', 'clipped edge'); sw('#e03131', 'exception');
+  sw(C.edge, 'clipped edge'); sw(C.exc, 'exception');
 }
 

@@ -6,12 +6,17 @@ var W = 300, H = 200, dpr = 1, gutterW = 150, plotW = 150;
 var AXIS_H = 24, ROW_H = 16, GIL_H = 10, OS_H = 6, PAD = 5, MINW = 2;
 var FAM = 'system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif', FONT = '11px ' + FAM, FONT_B = '600 12px ' + FAM;
 var contentH = 0, selThread = -1, selSpan = null, hover = null, mouse = null, rangeSel = null;
-var nameW = null, ELL_W = 8, hatch = null, searchQ = '';
+var nameW = null, ELL_W = 8, searchQ = '';
 
+var idleY = -1, IDLE_H = 24;
 function layout() {
   var y = 0;
+  idleY = -1;
   threads.forEach(function (th) {
+    if (th.idle && idleY < 0) { idleY = y; y += IDLE_H + 1; }
+    th.hidden = th.idle && !showIdle;
     th.y0 = y;
+    if (th.hidden) { th.h = 0; return; }
     var yy = y + PAD;
     if (gilKnown) { th.gilY = yy; yy += GIL_H + 2; } else th.gilY = -1;
     if (hasOS) { th.osY = yy; yy += OS_H + 3; } else th.osY = -1;
@@ -85,7 +90,7 @@ function merge(s, e, me, n, i, px1, k) {
   mPx = px1;
   return j;
 }
-function drawIv(c, iv, y, h, pal, order, k) {
+function drawIv(c, iv, y, h, pal, order, k, patQ) { /* patQ: the state drawn with the stripe pattern too */
   var s = iv.s, e = iv.e, st = iv.st, me = iv.me, n = iv.n, cum = iv.cum;
   if (!n) return;
   var X0 = gutterW, i = lowerGT(me, vs, 0, n);
@@ -95,6 +100,7 @@ function drawIv(c, iv, y, h, pal, order, k) {
       var a = Math.max(Math.round(x0), X0 - 1), b = Math.min(Math.round(x1), W + 1);
       c.fillStyle = pal[st[i]];
       c.fillRect(a, y, Math.max(1, b - a), h);
+      if (st[i] === patQ && b - a >= 3) { c.fillStyle = waitHatch; c.fillRect(a, y, b - a, h); }
       i++;
       continue;
     }
@@ -136,11 +142,11 @@ function drawRow(c, r, y, k) {
       c.fillRect(a, y, w, h);
       if (isC && match && w > 2) { c.fillStyle = hatch; c.fillRect(a, y, w, h); cur = null; }
       if (fl[i] & 7 && w > 4) {
-        c.fillStyle = '#333'; cur = null;
+        c.fillStyle = C.edge; cur = null;
         if (fl[i] & 1 && x0 >= X0 - 1) c.fillRect(a, y, 2, h);
         if (fl[i] & 2 && x1 <= W + 1) c.fillRect(a + w - 2, y, 2, h);
         if (fl[i] & 4) {
-          c.fillStyle = '#e03131'; c.beginPath();
+          c.fillStyle = C.exc; c.beginPath();
           c.moveTo(a + w, y); c.lineTo(a + w, y + 7); c.lineTo(a + w - 7, y); c.fill();
         }
       }
@@ -148,7 +154,7 @@ function drawRow(c, r, y, k) {
         var lx = Math.max(a, X0) + 3, avail = Math.min(a + w, W) - lx - 3;
         if (avail > 12) {
           var t = label(c, fi, avail);
-          if (t) { c.fillStyle = match ? (isC ? '#3d4650' : '#15191e') : '#9aa1a9'; c.fillText(t, lx, y + 11.5); cur = null; }
+          if (t) { c.fillStyle = match ? (isC ? C.labelC : C.label) : C.labelDim; c.fillText(t, lx, y + 11.5); cur = null; }
         }
       }
       i++;
@@ -166,86 +172,125 @@ function draw() {
   var t0 = performance.now();
   var c = ctx, sy = tl.scrollTop, k = plotW / (ve - vs);
   c.setTransform(dpr, 0, 0, dpr, 0, 0);
-  c.fillStyle = '#fff'; c.fillRect(0, 0, W, H);
+  c.fillStyle = C.bg; c.fillRect(0, 0, W, H);
   c.font = FONT; c.textBaseline = 'alphabetic';
   var step = niceStep((ve - vs) / Math.max(2, plotW / 110)), first = Math.ceil(vs / step) * step, t;
   c.save();
   c.beginPath(); c.rect(gutterW, AXIS_H, plotW, H - AXIS_H); c.clip();
   threads.forEach(function (th) {
     var y = AXIS_H + th.y0 - sy;
-    if (y > H || y + th.h < AXIS_H) return;
-    if (th.idx === selThread) { c.fillStyle = '#fff8dc'; c.fillRect(gutterW, y, plotW, th.h); }
-    else if (th.idx % 2) { c.fillStyle = '#fbfbfc'; c.fillRect(gutterW, y, plotW, th.h); }
+    if (th.hidden || y > H || y + th.h < AXIS_H) return;
+    if (th.idx === selThread) { c.fillStyle = C.laneSel; c.fillRect(gutterW, y, plotW, th.h); }
+    else if (th.idx % 2) { c.fillStyle = C.lane; c.fillRect(gutterW, y, plotW, th.h); }
   });
-  c.fillStyle = '#eef0f3';
+  c.fillStyle = C.grid;
   for (t = first; t <= ve; t += step) c.fillRect(Math.round(xOf(t)), AXIS_H, 1, H - AXIS_H);
   threads.forEach(function (th) {
     var y = AXIS_H + th.y0 - sy;
-    if (y > H || y + th.h < AXIS_H) return;
+    if (th.hidden || y > H || y + th.h < AXIS_H) return;
     if (th.gilY >= 0) {
-      c.fillStyle = '#f3f4f6'; c.fillRect(gutterW, AXIS_H + th.gilY - sy, plotW, GIL_H);
-      drawIv(c, th.gil, AXIS_H + th.gilY - sy, GIL_H, GIL_COL, GIL_ORDER, k);
+      c.fillStyle = C.strip; c.fillRect(gutterW, AXIS_H + th.gilY - sy, plotW, GIL_H);
+      drawIv(c, th.gil, AXIS_H + th.gilY - sy, GIL_H, GIL_COL, GIL_ORDER, k, 1);
     }
     if (th.osY >= 0) {
-      c.fillStyle = '#f3f4f6'; c.fillRect(gutterW, AXIS_H + th.osY - sy, plotW, OS_H);
-      drawIv(c, th.os, AXIS_H + th.osY - sy, OS_H, OS_COL, OS_ORDER, k);
+      c.fillStyle = C.strip; c.fillRect(gutterW, AXIS_H + th.osY - sy, plotW, OS_H);
+      drawIv(c, th.os, AXIS_H + th.osY - sy, OS_H, OS_COL, OS_ORDER, k, -1);
     }
     if (!th.collapsed) {
       var fy = AXIS_H + th.flameY - sy;
       if (!th.nSpans) {
-        c.fillStyle = '#8c959f';
+        c.fillStyle = C.faint;
         c.fillText('no calls recorded in this thread', gutterW + 6, fy + 11.5);
       }
       var d0 = Math.max(0, Math.floor((AXIS_H - fy) / ROW_H)), d1 = Math.min(th.rows.length, Math.ceil((H - fy) / ROW_H));
       for (var d = d0; d < d1; d++) drawRow(c, th.rows[d], fy + d * ROW_H, k);
     }
-    c.fillStyle = '#d8dde3'; c.fillRect(gutterW, y + th.h, plotW, 1);
+    c.fillStyle = C.sep; c.fillRect(gutterW, y + th.h, plotW, 1);
   });
+  if (gilKnown) drawHandoffs(c, sy);
   c.restore();
   /* gutter */
-  c.fillStyle = '#f6f8fa'; c.fillRect(0, AXIS_H, gutterW, H - AXIS_H);
+  c.fillStyle = C.soft; c.fillRect(0, AXIS_H, gutterW, H - AXIS_H);
   threads.forEach(function (th) {
     var y0 = AXIS_H + th.y0 - sy;
-    if (y0 > H || y0 + th.h < AXIS_H) return;
-    if (th.idx === selThread) { c.fillStyle = '#fff1c2'; c.fillRect(0, y0, gutterW, th.h); c.fillStyle = '#0969da'; c.fillRect(0, y0, 3, th.h); }
-    c.fillStyle = '#d8dde3'; c.fillRect(0, y0 + th.h, gutterW, 1);
+    if (th.hidden || y0 > H || y0 + th.h < AXIS_H) return;
+    if (th.idx === selThread) { c.fillStyle = C.gutterSel; c.fillRect(0, y0, gutterW, th.h); c.fillStyle = C.acc; c.fillRect(0, y0, 3, th.h); }
+    c.fillStyle = C.sep; c.fillRect(0, y0 + th.h, gutterW, 1);
     var y = Math.max(y0, Math.min(AXIS_H, y0 + th.h - 36)); /* the name sticks while the lane is visible */
-    c.fillStyle = '#57606a'; c.font = '10px ' + FAM;
+    c.fillStyle = C.mut; c.font = '10px ' + FAM;
     c.fillText(th.collapsed ? '\u25b8' : '\u25be', 7, y + 17);
-    c.font = FONT_B; c.fillStyle = '#1f2328';
+    c.font = FONT_B; c.fillStyle = C.fg;
     var nm = th.name, avail = gutterW - 24 - 30, wN = c.measureText(nm).width;
     if (wN > avail) { var nn = Math.max(1, Math.floor(nm.length * (avail - 10) / wN)); nm = nm.slice(0, nn) + '\u2026'; }
     c.fillText(nm, 18, y + 17);
-    c.font = FONT; c.fillStyle = '#656d76';
+    c.font = FONT; c.fillStyle = C.mut;
     var sub = 'tid ' + th.tid;
     if (gilKnown && th.sum.held_pct != null) sub += ' \u00b7 held ' + fmtPct(th.sum.held_pct);
     c.fillText(sub, 18, y + 31);
-    c.font = '9px ' + FAM; c.textAlign = 'right'; c.fillStyle = '#8c959f';
+    c.font = '9px ' + FAM; c.textAlign = 'right'; c.fillStyle = C.faint;
     if (th.gilY >= 0) c.fillText('GIL', gutterW - 5, AXIS_H + th.gilY - sy + 8.5);
     if (th.osY >= 0) c.fillText('OS', gutterW - 5, AXIS_H + th.osY - sy + 6);
     c.textAlign = 'left';
   });
-  c.fillStyle = '#d0d7de'; c.fillRect(gutterW - 1, AXIS_H, 1, H - AXIS_H);
+  if (idleY >= 0) {
+    var iy = AXIS_H + idleY - sy;
+    c.fillStyle = C.soft; c.fillRect(0, iy, W, IDLE_H); c.fillStyle = C.sep; c.fillRect(0, iy + IDLE_H, W, 1);
+    c.font = FONT; c.fillStyle = C.mut;
+    c.fillText((showIdle ? '\u25be ' : '\u25b8 ') + idleText(), 7, iy + 16);
+  }
+  c.fillStyle = C.bd; c.fillRect(gutterW - 1, AXIS_H, 1, H - AXIS_H);
   if (!threads.length) {
-    c.font = '13px ' + FAM; c.fillStyle = '#656d76';
+    c.font = '13px ' + FAM; c.fillStyle = C.mut;
     c.fillText('No threads were traced.', gutterW + 16, AXIS_H + 30);
   }
   /* axis */
   c.font = FONT;
-  c.fillStyle = '#fff'; c.fillRect(0, 0, W, AXIS_H);
-  c.fillStyle = '#d0d7de'; c.fillRect(0, AXIS_H - 1, W, 1);
+  c.fillStyle = C.bg; c.fillRect(0, 0, W, AXIS_H);
+  c.fillStyle = C.bd; c.fillRect(0, AXIS_H - 1, W, 1);
   c.save(); c.beginPath(); c.rect(gutterW, 0, plotW, AXIS_H); c.clip();
   for (t = first; t <= ve; t += step) {
     var x = Math.round(xOf(t));
-    c.fillStyle = '#8c959f'; c.fillRect(x, AXIS_H - 7, 1, 6);
-    c.fillStyle = '#424a53'; c.fillText(fmtTs(t, step), x + 3, 14);
+    c.fillStyle = C.faint; c.fillRect(x, AXIS_H - 7, 1, 6);
+    c.fillStyle = C.axis; c.fillText(fmtTs(t, step), x + 3, 14);
   }
   c.restore();
-  c.fillStyle = '#656d76';
+  c.fillStyle = C.mut;
   c.fillText('time \u2192', 8, 15);
   $('gt-range').textContent = 'Visible ' + fmtDur(ve - vs) + (ve - vs < span ? ' of ' + fmtDur(span) : '');
   perf.lastFrameMs = performance.now() - t0;
   drawOverlay();
+}
+
+/* GIL hand-offs: an arrow from each release to the next acquisition by another thread,
+ * drawn once they are few enough in view to tell apart (at most 200, 8 px apart on average). */
+var handoffsDrawn = 0;
+function drawHandoffs(c, sy) {
+  var acq = [], nView = 0;
+  handoffsDrawn = 0;
+  threads.forEach(function (th) {
+    if (th.hidden || th.gilY < 0) return;
+    var L = th.gil.by[2], i0 = lowerGE(L.s, vs, 0, L.n), i1 = lowerGE(L.s, ve, i0, L.n);
+    nView += i1 - i0;
+    for (var i = Math.max(0, i0 - 1); i < i1; i++) acq.push({ s: L.s[i], e: L.e[i], th: th });
+  });
+  if (nView > 200 || nView * 8 > plotW || acq.length < 2) return;
+  acq.sort(function (x, y) { return x.s - y.s; });
+  c.strokeStyle = c.fillStyle = C.arrow; c.globalAlpha = 0.7; c.lineWidth = 1.2;
+  for (var k = 1; k < acq.length; k++) {
+    var p = acq[k - 1], q = acq[k];
+    if (p.th === q.th || p.e > q.s + 1) continue;
+    var x0 = xOf(p.e), x1 = xOf(q.s), y0 = AXIS_H + p.th.gilY - sy + GIL_H / 2, y1 = AXIS_H + q.th.gilY - sy + (q.th.gilY > p.th.gilY ? 0 : GIL_H);
+    if (x1 < gutterW || x0 > W) continue;
+    var dir = y1 > y0 ? 1 : -1;
+    c.beginPath(); c.moveTo(x0, y0); c.lineTo(x1, y1 - dir * 1); c.stroke();
+    var ang = Math.atan2(y1 - y0, x1 - x0), hl = 6;
+    c.beginPath(); c.moveTo(x1, y1);
+    c.lineTo(x1 - hl * Math.cos(ang - 0.4), y1 - hl * Math.sin(ang - 0.4));
+    c.lineTo(x1 - hl * Math.cos(ang + 0.4), y1 - hl * Math.sin(ang + 0.4));
+    c.fill();
+    handoffsDrawn++;
+  }
+  c.globalAlpha = 1;
 }
 
 /* overlay: hover outline, selection, cursor line, range selection */
@@ -261,26 +306,26 @@ function drawOverlay() {
   c.save(); c.beginPath(); c.rect(gutterW, AXIS_H, plotW, H - AXIS_H); c.clip();
   if (hover && hover.kind === 'span') {
     var q = spanRect(threads[hover.th], hover.d, hover.i);
-    c.strokeStyle = 'rgba(0,0,0,.55)'; c.lineWidth = 1; c.strokeRect(q.x + 0.5, q.y + 0.5, q.w - 1, q.h - 1);
+    c.strokeStyle = C.hover; c.lineWidth = 1; c.strokeRect(q.x + 0.5, q.y + 0.5, q.w - 1, q.h - 1);
   }
   if (hover && (hover.kind === 'gil' || hover.kind === 'os')) {
     var th = threads[hover.th], iv = th[hover.kind];
     var y = AXIS_H + (hover.kind === 'gil' ? th.gilY : th.osY) - tl.scrollTop, hh = hover.kind === 'gil' ? GIL_H : OS_H;
     var a = Math.max(gutterW - 4, xOf(iv.s[hover.i])), b = Math.min(W + 4, xOf(iv.e[hover.i]));
-    c.strokeStyle = '#111'; c.lineWidth = 1.5; c.strokeRect(a, y - 1, Math.max(1, b - a), hh + 2);
+    c.strokeStyle = C.fg; c.lineWidth = 1.5; c.strokeRect(a, y - 1, Math.max(1, b - a), hh + 2);
   }
   if (selSpan && selSpan.th < threads.length) {
     var r = spanRect(threads[selSpan.th], selSpan.d, selSpan.i);
-    c.strokeStyle = '#0969da'; c.lineWidth = 2; c.strokeRect(r.x + 1, r.y + 1, Math.max(1, r.w - 2), r.h - 2);
+    c.strokeStyle = C.acc; c.lineWidth = 2; c.strokeRect(r.x + 1, r.y + 1, Math.max(1, r.w - 2), r.h - 2);
   }
   c.restore();
   if (rangeSel) {
     var x0 = Math.min(rangeSel.x0, rangeSel.x1), x1 = Math.max(rangeSel.x0, rangeSel.x1);
-    c.fillStyle = 'rgba(9,105,218,.12)'; c.fillRect(x0, 0, x1 - x0, H);
-    c.fillStyle = '#0969da'; c.fillRect(x0, 0, 1, H); c.fillRect(x1, 0, 1, H);
+    c.globalAlpha = 0.14; c.fillStyle = C.acc; c.fillRect(x0, 0, x1 - x0, H);
+    c.globalAlpha = 1; c.fillStyle = C.acc; c.fillRect(x0, 0, 1, H); c.fillRect(x1, 0, 1, H);
     pill(c, fmtDur(Math.abs(tOf(x1) - tOf(x0))), (x0 + x1) / 2, true);
   } else if (mouse && mouse.x > gutterW) {
-    c.fillStyle = 'rgba(31,35,40,.35)'; c.fillRect(Math.round(mouse.x), AXIS_H, 1, H - AXIS_H);
+    c.fillStyle = C.cursor; c.fillRect(Math.round(mouse.x), AXIS_H, 1, H - AXIS_H);
     pill(c, fmtTs(tOf(mouse.x), (ve - vs) / plotW), mouse.x, false);
   }
 }
@@ -288,8 +333,8 @@ function pill(c, text, x, center) {
   c.font = FONT;
   var w = c.measureText(text).width + 8, lx = center ? x - w / 2 : x + 4;
   lx = Math.max(gutterW, Math.min(W - w - 1, lx));
-  c.fillStyle = '#1f2328'; c.fillRect(lx, 3, w, 16);
-  c.fillStyle = '#fff'; c.fillText(text, lx + 4, 15);
+  c.fillStyle = C.pill; c.fillRect(lx, 3, w, 16);
+  c.fillStyle = C.pillFg; c.fillText(text, lx + 4, 15);
 }
 
 /* == hit testing == */
@@ -303,11 +348,12 @@ function findIn(s, e, me, n, t, tol) {
 }
 function threadAt(y) {
   var cy = y - AXIS_H + tl.scrollTop;
-  for (var i = 0; i < threads.length; i++) if (cy >= threads[i].y0 && cy < threads[i].y0 + threads[i].h + 1) return i;
+  for (var i = 0; i < threads.length; i++) if (!threads[i].hidden && cy >= threads[i].y0 && cy < threads[i].y0 + threads[i].h + 1) return i;
   return -1;
 }
 function hit(x, y) {
   if (y < AXIS_H) return { kind: 'axis' };
+  if (idleY >= 0 && y - AXIS_H + tl.scrollTop >= idleY && y - AXIS_H + tl.scrollTop < idleY + IDLE_H) return { kind: 'idle' };
   var ti = threadAt(y);
   if (ti < 0) return null;
   if (x < gutterW) return { kind: 'gutter', th: ti };
@@ -363,6 +409,55 @@ function holderFuncText(o, a, b, t) {
   return ip ? fName[ip.f] : null;
 }
 
+/* time of state q in [a, b) of an interval list (sorted, non-overlapping) */
+function ivPart(iv, q, a, b) {
+  var n = iv.n;
+  if (!n || b <= a) return 0;
+  var i0 = lowerGT(iv.me, a, 0, n), i1 = lowerGE(iv.s, b, i0, n);
+  if (i1 <= i0) return 0;
+  var tot = iv.cum[q][i1] - iv.cum[q][i0];
+  if (iv.st[i0] === q && iv.s[i0] < a) tot -= a - iv.s[i0];
+  if (iv.st[i1 - 1] === q && iv.e[i1 - 1] > b) tot -= iv.e[i1 - 1] - b;
+  return Math.max(0, tot);
+}
+/* A call's time [a, b) split by the GIL state of its thread, time off CPU, and the thread that
+ * held the GIL longest while this one waited (exact over up to 4000 waits, else over the call). */
+var MAX_WAITS = 4000;
+function gilSplit(th, a, b) {
+  var g = th.gil, out = { held: ivPart(g, 2, a, b), wait: ivPart(g, 1, a, b), rel: ivPart(g, 0, a, b), off: null, holder: null, approx: false };
+  out.unk = Math.max(0, (b - a) - out.held - out.wait - out.rel);
+  if (hasOS) out.off = ivPart(th.os, 1, a, b) + ivPart(th.os, 2, a, b);
+  if (!out.wait) return out;
+  var L = g.by[1], i = lowerGT(L.e, a, 0, L.n), by = new Map(), n = 0;
+  var j = lowerGE(L.s, b, i, L.n);
+  if (j - i > MAX_WAITS) { out.approx = true; overlapBy(th, 2, a, b).forEach(function (o) { by.set(o.th, o.ns); }); }
+  else for (; i < j; i++, n++) {
+    overlapBy(th, 2, Math.max(a, L.s[i]), Math.min(b, L.e[i])).forEach(function (o) { by.set(o.th, (by.get(o.th) || 0) + o.ns); });
+  }
+  by.forEach(function (ns, t) { if (!out.holder || ns > out.holder.ns) out.holder = { th: t, ns: ns }; });
+  return out;
+}
+function splitTable(box, th, a, b) {
+  var sp = gilSplit(th, a, b), tot = b - a || 1, tb = el('table', 'gt-split', null, box);
+  function row(name, ns, key, sw, cls) {
+    var tr = el('tr', null, null, tb), td = el('td', null, null, tr);
+    if (sw) el('i', 'gt-sw' + (cls ? ' ' + cls : ''), null, td).style.backgroundColor = sw;
+    td.appendChild(D.createTextNode(name));
+    var v = el('td', 'n', fmtDur(ns), tr);
+    v.setAttribute('data-ns', String(Math.round(ns))); v.setAttribute('data-key', key);
+    el('td', 'n gt-muted', fmtPct(100 * ns / tot), tr);
+  }
+  row('GIL held', sp.held, 'held', GIL_COL[2]);
+  row('waiting for the GIL', sp.wait, 'wait', GIL_COL[1], 'gt-swwait');
+  row('GIL released', sp.rel, 'released', GIL_COL[0]);
+  if (sp.unk > 0.5) row('GIL unknown', sp.unk, 'unknown', null);
+  if (sp.off != null) row('off CPU', sp.off, 'off_cpu', OS_COL[1]);
+  if (sp.holder) {
+    var hl = line(box, null, (sp.approx ? '\u2248 ' : '') + 'waited longest on \u2190 ' + sp.holder.th.name + ' (' + fmtDur(sp.holder.ns) + ')');
+    hl.setAttribute('data-holder', sp.holder.th.name);
+  }
+}
+
 /* == tooltip & details == */
 function line(parent, cls, text) { return el('div', cls, text, parent); }
 function fillSpan(box, th, d, i, full) {
@@ -375,14 +470,12 @@ function fillSpan(box, th, d, i, full) {
   if (fl & 1) flags.push('clipped at start');
   if (fl & 2) flags.push('clipped at end');
   if (fl & 4) flags.push('left by an exception');
-  var kvs = [['start', fmtAt(r.s[i])], ['duration', fmtDur(dur)], ['depth', d]];
-  if (full) {
-    kvs.push(['self', fmtDur(selfTime(th, d, i))]);
-    kvs.push(['thread', th.name]);
-  }
+  var kvs = [['start', fmtAt(r.s[i])], ['duration', fmtDur(dur)], ['self', fmtDur(selfTime(th, d, i))]];
+  if (full) { kvs.push(['depth', d]); kvs.push(['thread', th.name]); }
   var p = line(box, null, null);
   kvs.forEach(function (q) { var s = el('span', 'kv', null, p); el('i', null, q[0] + ' ', s); s.appendChild(D.createTextNode(String(q[1]))); });
   if (flags.length) { if (full) el('span', 'l', '  [' + flags.join(', ') + ']', hd); else line(box, 'l', flags.join(' \u00b7 ')); }
+  if (gilKnown) splitTable(box, th, r.s[i], r.e[i]);
   return f;
 }
 function selfTime(th, d, i) {
@@ -424,7 +517,7 @@ function showTip(h, x, y) {
   var ly = y + 16 + thh > H ? Math.max(0, y - thh - 8) : y + 16;
   tip.style.left = lx + 'px'; tip.style.top = ly + 'px';
 }
-var HINT = 'Click: details \u00b7 wheel, +/\u2212: zoom \u00b7 drag, shift+wheel, \u2190/\u2192: pan \u00b7 ' +
+var HINT = 'Click: details \u00b7 Ctrl+wheel, W/S: zoom \u00b7 drag, shift+wheel, A/D: pan \u00b7 ? keys \u00b7 ' +
   'double-click: zoom to call \u00b7 drag the time axis: zoom to range \u00b7 click a thread name: fold';
 function details(h) {
   var box = $('gt-details');
@@ -541,7 +634,7 @@ ov.addEventListener('mousemove', function (ev) {
   mouse = p;
   var h = hit(p.x, p.y);
   hover = h && (h.kind === 'span' || h.kind === 'gil' || h.kind === 'os') ? h : null;
-  ov.style.cursor = !h ? 'default' : h.kind === 'axis' ? 'col-resize' : h.kind === 'gutter' ? 'pointer' : 'grab';
+  ov.style.cursor = !h ? 'default' : h.kind === 'axis' ? 'col-resize' : h.kind === 'gutter' || h.kind === 'idle' ? 'pointer' : 'grab';
   if (hover) showTip(hover, p.x, p.y); else tip.hidden = true;
   drawOverlay();
 });
@@ -586,6 +679,7 @@ window.addEventListener('mouseup', function (ev) {
   if (d.moved) return;
   var h = hit(p.x, p.y);
   if (!h) return;
+  if (h.kind === 'idle') { setShowIdle(!showIdle); return; }
   if (h.kind === 'gutter') {
     threads[h.th].collapsed = !threads[h.th].collapsed;
     if (selSpan && selSpan.th === h.th) selSpan = null;
@@ -604,24 +698,39 @@ ov.addEventListener('dblclick', function (ev) {
   else if (h && (h.kind === 'gil' || h.kind === 'os')) { var iv = threads[h.th][h.kind]; zoomTo(iv.s[h.i], iv.e[h.i]); }
   else if (p.x > gutterW) zoomAt(tOf(p.x), 0.5);
 });
+/* Ctrl/Cmd+wheel and pinch (a wheel event with ctrlKey in browsers) zoom, shift+wheel and
+ * horizontal swipes pan, a plain wheel scrolls the lanes when they overflow, else the page
+ * (so a notebook scrolls past the output instead of being trapped by it). */
 tl.addEventListener('wheel', function (ev) {
   var p = local(ev);
-  if (p.x < gutterW) return; /* native vertical scroll over the thread names */
+  if (p.x < gutterW && !ev.ctrlKey && !ev.metaKey) return; /* native vertical scroll over the thread names */
   var m = ev.deltaMode === 1 ? 16 : ev.deltaMode === 2 ? H : 1, dx = ev.deltaX * m, dy = ev.deltaY * m;
-  ev.preventDefault();
-  if (ev.shiftKey && !dx) { dx = dy; dy = 0; }
-  if (ev.ctrlKey || Math.abs(dy) > Math.abs(dx)) {
-    zoomAt(tOf(p.x), Math.exp(Math.max(-1, Math.min(1, dy * (ev.ctrlKey ? 0.01 : 0.0022)))));
-  } else if (dx) pan(dx * (ve - vs) / plotW);
+  if (ev.ctrlKey || ev.metaKey) {
+    ev.preventDefault();
+    zoomAt(tOf(Math.max(p.x, gutterW)), Math.exp(Math.max(-1, Math.min(1, dy * 0.01))));
+  } else if (ev.shiftKey || Math.abs(dx) > Math.abs(dy)) {
+    ev.preventDefault();
+    pan((ev.shiftKey && !dx ? dy : dx) * (ve - vs) / plotW);
+  } else return; /* the browser scrolls the lanes or the page */
   mouse = p; hover = null; tip.hidden = true;
 }, { passive: false });
+/* Keys work while the pointer is over the viewer: a real pointer move over the lanes takes the
+ * focus (not content scrolling under a resting pointer, say while typing in a notebook cell). */
+tl.addEventListener('mousemove', function (ev) {
+  var a = D.activeElement, tg = a && a.tagName;
+  if (a === tl || (!ev.movementX && !ev.movementY) || tg === 'INPUT' || tg === 'SELECT' || tg === 'TEXTAREA') return;
+  try { window.focus(); } catch (e) { /* a cross-origin parent may refuse */ }
+  tl.focus({ preventScroll: true });
+});
 tl.addEventListener('scroll', function () { hover = null; tip.hidden = true; requestDraw(); });
 D.addEventListener('keydown', function (ev) {
   var tg = ev.target && ev.target.tagName;
   if (tg === 'INPUT' || tg === 'SELECT' || tg === 'TEXTAREA' || ev.metaKey || ev.ctrlKey || ev.altKey) return;
+  if (ev.key === '?') { toggleKeys(); ev.preventDefault(); return; }
+  if (ev.key === 'Escape' && !keysBox.hidden) { keysBox.hidden = true; ev.preventDefault(); return; }
   if ($('gt-tab-timeline').hidden) return;
   var w = ve - vs, c = mouse && mouse.x > gutterW ? tOf(mouse.x) : (vs + ve) / 2, used = true;
-  switch (ev.key) {
+  switch (ev.key.length === 1 ? ev.key.toLowerCase() : ev.key) { /* W/A/S/D with or without shift or caps lock */
     case '+': case '=': case 'w': zoomAt(c, 0.6); break;
     case '-': case '_': case 's': zoomAt(c, 1 / 0.6); break;
     case 'ArrowLeft': case 'a': pan(-w * 0.15); break;
@@ -635,6 +744,20 @@ D.addEventListener('keydown', function (ev) {
   }
   if (used) ev.preventDefault();
 });
+var keysBox = $('gt-keys');
+var KEYS = [['W / +', 'zoom in at the pointer'], ['S / \u2212', 'zoom out'], ['A / \u2190', 'pan left'], ['D / \u2192', 'pan right'],
+  ['\u2191 / \u2193', 'scroll the lanes'], ['0', 'show the whole trace'], ['/', 'search functions'], ['Enter', 'next match (shift: previous)'],
+  ['Esc', 'clear the selection'], ['?', 'this help'], ['Ctrl/\u2318 + wheel, pinch', 'zoom'], ['Shift + wheel', 'pan'],
+  ['wheel', 'scroll (the lanes, else the page)'], ['drag', 'pan'], ['drag the time axis', 'zoom to a range'],
+  ['double-click', 'zoom to a call'], ['click a thread name', 'fold its lane']];
+function toggleKeys() {
+  if (keysBox.hidden && !keysBox.firstChild) {
+    var tb = el('table', null, null, keysBox);
+    KEYS.forEach(function (k) { var tr = el('tr', null, null, tb); el('kbd', null, k[0], el('td', null, null, tr)); el('td', null, k[1], tr); });
+  }
+  keysBox.hidden = !keysBox.hidden;
+}
+$('gt-help').onclick = toggleKeys;
 $('gt-zin').onclick = function () { zoomAt((vs + ve) / 2, 0.5); };
 $('gt-zout').onclick = function () { zoomAt((vs + ve) / 2, 2); };
 $('gt-zreset').onclick = function () { setView(tMin, tMax); };

@@ -30,6 +30,7 @@ OS_STATES = ("on-cpu", "preempted", "blocked")
 PROFILE_STATES = ("running", "held_off_cpu", "waiting", "released", "unknown")
 PROFILE_SORTS = ("wait", "held", "total", "self", "caused")
 VIEWER_TABS = ("timeline", "profile", "blame", "top")
+VIEWER_THEMES = ("auto", "light", "dark")  # auto follows prefers-color-scheme
 # The inline viewer's size budget in a notebook: above it, the page goes to a file.
 DEFAULT_MAX_OUTPUT = 20_000_000
 
@@ -462,16 +463,19 @@ class Trace:
         return "\n".join(out) + "\n" + self.summary_text(top)
 
     def save(self, path: Union[str, os.PathLike], format: Optional[str] = None,
-             tab: Optional[str] = None) -> str:
+             tab: Optional[str] = None, theme: Optional[str] = None) -> str:
         """Write the trace: ``.html`` (self-contained viewer; ``tab`` = the tab it opens
-        on: timeline, profile, blame or top), ``.json`` (Chrome Trace Event format for
+        on: timeline, profile, blame or top; ``theme``: auto (default, follows the system's
+        light or dark preference), light or dark), ``.json`` (Chrome Trace Event format for
         Perfetto / chrome://tracing) or ``.txt`` (the summary table)."""
         path = os.fspath(path)
         fmt = format or os.path.splitext(path)[1].lstrip(".").lower()
         if tab is not None and tab not in VIEWER_TABS:
             raise ValueError(f"tab must be one of {', '.join(VIEWER_TABS)}; got {tab!r}")
+        if theme is not None and theme not in VIEWER_THEMES:
+            raise ValueError(f"theme must be one of {', '.join(VIEWER_THEMES)}; got {theme!r}")
         if fmt in ("htm", "html"):
-            self.result.save(path, "html", tab)
+            self.result.save(path, "html", tab, None if theme == "auto" else theme)  # auto: the default
         elif fmt == "json":
             self.result.save(path, "json")
         elif fmt in ("txt", "text"):
@@ -481,23 +485,23 @@ class Trace:
             raise ValueError(f"cannot tell the format of {path!r}: use a .html, .json or .txt path, or format=")
         return path
 
-    def to_html(self, tab: Optional[str] = None) -> str:
+    def to_html(self, tab: Optional[str] = None, theme: Optional[str] = None) -> str:
         """The self-contained viewer page (what ``save("x.html")`` writes) as a string."""
         with tempfile.TemporaryDirectory(prefix="giltracer-") as d:
-            path = self.save(os.path.join(d, "trace.html"), tab=tab)
+            path = self.save(os.path.join(d, "trace.html"), tab=tab, theme=theme)
             with open(path, encoding="utf-8") as f:
                 return f.read()
 
     def display_bundle(self, height: int = 600, text: Optional[str] = None, tab: Optional[str] = None,
                        max_output: int = DEFAULT_MAX_OUTPUT, save_dir: str = ".",
-                       saved_html: Optional[str] = None) -> Dict[str, str]:
+                       saved_html: Optional[str] = None, theme: Optional[str] = None) -> Dict[str, str]:
         """The MIME bundle that shows this trace in a notebook: the viewer in an iframe
         (its JS and CSS cannot clash with the notebook's), opened on `tab`, and `text`
         (default: the per-thread table) for text-only front ends. Above `max_output`
         bytes the page goes to a file in `save_dir` (or is `saved_html`, already
         written) and the bundle is one line with a link, plus the text."""
         text = self.summary_text() if text is None else text
-        page = self.to_html(tab)
+        page = self.to_html(tab, theme)
         frame = (
             f'<iframe srcdoc="{html.escape(page, quote=True)}" '
             f'style="width:100%;height:{height}px;border:1px solid #ccc;resize:vertical" '

@@ -12,17 +12,19 @@ from IPython.core.magic import (Magics, cell_magic, line_cell_magic, magics_clas
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from .api import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, Trace, parse_size
+from .api import (BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES,
+                  Trace, parse_size)
 
 OUTPUT_SUFFIXES = (".html", ".htm", ".json", ".txt")
 
 
 def viewer_bundle(t: Trace, height: int, text: Optional[str] = None,
                   tab: Optional[str] = None, max_output: int = DEFAULT_MAX_OUTPUT,
-                  saved_html: Optional[str] = None) -> dict:
+                  saved_html: Optional[str] = None, theme: Optional[str] = None) -> dict:
     """The MIME bundle shown for a trace (Trace.display_bundle); a page over
     `max_output` bytes is saved in the working directory (the notebook's) and linked."""
-    return t.display_bundle(height, text, tab, max_output=max_output, saved_html=saved_html)
+    return t.display_bundle(height, text, tab, max_output=max_output, saved_html=saved_html,
+                            theme=theme)
 
 
 def max_output_arg(text: str) -> int:
@@ -64,7 +66,8 @@ def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
 def save_and_report(t: Trace, args: Any, error: Optional[BaseException], what: str,
                     tab: Optional[str] = None) -> None:
     if args.output:
-        t.save(args.output, tab=tab if args.output.lower().endswith((".html", ".htm")) else None)
+        html_out = args.output.lower().endswith((".html", ".htm"))
+        t.save(args.output, tab=tab if html_out else None, theme=args.theme if html_out else None)
         if not args.quiet:
             print(f"giltracer: saved {args.output}")
     if not args.quiet and error is not None:
@@ -112,6 +115,8 @@ class GilTracerMagics(Magics):
     @argument("--include", action="append", metavar="GLOB", help="only trace files matching GLOB")
     @argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
+    @argument("--theme", choices=VIEWER_THEMES, default="auto",
+              help="viewer colours: auto (follows the system's light/dark preference), light, dark")
     @argument("--quiet", action="store_true", help="show the viewer only, no messages")
     @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
     @argument("--max-output", default="20MB", metavar="SIZE",
@@ -138,7 +143,8 @@ class GilTracerMagics(Magics):
             self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "cell")
         saved = args.output if args.output and args.output.lower().endswith((".html", ".htm")) else None
-        display(viewer_bundle(t, args.height, max_output=max_output, saved_html=saved), raw=True)
+        display(viewer_bundle(t, args.height, max_output=max_output, saved_html=saved,
+                             theme=args.theme), raw=True)
         if error is not None:
             raise error
 
@@ -155,6 +161,8 @@ class GilTracerMagics(Magics):
     @argument("--no-sched", dest="sched", action="store_false",
               help="do not record OS scheduler states (held is then one state)")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
+    @argument("--theme", choices=VIEWER_THEMES, default="auto",
+              help="viewer colours: auto (follows the system's light/dark preference), light, dark")
     @argument("-q", "--quiet", action="store_true", help="show the profile only, no messages")
     @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
     @no_var_expand
@@ -186,8 +194,8 @@ class GilTracerMagics(Magics):
         if args.var is not None:
             self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "statement" if cell is None else "cell", tab="profile")
-        display(viewer_bundle(t, args.height, t.profile_text(args.top, args.sort), tab="profile"),
-                raw=True)
+        display(viewer_bundle(t, args.height, t.profile_text(args.top, args.sort), tab="profile",
+                              theme=args.theme), raw=True)
         if error is not None:
             raise error
         return value if cell is None else None

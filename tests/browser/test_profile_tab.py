@@ -127,7 +127,9 @@ class Page:
 # entry): the canvas as drawn, not the numbers the viewer meant to draw.
 READ_ROW = """(function (fx, fw, y) {
   var cv = document.getElementById('gt-pfcv'), c = cv.getContext('2d');
-  var pal = [[105,219,124],[255,169,77],[255,107,107],[206,212,218],[233,236,239]];
+  var pal = gtViewer.palette().profile.map(function (h) {  /* the viewer's own state colours */
+    return [1, 3, 5].map(function (i) { return parseInt(h.slice(i, i + 2), 16); });
+  });
   var x0 = Math.floor(fx), n = Math.max(1, Math.round(fw)), d = c.getImageData(x0, y, n, 1).data, out = [];
   for (var i = 0; i < n; i++) {
     var best = -1, bd = 1e9;

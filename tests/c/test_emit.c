@@ -610,6 +610,8 @@ static void test_payload(void)
     struct gt_emit_meta m2 = meta;
     m2.title = NULL;
     m2.python = "3.12 \xff\xfe build\n<x>";
+    m2.theme = "dark";
+    m2.scope_tid = 4242;
     threads[0].name = NULL;
     out = run(gt_emit__payload_json, &res, &m2, &len, &rc);
     CHECK(rc == 0);
@@ -620,6 +622,10 @@ static void test_payload(void)
         CHECK(json_is_null(json_object_get(mm, "title")));
         const char *py = json_string_value(json_object_get(mm, "python"));
         CHECK(py && strcmp(py, "3.12 \xEF\xBF\xBD\xEF\xBF\xBD build\n<x>") == 0);
+        /* the viewer's theme and the thread that started the trace (absent when unset, above) */
+        const char *theme = json_string_value(json_object_get(mm, "theme"));
+        CHECK(theme && strcmp(theme, "dark") == 0);
+        CHECK(json_integer_value(json_object_get(mm, "scope_tid")) == 4242);
         CHECK(json_is_null(json_object_get(json_array_get(json_object_get(got, "threads"), 0),
                                            "name")));
     }

@@ -1,0 +1,115 @@
+/* viewer.js part: the cell's scope: frames outside the traced code, idle threads, lane order.
+ * Joined with the other parts (CMakeLists.txt GT_VIEWER_JS) inside one closure.
+ *
+ * Frames outside the traced code: in the thread that started the trace (meta.scope_tid),
+ * the leading depths whose longest span was open when the trace started (clipped at start),
+ * or ran in runpy, or is a C function (giltracer's own frames are not recorded at all). That
+ * is the kernel's stack above a %%giltracer cell and the CLI's runpy frames; they fold into
+ * one root span named after the trace (meta.title), unfolded by the "outer frames" toggle.
+ * Idle threads: no call started during the trace and no GIL activity (nothing held or
+ * waited); they fold into one "N idle threads" row without a lane. */
+/* == scope == */
+var scopeFolded = true, showIdle = false, SCOPE_F = -1, nIdle = 0, nOuter = 0;
+var HARNESS_RE = /(^|[\/\\])runpy\.py$|^<frozen runpy>$/;
+function harness(f) { return f >= 0 && f < nF && (fIsC[f] === 1 || HARNESS_RE.test(fFile[f])); }
+/* {depth, s, e}: the first depth of the traced code and the time of the outer span above it */
+function outerDepth(th) {
+  var none = { depth: 0, s: 0, e: 0 }, a = 0, b = 0;
+  if (meta.scope_tid == null || +th.tid !== +meta.scope_tid) return none;
+  for (var d = 0; d < th.rows.length; d++) { /* follow the longest span of each depth */
+    var r = th.rows[d], m = 0;
+    for (var i = 1; i < r.n; i++) if (r.e[i] - r.s[i] > r.e[m] - r.s[m]) m = i;
+    if (!r.n || (!(r.fl[m] & 1) && !harness(r.f[m]))) return d ? { depth: d, s: a, e: b } : none;
+    a = r.s[m]; b = r.e[m];
+  }
+  return none; /* nothing of the traced code's own: show everything */
+}
+/* a row's spans that start in [a, b), as views on its arrays */
+function rowWithin(r, a, b) {
+  var i0 = lowerGE(r.s, a, 0, r.n), i1 = lowerGE(r.s, b, i0, r.n);
+  var q = { s: r.s.subarray(i0, i1), e: r.e.subarray(i0, i1), f: r.f.subarray(i0, i1), fl: r.fl.subarray(i0, i1), me: null, pre: null, n: i1 - i0 };
+  q.me = prefixMax(q.e);
+  return q;
+}
+function isIdle(th) {
+  for (var d = 0; d < th.rows.length; d++) {
+    var r = th.rows[d];
+    for (var i = 0; i < r.n; i++) if (!(r.fl[i] & 1)) return false;
+  }
+  if (!gilKnown) return true;
+  var s = th.sum;
+  return !(num(s.held_ns, 0) > 0 || num(s.wait_ns, 0) > 0 || num(s.acquisitions, 0) > 0 || th.gil.by[2].n || th.gil.by[1].n);
+}
+function isMain(th) { return th.name === 'MainThread' || (meta.pid != null && +th.tid === +meta.pid); }
+function scopeThreads() {
+  SCOPE_F = fName.length;
+  fName.push(String(meta.title || 'traced code')); fFile.push(''); fLine.push(0);
+  nF = fName.length;
+  var isC = new Uint8Array(nF); isC.set(fIsC.subarray(0, nF - 1)); fIsC = isC;
+  threads.forEach(function (th) {
+    th.src = th.idx;
+    th.fullRows = th.rows;
+    var o = outerDepth(th);
+    th.outer = o.depth;
+    if (th.outer > 0) {
+      /* the root spans the thread's traced life; below it only what ran inside the innermost
+       * outer frame (not, say, runpy's imports beside the script) */
+      var r0 = th.rows[0], a = r0.s[0], b = r0.me[r0.n - 1];
+      nOuter++;
+      var root = { s: Float64Array.of(a), e: Float64Array.of(b), f: Int32Array.of(SCOPE_F), fl: new Uint8Array(1),
+        me: Float64Array.of(b), pre: null, n: 1 };
+      th.scopeRows = [root].concat(th.rows.slice(th.outer).map(function (r) { return rowWithin(r, o.s, o.e); }));
+      while (th.scopeRows.length > 1 && !th.scopeRows[th.scopeRows.length - 1].n) th.scopeRows.pop();
+      th.rows = scopeFolded ? th.scopeRows : th.fullRows;
+    }
+    th.idle = isIdle(th);
+    th.gilBusy = num(th.sum.held_ns, 0) + num(th.sum.wait_ns, 0);
+  });
+  nIdle = threads.filter(function (th) { return th.idle; }).length;
+  if (nIdle === threads.length) { nIdle = 0; threads.forEach(function (th) { th.idle = false; }); }
+  threads.sort(function (a, b) {
+    return (a.idle - b.idle) || (isMain(b) - isMain(a)) || (b.gilBusy - a.gilBusy) || (b.nSpans - a.nSpans) || (a.src - b.src);
+  });
+  threads.forEach(function (th, i) { th.idx = i; });
+  var btn = $('gt-scope');
+  if (btn) {
+    btn.hidden = !nOuter;
+    btn.onclick = function () { setScopeFolded(!scopeFolded); };
+    scopeButton();
+  }
+}
+function scopeButton() {
+  var btn = $('gt-scope');
+  if (!btn) return;
+  btn.textContent = scopeFolded ? 'Show outer frames' : 'Fold outer frames';
+  btn.classList.toggle('on', !scopeFolded);
+  btn.title = 'Frames already open when the trace started, outside the traced code (e.g. the kernel\'s stack above the cell): ' +
+    (scopeFolded ? 'folded into one span named after the trace' : 'shown');
+}
+function setScopeFolded(on) {
+  scopeFolded = !!on;
+  threads.forEach(function (th) { if (th.outer > 0) th.rows = scopeFolded ? th.scopeRows : th.fullRows; });
+  selSpan = null; hover = null; tip.hidden = true; details(null);
+  searchQ = '\u0000'; applySearch();
+  scopeButton(); layout(); requestDraw();
+}
+function setShowIdle(on) {
+  showIdle = !!on;
+  sumRows.forEach(function (tr, k) { if (threads[k].idle) tr.hidden = !showIdle; });
+  var t = $('gt-idlerow');
+  if (t) t.firstChild.textContent = (showIdle ? '\u25be ' : '\u25b8 ') + idleText();
+  layout(); requestDraw();
+}
+function idleText() {
+  return plural(nIdle, 'idle thread') + ' (no calls, no GIL activity): ' +
+    threads.filter(function (th) { return th.idle; }).map(function (th) { return th.name; }).join(', ');
+}
+/* the summary table: idle threads behind one row */
+function scopeSummary() {
+  if (!nIdle) return;
+  var tb = $('gt-summary').querySelector('tbody');
+  var tr = el('tr', 'gt-idle', null, tb), td = el('td', null, '\u25b8 ' + idleText(), tr);
+  tr.id = 'gt-idlerow'; td.colSpan = 11; td.title = 'Click to show or hide the idle threads';
+  tr.addEventListener('click', function () { setShowIdle(!showIdle); });
+  sumRows.forEach(function (r, k) { if (threads[k].idle) { r.hidden = true; tb.appendChild(r); } });
+}

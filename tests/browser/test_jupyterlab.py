@@ -1,0 +1,250 @@
+"""%%giltracer in real JupyterLab: a server from PyPI on 127.0.0.1 (bounded, stopped by the
+test), a notebook opened in headless Chromium, cells run on a two-thread workload. The
+output iframe shows the lanes (GIL colours in a screenshot), `--theme dark` renders dark,
+the console stays clean in every frame, and the browser asks nothing of any host but the
+server.
+GT_LAB_SHOT=path.png writes screenshots (the page on failure, the output on success)."""
+
+import base64
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+import pytest
+
+websocket = pytest.importorskip("websocket", reason="pip install websocket-client")
+pytest.importorskip("jupyterlab", reason='pip install "giltracer[jupyterlab]"')
+pytest.importorskip("ipykernel", reason="pip install ipykernel")
+
+from test_profile_tab import CHROMIUM  # noqa: E402
+from test_viewer_ux import luminance as median_luminance, png_pixels  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
+
+WIDTH, HEIGHT = 1280, 1000
+CELLS = [
+    "%load_ext giltracer",
+    "%%giltracer --theme light --height 500\n"
+    "import threading\n"
+    "def spin(n):\n"
+    "    return sum(i * i for i in range(n))\n"
+    "ts = [threading.Thread(target=spin, args=(300_000,), name=f'spin{i}') for i in range(2)]\n"
+    "for t in ts: t.start()\n"
+    "for t in ts: t.join()\n",
+    "%%giltracer --theme dark --height 400\n"
+    "ts = [threading.Thread(target=spin, args=(100_000,)) for i in range(2)]\n"
+    "for t in ts: t.start()\n"
+    "for t in ts: t.join()\n",
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def notebook(path):
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None,
+                   "outputs": [], "source": src} for i, src in enumerate(CELLS)]}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(nb, f)
+
+
+class Browser:
+    """Headless Chromium over DevTools, attached to every frame (iframes may be out of process)."""
+
+    def __init__(self, profile_dir):
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
+             f"--window-size={WIDTH},{HEIGHT}", "--force-device-scale-factor=1", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        port, deadline = None, time.time() + 60
+        while port is None and time.time() < deadline:
+            line = self.proc.stderr.readline()
+            m = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
+            if m:
+                port = int(m.group(1))
+            elif not line and self.proc.poll() is not None:
+                break
+        if port is None:
+            self.close()
+            pytest.skip("chromium did not start its DevTools endpoint")
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30))
+        page = next(t for t in targets if t["type"] == "page")
+        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=120)
+        self.next_id, self.errors, self.requests = 0, [], []
+        self.enable(None)
+        self.call("Target.setAutoAttach", autoAttach=True, waitForDebuggerOnStart=False, flatten=True)
+
+    def enable(self, session):
+        for method in ("Runtime.enable", "Log.enable", "Network.enable", "Page.enable"):
+            self.send(method, session)
+
+    def send(self, method, session=None, **params):
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params}
+        if session:
+            msg["sessionId"] = session
+        self.ws.send(json.dumps(msg))
+        return self.next_id
+
+    def call(self, method, **params):
+        want = self.send(method, **params)
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == want:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self._event(msg)
+
+    def _event(self, msg):
+        method, params = msg.get("method"), msg.get("params", {})
+        if method == "Target.attachedToTarget":
+            self.enable(params["sessionId"])
+        elif method == "Runtime.exceptionThrown":
+            self.errors.append(params["exceptionDetails"].get("text", "exception"))
+        elif method == "Runtime.consoleAPICalled" and params.get("type") == "error":
+            self.errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+            self.errors.append(params["entry"].get("text"))
+        elif method == "Network.requestWillBeSent":
+            self.requests.append(params["request"]["url"])
+
+    def js(self, expr):
+        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"{expr}: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+    def wait_for(self, expr, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                if self.js(expr):
+                    return
+            except RuntimeError:
+                pass
+            time.sleep(0.25)
+        raise TimeoutError(expr)
+
+    def shift_enter(self):
+        keys = dict(key="Enter", code="Enter", modifiers=8, windowsVirtualKeyCode=13, nativeVirtualKeyCode=13)
+        self.call("Input.dispatchKeyEvent", type="rawKeyDown", **keys)
+        self.call("Input.dispatchKeyEvent", type="char", text="\r", **keys)
+        self.call("Input.dispatchKeyEvent", type="keyUp", **keys)
+
+    def close(self):
+        if getattr(self, "ws", None):
+            self.ws.close()
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def lab():
+    d = tempfile.mkdtemp(prefix="giltracer-lab-")
+    notebook(os.path.join(d, "trace.ipynb"))
+    port, token = free_port(), "giltracer-test"
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=os.path.join(d, "cfg"), JUPYTER_DATA_DIR=os.path.join(d, "data"),
+               JUPYTER_RUNTIME_DIR=os.path.join(d, "rt"), JUPYTER_PLATFORM_DIRS="1")
+    env.pop("JUPYTER_PATH", None)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         "--port-retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={d}",
+         "--ServerApp.allow_root=True", "--LabApp.news_url=None", "--LabApp.check_for_updates_class="
+         "jupyterlab.NeverCheckForUpdate", "--LabServerApp.extension_manager=readonly"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5)
+                break
+            except OSError:
+                if server.poll() is not None or time.time() > deadline:
+                    pytest.skip("jupyter lab did not start")
+                time.sleep(0.5)
+        yield base, token, d
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def shoot(b, index):
+    """The pixels of the index-th output iframe, scrolled into view."""
+    iframe = f"document.querySelectorAll('.jp-OutputArea-output iframe')[{index}]"
+    b.js(f"{iframe}.scrollIntoView({{block: 'center'}})")
+    time.sleep(3)  # the viewer paints inside the iframe
+    r = b.js(f"(function(){{var r={iframe}.getBoundingClientRect();"
+             "return {x:r.left,y:r.top,width:r.width,height:r.height};})()")
+    assert r["width"] > 300 and r["height"] > 300
+    png = base64.b64decode(b.call("Page.captureScreenshot", format="png", clip=dict(r, scale=1))["data"])
+    if os.environ.get("GT_LAB_SHOT"):  # to look at it
+        with open(f"{os.environ['GT_LAB_SHOT']}.output{index}.png", "wb") as f:
+            f.write(png)
+    return png_pixels(png)[2]
+
+
+def colour_pixels(rows, rgb, tol=24):
+    return sum(1 for row in rows for px in row if all(abs(a - b) <= tol for a, b in zip(px, rgb)))
+
+
+def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
+    base, token, d = lab
+    b = Browser(str(tmp_path / "chromium"))
+    try:
+        b.call("Page.navigate", url=f"{base}/lab/tree/trace.ipynb?token={token}")
+        b.wait_for(f"document.querySelectorAll('.jp-Notebook .jp-Cell .cm-content').length >= {len(CELLS)}",
+                   timeout=90)
+        b.wait_for("/Idle/.test((document.querySelector('.jp-Notebook-ExecutionIndicator')||{}).title||'')"
+                   " || document.querySelector('[data-status=\"idle\"]') !== null", timeout=90)
+        box = b.js("(function(){var r=document.querySelector('.jp-Notebook .jp-Cell .cm-content')"
+                   ".getBoundingClientRect();return [r.left+20, r.top+5];})()")
+        for kind in ("mousePressed", "mouseReleased"):
+            b.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+        for cell in range(len(CELLS)):  # shift+Enter: run the cell, select the next one
+            prompt = f"document.querySelectorAll('.jp-Notebook .jp-InputPrompt')[{cell}].textContent"
+            for _ in range(3):  # a key sent while the notebook is still busy may be dropped
+                b.shift_enter()
+                try:
+                    b.wait_for(f"!/\\[ \\]/.test({prompt})", timeout=15)
+                    break
+                except TimeoutError:
+                    pass
+            b.wait_for(f"/\\[\\d+\\]/.test({prompt})", timeout=120)  # it ran
+        b.wait_for("document.querySelectorAll('.jp-OutputArea-output iframe').length === 2", timeout=120)
+        light, dark = shoot(b, 0), shoot(b, 1)
+        held, waiting = colour_pixels(light, (0x00, 0x72, 0xb2)), colour_pixels(light, (0xd5, 0x5e, 0x00))
+        assert held > 200 and waiting > 50, (held, waiting)  # the GIL strips of the lanes
+        assert median_luminance(light) > 200
+        assert median_luminance(dark) < 60 and colour_pixels(dark, (0x56, 0xb4, 0xe9)) > 100  # dark, with lanes
+        assert not b.errors, b.errors
+        foreign = [u for u in b.requests if not u.startswith((base, "data:", "blob:", "about:"))]
+        assert not foreign, foreign
+    except BaseException:
+        shot = b.call("Page.captureScreenshot", format="png")
+        with open(os.environ.get("GT_LAB_SHOT", os.devnull), "wb") as f:
+            f.write(base64.b64decode(shot["data"]))
+        raise
+    finally:
+        b.close()
