@@ -24,7 +24,7 @@ websocket = pytest.importorskip("websocket", reason="pip install websocket-clien
 pytest.importorskip("jupyterlab", reason='pip install "giltracer[jupyterlab]"')
 pytest.importorskip("ipykernel", reason="pip install ipykernel")
 
-from test_profile_tab import CHROMIUM  # noqa: E402
+from test_profile_tab import CHROMIUM, browser_env  # noqa: E402
 from test_viewer_ux import luminance as median_luminance, png_pixels  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
@@ -69,7 +69,7 @@ class Browser:
             [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
              f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
              f"--window-size={WIDTH},{HEIGHT}", "--force-device-scale-factor=1", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=browser_env())
         port, deadline = None, time.time() + 60
         while port is None and time.time() < deadline:
             line = self.proc.stderr.readline()
