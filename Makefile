@@ -30,8 +30,9 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-$(VENV)/.ok:
-	$(PYTHON) -m venv $(VENV)
+# Re-run when the Makefile changes (e.g. a new package in PIP_PACKAGES): pip skips what is there.
+$(VENV)/.ok: Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade $(PIP_PACKAGES)
 	touch $@
 
