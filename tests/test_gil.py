@@ -169,7 +169,9 @@ def test_shorter_switch_interval_gives_shorter_turns(backend):
             break
     assert slow is not None and fast is not None, "the threads hardly took turns"
     assert slow >= 2 * fast, (slow, fast)  # ~5x on a quiet machine, 2.4-4.5x under load
-    assert 2.5e6 <= slow <= 10e6, slow  # ~5 ms turns at the default interval
+    # ~5 ms turns at the default interval (less the preemption of either thread, which
+    # can overlap: on a loaded machine this undercounts, seen down to 2.3 ms)
+    assert 1.5e6 <= slow <= 10e6, slow
 
 
 def test_blame_names_the_holder_and_its_function(backend):
