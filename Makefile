@@ -137,6 +137,7 @@ asan-venv: deps-harden
 	@$(ASAN_VENV)/bin/python -m pip install -q --upgrade $(PIP_PACKAGES) 2>&1 | grep -v "^\[notice\]" || true
 	GT_SANITIZE=$(SANITIZE) $(ASAN_VENV)/bin/python -m pip install -q --no-build-isolation \
 	  --force-reinstall --no-deps -Cbuild-dir=$(BUILD)/asan-ext .
+	$(ASAN_VENV)/bin/python -m pip install -q "giltracer[notebooks]"
 
 # Reports also go to files, so one from a subprocess whose exit status no test checks
 # (a forked child, a kernel) still fails the run.
