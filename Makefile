@@ -14,7 +14,10 @@ MATRIX ?= $(wildcard $(HOME)/.pyenv/versions/3.9*/bin/python3 $(HOME)/.pyenv/ver
 MATRIX_DIR ?= /tmp/giltracer-matrix
 APT_PACKAGES := build-essential pkg-config libjansson-dev libbpf-dev libelf-dev zlib1g-dev \
                 clang llvm bpftool python3-dev python3-venv
-PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel websocket-client pybind11 jupyterlab
+PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel websocket-client pybind11
+# Only in the main venv (tests/browser/test_jupyterlab.py; skipped where it is missing): on
+# older interpreters (3.9) pip's resolver spends many minutes backtracking over its pins.
+LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
 .PHONY: all setup deps venv install demo notebooks test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench clean \
@@ -34,6 +37,7 @@ deps:
 $(VENV)/.ok: Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade $(PIP_PACKAGES)
+	$(PY) -m pip install -q $(LAB_PACKAGES)
 	touch $@
 
 venv: $(VENV)/.ok
