@@ -8,13 +8,11 @@ GT_LAB_SHOT=path.png writes screenshots (the page on failure, the output on succ
 import base64
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 
@@ -24,7 +22,7 @@ websocket = pytest.importorskip("websocket", reason="pip install websocket-clien
 pytest.importorskip("jupyterlab", reason='pip install "giltracer[jupyterlab]"')
 pytest.importorskip("ipykernel", reason="pip install ipykernel")
 
-from test_profile_tab import CHROMIUM, browser_env  # noqa: E402
+from test_profile_tab import CHROMIUM, open_chromium  # noqa: E402
 from test_viewer_ux import luminance as median_luminance, png_pixels  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
@@ -65,26 +63,7 @@ class Browser:
     """Headless Chromium over DevTools, attached to every frame (iframes may be out of process)."""
 
     def __init__(self, profile_dir):
-        self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
-             f"--window-size={WIDTH},{HEIGHT}", "--force-device-scale-factor=1", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=browser_env())
-        port, deadline = None, time.time() + 60
-        while port is None and time.time() < deadline:
-            line = self.proc.stderr.readline()
-            m = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
-            if m:
-                port = int(m.group(1))
-            elif not line and self.proc.poll() is not None:
-                break
-        if port is None:
-            self.close()
-            pytest.skip("chromium did not start its DevTools endpoint")
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30))
-        page = next(t for t in targets if t["type"] == "page")
-        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=120)
+        self.proc, self.ws = open_chromium(profile_dir, WIDTH, HEIGHT, ws_timeout=120)
         self.next_id, self.errors, self.requests = 0, [], []
         self.enable(None)
         self.call("Target.setAutoAttach", autoAttach=True, waitForDebuggerOnStart=False, flatten=True)

@@ -43,31 +43,38 @@ def browser_env():
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
+def open_chromium(profile_dir, width, height, ws_timeout):
+    """Headless Chromium on a free DevTools port: (process, websocket to its first page).
+    Skips the test when Chromium does not start its endpoint."""
+    proc = subprocess.Popen(
+        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
+         f"--window-size={width},{height}", "--force-device-scale-factor=1", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=browser_env())
+    port = None
+    deadline = time.time() + 60
+    while port is None and time.time() < deadline:
+        line = proc.stderr.readline()
+        m = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
+        if m:
+            port = int(m.group(1))
+        elif not line and proc.poll() is not None:
+            break
+    if port is None:
+        proc.kill()
+        proc.wait()
+        pytest.skip("chromium did not start its DevTools endpoint")
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+    targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30))
+    page = next(t for t in targets if t["type"] == "page")
+    return proc, websocket.create_connection(page["webSocketDebuggerUrl"], timeout=ws_timeout)
+
+
 class Page:
     """One Chromium tab over the DevTools protocol (just what these tests need)."""
 
     def __init__(self, url, profile_dir):
-        self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
-             f"--window-size={WIDTH},{HEIGHT}", "--force-device-scale-factor=1", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=browser_env())
-        port = None
-        deadline = time.time() + 60
-        while port is None and time.time() < deadline:
-            line = self.proc.stderr.readline()
-            m = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
-            if m:
-                port = int(m.group(1))
-            elif not line and self.proc.poll() is not None:
-                break
-        if port is None:
-            self.close()
-            pytest.skip("chromium did not start its DevTools endpoint")
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # keep the pipe drained
-        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30))
-        page = next(t for t in targets if t["type"] == "page")
-        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60)
+        self.proc, self.ws = open_chromium(profile_dir, WIDTH, HEIGHT, ws_timeout=60)
         self.next_id = 0
         self.errors = []
         self.call("Runtime.enable")
