@@ -215,6 +215,40 @@ def test_threads_before_and_during_tracing_both_appear():
     assert len(named(t.spans("started-inside"), "h")) == 1000
 
 
+
+def test_thread_names_while_other_threads_start():
+    """Reading the names of ended threads (threading's weak set of them) while other threads
+    are being created: the old list(WeakSet) raised "Set changed size during iteration"
+    about 6 times a second here, which made a session's stop() fail."""
+    from giltracer.api import _thread_names
+
+    stop = threading.Event()
+
+    def spawner():
+        while not stop.is_set():
+            batch = [threading.Thread(target=int) for _ in range(4)]
+            for th in batch:
+                th.start()
+            for th in batch:
+                th.join()
+
+    spawners = [threading.Thread(target=spawner, name=f"spawner-{i}") for i in range(2)]
+    for th in spawners:
+        th.start()
+    try:
+        calls = 0
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            names = _thread_names()  # must not raise
+            calls += 1
+    finally:
+        stop.set()
+        for th in spawners:
+            th.join()
+    assert calls > 100
+    assert names[spawners[0].native_id] == "spawner-0"
+    assert names[threading.main_thread().native_id] == threading.main_thread().name
+
 # --- bounds ------------------------------------------------------------------------
 def test_max_events_truncates_and_reports():
     with pytest.warns(RuntimeWarning, match="dropped"):

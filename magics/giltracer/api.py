@@ -205,12 +205,28 @@ def _check_globs(name: str, value: Union[None, str, Iterable[str]]) -> Optional[
     return out
 
 
+def _weak_set_members(weak_set: Any) -> List[Any]:
+    """The live objects of a WeakSet that other threads add to while we read it. Iterating
+    the WeakSet runs bytecode, so a thread created meanwhile raises "Set changed size during
+    iteration"; copying its underlying set is one C call. Retried in case a collection's
+    weakref callbacks removed entries during the copy."""
+    refs = getattr(weak_set, "data", None)
+    if refs is None:
+        return []
+    for _ in range(8):
+        try:
+            copied = list(refs)
+        except RuntimeError:
+            continue
+        return [obj for obj in (ref() for ref in copied) if obj is not None]
+    return []
+
+
 def _thread_names() -> Dict[int, str]:
     """native id -> name, for threads alive now and threads that ended but whose
     Thread objects still exist (threading keeps a weak set of them)."""
     names: Dict[int, str] = {}
-    candidates = list(getattr(threading, "_dangling", ())) + threading.enumerate()
-    for t in candidates:
+    for t in _weak_set_members(getattr(threading, "_dangling", None)) + threading.enumerate():
         nid = getattr(t, "native_id", None)
         if nid is not None:
             names[nid] = t.name
