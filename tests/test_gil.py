@@ -13,8 +13,8 @@ import pytest
 
 import giltracer
 import giltracer._core
-from workloads import (cpu_pair, gil_shares, held_while_preempted, overlap_ns, run_threads, sleeper, socket_waiter,
-                       spin_for, traced_cpu_pair)
+from workloads import (cpu_pair, gil_shares, held_while_preempted, overlap_ns, preempted_ns, run_threads, sleeper,
+                       socket_waiter, spin_for, traced_cpu_pair)
 
 _INFO = giltracer._core.build_info()
 BACKENDS = [
@@ -69,7 +69,10 @@ def test_two_cpu_threads_each_hold_and_wait_about_half(two_cpu_threads):
         assert row.held_ns + row.wait_ns + row.released_ns == row.wall_ns
         assert row.acquisitions >= 5, row
         share = gil_shares(t, th.native_id, window)
-        assert share["held"] + share["wait"] >= 95, (share, row)  # CPU-bound: holds or waits
+        # CPU-bound: holds or waits, but for time the OS kept it off a CPU between a forced
+        # switch and its next take (released, though it never chose to be).
+        off_cpu = 100 * preempted_ns(t, th.native_id, ("released",), window) / (window[1] - window[0])
+        assert share["held"] + share["wait"] >= 95 - off_cpu, (off_cpu, share, row)
         assert 35 - slack <= share["held"] <= 65 + slack, (slack, share, row)
         assert 35 - slack <= share["wait"] <= 65 + slack, (slack, share, row)
 
