@@ -49,11 +49,20 @@ void fake_drop_and_retake(void *tstate)
     fake_take(tstate);
 }
 
-/* One timed wait of take_gil's loop while another thread holds the GIL; `waiting`
- * is set under the mutex just before the wait (the wait releases the mutex). */
-int fake_timed_wait(const struct timespec *deadline, int *waiting)
+/* One timed wait of take_gil's loop while another thread holds the GIL. Under the
+ * mutex, just before the wait (which releases it), the deadline is set `timeout_ns`
+ * from now and stored in `*deadline`, then `waiting` is set: whoever takes the mutex
+ * after seeing `waiting` and before the deadline knows the wait has not ended. */
+int fake_timed_wait(long timeout_ns, struct timespec *deadline, int *waiting)
 {
     pthread_mutex_lock(&fake_gil.mutex);
+    clock_gettime(CLOCK_REALTIME, deadline);
+    deadline->tv_sec += timeout_ns / 1000000000l;
+    deadline->tv_nsec += timeout_ns % 1000000000l;
+    if (deadline->tv_nsec >= 1000000000l) {
+        deadline->tv_sec++;
+        deadline->tv_nsec -= 1000000000l;
+    }
     __atomic_store_n(waiting, 1, __ATOMIC_RELEASE);
     int rc;
     do

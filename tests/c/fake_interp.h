@@ -25,6 +25,6 @@ FAKE_API void fake_interp_symbol(void);
 FAKE_API void fake_drop(void);
 FAKE_API void fake_take(void *tstate);
 FAKE_API void fake_drop_and_retake(void *tstate);
-FAKE_API int fake_timed_wait(const struct timespec *deadline, int *waiting);
+FAKE_API int fake_timed_wait(long timeout_ns, struct timespec *deadline, int *waiting);
 
 #endif /* FAKE_INTERP_H */
