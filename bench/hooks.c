@@ -131,7 +131,11 @@ static struct floor_buf *floor_buf_new(void)
         free(b);
         return NULL;
     }
-    memset(b->recs, 0, fl.cap * sizeof(*b->recs)); /* pre-fault */
+    /* Pre-fault: write every page (a memset to 0 after malloc may become a calloc,
+     * which leaves fresh pages unmapped). */
+    volatile unsigned char *bytes = (volatile unsigned char *)b->recs;
+    for (size_t off = 0; off < fl.cap * sizeof(*b->recs); off += 4096)
+        bytes[off] = 1;
     b->cap = fl.cap;
     fl.bufs[fl.nbufs++] = b;
     return b;
