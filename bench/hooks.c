@@ -292,7 +292,9 @@ static PyObject *floor_bootstrap(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    if (fl.active && floor_attach_current() < 0)
+    if (!fl.active) /* stopped before this thread's first event: leave it unhooked */
+        PyEval_SetProfile(NULL, NULL);
+    else if (floor_attach_current() < 0)
         return NULL;
     Py_RETURN_NONE;
 }
