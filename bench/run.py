@@ -555,6 +555,33 @@ def _first_session_lines(A, B, wls, prim, other):
     return L
 
 
+def _issue12_summary(A, wls, prim):
+    """One line per workload: issue 12's verdicts side by side."""
+    rows = []
+    for w in wls:
+        x = A[w]
+        r = [w]
+        for k, target in (("gt_ovh_vs_floor", TARGET_OVH_VS_FLOOR), ("gt_ovh_vs_vizall", TARGET_OVH_VS_VIZALL),
+                          ("noc_vs_gt", TARGET_NOC_VS_GT)):
+            g = x.get(k)
+            if not g or g["ratio"] != g["ratio"]:
+                r.append("n/a")
+                continue
+            r.append(f"{g['ratio']:.2f} {fmt_ci(*g['ci'])} {verdict(g['ratio'] <= target, *g['ci'], target)}")
+        d = (x.get("first") or {}).get("giltracer")
+        r.append(f"{d['ratio']:.2f} {fmt_ci(*d['ci'])} {verdict(d['ratio'] <= TARGET_FIRST, *d['ci'], TARGET_FIRST)}"
+                 if d else "n/a")
+        rows.append(r)
+    if not rows:
+        return []
+    return ["### Issue 12 at a glance", "",
+            f"{prim} time; the rows above give the details (paired and p10 figures, the other clock).", "",
+            md_table(["workload", f"giltracer overhead / floor overhead (≤ {TARGET_OVH_VS_FLOOR})",
+                      f"giltracer overhead / viztracer (all) overhead (≤ {TARGET_OVH_VS_VIZALL})",
+                      f"c_calls=False / defaults, time (≤ {TARGET_NOC_VS_GT:.2f})",
+                      f"first session / later (≤ {TARGET_FIRST})"], rows, ["l", "r", "r", "r", "r"]), ""]
+
+
 def report(env, data, a):
     L = []
     is_target = sys.version_info[:2] == TARGET_PY
@@ -682,6 +709,7 @@ def report(env, data, a):
             L.append("Errors: " + "; ".join(f"{k}: {e[0]}" for k, e in errs))
         L.append("")
         L.extend(_first_session_lines(A, B, wls, prim, other))
+        L.extend(_issue12_summary(A, wls, prim))
 
     sv = data.get("save_analysis")
     if sv:
