@@ -41,6 +41,10 @@ WORKER = os.path.join(HERE, "worker.py")
 
 # Targets (the issues name them for CPython 3.11).
 TARGET_VS_NOOP = 1.15        # giltracer slowdown <= 1.15 x the no-op C hook's
+TARGET_OVH_VS_FLOOR = 1.10   # giltracer overhead <= 1.10 x the floor's (issue 12)
+TARGET_OVH_VS_VIZALL = 0.8   # giltracer overhead <= 0.8 x viztracer (all)'s (issue 12)
+TARGET_NOC_VS_GT = 1.0       # c_calls=False never slower than the defaults (issue 12)
+TARGET_FIRST = 1.1           # first session <= 1.1 x the later ones (issue 12)
 TARGET_SAVE_NS = 300         # ns per event for t.save("x.json")
 TARGET_SAVE_BYTES = 60       # bytes per event in the .json file
 TARGET_SAVE_PEAK = 64        # peak extra memory during save, bytes per event
@@ -48,7 +52,10 @@ TARGET_GIL_CYCLE_NS = 300    # ns added per GIL release/re-acquire cycle
 TARGET_CPU2 = 1.03           # two CPU-bound threads, functions off
 TARGET_PY = (3, 11)
 
-OVERHEAD_TRACERS = ("none", "noop", "cprofile", "viztracer", "viztracer_all", "giltracer", "giltracer_fn")
+OVERHEAD_TRACERS = ("none", "noop", "floor", "cprofile", "viztracer", "viztracer_all", "giltracer",
+                    "giltracer_noc", "giltracer_fn")
+# --quick keeps what the verdicts need (time budget)
+QUICK_SKIP = ("cprofile", "viztracer", "giltracer_fn")
 GIL_TRACERS = ("none", "gil_off", "gil_hooks", "gil_hooks_sched", "gil_bpf")
 SAVE_WORKLOADS = ("fib", "method", "builtins")
 
@@ -81,6 +88,31 @@ def ratio_ci(num, den, n=2000, seed=7):
         rs.append(a / b)
     rs.sort()
     return rs[int(0.025 * n)], rs[int(0.975 * n) - 1]
+
+
+def overhead_ratio_ci(num, den, base, n=2000, seed=11):
+    """Bootstrap 95 % interval of (median(num)/median(base) - 1) / (median(den)/median(base) - 1):
+    one tracer's overhead over another's, all three samples resampled."""
+    if min(len(num), len(den), len(base)) < 2:
+        return (float("nan"), float("nan"))
+    rnd = random.Random(seed)
+    rs = []
+    for _ in range(n):
+        b = statistics.median(rnd.choices(base, k=len(base)))
+        a = statistics.median(rnd.choices(num, k=len(num))) / b - 1
+        d = statistics.median(rnd.choices(den, k=len(den))) / b - 1
+        rs.append(a / d if d > 0 else float("inf"))
+    rs.sort()
+    return rs[int(0.025 * n)], rs[int(0.975 * n) - 1]
+
+
+def median_ci(xs, n=2000, seed=13):
+    """Bootstrap 95 % interval of median(xs)."""
+    if len(xs) < 2:
+        return (float("nan"), float("nan"))
+    rnd = random.Random(seed)
+    ms = sorted(statistics.median(rnd.choices(xs, k=len(xs))) for _ in range(n))
+    return ms[int(0.025 * n)], ms[int(0.975 * n) - 1]
 
 
 def fmt_ratio(x):
@@ -142,7 +174,8 @@ def run_worker(args, timeout=600):
 def run_interleaved(label, configs, rounds, reps, quick, log, paired=False):
     """configs: list of (workload, tracer). Returns {(w, t): {"times": [...], "cpu": [...],
     "infos": [...], "errors": [...]}}."""
-    cells = {c: {"times": [], "cpu": [], "infos": [], "errors": [], "base_times": [], "base_cpu": []}
+    cells = {c: {"times": [], "cpu": [], "infos": [], "errors": [], "base_times": [], "base_cpu": [],
+                 "first_times": [], "first_cpu": [], "proc_times": [], "proc_cpu": []}
              for c in configs}
     for r in range(rounds):
         order = list(configs)
@@ -162,6 +195,11 @@ def run_interleaved(label, configs, rounds, reps, quick, log, paired=False):
             cell["infos"] += out["infos"]
             cell["base_times"] += out.get("base_times_ns", [])
             cell["base_cpu"] += out.get("base_cpu_ns", [])
+            if "first_cpu_ns" in out:  # the process's first session, and its later ones
+                cell["first_times"].append(out["first_time_ns"])
+                cell["first_cpu"].append(out["first_cpu_ns"])
+                cell["proc_times"].append(out["times_ns"])
+                cell["proc_cpu"].append(out["cpu_ns"])
             if out.get("stderr"):
                 cell.setdefault("stderr", []).extend(out["stderr"])
         log(f"  {label}: round {r + 1}/{rounds} done in {time.monotonic() - t0:.1f} s")
@@ -171,8 +209,8 @@ def run_interleaved(label, configs, rounds, reps, quick, log, paired=False):
 # ------------------------------------------------------------------- sections
 def section_overhead(a, env, log):
     tracers = [t for t in OVERHEAD_TRACERS if t in env["tracers_ok"]]
-    if a.quick:  # the two information-only columns stay out of --quick (time budget)
-        tracers = [t for t in tracers if t not in ("viztracer_all", "giltracer_fn")]
+    if a.quick:
+        tracers = [t for t in tracers if t not in QUICK_SKIP]
     configs = [(w, t) for w in W.OVERHEAD_WORKLOADS for t in tracers]
     log(f"[overhead] {len(configs)} cells x {a.rounds} rounds x {a.reps} reps")
     cells = run_interleaved("overhead", configs, a.rounds, a.reps, a.quick, log, paired=True)
@@ -183,6 +221,8 @@ def section_overhead(a, env, log):
         res["cells"][f"{w}/{t}"] = {
             "times_ns": c["times"], "cpu_ns": c["cpu"],
             "base_times_ns": c["base_times"], "base_cpu_ns": c["base_cpu"],
+            "first_times_ns": c["first_times"], "first_cpu_ns": c["first_cpu"],
+            "proc_times_ns": c["proc_times"], "proc_cpu_ns": c["proc_cpu"],
             "events": int(median(ev)) if ev else None, "dropped": max(dr) if dr else None,
             "errors": c["errors"], "stderr": c.get("stderr", [])[:3],
         }
@@ -190,6 +230,7 @@ def section_overhead(a, env, log):
 
 
 SAMPLES = {"cpu": "cpu_ns", "wall": "times_ns"}
+FIRSTS = {"cpu": ("first_cpu_ns", "proc_cpu_ns"), "wall": ("first_times_ns", "proc_times_ns")}
 RESIDUAL_LIMIT = 1.25  # untraced-after-a-session / untraced-in-a-fresh-process above this: no pairs
 BASES = {"cpu": "base_cpu_ns", "wall": "base_times_ns"}
 
@@ -200,6 +241,20 @@ def pair_ratios(cell, clock):
         return []
     t, b = cell.get(SAMPLES[clock]) or [], cell.get(BASES[clock]) or []
     return [x / y for x, y in zip(t, b) if y] if len(t) == len(b) else []
+
+
+def first_ratios(cell, clock):
+    """Per process: its first session / the median of its later ones."""
+    fk, pk = FIRSTS[clock]
+    if not cell:
+        return []
+    return [f / median(p) for f, p in zip(cell.get(fk) or [], cell.get(pk) or []) if p]
+
+
+def first_session(ratios):
+    if not ratios:
+        return None
+    return {"ratio": median(ratios), "ci": median_ci(ratios), "n": len(ratios)}
 
 
 def analyse_overhead(res, clock):
@@ -236,6 +291,29 @@ def analyse_overhead(res, clock):
                     "p10": quantile(cx[key], 0.1) / quantile(cy[key], 0.1),
                     "paired": median(px) / median(py) if px and py else None}
 
+        def ovh(x, y):
+            """x's overhead (slowdown - 1) over y's."""
+            cx, cy = cells.get(f"{w}/{x}"), cells.get(f"{w}/{y}")
+            if not cx or not cy or not cx[key] or not cy[key]:
+                return None
+            ox, oy = median(cx[key]) / bmed - 1, median(cy[key]) / bmed - 1
+            p10b = quantile(base[key], 0.1)
+            px, py = pair_ratios(cx, clock), pair_ratios(cy, clock)
+            qx, qy = quantile(cx[key], 0.1) / p10b - 1, quantile(cy[key], 0.1) / p10b - 1
+            return {"ratio": ox / oy if oy > 0 else float("nan"), "ci": overhead_ratio_ci(cx[key], cy[key], base[key]),
+                    "p10": qx / qy if qy > 0 else float("nan"),
+                    "paired": (median(px) - 1) / (median(py) - 1) if px and py and median(py) > 1 else None,
+                    "overheads": (ox, oy)}
+
+        row["gt_ovh_vs_floor"] = ovh("giltracer", "floor")
+        row["gt_ovh_vs_vizall"] = ovh("giltracer", "viztracer_all")
+        row["noc_vs_gt"] = cmp("giltracer_noc", "giltracer")
+        row["first"] = {t: first_session(first_ratios(cells.get(f"{w}/{t}"), clock))
+                        for t in ("giltracer", "floor")}
+        row["first_ratios"] = {t: first_ratios(cells.get(f"{w}/{t}"), clock) for t in ("giltracer", "floor")}
+        fl = cells.get(f"{w}/floor")
+        row["floor_events"] = fl["events"] if fl else None
+        row["floor_dropped"] = fl["dropped"] if fl else None
         row["gt_vs_noop"] = cmp("giltracer", "noop")
         row["gtfn_vs_noop"] = cmp("giltracer_fn", "noop")
         row["gt_vs_viz"] = cmp("giltracer", "viztracer")
@@ -407,6 +485,23 @@ def _check_rows(A, B, w, prim, other):
         d = y.get(k)
         return f"{d['ratio']:.3f}" if d else "n/a"
 
+    def ovh_val(d):
+        ox, oy = d["overheads"]
+        return f"{d['ratio']:.3f} {fmt_ci(*d['ci'])} ({ox:.2f} / {oy:.2f})"
+
+    for k, label, target in (("gt_ovh_vs_floor", "giltracer overhead / floor overhead", TARGET_OVH_VS_FLOOR),
+                             ("gt_ovh_vs_vizall", "giltracer overhead / viztracer (all) overhead",
+                              TARGET_OVH_VS_VIZALL)):
+        g = x.get(k)
+        if g:
+            ok = g["ratio"] <= target if g["ratio"] == g["ratio"] else None
+            rows.append([w, label, ovh_val(g), prd(g), p10(g), oth(k), f"≤ {target}",
+                         verdict(ok, *g["ci"], target)])
+    g = x.get("noc_vs_gt")
+    if g:
+        rows.append([w, "giltracer c_calls=False / giltracer (time): not slower than default", val(g), prd(g),
+                     p10(g), oth("noc_vs_gt"), f"≤ {TARGET_NOC_VS_GT:.2f}",
+                     verdict(g["ratio"] <= TARGET_NOC_VS_GT, *g["ci"], TARGET_NOC_VS_GT)])
     g = x["gt_vs_noop"]
     if g:
         rows.append([w, "giltracer / no-op hook", val(g), prd(g), p10(g), oth("gt_vs_noop"), f"≤ {TARGET_VS_NOOP}",
@@ -426,6 +521,67 @@ def _check_rows(A, B, w, prim, other):
     return rows
 
 
+def _first_session_lines(A, B, wls, prim, other):
+    """The first session of a process vs its later ones (issue 12)."""
+    if not any((A[w].get("first") or {}).get("giltracer") for w in wls):
+        return []
+    L = ["### First session (issue 12)", "",
+         "Per process: the first traced rep (the warm-up, left out of the tables above; it follows one "
+         "untraced rep, so the workload itself is warm) / the median of the later traced reps of the same "
+         "process. Median over processes [bootstrap 95 %]; \"all\" pools every workload's processes.", ""]
+
+    def cell(d):
+        return f"{d['ratio']:.3f} {fmt_ci(*d['ci'])} (n={d['n']})" if d else "n/a"
+
+    rows = []
+    pooled = {"giltracer": [], "floor": []}
+    pooled_other = {"giltracer": [], "floor": []}
+    for w in wls:
+        f, g = A[w].get("first") or {}, (B.get(w) or {}).get("first") or {}
+        for t in pooled:
+            pooled[t] += (A[w].get("first_ratios") or {}).get(t) or []
+            pooled_other[t] += ((B.get(w) or {}).get("first_ratios") or {}).get(t) or []
+        d = f.get("giltracer")
+        rows.append([w, cell(d), cell(g.get("giltracer")), cell(f.get("floor")), f"≤ {TARGET_FIRST}",
+                     verdict(d["ratio"] <= TARGET_FIRST, *d["ci"], TARGET_FIRST) if d else "n/a"])
+    d = first_session(pooled["giltracer"])
+    rows.append(["**all**", cell(d), cell(first_session(pooled_other["giltracer"])),
+                 cell(first_session(pooled["floor"])), f"≤ {TARGET_FIRST}",
+                 verdict(d["ratio"] <= TARGET_FIRST, *d["ci"], TARGET_FIRST) if d else "n/a"])
+    L.append(md_table(["workload", f"giltracer first / later, {prim}", f"giltracer, {other}",
+                       f"floor first / later, {prim} (context)", "target", "verdict"], rows,
+                      ["l", "r", "r", "r", "r", "l"]))
+    L.append("")
+    return L
+
+
+def _issue12_summary(A, wls, prim):
+    """One line per workload: issue 12's verdicts side by side."""
+    rows = []
+    for w in wls:
+        x = A[w]
+        r = [w]
+        for k, target in (("gt_ovh_vs_floor", TARGET_OVH_VS_FLOOR), ("gt_ovh_vs_vizall", TARGET_OVH_VS_VIZALL),
+                          ("noc_vs_gt", TARGET_NOC_VS_GT)):
+            g = x.get(k)
+            if not g or g["ratio"] != g["ratio"]:
+                r.append("n/a")
+                continue
+            r.append(f"{g['ratio']:.2f} {fmt_ci(*g['ci'])} {verdict(g['ratio'] <= target, *g['ci'], target)}")
+        d = (x.get("first") or {}).get("giltracer")
+        r.append(f"{d['ratio']:.2f} {fmt_ci(*d['ci'])} {verdict(d['ratio'] <= TARGET_FIRST, *d['ci'], TARGET_FIRST)}"
+                 if d else "n/a")
+        rows.append(r)
+    if not rows:
+        return []
+    return ["### Issue 12 at a glance", "",
+            f"{prim} time; the rows above give the details (paired and p10 figures, the other clock).", "",
+            md_table(["workload", f"giltracer overhead / floor overhead (≤ {TARGET_OVH_VS_FLOOR})",
+                      f"giltracer overhead / viztracer (all) overhead (≤ {TARGET_OVH_VS_VIZALL})",
+                      f"c_calls=False / defaults, time (≤ {TARGET_NOC_VS_GT:.2f})",
+                      f"first session / later (≤ {TARGET_FIRST})"], rows, ["l", "r", "r", "r", "r"]), ""]
+
+
 def report(env, data, a):
     L = []
     is_target = sys.version_info[:2] == TARGET_PY
@@ -440,7 +596,7 @@ def report(env, data, a):
     L.append(f"- giltracer {env['giltracer_version']} ({env['giltracer_path']}): build {env['build_info']}; "
              f"source tree of bench/: {env.get('source_rev', 'unknown')}")
     L.append(f"- viztracer: {env['viztracer_version'] or 'not installed (pip install viztracer) — columns skipped'}")
-    L.append(f"- no-op hook: {env['noop_status']}")
+    L.append(f"- no-op hook and floor (bench/hooks.c): {env['noop_status']}")
     m = env["machine"]
     L.append(f"- machine: {m.get('nproc')} CPUs ({m.get('cpu', '?')}), kernel {m.get('kernel')}, "
              f"load average at start {' '.join(m.get('loadavg', []))}, at end {' '.join(env.get('load_end', []))}")
@@ -468,6 +624,9 @@ def report(env, data, a):
                 [f"untraced median, {other} (ms)"] + [f"{B[w]['untraced_ms']:.1f}" if w in B else "n/a" for w in wls],
                 ["call events per run (giltracer)"] + [fmt_int(A[w]["events"]) for w in wls],
                 ["giltracer dropped events"] + [fmt_int(A[w]["gt_dropped"]) for w in wls]]
+        if any(A[w].get("floor_events") for w in wls):
+            rows += [["records per run (floor)"] + [fmt_int(A[w].get("floor_events")) for w in wls],
+                     ["floor dropped records"] + [fmt_int(A[w].get("floor_dropped")) for w in wls]]
         L.append(md_table(["workload"] + wls, rows))
         L.append("")
         for clk, X, with_ns in ((prim, A, True), (other, B, True)):
@@ -511,11 +670,23 @@ def report(env, data, a):
                          "builtins and threads2 it overwrites old entries; viztracer (all) has "
                          f"tracer_entries={T.VIZ_ALL_ENTRIES:.0e} and keeps everything.")
         notes.append(f"giltracer: defaults (functions + C calls, GIL probe, sched), backend='hooks', "
-                     f"max_events={T.GT_MAX_EVENTS:,} so nothing is dropped; fn-only = gil=False, sched=False.")
+                     f"max_events={T.GT_MAX_EVENTS:,} so nothing is dropped; fn-only = gil=False, sched=False; "
+                     "c_calls=False = the defaults without C calls.")
+        if "floor" in tr:
+            notes.append("floor = the minimal recording hook (bench/hooks.c): per event one rdtsc, a strong "
+                         "reference to the code object (C events: the PyMethodDef*, tagged) and a 24-byte store "
+                         "into a pre-faulted per-thread array; "
+                         + ("sys.monitoring C callbacks for the events giltracer registers (PY_START/RESUME/"
+                            "THROW, PY_RETURN/YIELD, PY_UNWIND, CALL, C_RETURN, C_RAISE)."
+                            if sys.version_info >= (3, 12) else
+                            "PyEval_SetProfile, the array found through the hook's obj argument."))
         for n in notes:
             L.append(f"- {n}")
         L.append("")
-        L.append(f"Checks{tgt_note}:")
+        ov_note = "" if is_target else (f" (issue 12's targets apply on every version; issue 3's, the no-op hook "
+                                        f"and viztracer-defaults rows, are set for {TARGET_PY[0]}.{TARGET_PY[1]}: "
+                                        "informational here)")
+        L.append(f"Checks{ov_note}:")
         L.append("")
         rows = []
         for w in wls:
@@ -523,6 +694,9 @@ def report(env, data, a):
         L.append(md_table(["workload", "check", f"{prim} median ratio [95 %]", f"{prim} paired",
                            f"{prim} p10 ratio", f"{other} median ratio", "target", "verdict"], rows,
                           ["l", "l", "r", "r", "r", "r", "r", "l"]))
+        L.append("")
+        L.append("*overhead* = slowdown − 1; \"A overhead / B overhead\" shows (A's / B's overhead) next to "
+                 "the ratio; its interval resamples A, B and the untraced samples. ")
         L.append("")
         L.append("Verdicts use the median ratio. *paired*: every traced rep is preceded by an untraced rep "
                  "in the same process; paired = median(traced/untraced of each pair) of one tracer over the "
@@ -534,6 +708,8 @@ def report(env, data, a):
             L.append("")
             L.append("Errors: " + "; ".join(f"{k}: {e[0]}" for k, e in errs))
         L.append("")
+        L.extend(_first_session_lines(A, B, wls, prim, other))
+        L.extend(_issue12_summary(A, wls, prim))
 
     sv = data.get("save_analysis")
     if sv:
@@ -746,15 +922,18 @@ def environment(log):
     except (OSError, subprocess.SubprocessError):
         rev = ""
     env["source_rev"] = rev or "unknown"
-    ok = ["none", "cprofile", "giltracer", "giltracer_fn", "gil_hooks", "gil_hooks_sched", "gil_bpf"]
+    ok = ["none", "cprofile", "giltracer", "giltracer_fn", "giltracer_noc", "gil_hooks", "gil_hooks_sched", "gil_bpf"]
     try:
-        import noop_hook
+        import hooks
 
-        noop_hook.build()
-        env["noop_status"] = f"built with the running interpreter's headers ({noop_hook.build()})"
-        ok.append("noop")
-    except Exception as e:  # noqa: BLE001 - report and skip the column
-        env["noop_status"] = f"could not be built, column skipped: {e}"
+        env["noop_status"] = f"built with the running interpreter's headers ({hooks.build()})"
+        problems = hooks.self_check()
+        if problems:
+            raise RuntimeError("floor self-check failed: " + "; ".join(problems))
+        env["noop_status"] += "; floor self-check passed"
+        ok += ["noop", "floor"]
+    except Exception as e:  # noqa: BLE001 - report and skip the columns
+        env["noop_status"] = f"could not be built, no-op hook and floor skipped: {e}"
         log(f"warning: {env['noop_status']}")
     if T.have_viztracer():
         import viztracer
@@ -771,7 +950,9 @@ def environment(log):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="fewer rounds and reps (≤ 2 minutes)")
+    ap.add_argument("--quick", action="store_true", help="fewer rounds and reps, fewer columns (≤ 3 minutes)")
+    ap.add_argument("--self-check", action="store_true",
+                    help="only check the floor hook (bench/hooks.c) against known event counts and references")
     ap.add_argument("--rounds", type=int, help="interleaved rounds (processes per cell; full 6, quick 2)")
     ap.add_argument("--gil-rounds", type=int, help="interleaved rounds for the GIL tables (default: --rounds, at most 4)")
     ap.add_argument("--reps", type=int, help="timed reps per process (full 3, quick 2)")
@@ -780,6 +961,14 @@ def main(argv=None):
                     help="clock the verdicts use (default: process CPU time; both are reported)")
     ap.add_argument("--only", default="overhead,save,gil", help="comma list of sections: overhead,save,gil")
     a = ap.parse_args(argv)
+    if a.self_check:
+        import hooks
+
+        problems = hooks.self_check()
+        for p in problems:
+            print("FAIL:", p)
+        print("floor hook self-check:", "FAIL" if problems else "PASS")
+        return 1 if problems else 0
     # Many short processes rather than few long ones: on a shared VM a whole process can
     # land in a slow period (samples of one process move together), so the number of
     # processes per cell is what makes the medians stable.

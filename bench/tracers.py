@@ -19,15 +19,30 @@ GT_MAX_EVENTS = 20_000_000
 # calloc'ed at construction, so untouched entries cost no memory.
 VIZ_ALL_ENTRIES = 10_000_000
 
+# The floor's pre-faulted arrays, per workload: (records per thread, arrays). Sized
+# above each workload's events per thread (builtins: 6 M on the main thread;
+# threads2: 2 M in each of two threads, plus the main thread's few).
+FLOOR_SIZES = {
+    "fib": (600_000, 1),
+    "method": (2_200_000, 1),
+    "builtins": (6_500_000, 1),
+    "threads2": (2_200_000, 3),
+    "mixed": (400_000, 1),
+}
+FLOOR_DEFAULT_SIZE = (1_000_000, 1)
+
 # name -> (column label, short description)
 TRACERS = {
     "none": ("untraced", "no tracer"),
-    "noop": ("no-op C hook", "bench/noop_hook.c: PyEval_SetProfile(noop) + threading.setprofile bootstrap"),
+    "noop": ("no-op C hook", "bench/hooks.c: PyEval_SetProfile(noop) + threading.setprofile bootstrap"),
+    "floor": ("floor", "bench/hooks.c: the minimal recording hook (rdtsc, code reference, 24-byte store per "
+              "event; 3.12+: sys.monitoring C callbacks for giltracer's events)"),
     "cprofile": ("cProfile", "cProfile.Profile().enable()/disable()"),
     "viztracer": ("viztracer", "VizTracer(verbose=0) defaults (tracer_entries=1e6 ring buffer)"),
     "viztracer_all": ("viztracer (all)", f"VizTracer(verbose=0, tracer_entries={VIZ_ALL_ENTRIES:.0e}): keeps every call"),
     "giltracer": ("giltracer", "giltracer.trace(backend='hooks'): functions + C calls, GIL probe, sched"),
     "giltracer_fn": ("giltracer fn-only", "giltracer.trace(gil=False, sched=False): the function tracer alone"),
+    "giltracer_noc": ("giltracer c_calls=False", "giltracer.trace(c_calls=False): the defaults without C calls"),
     # GIL probe configurations (functions off)
     "gil_hooks": ("GIL hooks", "giltracer.trace(functions=False, sched=False, backend='hooks')"),
     "gil_hooks_sched": ("GIL hooks+sched", "giltracer.trace(functions=False, sched=True, backend='hooks')"),
@@ -47,18 +62,42 @@ class _None:
 
 class _Noop:
     def __init__(self):
-        import noop_hook
+        import hooks
 
-        self.mod = noop_hook.load()
+        self.mod = hooks.load()
 
     def start(self):
-        threading.setprofile(self.mod.bootstrap)
-        self.mod.install()
+        threading.setprofile(self.mod.noop_bootstrap)
+        self.mod.noop_install()
 
     def stop(self):
-        self.mod.uninstall()
+        self.mod.noop_uninstall()
         threading.setprofile(None)
         return {}
+
+
+class _Floor:
+    """The minimal recording hook. Its arrays are made and pre-faulted here, once per
+    process, and reused by every rep; stop() releases the references they hold."""
+
+    def __init__(self, workload=None):
+        import hooks
+
+        self.mod = hooks.load()
+        self.mod.floor_prepare(*FLOOR_SIZES.get(workload, FLOOR_DEFAULT_SIZE))
+        # before 3.12 new threads get the hook from threading's profile bootstrap
+        self.bootstrap = getattr(self.mod, "floor_bootstrap", None)
+
+    def start(self):
+        if self.bootstrap is not None:
+            threading.setprofile(self.bootstrap)
+        self.mod.floor_start()
+
+    def stop(self):
+        stats = self.mod.floor_stop()
+        if self.bootstrap is not None:
+            threading.setprofile(None)
+        return {"events": stats["events"], "dropped": stats["dropped"] + stats["lost"]}
 
 
 class _CProfile:
@@ -139,11 +178,14 @@ class _Gil:
         return info
 
 
-def make(name: str):
+def make(name: str, workload: str | None = None):
+    """The tracer `name`; `workload` sizes what is allocated up front (the floor)."""
     if name == "none":
         return _None()
     if name == "noop":
         return _Noop()
+    if name == "floor":
+        return _Floor(workload)
     if name == "cprofile":
         return _CProfile()
     if name == "viztracer":
@@ -154,6 +196,8 @@ def make(name: str):
         return _Gil()
     if name == "giltracer_fn":
         return _Gil(gil=False, sched=False)
+    if name == "giltracer_noc":
+        return _Gil(c_calls=False)
     if name == "gil_hooks":
         return _Gil(functions=False, sched=False, backend="hooks")
     if name == "gil_hooks_sched":

@@ -3,7 +3,8 @@
   python bench/worker.py time WORKLOAD TRACER [--reps N] [--quick]
       One warm-up rep, then N timed reps. Each rep: tracer.start(), then only the
       workload call is timed (perf_counter_ns), then tracer.stop() (merge, facts)
-      outside the timed region. Nothing is saved.
+      outside the timed region. Nothing is saved. The warm-up rep, the process's
+      first session, is left out of the samples and reported on its own (first_*).
 
   python bench/worker.py save WORKLOAD giltracer|viztracer FORMAT [--reps N]
       Trace the workload once (everything kept), then time save() to FORMAT
@@ -65,7 +66,7 @@ def cmd_time(a) -> dict:
     fn, setup = workloads.WORKLOADS[a.workload]
     if setup:
         setup()
-    tr = tracers.make(a.tracer)
+    tr = tracers.make(a.tracer, a.workload)
     out = {"times_ns": [], "cpu_ns": [], "infos": []}
     if a.paired:
         out.update(base_times_ns=[], base_cpu_ns=[])
@@ -89,6 +90,9 @@ def cmd_time(a) -> dict:
             if a.paired:
                 out["base_times_ns"].append(bw)
                 out["base_cpu_ns"].append(bc)
+        else:  # the first session of this process (after one untraced rep when paired)
+            out["first_time_ns"] = t1 - t0
+            out["first_cpu_ns"] = c1 - c0
     return out
 
 
