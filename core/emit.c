@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -766,13 +767,36 @@ cleanup:
  * coded. Ids, depths and flags repeat in runs and patterns: level 1 finds those. */
 enum zkind { Z_IDS, Z_TIMES };
 
+/* A column waiting to be compressed. */
+struct zjob {
+    struct zjob *next;
+    struct sbuf buf;
+    enum zkind kind;
+};
+
+/* Compression is about half the page's write time, so it runs on a thread of its own
+ * while the caller encodes the next columns and builds the profile trees: the caller
+ * queues whole columns (zout_chunk), the thread deflates them in order, so the stream
+ * is the same as when compressed inline (the fallback when no thread can start). */
+#define ZQUEUE_MAX_BYTES (64u << 20) /* the caller waits above this much queued */
+
 struct zout {
     z_stream z;
     struct sbuf out; /* the compressed bytes */
     uint32_t nchunks;
     enum zkind kind;
-    int err;
+    int err;  /* the compressor's first error */
+    int perr; /* the caller's (encoding) first error */
     int open;
+    /* the pipeline: the thread owns the fields above (but perr and nchunks, the
+     * caller's) until joined; mu guards those below */
+    pthread_t thread;
+    int threaded, closing;
+    pthread_mutex_t mu;
+    pthread_cond_t work, room;
+    struct zjob *head, *tail, *spare; /* queued columns; done ones for reuse */
+    size_t queued;                    /* bytes in the queue */
+    int shared_err;                   /* err, for the caller */
 };
 
 static inline uint8_t *put_uvar(uint8_t *p, uint64_t v)
@@ -807,16 +831,6 @@ static inline void col_delta(struct sbuf *b, int64_t d)
         col_uvar(b, 0);
         col_uvar(b, zigzag(d));
     }
-}
-
-static int zout_init(struct zout *z)
-{
-    memset(z, 0, sizeof(*z));
-    if (deflateInit2(&z->z, 1, Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return -ENOMEM;
-    z->kind = Z_IDS;
-    z->open = 1;
-    return 0;
 }
 
 /* Switch the strategy between chunks (deflate ends the current block first). */
@@ -865,28 +879,162 @@ static void zout_feed(struct zout *z, const void *p, size_t n, int flush)
     } while (n);
 }
 
-/* Append column b as the next chunk (and empty b for reuse); returns its index. */
-static uint32_t zout_chunk(struct zout *z, struct sbuf *b, enum zkind kind)
+/* Deflate one column: uvarint(length) + bytes. */
+static void zout_compress(struct zout *z, const struct sbuf *b, enum zkind kind)
 {
     uint8_t hdr[10];
-    if (b->err && !z->err)
-        z->err = b->err;
     zout_kind(z, kind);
     zout_feed(z, hdr, (size_t)(put_uvar(hdr, b->len) - hdr), Z_NO_FLUSH);
     if (b->len)
         zout_feed(z, b->p, b->len, Z_NO_FLUSH);
+}
+
+static void *zout_thread(void *arg)
+{
+    struct zout *z = arg;
+    pthread_mutex_lock(&z->mu);
+    for (;;) {
+        struct zjob *j = z->head;
+        if (!j) {
+            if (z->closing)
+                break;
+            pthread_cond_wait(&z->work, &z->mu);
+            continue;
+        }
+        z->head = j->next;
+        if (!z->head)
+            z->tail = NULL;
+        pthread_mutex_unlock(&z->mu);
+        zout_compress(z, &j->buf, j->kind); /* the stream is this thread's until joined */
+        pthread_mutex_lock(&z->mu);
+        z->shared_err = z->err;
+        z->queued -= j->buf.len;
+        j->buf.len = 0;
+        j->next = z->spare;
+        z->spare = j;
+        pthread_cond_signal(&z->room);
+    }
+    pthread_mutex_unlock(&z->mu);
+    return NULL;
+}
+
+static int zout_init(struct zout *z)
+{
+    memset(z, 0, sizeof(*z));
+    if (deflateInit2(&z->z, 1, Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return -ENOMEM;
+    z->kind = Z_IDS;
+    z->open = 1;
+    if (pthread_mutex_init(&z->mu, NULL))
+        return 0; /* compress inline */
+    if (pthread_cond_init(&z->work, NULL)) {
+        pthread_mutex_destroy(&z->mu);
+        return 0;
+    }
+    if (pthread_cond_init(&z->room, NULL)) {
+        pthread_cond_destroy(&z->work);
+        pthread_mutex_destroy(&z->mu);
+        return 0;
+    }
+    z->threaded = pthread_create(&z->thread, NULL, zout_thread, z) == 0;
+    if (!z->threaded) {
+        pthread_cond_destroy(&z->room);
+        pthread_cond_destroy(&z->work);
+        pthread_mutex_destroy(&z->mu);
+    }
+    return 0;
+}
+
+/* Wait for the compressor to finish the queue and end (idempotent). */
+static void zout_join(struct zout *z)
+{
+    if (!z->threaded)
+        return;
+    pthread_mutex_lock(&z->mu);
+    z->closing = 1;
+    pthread_cond_signal(&z->work);
+    pthread_mutex_unlock(&z->mu);
+    pthread_join(z->thread, NULL);
+    pthread_cond_destroy(&z->room);
+    pthread_cond_destroy(&z->work);
+    pthread_mutex_destroy(&z->mu);
+    z->threaded = 0;
+}
+
+/* The first error so far (encoding, or compression). */
+static int zout_error(struct zout *z)
+{
+    if (z->perr || !z->threaded)
+        return z->perr ? z->perr : z->err;
+    pthread_mutex_lock(&z->mu);
+    int err = z->shared_err;
+    pthread_mutex_unlock(&z->mu);
+    return err;
+}
+
+/* Append column b as the next chunk (and empty b for reuse); returns its index. */
+static uint32_t zout_chunk(struct zout *z, struct sbuf *b, enum zkind kind)
+{
+    if (b->err && !z->perr)
+        z->perr = b->err;
+    if (!z->threaded) {
+        zout_compress(z, b, kind);
+        b->len = 0;
+        return z->nchunks++;
+    }
+    pthread_mutex_lock(&z->mu);
+    while (z->queued > ZQUEUE_MAX_BYTES && z->head)
+        pthread_cond_wait(&z->room, &z->mu);
+    struct zjob *j = z->spare;
+    if (j)
+        z->spare = j->next;
+    pthread_mutex_unlock(&z->mu);
+    if (!j && !(j = calloc(1, sizeof(*j)))) {
+        z->perr = z->perr ? z->perr : -ENOMEM;
+        b->len = 0;
+        return z->nchunks++;
+    }
+    /* The column moves to the job; b takes the job's old (empty) buffer. */
+    struct sbuf old = j->buf;
+    j->buf = *b;
+    j->buf.err = 0;
+    j->kind = kind;
+    j->next = NULL;
+    *b = old;
     b->len = 0;
+    b->err = 0;
+    pthread_mutex_lock(&z->mu);
+    if (z->tail)
+        z->tail->next = j;
+    else
+        z->head = j;
+    z->tail = j;
+    z->queued += j->buf.len;
+    pthread_cond_signal(&z->work);
+    pthread_mutex_unlock(&z->mu);
     return z->nchunks++;
 }
 
 static int zout_finish(struct zout *z)
 {
+    zout_join(z);
+    if (z->perr)
+        return z->perr;
     zout_feed(z, NULL, 0, Z_FINISH);
     return z->err;
 }
 
 static void zout_free(struct zout *z)
 {
+    zout_join(z);
+    for (int list = 0; list < 2; list++) {
+        for (struct zjob *j = list ? z->spare : z->head, *next; j; j = next) {
+            next = j->next;
+            free(j->buf.p);
+            free(j);
+        }
+    }
+    z->head = z->tail = z->spare = NULL;
     if (z->open)
         deflateEnd(&z->z);
     free(z->out.p);
@@ -908,7 +1056,7 @@ static uint32_t bin_spans(struct zout *z, struct sbuf c[5], const struct gt_resu
     int64_t clock = 0;
     int32_t prevd = -1;
     if (!ends || !depths) {
-        z->err = -ENOMEM;
+        z->perr = z->perr ? z->perr : -ENOMEM;
         goto cleanup;
     }
     for (size_t i = 0; i < t->nspans; i++) {
@@ -1122,7 +1270,7 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
 {
     struct sbuf b = {0};
     struct sbuf c[3 + GT_NPSTATES] = {{0}}; /* column scratch, reused */
-    struct gt_profile *prof = NULL;
+    struct gt_ptree tree = {0};
     int err = 0;
     char num[160];
 
@@ -1134,8 +1282,6 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         w_str(w, ",\"view\":");
         w_json_str(w, &b, m->view, 1);
     }
-    if ((err = gt_profile__build(r, GT_PROFILE_THREADS_ONLY, &prof)))
-        goto cleanup;
 
     /* Function table, columnar. */
     w_str(w, ",\"funcs\":{\"name\":[");
@@ -1193,22 +1339,23 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         if (err)
             goto cleanup;
         if (z) {
+            /* The thread's tree is built while its columns compress. */
             uint32_t cs = bin_spans(z, c, r, t);
             uint32_t cg = bin_intervals(z, c, r, t->gil, r->gil_known ? t->ngil : 0);
             uint32_t co = bin_intervals(z, c, r, t->os, t->has_sched ? t->nos : 0);
+            if ((err = gt_profile__thread(r, i, &tree)))
+                goto cleanup;
             snprintf(num, sizeof(num), ",\"spans\":{\"n\":%zu,\"c\":%" PRIu32 "},\"gil\":{\"n\":%zu,\"c\":%" PRIu32 "}",
                      t->nspans, cs, r->gil_known ? t->ngil : 0, cg);
             w_str(w, num);
             snprintf(num, sizeof(num), ",\"os\":{\"n\":%zu,\"c\":%" PRIu32 "},\"profile\":",
                      t->has_sched ? t->nos : 0, co);
             w_str(w, num);
-            if ((err = w_profile(w, r, t, &prof->threads[i], z, c)))
+            err = w_profile(w, r, t, &tree, z, c);
+            gt_ptree__free(&tree);
+            if (err || (err = zout_error(z)))
                 goto cleanup;
             w_str(w, "}");
-            if (z->err) {
-                err = z->err;
-                goto cleanup;
-            }
             continue;
         }
         w_str(w, ",\"spans\":{\"start\":");
@@ -1226,7 +1373,11 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         w_str(w, ",\"os\":");
         w_intervals(w, r, t->has_sched ? t->os : NULL, t->has_sched ? t->nos : 0);
         w_str(w, ",\"profile\":");
-        if ((err = w_profile(w, r, t, &prof->threads[i], NULL, NULL)))
+        if ((err = gt_profile__thread(r, i, &tree)))
+            goto cleanup;
+        err = w_profile(w, r, t, &tree, NULL, NULL);
+        gt_ptree__free(&tree);
+        if (err)
             goto cleanup;
         w_str(w, "}");
     }
@@ -1257,7 +1408,7 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         err = b.err;
 
 cleanup:
-    gt_profile__free(prof);
+    gt_ptree__free(&tree);
     free(b.p);
     for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++)
         free(c[k].p);
