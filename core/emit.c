@@ -1434,6 +1434,93 @@ static int w_profile(struct wr *w, const struct gt_result *r, const struct gt_th
     return 0;
 }
 
+/* The profile trees of the page, built on a thread of their own ahead of the writer
+ * (about a third of the write), in thread order; inline when no thread can start. */
+struct ptrees {
+    const struct gt_result *r;
+    struct gt_ptree *trees; /* per thread of r; trees[i] is the writer's once i < done */
+    size_t done;            /* guarded by mu, as err and stop */
+    int err, stop, threaded;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t ready;
+};
+
+static void *ptrees_thread(void *arg)
+{
+    struct ptrees *p = arg;
+    for (size_t i = 0; i < p->r->nthreads; i++) {
+        pthread_mutex_lock(&p->mu);
+        int stop = p->stop;
+        pthread_mutex_unlock(&p->mu);
+        if (stop)
+            break;
+        int err = gt_profile__thread(p->r, i, &p->trees[i]);
+        pthread_mutex_lock(&p->mu);
+        if (err)
+            p->err = err;
+        else
+            p->done = i + 1;
+        pthread_cond_signal(&p->ready);
+        pthread_mutex_unlock(&p->mu);
+        if (err)
+            break;
+    }
+    return NULL;
+}
+
+static int ptrees_start(struct ptrees *p, const struct gt_result *r)
+{
+    memset(p, 0, sizeof(*p));
+    p->r = r;
+    if (r->nthreads && !(p->trees = calloc(r->nthreads, sizeof(*p->trees))))
+        return -ENOMEM;
+    if (r->nthreads < 1 || pthread_mutex_init(&p->mu, NULL))
+        return 0;
+    if (pthread_cond_init(&p->ready, NULL)) {
+        pthread_mutex_destroy(&p->mu);
+        return 0;
+    }
+    p->threaded = pthread_create(&p->thread, NULL, ptrees_thread, p) == 0;
+    if (!p->threaded) {
+        pthread_cond_destroy(&p->ready);
+        pthread_mutex_destroy(&p->mu);
+    }
+    return 0;
+}
+
+/* The tree of thread i (waiting for it), or NULL and *err. */
+static const struct gt_ptree *ptrees_get(struct ptrees *p, size_t i, int *err)
+{
+    if (!p->threaded) {
+        *err = gt_profile__thread(p->r, i, &p->trees[i]);
+        return *err ? NULL : &p->trees[i];
+    }
+    pthread_mutex_lock(&p->mu);
+    while (p->done <= i && !p->err)
+        pthread_cond_wait(&p->ready, &p->mu);
+    *err = p->done > i ? 0 : p->err;
+    pthread_mutex_unlock(&p->mu);
+    return *err ? NULL : &p->trees[i];
+}
+
+static void ptrees_free(struct ptrees *p)
+{
+    if (p->threaded) {
+        pthread_mutex_lock(&p->mu);
+        p->stop = 1;
+        pthread_mutex_unlock(&p->mu);
+        pthread_join(p->thread, NULL);
+        pthread_cond_destroy(&p->ready);
+        pthread_mutex_destroy(&p->mu);
+        p->threaded = 0;
+    }
+    for (size_t i = 0; p->trees && i < p->r->nthreads; i++)
+        gt_ptree__free(&p->trees[i]);
+    free(p->trees);
+    p->trees = NULL;
+}
+
 /* The JSON payload; with z, version 2: the bulky columns go to z as chunks. */
 static int payload_write(struct wr *w, const struct gt_result *r, const struct gt_emit_meta *m,
                          struct zout *z)
@@ -1441,6 +1528,7 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
     struct sbuf b = {0};
     struct sbuf c[3 + GT_NPSTATES] = {{0}}; /* column scratch, reused */
     struct gt_ptree tree = {0};
+    struct ptrees pt = {0};
     int err = 0;
     char num[160];
 
@@ -1452,6 +1540,8 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         w_str(w, ",\"view\":");
         w_json_str(w, &b, m->view, 1);
     }
+    if (z && (err = ptrees_start(&pt, r)))
+        goto cleanup;
 
     /* Function table, columnar. */
     w_str(w, ",\"funcs\":{\"name\":[");
@@ -1509,11 +1599,11 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         if (err)
             goto cleanup;
         if (z) {
-            /* The thread's tree is built while its columns compress. */
             uint32_t cs = bin_spans(z, c, r, t);
             uint32_t cg = bin_intervals(z, c, r, t->gil, r->gil_known ? t->ngil : 0);
             uint32_t co = bin_intervals(z, c, r, t->os, t->has_sched ? t->nos : 0);
-            if ((err = gt_profile__thread(r, i, &tree)))
+            const struct gt_ptree *tr = ptrees_get(&pt, i, &err);
+            if (!tr)
                 goto cleanup;
             snprintf(num, sizeof(num), ",\"spans\":{\"n\":%zu,\"c\":%" PRIu32 "},\"gil\":{\"n\":%zu,\"c\":%" PRIu32 "}",
                      t->nspans, cs, r->gil_known ? t->ngil : 0, cg);
@@ -1521,8 +1611,8 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
             snprintf(num, sizeof(num), ",\"os\":{\"n\":%zu,\"c\":%" PRIu32 "},\"profile\":",
                      t->has_sched ? t->nos : 0, co);
             w_str(w, num);
-            err = w_profile(w, r, t, &tree, z, c);
-            gt_ptree__free(&tree);
+            err = w_profile(w, r, t, tr, z, c);
+            gt_ptree__free(&pt.trees[i]);
             if (err || (err = zout_error(z)))
                 goto cleanup;
             w_str(w, "}");
@@ -1578,6 +1668,7 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         err = b.err;
 
 cleanup:
+    ptrees_free(&pt);
     gt_ptree__free(&tree);
     free(b.p);
     for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++)
