@@ -780,10 +780,10 @@ struct zjob {
     enum zkind kind;
 };
 
-/* Compression is about half the page's write time, so it runs on a thread of its own
- * while the caller encodes the next columns and builds the profile trees: the caller
- * queues whole columns (zout_chunk), the thread deflates them in order, so the stream
- * is the same as when compressed inline (the fallback when no thread can start). */
+/* Compression is a third of the page's write time, so it runs on a thread of its own
+ * while the caller encodes the next columns: the caller queues whole columns
+ * (zout_chunk), the thread deflates them in order, so the stream is the same as when
+ * compressed inline (the fallback when no thread can start). */
 #define ZQUEUE_MAX_BYTES (64u << 20) /* the caller waits above this much queued */
 
 struct zout {
