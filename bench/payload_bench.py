@@ -235,6 +235,7 @@ def main(argv=None):
         print("payload_bench: no chromium (apt-get install chromium); skipped")
         return 0
     sizes = [int(s) for s in a.sizes.split(",") if s]
+    load_before = os.getloadavg()[0]
     tmp = tempfile.mkdtemp(prefix="gt-payload-bench-")
     rows = []
     try:
@@ -268,18 +269,19 @@ def main(argv=None):
                 print(json.dumps(r), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    write_report(rows, a.out, a.paint_timeout)
+    write_report(rows, a.out, a.paint_timeout, (load_before, os.getloadavg()[0]))
     return 0
 
 
-def write_report(rows, out, timeout):
+def write_report(rows, out, timeout, load=None):
     import platform
 
     lines = [
         "# Viewer page: size, write speed, first paint",
         "",
         f"`python bench/payload_bench.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"Python {platform.python_version()}, {os.cpu_count()} CPUs (shared; other jobs ran meanwhile), "
+        f"Python {platform.python_version()}, {os.cpu_count()} CPUs (shared; other jobs ran meanwhile"
+        + (f", load average {load[0]:.1f} at the start and {load[1]:.1f} at the end" if load else "") + "), "
         "headless Chromium, window "
         f"{WIDTH}x{HEIGHT}. Traced with `backend='hooks', sched=False`. Bytes per span: the whole HTML "
         "file / spans, and without the fixed viewer (the page of an empty trace). Write: the best of 3 "
