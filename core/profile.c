@@ -325,6 +325,33 @@ cleanup:
     return err;
 }
 
+int gt_profile__thread(const struct gt_result *r, size_t i, struct gt_ptree *out)
+{
+    struct pframe *st = NULL;
+    size_t st_cap = 0;
+    uint32_t *in_path = NULL;
+    int err;
+
+    if (out)
+        memset(out, 0, sizeof(*out));
+    if (!r || !out || i >= r->nthreads || !r->threads)
+        return -EINVAL;
+    if (!(in_path = calloc((size_t)r->nfuncs + 1, sizeof(*in_path))))
+        return -ENOMEM;
+    err = build_thread(r, &r->threads[i], in_path, &st, &st_cap, out);
+    free(st);
+    free(in_path);
+    return err;
+}
+
+void gt_ptree__free(struct gt_ptree *t)
+{
+    if (!t)
+        return;
+    free(t->nodes);
+    memset(t, 0, sizeof(*t));
+}
+
 void gt_profile__free(struct gt_profile *p)
 {
     if (!p)

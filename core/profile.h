@@ -79,6 +79,16 @@ enum gt_profile_flags {
 void gt_profile__free(struct gt_profile *p);
 
 /**
+ * gt_profile__thread() - the call tree of r->threads[i] alone, the same as
+ * gt_profile__build's threads[i] (for a caller that handles one thread at a time).
+ * Returns 0 and fills *out (free with gt_ptree__free), or -errno (-EINVAL, -ENOMEM).
+ */
+int gt_profile__thread(const struct gt_result *r, size_t i, struct gt_ptree *out);
+
+/** gt_ptree__free() - free a tree's nodes and empty it; accepts NULL. */
+void gt_ptree__free(struct gt_ptree *t);
+
+/**
  * gt_profile__functions() - per-function rows of tree `t` (a thread's or the merged
  * one), ordered by function id; only functions with time, calls or caused wait appear.
  * `holder_tid` restricts "wait caused" to waits on that holder (0 = any holder; pass the

@@ -321,3 +321,94 @@ def test_last_and_to_html_and_a_trace_as_the_last_expression(ip, outputs):
         sum(range(10))
     assert giltracer.last() is t2
     assert giltracer.Trace()._repr_mimebundle_() is None  # not run: the plain repr
+
+
+# ------------------------------------------------------------------ -q and --max-output on both magics
+def test_q_is_quiet_on_giltracer(ip, outputs, tmp_path, capsys):
+    out = tmp_path / "cell.json"
+    ip.run_cell_magic("giltracer", f"-o {out} --no-sched", "y = 1")
+    assert f"saved {out}" in capsys.readouterr().out  # without -q: the message
+    ip.run_cell_magic("giltracer", f"-q -o {out} --no-sched", "y = 1")
+    assert capsys.readouterr().out == ""  # -q: no messages ...
+    assert len(outputs) == 2 and outputs[1]["text/html"].startswith("<iframe srcdoc=")  # ... the viewer
+    with pytest.raises(ZeroDivisionError):
+        ip.run_cell_magic("giltracer", "-q --no-sched", "1/0")
+    assert "raised" not in capsys.readouterr().out
+
+
+def test_q_is_quiet_on_gilprofile(with_pair, outputs, tmp_path, capsys):
+    out = tmp_path / "p.json"
+    assert with_pair.run_line_magic("gilprofile", f"-o {out} --no-sched pair(5)") == 5
+    assert f"saved {out}" in capsys.readouterr().out
+    assert with_pair.run_line_magic("gilprofile", f"-q -o {out} --no-sched pair(5)") == 5
+    with_pair.run_cell_magic("gilprofile", f"-q -o {out} --no-sched", "r = pair(5)")
+    assert capsys.readouterr().out == "" and len(outputs) == 3
+
+
+def test_gilprofile_options_with_values_end_before_the_statement(with_pair, outputs):
+    assert with_pair.run_line_magic("gilprofile", "-q --theme dark --max-output 20MB pair(6)") == 8
+    assert with_pair.run_line_magic("gilprofile", "-q --max-output=20MB --theme=light pair(7)") == 13
+    assert len(outputs) == 2 and all(b["text/html"].startswith("<iframe srcdoc=") for b in outputs)
+
+
+def check_linked(bundle, saved, budget):
+    html_out, text = bundle["text/html"], bundle["text/plain"]
+    assert "<iframe" not in html_out and "gt-data" not in html_out
+    assert f'<a href="{saved.name}"' in html_out and f"over the {budget} inline budget" in html_out
+    line, rest = text.split("\n", 1)
+    assert f"over the {budget} inline budget" in line and saved.name in line
+    return rest
+
+
+def test_gilprofile_over_the_budget_saves_and_links(with_pair, outputs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the kernel's working directory: the notebook's
+    value = with_pair.run_line_magic("gilprofile", "-q --no-sched --max-output 50k --var big pair(15)")
+    assert value == 610
+    (saved,) = tmp_path.glob("giltracer-*.html")
+    page = saved.read_text(encoding="utf-8")
+    big = with_pair.user_ns["big"]
+    assert page == big.to_html(tab="profile") and len(page) > 50_000  # the Profile tab's page
+    rest = check_linked(outputs[0], saved, "50 kB")
+    assert rest == big.profile_text()  # ... plus the profile tables
+    assert "Top functions by GIL wait:" in outputs[0]["text/html"]
+    assert len(outputs[0]["text/html"]) < 50_000
+    with_pair.run_cell_magic("gilprofile", "-q --no-sched --max-output 1k --top 3 --sort held",
+                             "r = pair(12)")
+    (second,) = set(tmp_path.glob("giltracer-*.html")) - {saved}
+    assert check_linked(outputs[1], second, "1 kB").startswith(
+        "GIL profile of %%gilprofile cell")
+    assert "Top functions by GIL held:" in outputs[1]["text/plain"]
+
+
+def test_gilprofile_under_the_budget_is_inline(with_pair, outputs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with_pair.run_line_magic("gilprofile", "-q --no-sched --max-output 20MB pair(12)")
+    with_pair.run_cell_magic("gilprofile", "-q --no-sched", "r = pair(12)")  # the default 20MB
+    assert [b["text/html"][:15] for b in outputs] == ["<iframe srcdoc="] * 2
+    assert not list(tmp_path.iterdir())
+
+
+def test_gilprofile_html_output_file_is_the_linked_page(with_pair, outputs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with_pair.run_cell_magic("gilprofile", "-q --no-sched --max-output 1k -o cell.html", "r = pair(12)")
+    assert [p.name for p in tmp_path.iterdir()] == ["cell.html"]  # saved once
+    assert '<a href="cell.html"' in outputs[0]["text/html"]
+    assert '"view":"profile"' in (tmp_path / "cell.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("size, message", [
+    ("MB", "not a size: 'MB'; use e.g. 20MB, 500k"),
+    ("20parsecs", "not a size"),
+    ("0", "must be a positive size, e.g. --max-output 20MB"),
+])
+def test_gilprofile_bad_max_output_is_a_usage_error(ip, outputs, size, message):
+    with pytest.raises(UsageError, match=f"--max-output.*{message}"):
+        ip.run_line_magic("gilprofile", f"--max-output {size} len('a')")
+    with pytest.raises(UsageError, match=f"--max-output.*{message}"):
+        ip.run_cell_magic("gilprofile", f"--max-output {size}", "x = 1")
+    assert not outputs
+
+
+def test_help_lists_q_and_max_output(ip):
+    for magic in (ip.find_cell_magic("giltracer"), ip.find_line_magic("gilprofile")):
+        assert "-q, --quiet" in magic.__doc__ and "--max-output SIZE" in magic.__doc__

@@ -74,8 +74,14 @@ def save_and_report(t: Trace, args: Any, error: Optional[BaseException], what: s
         print(f"giltracer: the {what} raised {type(error).__name__}; its trace is below")
 
 
+def saved_page(args: Any) -> Optional[str]:
+    """The -o path when it is the viewer page (linked instead of saving a second copy)."""
+    return args.output if args.output and args.output.lower().endswith((".html", ".htm")) else None
+
+
 # Options of %gilprofile that take a value: the statement starts after the options.
-_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--backend", "--top", "--sort", "--height", "--var"}
+_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--backend", "--top", "--sort", "--height", "--var",
+                          "--theme", "--max-output"}
 
 
 def split_statement(line: str) -> Tuple[str, str]:
@@ -117,7 +123,7 @@ class GilTracerMagics(Magics):
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
     @argument("--theme", choices=VIEWER_THEMES, default="auto",
               help="viewer colours: auto (follows the system's light/dark preference), light, dark")
-    @argument("--quiet", action="store_true", help="show the viewer only, no messages")
+    @argument("-q", "--quiet", action="store_true", help="show the viewer only, no messages")
     @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
     @argument("--max-output", default="20MB", metavar="SIZE",
               help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
@@ -142,9 +148,8 @@ class GilTracerMagics(Magics):
         if args.var is not None:
             self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "cell")
-        saved = args.output if args.output and args.output.lower().endswith((".html", ".htm")) else None
-        display(viewer_bundle(t, args.height, max_output=max_output, saved_html=saved,
-                             theme=args.theme), raw=True)
+        display(viewer_bundle(t, args.height, max_output=max_output, saved_html=saved_page(args),
+                              theme=args.theme), raw=True)
         if error is not None:
             raise error
 
@@ -165,6 +170,9 @@ class GilTracerMagics(Magics):
               help="viewer colours: auto (follows the system's light/dark preference), light, dark")
     @argument("-q", "--quiet", action="store_true", help="show the profile only, no messages")
     @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
+    @argument("--max-output", default="20MB", metavar="SIZE",
+              help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
+                   "beside the notebook and linked")
     @no_var_expand
     @needs_local_scope
     @line_cell_magic
@@ -184,6 +192,7 @@ class GilTracerMagics(Magics):
         if args.height < 100:
             raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
         check_var(args.var)
+        max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%gilprofile " + statement if cell is None else "%%gilprofile cell")
         if cell is None:
             value_of = self._statement(statement, local_ns)
@@ -195,6 +204,7 @@ class GilTracerMagics(Magics):
             self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "statement" if cell is None else "cell", tab="profile")
         display(viewer_bundle(t, args.height, t.profile_text(args.top, args.sort), tab="profile",
+                              max_output=max_output, saved_html=saved_page(args),
                               theme=args.theme), raw=True)
         if error is not None:
             raise error

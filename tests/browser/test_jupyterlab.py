@@ -2,12 +2,14 @@
 test), a notebook opened in headless Chromium, cells run on a two-thread workload. The
 output iframe shows the lanes (GIL colours in a screenshot), `--theme dark` renders dark,
 the console stays clean in every frame, and the browser asks nothing of any host but the
-server.
+server; and a cell of a million calls keeps its output inline, the notebook saved through
+the page growing by at most 8 MB.
 GT_LAB_SHOT=path.png writes screenshots (the page on failure, the output on success)."""
 
 import base64
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -41,7 +43,14 @@ CELLS = [
     "ts = [threading.Thread(target=spin, args=(100_000,)) for i in range(2)]\n"
     "for t in ts: t.start()\n"
     "for t in ts: t.join()\n",
+    "%%giltracer --height 300\n"
+    "def tick():\n"
+    "    pass\n"
+    "for _ in range(1_000_000):\n"
+    "    tick()\n",
 ]
+MILLION = 3  # the index of the cell of a million calls
+MAX_GROWTH = 8_000_000  # bytes the saved .ipynb may grow by for it (issue 10)
 
 
 def free_port():
@@ -126,6 +135,11 @@ class Browser:
         self.call("Input.dispatchKeyEvent", type="char", text="\r", **keys)
         self.call("Input.dispatchKeyEvent", type="keyUp", **keys)
 
+    def ctrl_s(self):
+        keys = dict(key="s", code="KeyS", modifiers=2, windowsVirtualKeyCode=83, nativeVirtualKeyCode=83)
+        self.call("Input.dispatchKeyEvent", type="rawKeyDown", **keys)
+        self.call("Input.dispatchKeyEvent", type="keyUp", **keys)
+
     def close(self):
         if getattr(self, "ws", None):
             self.ws.close()
@@ -188,8 +202,28 @@ def colour_pixels(rows, rgb, tol=24):
     return sum(1 for row in rows for px in row if all(abs(a - b) <= tol for a, b in zip(px, rgb)))
 
 
+def save_through_the_page(b, path, timeout=120):
+    """Ctrl+S in the page (again if it was dropped) until the file on disk holds the
+    outputs of every traced cell; returns the saved notebook."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        b.ctrl_s()
+        for _ in range(60):  # 15 s
+            time.sleep(0.25)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    nb = json.load(f)
+            except ValueError:  # being written
+                continue
+            if all(c["outputs"] for c in nb["cells"][1:len(CELLS)]):
+                return nb
+    raise TimeoutError(f"{path} was not saved with the outputs within {timeout} s")
+
+
 def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
     base, token, d = lab
+    ipynb = os.path.join(d, "trace.ipynb")
+    size_before = os.path.getsize(ipynb)
     b = Browser(str(tmp_path / "chromium"))
     try:
         b.call("Page.navigate", url=f"{base}/lab/tree/trace.ipynb?token={token}")
@@ -211,7 +245,8 @@ def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
                 except TimeoutError:
                     pass
             b.wait_for(f"/\\[\\d+\\]/.test({prompt})", timeout=120)  # it ran
-        b.wait_for("document.querySelectorAll('.jp-OutputArea-output iframe').length === 2", timeout=120)
+        b.wait_for(f"document.querySelectorAll('.jp-OutputArea-output iframe').length === {len(CELLS) - 1}",
+                   timeout=120)
         light, dark = shoot(b, 0), shoot(b, 1)
         held, waiting = colour_pixels(light, (0x00, 0x72, 0xb2)), colour_pixels(light, (0xd5, 0x5e, 0x00))
         assert held > 200 and waiting > 50, (held, waiting)  # the GIL strips of the lanes
@@ -220,6 +255,18 @@ def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
         assert not b.errors, b.errors
         foreign = [u for u in b.requests if not u.startswith((base, "data:", "blob:", "about:"))]
         assert not foreign, foreign
+        # the million calls: shown inline (under the 20 MB budget), saved small
+        nb = save_through_the_page(b, ipynb)
+        growth = os.path.getsize(ipynb) - size_before
+        (shown,) = [o for o in nb["cells"][MILLION]["outputs"] if o["output_type"] == "display_data"]
+        html, text = "".join(shown["data"]["text/html"]), "".join(shown["data"]["text/plain"])
+        assert html.startswith("<iframe srcdoc=") and "inline budget" not in text
+        events = int(re.search(r"(\d+) call events", text).group(1))
+        assert events >= 2_000_000, text  # an enter and an exit per call
+        cell_bytes = len(json.dumps(nb["cells"][MILLION]["outputs"]))
+        print(f"saved .ipynb grew by {growth / 1e6:.2f} MB ({cell_bytes / 1e6:.2f} MB the cell of "
+              f"{events // 2:,} calls)")
+        assert 0 < cell_bytes <= growth <= MAX_GROWTH, (growth, cell_bytes)
     except BaseException:
         shot = b.call("Page.captureScreenshot", format="png")
         with open(os.environ.get("GT_LAB_SHOT", os.devnull), "wb") as f:

@@ -722,6 +722,84 @@ static void test_html_odd_spans(void)
     free(pay);
 }
 
+/* Columns big enough for the page's own Huffman blocks (16 KiB and up, several 64 KiB
+ * blocks), next to small ones that zlib codes, in many threads (the compressor thread
+ * queues them): times with a wide spread, constant times (two symbols a block), and
+ * Fibonacci-skewed times (codes deeper than deflate's 15 bits, so the lengths must be
+ * limited). The page decodes to the plain JSON payload exactly. */
+static void test_html_big_columns(void)
+{
+    enum { NTH = 6 };
+    static const size_t nsp[NTH] = {150000, 40000, 0, 121392, 20000, 5000};
+    struct gt_thread_result th[NTH];
+    struct gt_span *sp[NTH] = {0};
+    struct gt_interval *gil = calloc(60000, sizeof(*gil));
+    uint64_t x = 88172645463325252ull;
+    int ok = gil != NULL;
+    for (int t = 0; t < NTH; t++) {
+        sp[t] = calloc(nsp[t] + 1, sizeof(*sp[t]));
+        ok &= sp[t] != NULL;
+    }
+    CHECK(ok);
+    if (!ok)
+        goto cleanup;
+    /* Fibonacci counts of the gaps 0, 1, 2, ...: fib(1) + ... + fib(25) = 121392 - 1 */
+    static size_t fib_gap[121392];
+    size_t nf = 0;
+    for (size_t k = 0, a = 1, b = 1; nf < 121392; k++, a += b, b = a - b)
+        for (size_t i = 0; i < a && nf < 121392; i++)
+            fib_gap[nf++] = k;
+    for (int t = 0; t < NTH; t++) {
+        uint64_t ts = T0 + 100;
+        for (size_t i = 0; i < nsp[t]; i++) {
+            uint64_t gap, dur;
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (t == 1)
+                gap = dur = 40; /* constant */
+            else if (t == 3)
+                gap = fib_gap[i], dur = fib_gap[(i * 7919) % nf];
+            else
+                gap = x % 5000, dur = (x >> 20) % 100000;
+            sp[t][i] = (struct gt_span){ts + gap, ts + gap + dur, (uint32_t)(x % 3), 0, 0};
+            ts += gap + dur;
+        }
+        th[t] = threads[t % 2];
+        th[t].tid = 5000 + t;
+        th[t].spans = sp[t];
+        th[t].nspans = nsp[t];
+        th[t].start_ns = T0;
+        th[t].end_ns = ts + 1;
+        th[t].gil = NULL;
+        th[t].ngil = 0;
+    }
+    uint64_t at = T0; /* thread 0: many GIL intervals (a big chunk of GIL times) */
+    for (size_t i = 0; i < 60000; i++, at += 1000 + i % 700)
+        gil[i] = (struct gt_interval){at, at + 900 + i % 500, (uint8_t)(i % 3), 0};
+    th[0].gil = gil;
+    th[0].ngil = 60000;
+    th[0].end_ns = at > th[0].end_ns ? at : th[0].end_ns;
+    struct gt_result r = res;
+    r.threads = th;
+    r.nthreads = NTH;
+    r.nblame = 0;
+    size_t len;
+    int rc, prc;
+    char *out = run(gt_emit__html, &r, &meta, &len, &rc);
+    char *pay = run(gt_emit__payload_json, &r, &meta, &len, &prc);
+    CHECK(rc == 0 && prc == 0);
+    json_t *a = out ? page_payload(out) : NULL;
+    json_t *b = pay ? json_loads(pay, 0, NULL) : NULL;
+    CHECK(a && b && json_equal(a, b));
+    json_decref(a);
+    json_decref(b);
+    free(out);
+    free(pay);
+cleanup:
+    for (int t = 0; t < NTH; t++)
+        free(sp[t]);
+    free(gil);
+}
+
 static char *text(const struct gt_result *r, const struct gt_emit_meta *m, int top_n, int *rc)
 {
     char *s = NULL;
@@ -988,6 +1066,7 @@ int main(void)
     test_payload();
     test_html();
     test_html_odd_spans();
+    test_html_big_columns();
     test_text();
     test_text_invalid_utf8();
     test_errors();

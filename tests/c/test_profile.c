@@ -309,6 +309,36 @@ static void test_empty_and_einval(void)
     gt_profile__free(NULL);
 }
 
+/* One thread's tree alone (what the page writer builds while the previous columns
+ * compress) is the tree gt_profile__build makes for it, node for node. */
+static void test_thread_alone(void)
+{
+    struct gt_span s1[] = {{0, 50, F_A, 0, GT_SPAN_CLIPPED_START}, {40, 50, F_B, 1, GT_SPAN_CLIPPED_END}};
+    struct gt_span s2[] = {{10, 30, F_A, 0, 0}, {20, 30, F_B, 1, 0}, {22, 28, F_A, 2, 0},
+                           {35, 35, F_G, 0, 0}};
+    struct gt_interval g1[] = {{0, 45, GT_GIL_STATE_HELD, 0}, {45, 50, GT_GIL_STATE_WAIT, 0}};
+    struct gt_thread_result th[2] = {mk_thread(1, 0, 50, s1, N(s1)), mk_thread(2, 10, 40, s2, N(s2))};
+    th[0].gil = g1;
+    th[0].ngil = N(g1);
+    struct gt_result r = mk_result(0, 50, th, 2, 1);
+    struct gt_profile *p = NULL;
+    CHECK(gt_profile__build(&r, GT_PROFILE_THREADS_ONLY, &p) == 0);
+    for (size_t i = 0; p && i < 2; i++) {
+        struct gt_ptree t = {.nnodes = 7};
+        CHECK(gt_profile__thread(&r, i, &t) == 0);
+        CHECK(t.tid == th[i].tid && t.nnodes == p->threads[i].nnodes && t.nnodes > 2);
+        CHECK(t.nodes && !memcmp(t.nodes, p->threads[i].nodes, t.nnodes * sizeof(*t.nodes)));
+        gt_ptree__free(&t);
+        CHECK(t.nodes == NULL && t.nnodes == 0);
+    }
+    gt_profile__free(p);
+    struct gt_ptree t = {.nnodes = 7};
+    CHECK(gt_profile__thread(&r, 2, &t) == -EINVAL && t.nodes == NULL && t.nnodes == 0);
+    CHECK(gt_profile__thread(NULL, 0, &t) == -EINVAL);
+    CHECK(gt_profile__thread(&r, 0, NULL) == -EINVAL);
+    gt_ptree__free(NULL);
+}
+
 int main(void)
 {
     static const struct {
@@ -321,6 +351,7 @@ int main(void)
         T(test_clipped_merged_and_blame),
         T(test_ties_use_depth),
         T(test_empty_and_einval),
+        T(test_thread_alone),
 #undef T
     };
     int failed = 0;
