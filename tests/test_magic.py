@@ -37,7 +37,7 @@ result = 42
 
 
 def test_cell_shows_viewer_and_table(ip, outputs):
-    ip.run_cell_magic("giltracer", "--quiet", CELL)
+    ip.run_cell_magic("giltracer", "", CELL)
     assert ip.user_ns["result"] == 42  # the cell ran in the user namespace
     (bundle,) = outputs
     assert bundle["text/html"].startswith("<iframe srcdoc=")
@@ -48,14 +48,14 @@ def test_cell_shows_viewer_and_table(ip, outputs):
 
 def test_cell_that_raises_shows_trace_then_reraises(ip, outputs):
     with pytest.raises(ZeroDivisionError):
-        ip.run_cell_magic("giltracer", "--quiet", "x = 1\n1/0\n")
+        ip.run_cell_magic("giltracer", "", "x = 1\n1/0\n")
     assert len(outputs) == 1 and "text/plain" in outputs[0]
     assert ip.user_ns["x"] == 1
 
 
 def test_output_file(ip, outputs, tmp_path):
     out = tmp_path / "cell.json"
-    ip.run_cell_magic("giltracer", f"-o {out} --quiet --no-sched", "y = [len('a') for _ in range(10)]")
+    ip.run_cell_magic("giltracer", f"-o {out} --no-sched", "y = [len('a') for _ in range(10)]")
     assert out.exists() and out.stat().st_size > 0
 
 
@@ -69,7 +69,7 @@ def test_theme_reaches_the_viewer_and_the_saved_page(ip, outputs, tmp_path, monk
         return save(self, path, format, tab, theme)
     monkeypatch.setattr(api.Trace, "save", spy)
     out = tmp_path / "cell.html"
-    ip.run_cell_magic(magic, f"-o {out} --quiet --theme dark --no-sched", "y = [len('a') for _ in range(10)]")
+    ip.run_cell_magic(magic, f"-o {out} --theme dark --no-sched", "y = [len('a') for _ in range(10)]")
     assert sorted(themes) == [("cell.html", "dark"), ("trace.html", "dark")]  # -o and the inline viewer
     assert len(outputs) == 1
 
@@ -86,7 +86,7 @@ def test_save_rejects_an_unknown_theme(tmp_path):
 
 def test_var_keeps_the_trace_for_the_next_cells(ip, outputs):
     ip.user_ns.pop("cell_trace", None)
-    ip.run_cell_magic("giltracer", "--quiet --var cell_trace", CELL)
+    ip.run_cell_magic("giltracer", "--var cell_trace", CELL)
     t = ip.user_ns["cell_trace"]
     assert {"w0", "w1"} <= {row.name for row in t.summary()}
     assert t.summary_text() == outputs[0]["text/plain"]
@@ -144,7 +144,7 @@ def check_profile_bundle(bundle):
 
 
 def test_line_magic_returns_the_value_and_shows_the_profile(with_pair, outputs):
-    value = with_pair.run_line_magic("gilprofile", "-q pair(16)")
+    value = with_pair.run_line_magic("gilprofile", "pair(16)")
     assert value == 987
     (bundle,) = outputs
     text = check_profile_bundle(bundle)
@@ -152,10 +152,10 @@ def test_line_magic_returns_the_value_and_shows_the_profile(with_pair, outputs):
 
 
 def test_line_magic_assignment_and_verbatim_statement(with_pair, outputs, capsys):
-    with_pair.run_cell('x = %gilprofile -q len("a  b")')
+    with_pair.run_cell('x = %gilprofile len("a  b")')
     assert with_pair.user_ns["x"] == 4  # the statement's spaces were kept
-    assert with_pair.run_line_magic("gilprofile", "-q -- -1") == -1  # `--` ends the options
-    with_pair.run_cell("r = %gilprofile -q y = 5")
+    assert with_pair.run_line_magic("gilprofile", "-- -1") == -1  # `--` ends the options
+    with_pair.run_cell("r = %gilprofile y = 5")
     assert with_pair.user_ns["y"] == 5 and with_pair.user_ns["r"] is None  # a statement: None
     assert len(outputs) == 3
 
@@ -185,14 +185,14 @@ def test_cell_magic_options(with_pair, outputs, tmp_path, capsys):
 def test_gilprofile_var_keeps_the_trace(with_pair, outputs):
     for name in ("line_trace", "cell_trace", "failed_trace"):
         with_pair.user_ns.pop(name, None)
-    assert with_pair.run_line_magic("gilprofile", "-q --var line_trace pair(14)") == 377
+    assert with_pair.run_line_magic("gilprofile", "--var line_trace pair(14)") == 377
     t = with_pair.user_ns["line_trace"]
     assert {"p0", "p1"} <= {row.name for row in t.summary()}
     assert t.profile_text() == outputs[0]["text/plain"]  # the Trace the viewer showed
-    with_pair.run_cell_magic("gilprofile", "--var cell_trace -q", "r = pair(13)\n")
+    with_pair.run_cell_magic("gilprofile", "--var cell_trace", "r = pair(13)\n")
     assert with_pair.user_ns["cell_trace"].functions()[0].total_ns > 0
     with pytest.raises(ZeroDivisionError):
-        with_pair.run_line_magic("gilprofile", "-q --var failed_trace 1 / 0")
+        with_pair.run_line_magic("gilprofile", "--var failed_trace 1 / 0")
     assert with_pair.user_ns["failed_trace"].duration_ns > 0
 
 
@@ -202,7 +202,7 @@ def test_statement_that_raises_shows_profile_then_reraises(with_pair, outputs, c
     assert len(outputs) == 1 and "fib" in outputs[0]["text/plain"]
     assert "raised ZeroDivisionError" in capsys.readouterr().out
     with pytest.raises(KeyError):
-        with_pair.run_cell_magic("gilprofile", "-q", "w = 3\n{}['k']\n")
+        with_pair.run_cell_magic("gilprofile", "", "w = 3\n{}['k']\n")
     assert len(outputs) == 2 and with_pair.user_ns["w"] == 3
 
 
@@ -236,10 +236,10 @@ def test_magics_in_a_jupyter_kernel(tmp_path):
     cells = [
         "%load_ext giltracer",
         PAIR,
-        "x = %gilprofile -q pair(16)\nprint('value', x)",
+        "x = %gilprofile pair(16)\nprint('value', x)",
         "%%gilprofile --top 3 --sort caused\nr = pair(15)",
         "%gilprofile --sort bogus pair(3)",
-        "%gilprofile -q 1 / 0",
+        "%gilprofile 1 / 0",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
@@ -261,7 +261,7 @@ def test_magics_in_a_jupyter_kernel(tmp_path):
 
 def test_over_the_budget_the_page_is_saved_and_linked(ip, outputs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the kernel's working directory: the notebook's
-    ip.run_cell_magic("giltracer", "--quiet --no-sched --max-output 50k --var big", CELL)
+    ip.run_cell_magic("giltracer", "--no-sched --max-output 50k --var big", CELL)
     (bundle,) = outputs
     (saved,) = tmp_path.glob("giltracer-*.html")
     page = saved.read_text(encoding="utf-8")
@@ -278,14 +278,14 @@ def test_over_the_budget_the_page_is_saved_and_linked(ip, outputs, tmp_path, mon
 
 def test_under_the_budget_the_viewer_is_inline(ip, outputs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    ip.run_cell_magic("giltracer", "--quiet --no-sched --max-output 20MB", CELL)
+    ip.run_cell_magic("giltracer", "--no-sched --max-output 20MB", CELL)
     assert outputs[0]["text/html"].startswith("<iframe srcdoc=")
     assert not list(tmp_path.glob("giltracer-*.html"))
 
 
 def test_an_html_output_file_is_the_linked_page(ip, outputs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    ip.run_cell_magic("giltracer", "--quiet --no-sched --max-output 1k -o cell.html", CELL)
+    ip.run_cell_magic("giltracer", "--no-sched --max-output 1k -o cell.html", CELL)
     assert [p.name for p in tmp_path.iterdir()] == ["cell.html"]  # saved once
     assert '<a href="cell.html"' in outputs[0]["text/html"]
 
@@ -309,6 +309,7 @@ def test_last_and_to_html_and_a_trace_as_the_last_expression(ip, outputs):
     import giltracer
 
     ip.run_cell_magic("giltracer", "--quiet --no-sched --var cell_t", CELL)
+    assert not outputs  # quiet
     t = giltracer.last()
     assert t is ip.user_ns["cell_t"]
     page = t.to_html()
@@ -325,29 +326,36 @@ def test_last_and_to_html_and_a_trace_as_the_last_expression(ip, outputs):
 
 # ------------------------------------------------------------------ -q and --max-output on both magics
 def test_q_is_quiet_on_giltracer(ip, outputs, tmp_path, capsys):
+    """-q/--quiet as in IPython's own magics: no viewer and no messages; the trace is
+    still there (--var, giltracer.last()) and a raising cell still re-raises."""
+    import giltracer
+
     out = tmp_path / "cell.json"
     ip.run_cell_magic("giltracer", f"-o {out} --no-sched", "y = 1")
-    assert f"saved {out}" in capsys.readouterr().out  # without -q: the message
-    ip.run_cell_magic("giltracer", f"-q -o {out} --no-sched", "y = 1")
-    assert capsys.readouterr().out == ""  # -q: no messages ...
-    assert len(outputs) == 2 and outputs[1]["text/html"].startswith("<iframe srcdoc=")  # ... the viewer
+    assert f"saved {out}" in capsys.readouterr().out  # without -q: the message ...
+    assert len(outputs) == 1 and outputs[0]["text/html"].startswith("<iframe srcdoc=")  # ... the viewer
+    for quiet in ("-q", "--quiet"):
+        ip.run_cell_magic("giltracer", f"{quiet} -o {out} --no-sched --var quiet_t", "y = 2")
+        assert capsys.readouterr().out == "" and len(outputs) == 1  # neither
+        assert ip.user_ns["quiet_t"] is giltracer.last() and ip.user_ns["quiet_t"].event_count > 0
     with pytest.raises(ZeroDivisionError):
         ip.run_cell_magic("giltracer", "-q --no-sched", "1/0")
-    assert "raised" not in capsys.readouterr().out
+    assert "raised" not in capsys.readouterr().out and len(outputs) == 1
 
 
 def test_q_is_quiet_on_gilprofile(with_pair, outputs, tmp_path, capsys):
     out = tmp_path / "p.json"
     assert with_pair.run_line_magic("gilprofile", f"-o {out} --no-sched pair(5)") == 5
-    assert f"saved {out}" in capsys.readouterr().out
+    assert f"saved {out}" in capsys.readouterr().out and len(outputs) == 1
     assert with_pair.run_line_magic("gilprofile", f"-q -o {out} --no-sched pair(5)") == 5
-    with_pair.run_cell_magic("gilprofile", f"-q -o {out} --no-sched", "r = pair(5)")
-    assert capsys.readouterr().out == "" and len(outputs) == 3
+    with_pair.run_cell_magic("gilprofile", f"--quiet -o {out} --no-sched", "r = pair(5)")
+    assert capsys.readouterr().out == "" and len(outputs) == 1
+    assert out.stat().st_size > 0 and with_pair.user_ns["r"] == 5
 
 
 def test_gilprofile_options_with_values_end_before_the_statement(with_pair, outputs):
-    assert with_pair.run_line_magic("gilprofile", "-q --theme dark --max-output 20MB pair(6)") == 8
-    assert with_pair.run_line_magic("gilprofile", "-q --max-output=20MB --theme=light pair(7)") == 13
+    assert with_pair.run_line_magic("gilprofile", "--theme dark --max-output 20MB pair(6)") == 8
+    assert with_pair.run_line_magic("gilprofile", "--max-output=20MB --theme=light pair(7)") == 13
     assert len(outputs) == 2 and all(b["text/html"].startswith("<iframe srcdoc=") for b in outputs)
 
 
@@ -362,7 +370,7 @@ def check_linked(bundle, saved, budget):
 
 def test_gilprofile_over_the_budget_saves_and_links(with_pair, outputs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the kernel's working directory: the notebook's
-    value = with_pair.run_line_magic("gilprofile", "-q --no-sched --max-output 50k --var big pair(15)")
+    value = with_pair.run_line_magic("gilprofile", "--no-sched --max-output 50k --var big pair(15)")
     assert value == 610
     (saved,) = tmp_path.glob("giltracer-*.html")
     page = saved.read_text(encoding="utf-8")
@@ -372,7 +380,7 @@ def test_gilprofile_over_the_budget_saves_and_links(with_pair, outputs, tmp_path
     assert rest == big.profile_text()  # ... plus the profile tables
     assert "Top functions by GIL wait:" in outputs[0]["text/html"]
     assert len(outputs[0]["text/html"]) < 50_000
-    with_pair.run_cell_magic("gilprofile", "-q --no-sched --max-output 1k --top 3 --sort held",
+    with_pair.run_cell_magic("gilprofile", "--no-sched --max-output 1k --top 3 --sort held",
                              "r = pair(12)")
     (second,) = set(tmp_path.glob("giltracer-*.html")) - {saved}
     assert check_linked(outputs[1], second, "1 kB").startswith(
@@ -382,15 +390,15 @@ def test_gilprofile_over_the_budget_saves_and_links(with_pair, outputs, tmp_path
 
 def test_gilprofile_under_the_budget_is_inline(with_pair, outputs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with_pair.run_line_magic("gilprofile", "-q --no-sched --max-output 20MB pair(12)")
-    with_pair.run_cell_magic("gilprofile", "-q --no-sched", "r = pair(12)")  # the default 20MB
+    with_pair.run_line_magic("gilprofile", "--no-sched --max-output 20MB pair(12)")
+    with_pair.run_cell_magic("gilprofile", "--no-sched", "r = pair(12)")  # the default 20MB
     assert [b["text/html"][:15] for b in outputs] == ["<iframe srcdoc="] * 2
     assert not list(tmp_path.iterdir())
 
 
 def test_gilprofile_html_output_file_is_the_linked_page(with_pair, outputs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with_pair.run_cell_magic("gilprofile", "-q --no-sched --max-output 1k -o cell.html", "r = pair(12)")
+    with_pair.run_cell_magic("gilprofile", "--no-sched --max-output 1k -o cell.html", "r = pair(12)")
     assert [p.name for p in tmp_path.iterdir()] == ["cell.html"]  # saved once
     assert '<a href="cell.html"' in outputs[0]["text/html"]
     assert '"view":"profile"' in (tmp_path / "cell.html").read_text(encoding="utf-8")

@@ -123,7 +123,8 @@ class GilTracerMagics(Magics):
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
     @argument("--theme", choices=VIEWER_THEMES, default="auto",
               help="viewer colours: auto (follows the system's light/dark preference), light, dark")
-    @argument("-q", "--quiet", action="store_true", help="show the viewer only, no messages")
+    @argument("-q", "--quiet", action="store_true",
+              help="no viewer and no messages (the trace: --var NAME or giltracer.last())")
     @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
     @argument("--max-output", default="20MB", metavar="SIZE",
               help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
@@ -148,8 +149,9 @@ class GilTracerMagics(Magics):
         if args.var is not None:
             self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "cell")
-        display(viewer_bundle(t, args.height, max_output=max_output, saved_html=saved_page(args),
-                              theme=args.theme), raw=True)
+        if not args.quiet:
+            display(viewer_bundle(t, args.height, max_output=max_output, saved_html=saved_page(args),
+                                  theme=args.theme), raw=True)
         if error is not None:
             raise error
 
@@ -168,7 +170,8 @@ class GilTracerMagics(Magics):
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
     @argument("--theme", choices=VIEWER_THEMES, default="auto",
               help="viewer colours: auto (follows the system's light/dark preference), light, dark")
-    @argument("-q", "--quiet", action="store_true", help="show the profile only, no messages")
+    @argument("-q", "--quiet", action="store_true",
+              help="no profile and no messages (the trace: --var NAME or giltracer.last())")
     @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
     @argument("--max-output", default="20MB", metavar="SIZE",
               help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
@@ -203,9 +206,10 @@ class GilTracerMagics(Magics):
         if args.var is not None:
             self.shell.user_ns[args.var] = t
         save_and_report(t, args, error, "statement" if cell is None else "cell", tab="profile")
-        display(viewer_bundle(t, args.height, t.profile_text(args.top, args.sort), tab="profile",
-                              max_output=max_output, saved_html=saved_page(args),
-                              theme=args.theme), raw=True)
+        if not args.quiet:
+            display(viewer_bundle(t, args.height, t.profile_text(args.top, args.sort), tab="profile",
+                                  max_output=max_output, saved_html=saved_page(args),
+                                  theme=args.theme), raw=True)
         if error is not None:
             raise error
         return value if cell is None else None
