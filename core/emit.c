@@ -850,7 +850,8 @@ static void zout_feed(struct zout *z, const void *p, size_t n, int flush)
         size_t take = n > (1u << 30) ? (1u << 30) : n;
         z->z.next_in = (Bytef *)in;
         z->z.avail_in = (uInt)take;
-        in += take;
+        if (take) /* zout_finish feeds (NULL, 0): no arithmetic on a null pointer */
+            in += take;
         n -= take;
         int fl = n ? Z_NO_FLUSH : flush;
         do {
