@@ -249,6 +249,26 @@ def test_thread_names_while_other_threads_start():
     assert names[spawners[0].native_id] == "spawner-0"
     assert names[threading.main_thread().native_id] == threading.main_thread().name
 
+
+def test_threads_that_ended_before_the_session_lend_no_names():
+    """The OS reuses the id of a thread that ended before the session (whose Thread object
+    the caller may still hold): a thread of the session with that id, perhaps one without a
+    Thread object, must not get the old thread's name. Threads that end during the
+    session keep theirs."""
+    from giltracer.api import _ended_threads, _thread_names
+
+    before = threading.Thread(target=int, name="ended-before")
+    before.start()
+    before.join()
+    ended_before = _ended_threads()
+    during = threading.Thread(target=int, name="ended-during")
+    during.start()
+    during.join()
+    names = _thread_names(ended_before)
+    assert names.get(before.native_id) != "ended-before"
+    assert names[during.native_id] == "ended-during"
+    assert _thread_names().get(before.native_id) == "ended-before"  # without the snapshot
+
 # --- bounds ------------------------------------------------------------------------
 def test_max_events_truncates_and_reports():
     with pytest.warns(RuntimeWarning, match="dropped"):

@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -222,13 +223,22 @@ def _weak_set_members(weak_set: Any) -> List[Any]:
     return []
 
 
-def _thread_names() -> Dict[int, str]:
-    """native id -> name, for threads alive now and threads that ended but whose
-    Thread objects still exist (threading keeps a weak set of them)."""
+def _ended_threads() -> "weakref.WeakSet[threading.Thread]":
+    """Thread objects of threads that have already run and ended (as at a session's start)."""
+    return weakref.WeakSet(t for t in _weak_set_members(getattr(threading, "_dangling", None))
+                           if t.ident is not None and not t.is_alive())
+
+
+def _thread_names(ended_before: Iterable[threading.Thread] = ()) -> Dict[int, str]:
+    """native id -> name, for threads alive now and threads that ended but whose Thread
+    objects still exist (threading keeps a weak set of them), except those that had ended
+    before the session began: the OS reuses their ids, for another Python thread or for a
+    thread without a Thread object, which would then show under a stale name."""
+    stale = set(map(id, ended_before))
     names: Dict[int, str] = {}
     for t in _weak_set_members(getattr(threading, "_dangling", None)) + threading.enumerate():
         nid = getattr(t, "native_id", None)
-        if nid is not None:
+        if nid is not None and id(t) not in stale:
             names[nid] = t.name
     return names
 
@@ -284,6 +294,7 @@ class Trace:
         self.max_events = max_events
         self.title = title
         self._session: Any = None
+        self._ended_before: Iterable[threading.Thread] = ()
         self._result: Any = None
         self._funcs: Optional[List[Tuple[str, str, int, bool]]] = None
 
@@ -294,6 +305,7 @@ class Trace:
         core = _core()
         self._session = core.Session(own_dir=_PACKAGE_DIR, **self.options)
         threads = [(t.ident, t.native_id) for t in threading.enumerate() if t.ident is not None]
+        self._ended_before = _ended_threads()
         self._session.start(threads)
         return self
 
@@ -305,7 +317,7 @@ class Trace:
         try:
             self._session.stop()
         finally:
-            self._result = self._session.finish(_thread_names(), self.title)
+            self._result = self._session.finish(_thread_names(self._ended_before), self.title)
             self._session = None
         global _last
         _last = self
