@@ -108,6 +108,14 @@ static inline struct gt_thread *gt_thread_current(void)
  */
 void gt_registry__end(void);
 
+/**
+ * gt_registry__helper_tid() - the kernel tid of the registry's own helper thread (it
+ * maps event blocks ahead of the traced threads while a generation is active), or 0.
+ * It runs no Python and is no thread of interest: probes that see every thread of the
+ * process (bpf sched_switch) skip it.
+ */
+int32_t gt_registry__helper_tid(void);
+
 /** gt_registry__threads() - the first record of the ended (or active) generation. */
 struct gt_thread *gt_registry__threads(void);
 
