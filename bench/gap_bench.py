@@ -61,6 +61,17 @@ def tight_loop(n: int) -> None:
         empty()
 
 
+def steal_ms() -> float:
+    """The machine's steal time so far (all CPUs): time the hypervisor ran something
+    else while a vCPU was runnable. A thread stalled by it looks on CPU to the guest."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) * 1000 / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def untraced_loop(n: int) -> dict:
     """The same loop without giltracer, timed by itself: a gap between two clock reads
     over 0.2 ms with no context switch of the thread meanwhile (getrusage) is a stall of
@@ -160,9 +171,10 @@ def worker(config: str, calls: int, sessions: int) -> None:
     out = []
     if opts is None:
         for k in range(1, sessions + 1):
-            t0 = time.perf_counter_ns()
+            t0, st0 = time.perf_counter_ns(), steal_ms()
             row = untraced_loop(calls)
             row.update(session=k, wall_ns=time.perf_counter_ns() - t0, backend="untraced",
+                       steal_ms=steal_ms() - st0,
                        sched_status="context-switch counts (getrusage)", dropped={})
             out.append(row)
         print(json.dumps({"config": config, "pid": os.getpid(), "sessions": out}), flush=True)
@@ -170,12 +182,12 @@ def worker(config: str, calls: int, sessions: int) -> None:
     import giltracer
 
     for k in range(1, sessions + 1):
-        t0 = time.perf_counter_ns()
+        t0, st0 = time.perf_counter_ns(), steal_ms()
         with giltracer.trace(**opts) as t:
             tight_loop(calls)
-        wall = time.perf_counter_ns() - t0
+        wall, steal = time.perf_counter_ns() - t0, steal_ms() - st0
         row = analyse(t, tid)
-        row.update(session=k, wall_ns=wall, duration_ns=t.duration_ns, backend=t.backend,
+        row.update(session=k, wall_ns=wall, steal_ms=steal, duration_ns=t.duration_ns, backend=t.backend,
                    sched_status=t.sched_status, dropped=t.dropped)
         out.append(row)
         del t
@@ -208,6 +220,7 @@ def summarise(procs: list) -> dict:
             "largest_raw_ms": max(r["largest_raw_ns"] for r in rs) / 1e6,
             "blocked_ms": max(r["blocked_ns"] for r in rs) / 1e6,
             "wall_ms": sorted(r["wall_ns"] / 1e6 for r in rs),
+            "steal_ms": max(r.get("steal_ms", float("nan")) for r in rs),
             "have_os": all(r["have_os"] for r in rs),
         }
     return rows
@@ -232,11 +245,13 @@ def report(results: dict, args, started: str) -> str:
         "whole gap counts). Ranges are over the processes; largest = the largest over all of "
         "them. `largest raw` includes off-CPU time (preemption by other load). `blocked` = the "
         "most time one session spent blocked inside gaps. `untraced` is the machine's own "
-        "floor (no giltracer; on-CPU told by getrusage's context-switch counts).",
+        "floor (no giltracer; on-CPU told by getrusage's context-switch counts). `steal` = "
+        "the most hypervisor steal time (all vCPUs) during one session: a vCPU stopped by the "
+        "host stalls whatever runs on it, and the guest still calls it on CPU.",
         "",
         "| config | backend / OS states | session | stalls > 0.2 ms | stall time (ms) | largest (ms) "
-        "| largest raw (ms) | blocked (ms) | wall (ms) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| largest raw (ms) | blocked (ms) | steal (ms) | wall (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for config, procs in results.items():
         errors = [p["error"] for p in procs if "error" in p]
@@ -247,7 +262,7 @@ def report(results: dict, args, started: str) -> str:
             lines.append(
                 f"| {config} | {what} | {k} | {fmt_range(r['stalls'])} | "
                 f"{fmt_range(r['stall_ms'], '{:.2f}')} | {r['largest_ms']:.2f} | "
-                f"{r['largest_raw_ms']:.2f} | {r['blocked_ms']:.2f} | "
+                f"{r['largest_raw_ms']:.2f} | {r['blocked_ms']:.2f} | {r['steal_ms']:.0f} | "
                 f"{fmt_range(r['wall_ms'], '{:.0f}')} |")
         for e in errors:
             lines.append(f"\n{config}: a process failed:\n```\n{e.strip()}\n```")
