@@ -2,8 +2,10 @@
 /* The thread registry: one record per kernel thread per session, each with its own
  * event streams in fixed-size blocks. Each stream has exactly one producer (the
  * owning thread for calls and GIL events, the scheduler poller for sched events),
- * so pushes take no lock; blocks come from a pool recycled across sessions.
- * Plain C: no Python. One session at a time per process. */
+ * so pushes take no lock; blocks come from a pool recycled across sessions, kept
+ * ahead of the pushes by a helper thread while a generation is active (a push never
+ * faults in memory while the reserve lasts). Plain C: no Python. One session at a time
+ * per process. */
 #ifndef GT_THREADS_H
 #define GT_THREADS_H
 
