@@ -102,12 +102,16 @@ static int arena_add(void)
 
 /* The block reserve. Faulting an arena in on a traced thread, inside a push, stopped
  * it for 0.3-10 ms each time it crossed 2 MiB of events (issue 12). While a generation
- * is active a helper thread keeps at least RESERVE_LOW free blocks ahead: a push that
- * takes the pool below it wakes the refiller, which maps arenas outside reg_lock up to
- * RESERVE_HIGH. Pushes fault an arena themselves only when the pool is empty (the
- * refiller could not keep up, or could not start: e.g. a pids limit). */
-#define RESERVE_LOW (2 * BLOCKS_PER_ARENA)
-#define RESERVE_HIGH (4 * BLOCKS_PER_ARENA)
+ * is active a helper thread keeps free blocks ahead: a push that takes the pool below
+ * RESERVE_LOW wakes the refiller, which maps arenas outside reg_lock up to
+ * RESERVE_HIGH. The margin is generous because on a busy machine the woken refiller
+ * may wait tens of ms for a CPU, and a tight loop of calls fills an arena every
+ * ~15-30 ms. Begin maps RESERVE_START blocks itself, before anything records. Pushes
+ * fault an arena themselves only when the pool is empty (the refiller could not keep
+ * up, or could not start: e.g. a pids limit). */
+#define RESERVE_START (2 * BLOCKS_PER_ARENA)
+#define RESERVE_LOW (6 * BLOCKS_PER_ARENA)
+#define RESERVE_HIGH (8 * BLOCKS_PER_ARENA)
 
 static struct {
     pthread_t thread;
@@ -144,12 +148,12 @@ static void *refill_main(void *arg)
     return NULL;
 }
 
-/* Fill the pool to RESERVE_LOW now (before the generation records) and start the
+/* Fill the pool to RESERVE_START now (before the generation records) and start the
  * refiller. Without the thread, pushes map arenas themselves as before. reg_lock held. */
 static void refill_start_locked(void)
 {
     sigset_t all, old;
-    while (pool_size < RESERVE_LOW && arena_add() == 0)
+    while (pool_size < RESERVE_START && arena_add() == 0)
         ;
     refill.stop = refill.failed = 0;
     atomic_store(&refill.tid, 0);

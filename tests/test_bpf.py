@@ -336,7 +336,7 @@ def test_block_refiller_is_not_a_traced_thread():
 
     with giltracer.trace(backend=BACKEND) as t:
         note_helper()
-        for _ in range(400_000):  # ~800k events: ~200 blocks, the reserve is 64
+        for _ in range(400_000):  # ~800k events: ~200 blocks
             _empty()
     assert "tid" in helper, "no gt-blocks thread during the trace"
     assert helper["tid"] not in {th.tid for th in t.threads}, t.threads
