@@ -207,6 +207,7 @@ bench: setup
 	$(PY) bench/run.py
 	$(PY) bench/profile_bench.py
 	$(PY) bench/payload_bench.py
+	$(PY) bench/gap_bench.py
 
 clean:
 	rm -rf $(BUILD) $(VENV) $(MATRIX_DIR) dist *.egg-info

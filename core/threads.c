@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -45,13 +46,17 @@ struct arena {
 static struct arena *arenas;
 static size_t narenas;
 
-static int arena_add(void)
+/* Map a 2 MiB-aligned arena and fault it in (one huge page where the kernel grants
+ * it, else 512 pages). Takes no lock: it can take milliseconds (page zeroing, direct
+ * compaction under memory pressure), so the refiller does it beside the traced
+ * threads, never inside one of their pushes if it can help it. */
+static struct arena *arena_map(void)
 {
     /* Over-map by one arena so the usable part can be 2 MiB aligned. */
     size_t len = 2 * (size_t)ARENA_BYTES;
     char *raw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED)
-        return -ENOMEM;
+        return NULL;
     char *base = (char *)(((uintptr_t)raw + ARENA_BYTES - 1) & ~(uintptr_t)(ARENA_BYTES - 1));
     if (base > raw)
         munmap(raw, (size_t)(base - raw));
@@ -60,25 +65,127 @@ static int arena_add(void)
     struct arena *a = malloc(sizeof(*a));
     if (!a) {
         munmap(base, ARENA_BYTES);
-        return -ENOMEM;
+        return NULL;
     }
 #ifdef MADV_HUGEPAGE
     madvise(base, ARENA_BYTES, MADV_HUGEPAGE);
 #endif
-    /* Fault it in now (one huge page where the kernel grants it), not at event time. */
     for (size_t off = 0; off < ARENA_BYTES; off += 4096)
         ((volatile char *)base)[off] = 0;
     a->base = base;
+    a->next = NULL;
+    return a;
+}
+
+/* Hand a mapped arena's blocks to the pool. reg_lock held. */
+static void arena_link(struct arena *a)
+{
     a->next = arenas;
     arenas = a;
     narenas++;
     for (size_t i = 0; i < BLOCKS_PER_ARENA; i++) {
-        struct gt_block *b = (struct gt_block *)(base + i * GT_BLOCK_BYTES);
+        struct gt_block *b = (struct gt_block *)((char *)a->base + i * GT_BLOCK_BYTES);
         b->next = pool;
         pool = b;
         pool_size++;
     }
+}
+
+static int arena_add(void)
+{
+    struct arena *a = arena_map();
+    if (!a)
+        return -ENOMEM;
+    arena_link(a);
     return 0;
+}
+
+/* The block reserve. Faulting an arena in on a traced thread, inside a push, stopped
+ * it for 0.3-10 ms each time it crossed 2 MiB of events (issue 12). While a generation
+ * is active a helper thread keeps free blocks ahead: a push that takes the pool below
+ * RESERVE_LOW wakes the refiller, which maps arenas outside reg_lock up to
+ * RESERVE_HIGH. The margin is generous because on a busy machine the woken refiller
+ * may wait tens of ms for a CPU, and a tight loop of calls fills an arena every
+ * ~15-30 ms. Begin maps RESERVE_START blocks itself, before anything records. Pushes
+ * fault an arena themselves only when the pool is empty (the refiller could not keep
+ * up, or could not start: e.g. a pids limit). */
+#define RESERVE_START (2 * BLOCKS_PER_ARENA)
+#define RESERVE_LOW (6 * BLOCKS_PER_ARENA)
+#define RESERVE_HIGH (8 * BLOCKS_PER_ARENA)
+
+static struct {
+    pthread_t thread;
+    pthread_cond_t wake; /* with reg_lock: the pool went low, the tid is known, or stop */
+    int running;         /* reg_lock: the thread exists and must be joined */
+    int stop;            /* reg_lock */
+    int failed;          /* reg_lock: out of memory, stop trying this generation */
+    _Atomic int32_t tid; /* the refiller's kernel tid, 0 when none */
+} refill = {.wake = PTHREAD_COND_INITIALIZER};
+
+static void *refill_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&reg_lock);
+    atomic_store(&refill.tid, (int32_t)syscall(SYS_gettid));
+    pthread_cond_broadcast(&refill.wake); /* gt_registry__begin waits for the tid */
+    while (!refill.stop) {
+        if (refill.failed || pool_size >= RESERVE_LOW) {
+            pthread_cond_wait(&refill.wake, &reg_lock);
+            continue;
+        }
+        while (!refill.stop && pool_size < RESERVE_HIGH) {
+            pthread_mutex_unlock(&reg_lock);
+            struct arena *a = arena_map();
+            pthread_mutex_lock(&reg_lock);
+            if (!a) {
+                refill.failed = 1;
+                break;
+            }
+            arena_link(a);
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return NULL;
+}
+
+/* Fill the pool to RESERVE_START now (before the generation records) and start the
+ * refiller. Without the thread, pushes map arenas themselves as before. reg_lock held. */
+static void refill_start_locked(void)
+{
+    sigset_t all, old;
+    while (pool_size < RESERVE_START && arena_add() == 0)
+        ;
+    refill.stop = refill.failed = 0;
+    atomic_store(&refill.tid, 0);
+    /* The refiller must never take the process's signals (e.g. SIGINT for Python). */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    refill.running = pthread_create(&refill.thread, NULL, refill_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!refill.running)
+        return;
+    pthread_setname_np(refill.thread, "gt-blocks");
+    /* Its tid is known before anything records (the bpf probe skips its events). */
+    while (atomic_load(&refill.tid) == 0)
+        pthread_cond_wait(&refill.wake, &reg_lock);
+}
+
+static void refill_stop(void)
+{
+    pthread_mutex_lock(&reg_lock);
+    int running = refill.running;
+    refill.running = 0;
+    refill.stop = 1;
+    pthread_cond_broadcast(&refill.wake);
+    pthread_mutex_unlock(&reg_lock);
+    if (running)
+        pthread_join(refill.thread, NULL);
+    atomic_store(&refill.tid, 0);
+}
+
+int32_t gt_registry__helper_tid(void)
+{
+    return atomic_load(&refill.tid);
 }
 
 static struct gt_block *block_get(void)
@@ -88,6 +195,8 @@ static struct gt_block *block_get(void)
     struct gt_block *b = pool;
     pool = b->next;
     pool_size--;
+    if (pool_size < RESERVE_LOW && refill.running)
+        pthread_cond_signal(&refill.wake); /* no syscall while it is busy filling */
     b->next = NULL;
     b->n = 0;
     return b;
@@ -238,6 +347,10 @@ static struct gt_thread *volatile abandoned_in_child;
 static void atfork_child(void)
 {
     pthread_mutex_init(&reg_lock, NULL);
+    /* The refiller was not copied into the child (nothing to join). */
+    pthread_cond_init(&refill.wake, NULL);
+    refill.running = 0;
+    atomic_store(&refill.tid, 0);
     atomic_store(&gt_recording, 0);
     atomic_store(&gt_registry_gen, 0);
     if (threads)
@@ -273,6 +386,8 @@ int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx)
     }
     on_new_thread = on_new;
     on_new_ctx = ctx;
+    if (!refill.running)
+        refill_start_locked();
     atomic_store(&gt_registry_gen, ++last_gen);
 cleanup:
     pthread_mutex_unlock(&reg_lock);
@@ -361,6 +476,7 @@ void gt_registry__end(void)
     pthread_mutex_lock(&reg_lock);
     atomic_store(&gt_registry_gen, 0);
     pthread_mutex_unlock(&reg_lock);
+    refill_stop();
     /* A hook that read the generation just before may still be pushing; the GIL
      * (for calls) and the caller's ordering (stop after disabling hooks) make that
      * window empty for calls. GIL/sched producers are quiesced by their owners. */

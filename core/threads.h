@@ -2,8 +2,10 @@
 /* The thread registry: one record per kernel thread per session, each with its own
  * event streams in fixed-size blocks. Each stream has exactly one producer (the
  * owning thread for calls and GIL events, the scheduler poller for sched events),
- * so pushes take no lock; blocks come from a pool recycled across sessions.
- * Plain C: no Python. One session at a time per process. */
+ * so pushes take no lock; blocks come from a pool recycled across sessions, kept
+ * ahead of the pushes by a helper thread while a generation is active (a push never
+ * faults in memory while the reserve lasts). Plain C: no Python. One session at a time
+ * per process. */
 #ifndef GT_THREADS_H
 #define GT_THREADS_H
 
@@ -107,6 +109,14 @@ static inline struct gt_thread *gt_thread_current(void)
  * The records stay readable until gt_registry__release(). Closes every stream.
  */
 void gt_registry__end(void);
+
+/**
+ * gt_registry__helper_tid() - the kernel tid of the registry's own helper thread (it
+ * maps event blocks ahead of the traced threads while a generation is active), or 0.
+ * It runs no Python and is no thread of interest: probes that see every thread of the
+ * process (bpf sched_switch) skip it.
+ */
+int32_t gt_registry__helper_tid(void);
 
 /** gt_registry__threads() - the first record of the ended (or active) generation. */
 struct gt_thread *gt_registry__threads(void);

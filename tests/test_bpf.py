@@ -313,3 +313,30 @@ def test_forked_child_leaves_the_parents_probe_alone():
     assert p.returncode == 0, (p.stdout, p.stderr)
     a, b = map(int, p.stdout.split("ACQ")[1].split())
     assert a > 0 and b > 0, p.stdout
+
+
+def _empty():
+    pass
+
+
+def test_block_refiller_is_not_a_traced_thread():
+    """The registry's helper thread (it maps event blocks ahead of the traced threads,
+    issue 12) runs no Python: the bpf probe, which sees every thread's context switches,
+    must not list it. Enough events that it wakes up (switches) during the trace."""
+    helper = {}
+
+    def note_helper():
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    if f.read().strip() == "gt-blocks":
+                        helper["tid"] = int(tid)
+            except OSError:
+                pass
+
+    with giltracer.trace(backend=BACKEND) as t:
+        note_helper()
+        for _ in range(400_000):  # ~800k events: ~200 blocks
+            _empty()
+    assert "tid" in helper, "no gt-blocks thread during the trace"
+    assert helper["tid"] not in {th.tid for th in t.threads}, t.threads
