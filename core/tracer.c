@@ -366,17 +366,13 @@ static inline __attribute__((always_inline)) void on_py(struct gt_thread *t, uin
     record(t, ts, fid, kind, entering);
 }
 
-/* A C event of C function `ml`. Callers check that `callable` is a C function first
- * and only then read the clock here: 3.12+ reports every call as CALL, Python callees
- * included, and reading the TSC is most of the hook's own cost (perf: about half of
- * cb_call's samples). */
-static inline __attribute__((always_inline)) void on_cfunc(struct gt_thread *t, PyMethodDef *ml,
-                                                           PyObject *callable, uint32_t kind,
-                                                           int entering)
+/* A C event of C function `ml` (`callable`), at `ts`. */
+static inline __attribute__((always_inline)) void on_cfunc(struct gt_thread *t, uint64_t ts,
+                                                           PyMethodDef *ml, PyObject *callable,
+                                                           uint32_t kind, int entering)
 {
     if (__builtin_expect(!t, 0))
         return;
-    uint64_t ts = gt_ticks();
     struct tr_state *s = tr_get(t);
     if (__builtin_expect(!s, 0))
         return;
@@ -386,12 +382,13 @@ static inline __attribute__((always_inline)) void on_cfunc(struct gt_thread *t, 
     record(t, ts, fid, kind, entering);
 }
 
-static inline __attribute__((always_inline)) void on_c(struct gt_thread *t, PyObject *callable,
-                                                       uint32_t kind, int entering)
+static inline __attribute__((always_inline)) void on_c(struct gt_thread *t, uint64_t ts,
+                                                       PyObject *callable, uint32_t kind,
+                                                       int entering)
 {
     PyMethodDef *ml = c_method_def(callable);
     if (ml)
-        on_cfunc(t, ml, callable, kind, entering);
+        on_cfunc(t, ts, ml, callable, kind, entering);
 }
 
 /* Record the Python frames open on a thread as calls at `ts`, outermost first. */
@@ -468,7 +465,7 @@ static PyObject *slot_new(void)
 
 /* Once per thread: its record; a thread attached late first records the frames it
  * has open (for a call event, the frame being entered is not open yet). */
-static struct gt_thread *slot_bind(SlotObject *o, PyFrameObject *frame, int what)
+static struct gt_thread *slot_bind(SlotObject *o, PyFrameObject *frame, int what, uint64_t ts)
 {
     struct gt_thread *t = o->t = gt_thread_current();
     if (t && o->late) {
@@ -479,19 +476,20 @@ static struct gt_thread *slot_bind(SlotObject *o, PyFrameObject *frame, int what
         PyFrameObject *open = what == PyTrace_CALL ? PyFrame_GetBack(frame)
                                                    : (PyFrameObject *)Py_NewRef(frame);
         if (open) {
-            push_open_frames(t, open, gt_ticks());
+            push_open_frames(t, open, ts);
             Py_DECREF(open);
         }
     }
     return t;
 }
 
-static inline struct gt_thread *slot_thread(PyObject *obj, PyFrameObject *frame, int what)
+static inline struct gt_thread *slot_thread(PyObject *obj, PyFrameObject *frame, int what,
+                                            uint64_t ts)
 {
     SlotObject *o = (SlotObject *)obj;
     if (__builtin_expect(o->t != NULL, 1))
         return o->t;
-    return slot_bind(o, frame, what);
+    return slot_bind(o, frame, what, ts);
 }
 
 static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
@@ -540,28 +538,31 @@ static inline void watch_thread_states(void)
 
 static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
-    /* The clock is read per case: with c_calls=False the C events (which this hook
-     * gets anyway) cost no TSC read. */
-    struct gt_thread *t = slot_thread(obj, frame, what);
+    /* C events come with c_calls=False too: they need no clock (reading the TSC is
+     * most of this hook's own cost), only the check for new thread states. */
+    if (what >= PyTrace_C_CALL && what <= PyTrace_C_RETURN && !tr.c_calls) {
+        if (what == PyTrace_C_RETURN)
+            watch_thread_states(); /* e.g. _thread.start_new_thread just returned */
+        return 0;
+    }
+    uint64_t ts = gt_ticks();
+    struct gt_thread *t = slot_thread(obj, frame, what, ts);
     switch (what) {
     case PyTrace_CALL:
-        on_py(t, gt_ticks(), frame_code(frame), GT_CALL, 1);
+        on_py(t, ts, frame_code(frame), GT_CALL, 1);
         break;
     case PyTrace_RETURN: /* arg is NULL when an exception unwinds the frame */
-        on_py(t, gt_ticks(), frame_code(frame), arg ? GT_RETURN : GT_UNWIND, 0);
+        on_py(t, ts, frame_code(frame), arg ? GT_RETURN : GT_UNWIND, 0);
         break;
     case PyTrace_C_CALL:
-        if (tr.c_calls)
-            on_c(t, arg, GT_CCALL, 1);
+        on_c(t, ts, arg, GT_CCALL, 1);
         break;
     case PyTrace_C_RETURN:
-        if (tr.c_calls)
-            on_c(t, arg, GT_CRETURN, 0);
+        on_c(t, ts, arg, GT_CRETURN, 0);
         watch_thread_states(); /* e.g. _thread.start_new_thread just returned */
         break;
     case PyTrace_C_EXCEPTION:
-        if (tr.c_calls)
-            on_c(t, arg, GT_CRAISE, 0);
+        on_c(t, ts, arg, GT_CRAISE, 0);
         break;
     default:
         break;
@@ -715,14 +716,16 @@ static PyObject *cb_unwind(PyObject *self, PyObject *const *args, size_t nargsf,
 }
 
 /* CALL, C_RETURN, C_RAISE: (code, offset, callable, arg0). CALL comes for every call,
- * C or not: neither the clock nor the thread's record is looked at unless the callee
- * is a C function. */
+ * Python callees included: neither the clock (reading the TSC is most of a callback's
+ * own cost) nor the thread's record is looked at unless the callee is a C function. */
 static inline PyObject *c_callback(PyObject *const *args, size_t nargsf, uint32_t kind,
                                    int entering)
 {
     PyMethodDef *ml = PyVectorcall_NARGS(nargsf) >= 3 ? c_method_def(args[2]) : NULL;
-    if (ml)
-        on_cfunc(tr_thread(), ml, args[2], kind, entering);
+    if (ml) {
+        struct gt_thread *t = tr_thread();
+        on_cfunc(t, gt_ticks(), ml, args[2], kind, entering);
+    }
     Py_RETURN_NONE;
 }
 
@@ -888,7 +891,7 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssiz
              * of sys.setprofile that put this function in its place: close that call. */
             if (tr.c_calls && nargs >= 3 && PyUnicode_Check(args[1]) &&
                 PyUnicode_CompareWithASCIIString(args[1], "c_return") == 0)
-                on_c(t, args[2], GT_CRETURN, 0);
+                on_c(t, now, args[2], GT_CRETURN, 0);
         } else if (t && nargs >= 1 && PyFrame_Check(args[0])) {
             push_open_frames(t, (PyFrameObject *)args[0], now);
         }
