@@ -269,6 +269,24 @@ def test_threads_that_ended_before_the_session_lend_no_names():
     assert names[during.native_id] == "ended-during"
     assert _thread_names().get(before.native_id) == "ended-before"  # without the snapshot
 
+
+def test_a_thread_running_at_start_keeps_its_name_after_its_object_is_gone():
+    """A thread that was running when the session started and ends during it, its Thread
+    object dropped before stop (threading's weak set forgets it): named from the start."""
+    import gc
+
+    go = threading.Event()
+    th = threading.Thread(target=go.wait, name="running-at-start")
+    th.start()
+    with giltracer.trace(c_calls=False, sched=False) as t:
+        go.set()
+        th.join()
+        nid = th.native_id
+        del th
+        gc.collect()
+    assert not any(x.name == "running-at-start" for x in threading.enumerate())
+    assert [x.name for x in t.threads if x.tid == nid] == ["running-at-start"]
+
 # --- bounds ------------------------------------------------------------------------
 def test_max_events_truncates_and_reports():
     with pytest.warns(RuntimeWarning, match="dropped"):

@@ -295,6 +295,7 @@ class Trace:
         self.title = title
         self._session: Any = None
         self._ended_before: Iterable[threading.Thread] = ()
+        self._names_at_start: Dict[int, str] = {}
         self._result: Any = None
         self._funcs: Optional[List[Tuple[str, str, int, bool]]] = None
 
@@ -306,6 +307,10 @@ class Trace:
         self._session = core.Session(own_dir=_PACKAGE_DIR, **self.options)
         threads = [(t.ident, t.native_id) for t in threading.enumerate() if t.ident is not None]
         self._ended_before = _ended_threads()
+        # Names of the threads running now: one that ends during the session and whose
+        # Thread object is gone by stop is otherwise nameless.
+        self._names_at_start = {t.native_id: t.name for t in threading.enumerate()
+                                if t.native_id is not None}
         self._session.start(threads)
         return self
 
@@ -317,7 +322,7 @@ class Trace:
         try:
             self._session.stop()
         finally:
-            self._result = self._session.finish(_thread_names(self._ended_before), self.title)
+            self._result = self._session.finish({**self._names_at_start, **_thread_names(self._ended_before)}, self.title)
             self._session = None
         global _last
         _last = self
