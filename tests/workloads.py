@@ -6,14 +6,17 @@ import threading
 import time
 
 
-def pin_to_own_cpu(index):
-    """Pin the calling thread to CPU `index` (mod the CPUs we may use), so that CPU-bound
-    test threads do not preempt each other: then what is measured is the GIL, not CPU
-    contention (the OS-state tests look at that separately)."""
+def pin_to_own_cpu(index, native_id=None):
+    """Pin the calling thread (or thread `native_id`) to CPU `index` (mod the CPUs we may
+    use), so that CPU-bound test threads do not preempt each other: then what is measured
+    is the GIL, not CPU contention (the OS-state tests look at that separately). A thread
+    that pins itself holds the GIL while it migrates, which on a loaded machine can take
+    milliseconds: pinning another thread does not stall it."""
     try:
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) >= 2:
-            os.sched_setaffinity(threading.get_native_id(), {cpus[index % len(cpus)]})
+            tid = threading.get_native_id() if native_id is None else native_id
+            os.sched_setaffinity(tid, {cpus[index % len(cpus)]})
     except (AttributeError, OSError):
         pass
 

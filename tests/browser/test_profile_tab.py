@@ -29,8 +29,7 @@ def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
-def worker(barrier, index=0):
-    pin_to_own_cpu(index)  # on distinct CPUs, so that other load cannot keep them apart
+def worker(barrier):
     barrier.wait()  # both threads compute at once: each waits for the other's GIL
     for _ in range(10):
         fib(17)
@@ -155,11 +154,17 @@ READ_ROW = """(function (fx, fw, y) {
 @pytest.fixture(scope="module")
 def page():
     for _ in range(4):  # measured again when a busy machine kept the threads from overlapping
-        barrier = threading.Barrier(2)
+        barrier = threading.Barrier(3)
         with giltracer.trace(backend="hooks", sched=False) as t:
-            ts = [threading.Thread(target=worker, args=(barrier, i), name=f"w{i}") for i in range(2)]
+            ts = [threading.Thread(target=worker, args=(barrier,), name=f"w{i}") for i in range(2)]
             for th in ts:
                 th.start()
+            # On distinct CPUs, so that other load cannot keep them apart; pinned from
+            # here: a thread pinning itself holds the GIL while it migrates, and on a loaded
+            # machine the GIL wait that caused could outweigh fib's.
+            for i, th in enumerate(ts):
+                pin_to_own_cpu(i, th.native_id)
+            barrier.wait()
             for th in ts:
                 th.join()
         node = known_node(t)

@@ -145,17 +145,17 @@ def test_idle_threads_fold_into_one_row(page):
     t, p = page
     ls = p.js("gtViewer.lanes()")
     idle = [lane["name"] for lane in ls if lane["idle"]]
-    assert sorted(idle) == sorted(IDLE)
+    assert set(IDLE) <= set(idle), idle  # the test process may have idle threads of its own
     assert all(lane["hidden"] and lane["h"] == 0 for lane in ls if lane["idle"])  # no lane
     # main thread first, then the busy ones (among this test's threads: the test process
     # may run others, e.g. one ending during the trace, ranked by their GIL time too)
     ours = [lane["name"] for lane in ls if lane["name"] in ("MainThread", "w0", "w1") + IDLE]
     assert ours[0] == "MainThread" and set(ours[1:3]) == {"w0", "w1"}, ours
     row = p.js("document.getElementById('gt-idlerow').textContent")
-    assert row.startswith("\u25b8 3 idle threads") and all(n in row for n in IDLE)
+    assert row.startswith(f"\u25b8 {len(idle)} idle threads") and all(n in row for n in IDLE)
     hidden = p.js("Array.from(document.querySelectorAll('#gt-summary tbody tr')).filter("
                   "function(r){return r.hidden}).map(function(r){return r.firstChild.textContent})")
-    assert sorted(hidden) == sorted(IDLE)
+    assert sorted(hidden) == sorted(idle)
     p.js("document.getElementById('gt-idlerow').click()")
     assert not any(lane["hidden"] for lane in p.js("gtViewer.lanes()"))
     p.js("document.getElementById('gt-idlerow').click()")
