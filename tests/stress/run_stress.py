@@ -253,6 +253,9 @@ def _():
 def _():
     return r'''
     import signal
+    # A process started in the background by a shell without job control inherits SIGINT
+    # ignored, and Python then leaves it so: the interrupt would never come.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     stop = threading.Event()
     def worker():
         while not stop.is_set():
