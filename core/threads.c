@@ -120,6 +120,9 @@ static struct {
     int stop;            /* reg_lock */
     int failed;          /* reg_lock: out of memory, stop trying this generation */
     _Atomic int32_t tid; /* the refiller's kernel tid, 0 when none */
+    /* The previous generation's refiller: joined, but its last context switch can come
+     * after the join (the kernel clears the tid before the thread's final schedule()). */
+    _Atomic int32_t prev_tid;
 } refill = {.wake = PTHREAD_COND_INITIALIZER};
 
 static void *refill_main(void *arg)
@@ -180,12 +183,19 @@ static void refill_stop(void)
     pthread_mutex_unlock(&reg_lock);
     if (running)
         pthread_join(refill.thread, NULL);
-    atomic_store(&refill.tid, 0);
+    int32_t tid = atomic_exchange(&refill.tid, 0);
+    if (tid)
+        atomic_store(&refill.prev_tid, tid);
 }
 
 int32_t gt_registry__helper_tid(void)
 {
     return atomic_load(&refill.tid);
+}
+
+int gt_registry__is_helper(int32_t tid)
+{
+    return tid != 0 && (tid == atomic_load(&refill.tid) || tid == atomic_load(&refill.prev_tid));
 }
 
 static struct gt_block *block_get(void)
@@ -351,6 +361,7 @@ static void atfork_child(void)
     pthread_cond_init(&refill.wake, NULL);
     refill.running = 0;
     atomic_store(&refill.tid, 0);
+    atomic_store(&refill.prev_tid, 0);
     atomic_store(&gt_recording, 0);
     atomic_store(&gt_registry_gen, 0);
     if (threads)

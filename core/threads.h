@@ -118,6 +118,12 @@ void gt_registry__end(void);
  */
 int32_t gt_registry__helper_tid(void);
 
+/**
+ * gt_registry__is_helper() - is `tid` the registry's helper thread, this generation's or
+ * the previous one's (whose exit can still be switching out when the next one starts)?
+ */
+int gt_registry__is_helper(int32_t tid);
+
 /** gt_registry__threads() - the first record of the ended (or active) generation. */
 struct gt_thread *gt_registry__threads(void);
 

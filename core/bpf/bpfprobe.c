@@ -493,7 +493,7 @@ static int on_event(void *ctx, void *data, size_t size)
         e.kind != GTB_GIL_RELEASED && e.kind != GTB_GIL_SWITCH_WAIT &&
         e.kind != GTB_GIL_SWITCH_DONE)
         return 0;
-    if ((int32_t)e.tid == gt_registry__helper_tid()) /* the block refiller */
+    if (gt_registry__is_helper((int32_t)e.tid)) /* the block refiller, or the last one */
         return 0;
     struct gt_thread *t = thread_for(b, (int32_t)e.tid, (int32_t)e.tgid);
     if (!t) {

@@ -220,11 +220,16 @@ def save_through_the_page(b, path, timeout=120):
     raise TimeoutError(f"{path} was not saved with the outputs within {timeout} s")
 
 
-def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
-    base, token, d = lab
-    ipynb = os.path.join(d, "trace.ipynb")
-    size_before = os.path.getsize(ipynb)
-    b = Browser(str(tmp_path / "chromium"))
+def screenshot_on_failure(b):
+    shot = b.call("Page.captureScreenshot", format="png")
+    with open(os.environ.get("GT_LAB_SHOT", os.devnull), "wb") as f:
+        f.write(base64.b64decode(shot["data"]))
+
+
+def open_and_run_cells(base, token, profile_dir):
+    """A browser on the notebook that has run every cell (shift+Enter each) and shows the
+    traced cells' outputs. Returns the Browser (the caller closes it)."""
+    b = Browser(profile_dir)
     try:
         b.call("Page.navigate", url=f"{base}/lab/tree/trace.ipynb?token={token}")
         b.wait_for(f"document.querySelectorAll('.jp-Notebook .jp-Cell .cm-content').length >= {len(CELLS)}",
@@ -247,6 +252,29 @@ def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
             b.wait_for(f"/\\[\\d+\\]/.test({prompt})", timeout=120)  # it ran
         b.wait_for(f"document.querySelectorAll('.jp-OutputArea-output iframe').length === {len(CELLS) - 1}",
                    timeout=120)
+        return b
+    except BaseException:
+        screenshot_on_failure(b)
+        b.close()
+        raise
+
+
+def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
+    base, token, d = lab
+    ipynb = os.path.join(d, "trace.ipynb")
+    size_before = os.path.getsize(ipynb)
+    # Driving the page is measured again, once, in a fresh browser when a cell did not
+    # run in time: on a loaded machine a key press can go to a page that is not ready
+    # (seen about once in 20 runs: the first cell never ran). The kernel is the same, so a
+    # kernel that hangs still fails.
+    for attempt in range(2):
+        try:
+            b = open_and_run_cells(base, token, str(tmp_path / f"chromium{attempt}"))
+            break
+        except TimeoutError:
+            if attempt:
+                raise
+    try:
         light, dark = shoot(b, 0), shoot(b, 1)
         held, waiting = colour_pixels(light, (0x00, 0x72, 0xb2)), colour_pixels(light, (0xd5, 0x5e, 0x00))
         assert held > 200 and waiting > 50, (held, waiting)  # the GIL strips of the lanes
@@ -268,9 +296,7 @@ def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
               f"{events // 2:,} calls)")
         assert 0 < cell_bytes <= growth <= MAX_GROWTH, (growth, cell_bytes)
     except BaseException:
-        shot = b.call("Page.captureScreenshot", format="png")
-        with open(os.environ.get("GT_LAB_SHOT", os.devnull), "wb") as f:
-            f.write(base64.b64decode(shot["data"]))
+        screenshot_on_failure(b)
         raise
     finally:
         b.close()

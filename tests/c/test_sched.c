@@ -408,7 +408,10 @@ static void test_wrap(void)
     print_summary("wrap", &m);
     fprintf(stderr, "  stats: records %llu, lost %llu\n", (unsigned long long)st.records,
             (unsigned long long)st.lost);
-    CHECK(m.n * 24 > 8 * 4096, "the ring wrapped: %zu records", m.n);
+    /* Through the ring: what was read and what the kernel counted as lost (a poller that
+     * a loaded machine keeps from running loses records; seen 1310 read of ~2000). */
+    CHECK((st.records + st.lost) * 24 > 8 * 4096, "the ring wrapped: %llu records, %llu lost",
+          (unsigned long long)st.records, (unsigned long long)st.lost);
     CHECK(m.in_range && m.ordered && m.kinds_ok, "sane stream");
     if (st.lost == 0) {
         /* Every sleep blocks once, except where the timer fires between the thread

@@ -174,8 +174,12 @@ static void run_reserve(void)
         gt_stream__push(&t->calls, i + 1, 7, 1);
     CHECK(maps_made == before, "the pushing thread mapped %llu times",
           (unsigned long long)(maps_made - before));
+    int32_t helper = gt_registry__helper_tid();
+    CHECK(gt_registry__is_helper(helper) && !gt_registry__is_helper(0), "is_helper");
     gt_registry__end();
     CHECK(gt_registry__helper_tid() == 0, "the refiller stopped with the generation");
+    /* Its last context switch can come after the join: still known as the helper. */
+    CHECK(gt_registry__is_helper(helper), "the last generation's refiller is still known");
     CHECK(t && gt_stream__count(&t->calls) == (uint64_t)BLOCKS * GT_BLOCK_EVENTS && !t->calls.dropped,
           "kept %llu events", t ? (unsigned long long)gt_stream__count(&t->calls) : 0ull);
     gt_registry__release(NULL);
