@@ -21,7 +21,8 @@ LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
 .PHONY: all setup deps venv install demo notebooks test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench clean \
-        deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan
+        deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
+        test-loop
 
 all: test
 
@@ -197,6 +198,17 @@ stress: install
 	  extra="--python $(MATRIX_DIR)/$$name/bin/python"; \
 	fi; \
 	$(PY) tests/stress/run_stress.py --out $(BUILD)/stress --python $(PY) $$extra
+
+# `make test` RUNS times in a row (default 10) with two CPU hogs running: the tests must pass
+# on a loaded 2-CPU machine every time. One line per run; stops at the first failure.
+RUNS ?= 10
+test-loop:
+	@mkdir -p $(BUILD); sh -c 'while :; do :; done' & h1=$$!; sh -c 'while :; do :; done' & h2=$$!; \
+	passed=0; for i in $$(seq 1 $(RUNS)); do s=$$(date +%s); \
+	  if $(MAKE) --no-print-directory test > $(BUILD)/test-loop-$$i.log 2>&1; then r=ok; passed=$$((passed+1)); else r=FAILED; fi; \
+	  echo "test-loop: run $$i $$r in $$(( $$(date +%s) - s )) s, load $$(cut -d' ' -f1-3 /proc/loadavg) ($(BUILD)/test-loop-$$i.log)"; \
+	  [ $$r = ok ] || break; done; kill $$h1 $$h2; \
+	echo "test-loop: $$passed of $(RUNS) passed"; [ $$passed = $(RUNS) ]
 
 # The same cases with the ASan + UBSan build: use-after-free races show up here.
 stress-asan: asan-venv
