@@ -353,6 +353,23 @@ static json_t *find_event(json_t *evs, const char *ph, const char *name, json_in
     return NULL;
 }
 
+/* The page's binary columns decode to exactly the plain JSON payload of the same run. */
+static void check_page_decodes_to_payload(const struct gt_result *r)
+{
+    size_t len;
+    int rc, prc;
+    char *out = run(gt_emit__html, r, &meta, &len, &rc);
+    char *pay = run(gt_emit__payload_json, r, &meta, &len, &prc);
+    CHECK(rc == 0 && prc == 0);
+    json_t *a = out ? page_payload(out) : NULL;
+    json_t *b = pay ? json_loads(pay, 0, NULL) : NULL;
+    CHECK(a && b && json_equal(a, b));
+    json_decref(a);
+    json_decref(b);
+    free(out);
+    free(pay);
+}
+
 static const char *meta_arg(json_t *evs, const char *name, json_int_t pid, json_int_t tid)
 {
     json_t *e = find_event(evs, "M", name, pid, tid);
@@ -708,18 +725,7 @@ static void test_html_odd_spans(void)
     th[1].nspans = 0;
     struct gt_result r = res;
     r.threads = th;
-    size_t len;
-    int rc, prc;
-    char *out = run(gt_emit__html, &r, &meta, &len, &rc);
-    char *pay = run(gt_emit__payload_json, &r, &meta, &len, &prc);
-    CHECK(rc == 0 && prc == 0);
-    json_t *a = out ? page_payload(out) : NULL;
-    json_t *b = pay ? json_loads(pay, 0, NULL) : NULL;
-    CHECK(a && b && json_equal(a, b));
-    json_decref(a);
-    json_decref(b);
-    free(out);
-    free(pay);
+    check_page_decodes_to_payload(&r);
 }
 
 /* Columns big enough for the page's own Huffman blocks (16 KiB and up, several 64 KiB
@@ -782,18 +788,7 @@ static void test_html_big_columns(void)
     r.threads = th;
     r.nthreads = NTH;
     r.nblame = 0;
-    size_t len;
-    int rc, prc;
-    char *out = run(gt_emit__html, &r, &meta, &len, &rc);
-    char *pay = run(gt_emit__payload_json, &r, &meta, &len, &prc);
-    CHECK(rc == 0 && prc == 0);
-    json_t *a = out ? page_payload(out) : NULL;
-    json_t *b = pay ? json_loads(pay, 0, NULL) : NULL;
-    CHECK(a && b && json_equal(a, b));
-    json_decref(a);
-    json_decref(b);
-    free(out);
-    free(pay);
+    check_page_decodes_to_payload(&r);
 cleanup:
     for (int t = 0; t < NTH; t++)
         free(sp[t]);
