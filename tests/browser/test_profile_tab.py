@@ -29,10 +29,15 @@ def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
-def worker(barrier):
-    barrier.wait()  # both threads compute at once: each waits for the other's GIL
-    for _ in range(10):
+def worker(barrier, index, done):
+    """fib(17) over and over, for at least 0.1 s and until the other worker has done
+    10 as well: however late the OS starts one of them, they compute together for
+    most of the run, so each waits for the other's GIL."""
+    barrier.wait()
+    end = time.monotonic() + 0.1
+    while done[index] < 10 or done[1 - index] < 10 or time.monotonic() < end:
         fib(17)
+        done[index] += 1
 
 
 def browser_env():
@@ -154,9 +159,9 @@ READ_ROW = """(function (fx, fw, y) {
 @pytest.fixture(scope="module")
 def page():
     for _ in range(4):  # measured again when a busy machine kept the threads from overlapping
-        barrier = threading.Barrier(3)
+        barrier, done = threading.Barrier(3), [0, 0]
         with giltracer.trace(backend="hooks", sched=False) as t:
-            ts = [threading.Thread(target=worker, args=(barrier,), name=f"w{i}") for i in range(2)]
+            ts = [threading.Thread(target=worker, args=(barrier, i, done), name=f"w{i}") for i in range(2)]
             for th in ts:
                 th.start()
             # On distinct CPUs, so that other load cannot keep them apart; pinned from
