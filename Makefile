@@ -20,7 +20,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench clean \
+.PHONY: all setup deps venv install demo notebooks test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-matrix clean \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
 
@@ -220,6 +220,22 @@ bench: setup
 	$(PY) bench/profile_bench.py
 	$(PY) bench/payload_bench.py
 	$(PY) bench/gap_bench.py
+
+# Issue 12's evidence: the overhead suite and the stall benchmark on each of BENCH_MATRIX
+# (pyenv's 3.11, 3.12, 3.13), each in its own venv in MATRIX_DIR with viztracer; reports in
+# bench/results/<version>.md and gaps-<version>.md. About 15 minutes per interpreter; run it
+# on a quiet machine (the verdicts are ratios, but load widens their intervals).
+BENCH_MATRIX ?= $(wildcard $(HOME)/.pyenv/versions/3.11*/bin/python3 $(HOME)/.pyenv/versions/3.12*/bin/python3 \
+                  $(HOME)/.pyenv/versions/3.13*/bin/python3)
+bench-matrix: deps
+	@for py in $(BENCH_MATRIX); do \
+	  name=bench-$$($$py -c 'import sysconfig; print(sysconfig.get_python_version())'); \
+	  echo "=== $$name ($$py)"; \
+	  $(MAKE) --no-print-directory matrix-one INTERP=$$py NAME=$$name && \
+	  $(MATRIX_DIR)/$$name/bin/python -m pip install -q viztracer && \
+	  $(MATRIX_DIR)/$$name/bin/python bench/run.py && \
+	  $(MATRIX_DIR)/$$name/bin/python bench/gap_bench.py || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD) $(VENV) $(MATRIX_DIR) dist *.egg-info

@@ -2,7 +2,7 @@
 """Stalls of a traced thread (issue 12): does giltracer ever stop the program it traces?
 
     python bench/gap_bench.py [--procs 4] [--sessions 3] [--calls 2400000]
-                              [--configs defaults,hooks,sched-off] [--out bench/results/gaps]
+                              [--configs defaults,hooks,sched-off] [--out bench/results/gaps-<version>]
 
 Every process (fresh, `--procs` of each configuration, interleaved in a shuffled order)
 runs `--sessions` traced sessions one after the other; each session is a tight loop of
@@ -281,7 +281,7 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=3)
     ap.add_argument("--calls", type=int, default=2_400_000)
     ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS))
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "gaps"))
+    ap.add_argument("--out", default=os.path.join(HERE, "results", f"gaps-{platform.python_version()}"))
     ap.add_argument("--seed", type=int, default=12)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
