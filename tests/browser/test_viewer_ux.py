@@ -28,8 +28,8 @@ CLIPPED_START = 1
 
 
 def workload():
-    barrier = threading.Barrier(2)
-    ts = [threading.Thread(target=worker, args=(barrier,), name=f"w{i}") for i in range(2)]
+    barrier, done = threading.Barrier(2), [0, 0]
+    ts = [threading.Thread(target=worker, args=(barrier, i, done), name=f"w{i}") for i in range(2)]
     for th in ts:
         th.start()
     for th in ts:
