@@ -13,7 +13,7 @@ MATRIX ?= $(wildcard $(HOME)/.pyenv/versions/3.9*/bin/python3 $(HOME)/.pyenv/ver
 # World-readable place for per-interpreter venvs (the unprivileged run needs to read them).
 MATRIX_DIR ?= /tmp/giltracer-matrix
 APT_PACKAGES := build-essential pkg-config libjansson-dev libbpf-dev libelf-dev zlib1g-dev \
-                clang llvm bpftool python3-dev python3-venv
+                clang llvm bpftool python3-dev python3-venv chromium
 PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel websocket-client pybind11
 # Only in the main venv (tests/browser/test_jupyterlab.py; skipped where it is missing): on
 # older interpreters (3.9) pip's resolver spends many minutes backtracking over its pins.

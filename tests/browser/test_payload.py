@@ -14,7 +14,9 @@ import pytest
 
 import giltracer
 
-from test_profile_tab import Page  # the DevTools harness (same directory)
+from test_profile_tab import CHROMIUM, Page  # the DevTools harness (same directory)
+
+pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 
 
 def fib(n):
