@@ -561,6 +561,9 @@ static void set_object_path(const struct link_map *lm)
 
 static void atfork_child(void)
 {
+    /* A thread calibrating at fork() held config_lock (and released the GIL to do it):
+     * it is not in the child, so neither is its hold. */
+    pthread_mutex_init(&config_lock, NULL);
     atomic_store(&gh.mode, GH_OFF);
     /* Only the forking thread exists here: the other slots' threads (maybe caught
      * in flight by fork()) are gone. */

@@ -702,8 +702,33 @@ static int module_exec(PyObject *m)
         return -1;
     if (PyModule_AddIntConstant(m, "DEFAULT_MAX_EVENTS", 5000000) < 0)
         return -1;
+    /* A forked child (multiprocessing) must not keep the parent's profile hooks: say so
+     * once, here, whoever imports the core (the API or a raw Session). */
+    PyObject *os = PyImport_ImportModule("os"), *child = NULL, *r = NULL;
+    int err = -1;
+    if (!os)
+        goto cleanup;
+    child = PyObject_GetAttrString(m, "_after_fork_child");
+    if (!child)
+        goto cleanup;
+    if (PyObject_HasAttrString(os, "register_at_fork")) {
+        PyObject *reg = PyObject_GetAttrString(os, "register_at_fork");
+        PyObject *args = PyTuple_New(0), *kw = Py_BuildValue("{s:O}", "after_in_child", child);
+        if (reg && args && kw)
+            r = PyObject_Call(reg, args, kw);
+        Py_XDECREF(reg);
+        Py_XDECREF(args);
+        Py_XDECREF(kw);
+        if (!r)
+            goto cleanup;
+    }
     gt_clock__init();
-    return 0;
+    err = 0;
+cleanup:
+    Py_XDECREF(r);
+    Py_XDECREF(child);
+    Py_XDECREF(os);
+    return err;
 }
 
 /* No Py_mod_gil slot: the core is not safe without the GIL (see

@@ -49,9 +49,14 @@ static int forked_copy(const struct gt_session *s)
 static struct {
     int install_failed, ok;
     unsigned calibration_failures;
+    uint64_t tried_in; /* the session start that tried last (one try per session) */
     char why[256];
     struct gt_gil_addrs addrs;
 } hooks;
+
+/* Counts session starts: prepare_hooks() calibrates at most once per start, whether the
+ * bpf probe (which needs the GIL's address) or the hooks asked first. */
+static uint64_t starts;
 
 /* The bpf object stays attached between sessions, except one attached system-wide for
  * follow_children: that one is detached when its session ends (it would make every
@@ -65,8 +70,9 @@ static struct {
     int follow_children; /* obj's option */
 } bpf;
 
-/* The session between its start and its stop, or NULL: one session at a time. A
- * forked child inherits the pointer but not the session (pid differs). */
+/* The session from its start until it is finished (or freed), or NULL: one session at
+ * a time, and a stopped session's records and probes stay its own until it is finished.
+ * A forked child inherits the pointer but not the session (pid differs). */
 static struct {
     struct gt_session *s;
     pid_t pid;
@@ -120,6 +126,9 @@ static int prepare_hooks(void)
         return 0;
     if (hooks.install_failed || hooks.calibration_failures >= GT_CALIBRATION_TRIES)
         return -1; /* hooks.why says why */
+    if (hooks.calibration_failures && hooks.tried_in == starts)
+        return -1; /* failed in this session already: the next session tries again */
+    hooks.tried_in = starts;
     const char *why = NULL;
     int err = gt_gilhook__install((const void *)&PyEval_SaveThread, &why);
     if (err < 0) {
@@ -180,9 +189,11 @@ static int prepare_bpf(int follow_children)
         snprintf(bpf.why, sizeof(bpf.why), "%s", why ? why : "bpf: unavailable");
         return -1;
     }
-    /* The bpf probe filters drops on the GIL's cond: learn it with the hooks. */
+    /* The bpf probe filters drops on the GIL's cond: learn it with the hooks. A
+     * calibration that failed is tried again by a later session (not marked tried). */
     if (prepare_hooks() < 0) {
-        bpf.tried = 1;
+        if (hooks.install_failed || hooks.calibration_failures >= GT_CALIBRATION_TRIES)
+            bpf.tried = 1;
         snprintf(bpf.why, sizeof(bpf.why), "bpf: cannot find the GIL's address (%.200s)", hooks.why);
         return -1;
     }
@@ -290,8 +301,8 @@ static int start_bpf(int crosscheck)
 }
 
 #define BUSY_MESSAGE                                                                 \
-    "giltracer: another session is active in this process; stop it first (one session " \
-    "at a time)"
+    "giltracer: another session is active in this process (or stopped but not finished); " \
+    "stop it first (one session at a time)"
 
 static void watch_thread(struct gt_thread *t, void *ctx)
 {
@@ -359,6 +370,7 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         return -1;
     }
     set_active(s); /* calibration releases the GIL: claim first */
+    starts++;
     s->pid = getpid();
     gt_clock__init();
     s->start_tid = (int32_t)syscall(SYS_gettid);
@@ -475,9 +487,7 @@ int gt_session__stop(struct gt_session *s)
     stop_probes(s);
     gt_registry__end();
     s->state = ST_STOPPED;
-    if (active.s == s)
-        set_active(NULL);
-    return err;
+    return err; /* still the active session: its records are released by finish or free */
 }
 
 struct convert_ctx {
@@ -708,6 +718,9 @@ cleanup:
         }
         free(inputs);
     }
+    /* Before the release: its finalizers may start a session of their own. */
+    if (active.s == s)
+        set_active(NULL);
     if (s->registry_begun) {
         gt_registry__release(gt_tracer__free_state);
         s->registry_begun = 0;
@@ -742,6 +755,8 @@ void gt_session__free(struct gt_session *s)
         gt_session__stop(s);
         PyErr_Clear();
     }
+    if (active.s == s) /* before the release: its finalizers may start a session */
+        set_active(NULL);
     if (s->registry_begun) {
         gt_registry__release(gt_tracer__free_state);
         s->registry_begun = 0;
@@ -749,8 +764,6 @@ void gt_session__free(struct gt_session *s)
     gt_sched__free(s->sched);
     if (s->state == ST_STOPPED) /* finish did it otherwise */
         release_probes(s);
-    if (active.s == s)
-        set_active(NULL);
     Py_XDECREF(s->o.include);
     Py_XDECREF(s->o.exclude);
     Py_XDECREF(s->o.own_dir);

@@ -371,9 +371,22 @@ static void atfork_child(void)
     on_new_ctx = NULL;
 }
 
+/* fork() waits until no thread is inside reg_lock (the refiller linking an arena, a
+ * push growing a stream), so the child's copy of the pool and the lists is whole. No
+ * holder of reg_lock waits for the GIL, which the forking thread may hold. */
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&reg_lock);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&reg_lock);
+}
+
 static void register_atfork(void)
 {
-    pthread_atfork(NULL, NULL, atfork_child);
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx)

@@ -62,7 +62,12 @@ struct gt_thread {
 extern atomic_int gt_recording;
 
 /* Called (with the registry lock NOT held) for every newly registered thread, e.g. to
- * open its scheduler event. May be NULL. */
+ * open its scheduler event. May be NULL. `ctx` is used after the lock is dropped, so
+ * whoever frees it must first make sure no thread can still be registering: every
+ * caller of gt_thread_current() is a Python hook (the GIL keeps it out), a GIL hook
+ * (gt_gilhook__set_recording(0) waits for those in flight) or the bpf drain (joined),
+ * and all three are quiet before the session stops the sched state. A new caller
+ * outside these windows needs its own. */
 typedef void (*gt_thread_cb)(struct gt_thread *t, void *ctx);
 
 /**

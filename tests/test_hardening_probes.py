@@ -391,6 +391,87 @@ def test_calibration_retries_are_bounded():
     assert all("gave up after repeated failures" in ln for ln in lines[7:]), lines
 
 
+CALIBRATION_AUTO = """
+    import giltracer
+    from workloads import cpu_pair
+    for backend in ("auto", "auto", "bpf"):
+        with giltracer.trace(backend=backend, functions=False) as t:
+            cpu_pair(0.1)
+        print("RUN", t.backend, sum(r.acquisitions for r in t.summary()) > 0, t.backend_reason)
+"""
+
+
+@pytest.mark.skipif(not _INFO["bpf_available"] or os.geteuid() != 0,
+                    reason="the bpf probe needs root and a build with it")
+def test_a_failed_calibration_does_not_cost_the_bpf_probe_for_good():
+    """The bpf probe learns the GIL's address from the hooks' calibration: one failure
+    used to mark the bpf probe tried for the rest of the process (auto then ran the
+    hooks, backend='bpf' raised)."""
+    p = run_python(CALIBRATION_AUTO, env_extra={"GILTRACER_TEST_FAIL_CALIBRATIONS": "1"})
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 3, (lines, p.stderr)
+    # The failed session: no probe could run, and it says why (once: one try per session).
+    assert lines[0].startswith("RUN none False") and "forced failure" in lines[0], lines
+    assert lines[0].count("forced failure") <= 2, lines  # bpf's why quotes the hooks' why
+    assert lines[1].startswith("RUN bpf True"), lines
+    assert lines[2].startswith("RUN bpf True"), lines
+
+
+def test_one_calibration_try_per_session_whoever_asks():
+    """auto as root asks twice per session (the bpf probe, then the hooks' fallback):
+    still one calibration try per session, so the bound means sessions."""
+    p = run_python(CALIBRATION.replace('backend="hooks"', 'backend="auto"'), "9",
+                   env_extra={"GILTRACER_TEST_FAIL_CALIBRATIONS": "100"})
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 9, lines
+    # auto does not raise: it runs without a GIL probe and says why.
+    assert all(ln.startswith("RUN none") for ln in lines), lines
+
+
+STOPPED_NOT_FINISHED = """
+    import os, sys, threading
+    import giltracer, giltracer._core
+    from workloads import cpu_pair
+
+    backend = sys.argv[1]
+    opts = dict(own_dir=os.path.dirname(giltracer.__file__), functions=False)
+    first = giltracer._core.Session(backend=backend, follow_children=backend == "bpf", **opts)
+    first.start([(th.ident, th.native_id) for th in threading.enumerate()])
+    cpu_pair(0.2)
+    first.stop()
+    second = giltracer._core.Session(backend=backend, **opts)  # without follow_children
+    try:
+        second.start([])
+        print("SECOND STARTED")
+    except RuntimeError as e:
+        print("SECOND REFUSED", e)
+    r = first.finish({}, "first")
+    print("FIRST", r.backend, sum(row["acquisitions"] for row in r.summary()) >= 4)
+    third = giltracer._core.Session(backend=backend, **opts)  # after finish: fine
+    third.start([])
+    cpu_pair(0.1)
+    third.stop()
+    print("THIRD", third.finish({}, "third").backend)
+"""
+
+
+@pytest.mark.parametrize("backend", ["hooks", "bpf"])
+def test_a_stopped_session_keeps_its_probes_until_it_is_finished(backend):
+    """A session stopped but not yet finished still owns the registry's records and
+    (bpf) the probe object: a second start is refused before it chooses a backend (which
+    used to reload a follow_children probe under the stopped session's feet)."""
+    if backend == "bpf" and (not _INFO["bpf_available"] or os.geteuid() != 0):
+        pytest.skip("the bpf probe needs root and a build with it")
+    p = run_python(STOPPED_NOT_FINISHED, backend)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("SECOND REFUSED") and "not finished" in lines[0], lines
+    assert lines[1] == f"FIRST {backend} True", lines
+    assert lines[2] == f"THIRD {backend}", lines
+
+
 # -- lower severity: finalizers at release ----------------------------------------------
 
 FINALIZER_AT_RELEASE = """
@@ -612,3 +693,34 @@ def test_leaving_the_parents_session_in_a_child_spares_the_childs_own():
     assert p.returncode == 0, (p.stdout, p.stderr)
     assert "STATUS 0 True" in p.stdout, (p.stdout, p.stderr)
     assert "CHILD True True 0" in p.stdout, (p.stdout, p.stderr)  # the copy finished empty
+
+
+RAW_SESSION_FORK = """
+    import os, sys, threading, warnings
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import giltracer._core  # the core alone: the API's module is never used here
+
+    def hooked():
+        if sys.version_info >= (3, 12):
+            return sys.monitoring.get_tool(sys.monitoring.PROFILER_ID) is not None
+        return sys.getprofile() is not None
+
+    s = giltracer._core.Session(own_dir=os.path.dirname(giltracer.__file__), backend="hooks",
+                                sched=False)
+    s.start([(th.ident, th.native_id) for th in threading.enumerate()])
+    before = hooked()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(3 if hooked() else 0)
+    _, status = os.waitpid(pid, 0)
+    s.stop()
+    print("PARENT", before, "CHILD", os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8)
+"""
+
+
+def test_a_raw_session_forked_child_drops_the_parents_hooks():
+    """The fork handler is the core's own (registered when it is imported), not the
+    API's: a child forked under a raw Session runs without the parent's tracer."""
+    p = run_python(RAW_SESSION_FORK)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert p.stdout.split() == ["PARENT", "True", "CHILD", "0"], p.stdout

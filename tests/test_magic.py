@@ -420,3 +420,51 @@ def test_gilprofile_bad_max_output_is_a_usage_error(ip, outputs, size, message):
 def test_help_lists_q_and_max_output(ip):
     for magic in (ip.find_cell_magic("giltracer"), ip.find_line_magic("gilprofile")):
         assert "-q, --quiet" in magic.__doc__ and "--max-output SIZE" in magic.__doc__
+
+
+FREE_THREADED_RUN = """
+import sys
+import giltracer, giltracer.api as api
+api.FREE_THREADED = True  # what sysconfig says on a 3.13t build
+try:
+    with giltracer.trace():
+        pass
+except RuntimeError as e:
+    print("REFUSED", "free-threaded" in str(e), "giltracer._core" in sys.modules)
+from IPython.testing.globalipapp import get_ipython
+ip = get_ipython()
+ip.run_line_magic("load_ext", "giltracer")
+ip.run_cell_magic("giltracer", "--var t", "ran = 6 * 7")
+print("CELL", ip.user_ns["ran"], "t" in ip.user_ns)
+ip.user_ns["f"] = lambda: 41 + 1
+print("LINE", ip.run_line_magic("gilprofile", "f()"))
+ip.run_cell_magic("giltracer", "-q", "quiet = 1")
+import os, tempfile, giltracer.cli
+script = os.path.join(tempfile.mkdtemp(), "s.py")
+open(script, "w").write("open(__file__ + '.ran', 'w').close()")
+try:
+    giltracer.cli.main([script])
+except SystemExit as e:
+    print("CLI", e.code, os.path.exists(script + ".ran"))
+print("CORE", "giltracer._core" in sys.modules)
+"""
+
+
+def test_free_threaded_build_runs_the_code_untraced_and_says_why():
+    """On a free-threaded build the magics run the code without tracing it, say why
+    once, and never import the core (that would switch the GIL back on)."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", FREE_THREADED_RUN], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert out[0] == "REFUSED True False", p.stdout
+    assert "free-threaded Python builds" in out[1] and out[1].endswith("The code runs untraced.")
+    assert "CELL 42 False" in out, p.stdout
+    assert "LINE 42" in out, p.stdout
+    assert "CLI 2 False" in out, p.stdout  # the CLI refuses before the script runs
+    assert "free-threaded Python builds" in p.stderr
+    assert out[-1] == "CORE False", p.stdout
+    assert sum("free-threaded" in ln for ln in out) == 2, p.stdout  # the cell, the line; -q: nothing

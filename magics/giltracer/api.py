@@ -11,6 +11,7 @@ import html
 import os
 import re
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -34,6 +35,14 @@ VIEWER_TABS = ("timeline", "profile", "blame", "top")
 VIEWER_THEMES = ("auto", "light", "dark")  # auto follows prefers-color-scheme
 # The inline viewer's size budget in a notebook: above it, the page goes to a file.
 DEFAULT_MAX_OUTPUT = 20_000_000
+
+# A free-threaded build (3.13t+): the core relies on the GIL and is not loaded there
+# (importing it would switch the GIL back on, changing the very program one looks at).
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+FREE_THREADED_REFUSAL = (
+    "giltracer: free-threaded Python builds (3.13t and later) are not supported: the "
+    "tracer relies on the GIL, and loading it would switch the GIL back on in this "
+    "process. Use a default build of Python (with the GIL) to see the GIL.")
 
 _last: Optional["Trace"] = None
 
@@ -61,18 +70,9 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 10**5 else f"{n / 1e3:.0f} kB"
 
 
-_fork_hook_registered = False
-
-
 def _core():
-    global _fork_hook_registered
-    from . import _core  # lazily: importing giltracer stays cheap
-
-    if not _fork_hook_registered and hasattr(os, "register_at_fork"):
-        # A forked child (multiprocessing) must not inherit the parent's hooks.
-        os.register_at_fork(after_in_child=_core._after_fork_child)
-        _fork_hook_registered = True
-    return _core
+    from . import _core  # lazily: importing giltracer stays cheap (the core registers
+    return _core  # its own fork handler: a forked child drops the parent's hooks)
 
 
 @dataclass(frozen=True)
@@ -303,6 +303,8 @@ class Trace:
     def start(self) -> "Trace":
         if self._session is not None:
             raise RuntimeError("this trace was already started; make a new giltracer.trace()")
+        if FREE_THREADED:
+            raise RuntimeError(FREE_THREADED_REFUSAL)
         core = _core()
         self._session = core.Session(own_dir=_PACKAGE_DIR, **self.options)
         threads = [(t.ident, t.native_id) for t in threading.enumerate() if t.ident is not None]

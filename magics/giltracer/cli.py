@@ -11,6 +11,7 @@ import sys
 import traceback
 from typing import List, Optional, Tuple
 
+from . import api
 from .api import BACKENDS, DEFAULT_MAX_EVENTS, PROFILE_SORTS, Trace
 
 PROFILE_COMMAND = "profile"
@@ -126,6 +127,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = a.output or (os.path.splitext(os.path.basename(target))[0] + ".giltracer.html")
     if not out.lower().endswith((".html", ".htm", ".json", ".txt")):
         p.error(f"cannot tell the format of {out!r}: use a .html, .json or .txt path")
+    if api.FREE_THREADED:  # before the script runs: it would run untraced
+        p.error(api.FREE_THREADED_REFUSAL)
     try:
         t = Trace(functions=a.functions, c_calls=a.c_calls, max_events=a.max_events,
                   include=a.include, exclude=a.exclude, max_depth=a.max_depth, sched=a.sched,

@@ -12,6 +12,7 @@ from IPython.core.magic import (Magics, cell_magic, line_cell_magic, magics_clas
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from . import api
 from .api import (BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES,
                   Trace, parse_size)
 
@@ -52,6 +53,14 @@ def make_trace(args: Any, title: str) -> Trace:
 def check_var(name: Optional[str]) -> None:
     if name is not None and not name.isidentifier():
         raise UsageError(f"--var {name}: give a Python variable name, e.g. --var t")
+
+
+def untraced(args: Any, run: Any) -> Any:
+    """A free-threaded build: say why nothing is traced, and run the code all the same
+    (the user's work is not lost)."""
+    if not args.quiet:
+        print(f"{api.FREE_THREADED_REFUSAL} The code runs untraced.")
+    return run()
 
 
 def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
@@ -145,6 +154,9 @@ class GilTracerMagics(Magics):
         max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%%giltracer cell")
         code = self._compile(cell, "exec")
+        if api.FREE_THREADED:
+            untraced(args, lambda: exec(code, self.shell.user_ns))
+            return
         _, error = run_traced(t, lambda: exec(code, self.shell.user_ns))
         if args.var is not None:
             self.shell.user_ns[args.var] = t
@@ -202,6 +214,9 @@ class GilTracerMagics(Magics):
         else:
             code = self._compile(cell, "exec")
             value_of = lambda: exec(code, self.shell.user_ns)  # noqa: E731
+        if api.FREE_THREADED:
+            value = untraced(args, value_of)
+            return value if cell is None else None
         value, error = run_traced(t, value_of)
         if args.var is not None:
             self.shell.user_ns[args.var] = t

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -125,6 +126,63 @@ static long timed_wait_in_time(enum change what)
     return n;
 }
 
+/* A thread that is calibrating when another thread forks: the child has no such
+ * thread, so the calibration lock it held must not stay held there (every later
+ * calibration in the child would fail "already running"). */
+static struct {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    int inside, forked;
+} fk = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+
+static void blocking_cb(void *ctx)
+{
+    (void)ctx; /* no drop and retake: this calibration fails, which is not the point */
+    pthread_mutex_lock(&fk.m);
+    fk.inside = 1;
+    pthread_cond_broadcast(&fk.c);
+    while (!fk.forked)
+        pthread_cond_wait(&fk.c, &fk.m);
+    pthread_mutex_unlock(&fk.m);
+}
+
+static void *calibrating_main(void *arg)
+{
+    struct gt_gil_addrs a;
+    const char *why = NULL;
+    (void)arg;
+    (void)gt_gilhook__calibrate(blocking_cb, NULL, &a, &why);
+    return NULL;
+}
+
+static void test_fork_during_calibration(void *tstate)
+{
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, calibrating_main, NULL) == 0, "pthread_create");
+    pthread_mutex_lock(&fk.m);
+    while (!fk.inside)
+        pthread_cond_wait(&fk.c, &fk.m);
+    pthread_mutex_unlock(&fk.m);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct gt_gil_addrs a;
+        const char *why = NULL;
+        int err = gt_gilhook__calibrate(calib_cb, tstate, &a, &why);
+        if (err)
+            fprintf(stderr, "child calibration: %d %s\n", err, why ? why : "");
+        _exit(err == 0 && a.mutex == (void *)&fake_gil.mutex ? 0 : 1);
+    }
+    pthread_mutex_lock(&fk.m);
+    fk.forked = 1;
+    pthread_cond_broadcast(&fk.c);
+    pthread_mutex_unlock(&fk.m);
+    pthread_join(th, NULL);
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork and wait");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "a child forked during a calibration calibrates (status %d)", status);
+}
+
 int main(void)
 {
     const char *why = NULL;
@@ -149,6 +207,7 @@ int main(void)
     CHECK(n == 0, "another thread took the GIL during the wait: no request (%ld)", n);
     n = timed_wait_in_time(UNLOCK);
     CHECK(n == 0, "the GIL was free when the wait ended: no request (%ld)", n);
+    test_fork_during_calibration(&me);
 out:
     printf("test_gilhook: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

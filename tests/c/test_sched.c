@@ -427,9 +427,11 @@ static void test_wrap(void)
               m.out_preempted);
         CHECK(m.alternates, "OUT and IN alternate across wrap-arounds");
     } else { /* a loaded machine delayed the poller by more than a ring's worth */
-        CHECK(m.n + st.lost >= 2000, "records %zu + lost %llu", m.n,
+        /* ~2 per sleep, minus the sleeps that did not block (see above). */
+        CHECK(m.n + st.lost >= 1800, "records %zu + lost %llu", m.n,
               (unsigned long long)st.lost);
-        CHECK(m.n > st.lost, "most records kept: %zu, lost %llu", m.n,
+        /* Read across the ring's end more than once, however starved the poller was. */
+        CHECK(m.n * 24 > 2 * 4096, "records read through the wrap: %zu, lost %llu", m.n,
               (unsigned long long)st.lost);
         fprintf(stderr, "  note: %llu lost (poller delayed?), alternation not checked\n",
                 (unsigned long long)st.lost);
