@@ -32,48 +32,68 @@ static uint64_t budget_left[GT_NBUDGETS];
 static int budget_limited;
 static atomic_int budget_spent[GT_NBUDGETS];
 
-/* Blocks are carved out of 2 MiB arenas asking for transparent huge pages: one page
- * fault brings in 32 blocks instead of 16 faults per block. Arenas are only returned
- * to the system between sessions, beyond POOL_KEEP blocks (64 MiB). */
+/* Blocks are carved out of 2 MiB arenas of small pages. (Transparent huge pages: one
+ * fault per arena, 0.1 ms where the kernel recycles a huge page, but 2.3-4.3 ms for
+ * memory the hypervisor had not backed yet, against 0.7 ms for 512 small faults: on a
+ * fresh VM the refiller fell behind a tight loop and the traced thread faulted arenas
+ * itself, a 5 ms stall; bench/gap_bench.py.) Between sessions the pool keeps POOL_KEEP
+ * blocks (64 MiB); up to LAZY_KEEP more arenas (256 MiB) are kept as MADV_FREE memory,
+ * which the kernel takes back when it needs it and which the next session reuses
+ * without a fault while it is still there (the refiller's CPU time on a big trace's
+ * later sessions: 80-90 ms -> 0 on 6M events); the rest is unmapped. */
 #define ARENA_BYTES (2u << 20)
 #define BLOCKS_PER_ARENA (ARENA_BYTES / GT_BLOCK_BYTES)
 #define POOL_KEEP 1024
+#define LAZY_KEEP 128
 
 struct arena {
     struct arena *next;
     void *base;
 };
-static struct arena *arenas;
+static struct arena *arenas;      /* their blocks are in the pool or in use */
 static size_t narenas;
+static struct arena *lazy_arenas; /* MADV_FREE'd, no block in the pool; reg_lock */
+static size_t nlazy;
 
-/* Map a 2 MiB-aligned arena and fault it in (one huge page where the kernel grants
- * it, else 512 pages). Takes no lock: it can take milliseconds (page zeroing, direct
- * compaction under memory pressure), so the refiller does it beside the traced
+/* Touch every page of an arena: faults in what is not there (a new mapping, or lazy
+ * memory the kernel took back); on lazy memory still there it only marks it in use. */
+static void arena_touch(struct arena *a)
+{
+    for (size_t off = 0; off < ARENA_BYTES; off += 4096)
+        ((volatile char *)a->base)[off] = 0;
+}
+
+/* A lazy arena to use again, or NULL. reg_lock held. */
+static struct arena *lazy_pop(void)
+{
+    struct arena *a = lazy_arenas;
+    if (a) {
+        lazy_arenas = a->next;
+        a->next = NULL;
+        nlazy--;
+    }
+    return a;
+}
+
+/* Map a 2 MiB arena and fault it in (512 pages). Takes no lock: it takes about
+ * a millisecond (page faults, zeroing), so the refiller does it beside the traced
  * threads, never inside one of their pushes if it can help it. */
 static struct arena *arena_map(void)
 {
-    /* Over-map by one arena so the usable part can be 2 MiB aligned. */
-    size_t len = 2 * (size_t)ARENA_BYTES;
-    char *raw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED)
+    char *base = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
         return NULL;
-    char *base = (char *)(((uintptr_t)raw + ARENA_BYTES - 1) & ~(uintptr_t)(ARENA_BYTES - 1));
-    if (base > raw)
-        munmap(raw, (size_t)(base - raw));
-    if (raw + len > base + ARENA_BYTES)
-        munmap(base + ARENA_BYTES, (size_t)(raw + len - (base + ARENA_BYTES)));
     struct arena *a = malloc(sizeof(*a));
     if (!a) {
         munmap(base, ARENA_BYTES);
         return NULL;
     }
-#ifdef MADV_HUGEPAGE
-    madvise(base, ARENA_BYTES, MADV_HUGEPAGE);
+#ifdef MADV_NOHUGEPAGE
+    madvise(base, ARENA_BYTES, MADV_NOHUGEPAGE);
 #endif
-    for (size_t off = 0; off < ARENA_BYTES; off += 4096)
-        ((volatile char *)base)[off] = 0;
     a->base = base;
     a->next = NULL;
+    arena_touch(a);
     return a;
 }
 
@@ -91,10 +111,13 @@ static void arena_link(struct arena *a)
     }
 }
 
+/* reg_lock held. */
 static int arena_add(void)
 {
-    struct arena *a = arena_map();
-    if (!a)
+    struct arena *a = lazy_pop();
+    if (a)
+        arena_touch(a);
+    else if (!(a = arena_map()))
         return -ENOMEM;
     arena_link(a);
     return 0;
@@ -137,8 +160,12 @@ static void *refill_main(void *arg)
             continue;
         }
         while (!refill.stop && pool_size < RESERVE_HIGH) {
+            struct arena *a = lazy_pop();
             pthread_mutex_unlock(&reg_lock);
-            struct arena *a = arena_map();
+            if (a)
+                arena_touch(a);
+            else
+                a = arena_map();
             pthread_mutex_lock(&reg_lock);
             if (!a) {
                 refill.failed = 1;
@@ -223,8 +250,8 @@ static void block_put_list(struct gt_block *b)
     }
 }
 
-/* With no session active every block is in the pool: unmap the arenas beyond the
- * budget and rebuild the pool from the rest. reg_lock held. */
+/* With no session active every block is in the pool: keep POOL_KEEP blocks' arenas,
+ * make up to LAZY_KEEP more lazy, unmap the rest, and rebuild the pool. reg_lock held. */
 static void pool_trim(void)
 {
     size_t keep = POOL_KEEP / BLOCKS_PER_ARENA;
@@ -237,9 +264,18 @@ static void pool_trim(void)
     *pp = NULL;
     while (drop) {
         struct arena *next = drop->next;
+        narenas--;
+#ifdef MADV_FREE
+        if (nlazy < LAZY_KEEP && madvise(drop->base, ARENA_BYTES, MADV_FREE) == 0) {
+            drop->next = lazy_arenas;
+            lazy_arenas = drop;
+            nlazy++;
+            drop = next;
+            continue;
+        }
+#endif
         munmap(drop->base, ARENA_BYTES);
         free(drop);
-        narenas--;
         drop = next;
     }
     pool = NULL;
@@ -528,6 +564,16 @@ void gt_registry__totals(uint64_t *recorded, uint64_t *dropped)
     }
     *recorded = r;
     *dropped = d;
+}
+
+void gt_registry__memory(size_t *pooled, size_t *lazy)
+{
+    pthread_mutex_lock(&reg_lock);
+    if (pooled)
+        *pooled = narenas * (size_t)ARENA_BYTES;
+    if (lazy)
+        *lazy = nlazy * (size_t)ARENA_BYTES;
+    pthread_mutex_unlock(&reg_lock);
 }
 
 void gt_registry__release(void (*free_state)(struct gt_thread *t))

@@ -139,6 +139,13 @@ struct gt_thread *gt_registry__threads(void);
  */
 void gt_registry__release(void (*free_state)(struct gt_thread *t));
 
+/**
+ * gt_registry__memory() - the event memory the process holds: `pooled`, bytes of block
+ * arenas in use or in the pool; `lazy`, bytes kept between sessions as MADV_FREE memory
+ * (the kernel may have taken some of it back already). Either pointer may be NULL.
+ */
+void gt_registry__memory(size_t *pooled, size_t *lazy);
+
 /* Slow path of a push: close the tail block, append a fresh one. 0 or -ENOSPC (budget
  * spent), -ESRCH (no session) or -ENOMEM. The first two take no lock. */
 int gt_stream__grow(struct gt_stream *s);

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/types.h>
 
@@ -29,8 +30,10 @@ int pthread_mutex_lock(pthread_mutex_t *m)
     return real(m);
 }
 
-/* mmap calls made by the calling thread (the registry maps its block arenas so). */
+/* mmap calls made by the calling thread (the registry maps its block arenas so), and
+ * arenas mapped by any thread (the refiller's included). */
 static __thread uint64_t maps_made;
+static atomic_ullong maps_made_all;
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -38,6 +41,8 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
     if (!real)
         real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
     maps_made++;
+    if (len == (size_t)2 << 20) /* an arena, not a thread's stack */
+        atomic_fetch_add(&maps_made_all, 1);
     return real(addr, len, prot, flags, fd, off);
 }
 
@@ -185,9 +190,65 @@ static void run_reserve(void)
     gt_registry__release(NULL);
 }
 
+/* One generation pushing `n` call events on this thread; checks every one reads back. */
+static void one_big_generation(uint64_t n, uint64_t salt)
+{
+    CHECK(gt_registry__begin(0, NULL, NULL) == 0, "begin");
+    struct gt_thread *t = gt_thread_current();
+    CHECK(t != NULL, "record");
+    for (uint64_t i = 0; t && i < n; i++)
+        gt_stream__push(&t->calls, i ^ salt, (uint32_t)i, 1);
+    gt_registry__end();
+    uint64_t i = 0, bad = 0;
+    size_t nchunks = t ? gt_stream__chunks(&t->calls, NULL, 0) : 0;
+    struct gt_chunk *c = calloc(nchunks ? nchunks : 1, sizeof(*c));
+    if (t && c)
+        gt_stream__chunks(&t->calls, c, nchunks);
+    for (size_t k = 0; c && k < nchunks; k++)
+        for (size_t j = 0; j < c[k].n; j++, i++) {
+            const uint32_t *e = (const uint32_t *)((const char *)c[k].data + 16 * j);
+            bad += *(const uint64_t *)e != (i ^ salt) || e[2] != (uint32_t)i;
+        }
+    free(c);
+    CHECK(i == n && bad == 0, "read back %llu of %llu events, %llu wrong", (unsigned long long)i,
+          (unsigned long long)n, (unsigned long long)bad);
+    gt_registry__release(NULL);
+}
+
+/* Between sessions the pool keeps 64 MiB and up to 256 MiB more as lazy (MADV_FREE)
+ * memory: a second session as big as the first maps nothing new, and what it writes
+ * into the revived memory reads back intact. */
+static void run_lazy_keep(void)
+{
+    const uint64_t n = 6500000; /* ~100 MiB of events: more than the pool keeps */
+    unsigned long long first = atomic_load(&maps_made_all);
+    one_big_generation(n, 0);
+    first = atomic_load(&maps_made_all) - first;
+    size_t pooled = 0, lazy = 0;
+    gt_registry__memory(&pooled, &lazy);
+    CHECK(pooled == (size_t)64 << 20, "the pool keeps 64 MiB (%zu)", pooled);
+#ifdef MADV_FREE
+    CHECK(lazy >= (size_t)36 << 20, "the rest is kept lazily (%zu bytes)", lazy);
+#endif
+    unsigned long long before = atomic_load(&maps_made_all);
+    one_big_generation(n, 0x5a5a5a5a5a5aull);
+#ifdef MADV_FREE
+    /* (The refiller's reserve ahead of the pushes may end a few arenas further, at most
+     * its 8 and one in flight; without the lazy memory it maps every arena beyond the
+     * pool's 32: ~18.) */
+    CHECK(atomic_load(&maps_made_all) - before <= 10, "the second session mapped %llu arenas "
+          "(the first %llu)", atomic_load(&maps_made_all) - before, first);
+#else
+    (void)before;
+#endif
+    gt_registry__memory(&pooled, &lazy);
+    CHECK(pooled == (size_t)64 << 20 && lazy <= (size_t)256 << 20, "kept %zu + lazy %zu", pooled, lazy);
+}
+
 int main(void)
 {
     run_reserve();
+    run_lazy_keep();
     /* Caps well below NTHREADS * PUSHES, one not a multiple of the 256-event share. */
     for (int kind = 0; kind < GT_NBUDGETS; kind++)
         run_kind(kind, kind == GT_BUDGET_GIL ? 1000 : 50001);
