@@ -20,7 +20,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-matrix clean \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
 
@@ -57,6 +57,12 @@ demo: setup
 # Execute every lesson in notebooks/ in a real kernel; render each to build/notebooks/*.html.
 notebooks: setup
 	$(PY) notebooks/lessons.py -o $(BUILD)/notebooks
+
+# Lesson 1 rendered, and the picture of its viewer that the README shows (checked: the two
+# counters' GIL strips alternate held and waiting).
+lesson-shot: setup
+	$(PY) notebooks/lessons.py -o $(BUILD)/notebooks notebooks/01-meet-the-gil.ipynb
+	$(PY) notebooks/screenshot.py $(BUILD)/notebooks/01-meet-the-gil.html docs/lesson-1-meet-the-gil.png
 
 test: setup test-c test-py test-unprivileged
 

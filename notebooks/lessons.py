@@ -54,8 +54,8 @@ def main(argv: List[str]) -> int:
         with tempfile.TemporaryDirectory(prefix="giltracer-nb-") as workdir:
             try:
                 execute(nb, workdir)
-            except nbclient.exceptions.CellExecutionError as e:
-                print(f"{name}: FAILED\n{e}", file=sys.stderr)
+            except Exception as e:  # a failing cell, and also a dead kernel or a timeout
+                print(f"{name}: FAILED ({type(e).__name__})\n{e}", file=sys.stderr)
                 failed.append(name)
         with open(out, "w", encoding="utf-8") as f:
             f.write(to_html(nb))  # a failed lesson is rendered too, up to its error

@@ -74,3 +74,18 @@ def test_lesson_runs_and_its_checks_pass(path, tmp_path):
     (tmp_path / "lesson.html").write_text(page, encoding="utf-8")
     assert len(re.findall(r"<iframe[^>]*\ssrcdoc=", page)) == len(traced)  # nbconvert reorders attributes
     assert "gt-data" in page and "check passed" in page
+
+    if os.path.basename(path).startswith("01-") and load_screenshot().chromium():
+        # What the README's picture shows, checked on this run's rendering: the two
+        # counters' GIL strips alternate held and waiting in headless Chromium.
+        strips = load_screenshot().shoot(str(tmp_path / "lesson.html"), str(tmp_path / "lesson-1.png"))
+        assert len(strips) >= 2, strips
+
+
+def load_screenshot():
+    """notebooks/screenshot.py: the picture of a rendered lesson's viewer (`make lesson-shot`)."""
+    spec = importlib.util.spec_from_file_location("giltracer_screenshot",
+                                                  os.path.join(NOTEBOOK_DIR, "screenshot.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
