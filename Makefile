@@ -71,8 +71,12 @@ test-c: deps
 	cmake --build $(BUILD)/ctest -j2
 	cd $(BUILD)/ctest && ctest --output-on-failure
 
+# What `make deps`/`install` brought must be used, not skipped (tests/test_environment.py).
+comma := ,
+REQUIRE_MAIN := chromium,jupyterlab,notebooks$(if $(filter 0,$(shell id -u)),$(comma)bpf)
+REQUIRE_OTHER := chromium,notebooks
 test-py: install
-	$(PY) -m pytest tests -q -p no:cacheprovider
+	GILTRACER_REQUIRE=$(REQUIRE_MAIN) $(PY) -m pytest tests -q -p no:cacheprovider
 
 # The whole Python suite as an unprivileged user, with Debian's python3.11
 # (pyenv's interpreters live under /root, which `nobody` cannot enter).
@@ -83,7 +87,7 @@ test-unprivileged: deps
 	  $(MAKE) --no-print-directory matrix-copy; \
 	  rm -rf $(MATRIX_DIR)/home && mkdir -p $(MATRIX_DIR)/home && chmod 1777 $(MATRIX_DIR)/home; \
 	  cd $(MATRIX_DIR) && setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=$(MATRIX_DIR)/home \
-	    $(MATRIX_DIR)/debian-3.11/bin/python -m pytest tests -q -p no:cacheprovider; \
+	    GILTRACER_REQUIRE=$(REQUIRE_OTHER) $(MATRIX_DIR)/debian-3.11/bin/python -m pytest tests -q -p no:cacheprovider; \
 	else echo "giltracer: not root: the main run was already unprivileged"; fi
 
 # The tests and what they read (examples, notebooks), where every user can read them.
@@ -105,7 +109,7 @@ test-matrix: deps
 	  echo "=== $$name ($$py)"; \
 	  if $(MAKE) --no-print-directory matrix-one INTERP=$$py NAME=$$name && \
 	     $(MAKE) --no-print-directory matrix-copy && \
-	     (cd $(MATRIX_DIR) && $(MATRIX_DIR)/$$name/bin/python -m pytest tests -q -p no:cacheprovider); then :; \
+	     (cd $(MATRIX_DIR) && GILTRACER_REQUIRE=$(REQUIRE_OTHER) $(MATRIX_DIR)/$$name/bin/python -m pytest tests -q -p no:cacheprovider); then :; \
 	  else failed="$$failed $$name"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-matrix: FAILED on:$$failed"; exit 1; fi; \

@@ -170,6 +170,8 @@ def lab():
                 break
             except OSError:
                 if server.poll() is not None or time.time() > deadline:
+                    if "jupyterlab" in os.environ.get("GILTRACER_REQUIRE", "").split(","):
+                        pytest.fail("jupyter lab did not start (required by this run)")
                     pytest.skip("jupyter lab did not start")
                 time.sleep(0.5)
         yield base, token, d

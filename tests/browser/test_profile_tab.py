@@ -67,6 +67,8 @@ def open_chromium(profile_dir, width, height, ws_timeout):
     if port is None:
         proc.kill()
         proc.wait()
+        if "chromium" in os.environ.get("GILTRACER_REQUIRE", "").split(","):
+            pytest.fail("chromium did not start its DevTools endpoint (required by this run)")
         pytest.skip("chromium did not start its DevTools endpoint")
     threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
     targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30))
