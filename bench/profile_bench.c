@@ -4,7 +4,8 @@
  * Two threads share the spans: a random walk of calls (16 functions, each calling one
  * of three others, depth <= MAX_DEPTH (default 8), so recursion occurs;
  * 3^MAX_DEPTH bounds the distinct call paths), GIL intervals every ~1 us and OS
- * intervals every ~8 us. Prints one JSON line. */
+ * intervals every ~8 us. Prints one JSON line. PB_THREADS_ONLY=1 in the environment builds
+ * the per-thread trees only (GT_PROFILE_THREADS_ONLY: what the page writer builds). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,7 +94,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < reps; k++) {
         struct gt_profile *p = NULL;
         double t0 = now_ns();
-        int err = gt_profile__build(&r, 0, &p);
+        int err = gt_profile__build(&r, getenv("PB_THREADS_ONLY") ? GT_PROFILE_THREADS_ONLY : 0, &p);
         double dt = now_ns() - t0;
         if (err) {
             fprintf(stderr, "profile_bench: gt_profile__build: %d\n", err);

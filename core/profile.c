@@ -33,16 +33,21 @@ static uint64_t node_key(uint32_t parent, uint32_t func)
     return ((uint64_t)parent << 32) | func;
 }
 
+/* Where (parent, func) starts probing: the children of one parent share a cache line
+ * of the table (4 slots, picked by the parent; the function picks the slot in it). The
+ * sweep looks up the children of the frames on its stack, whose lines then stay cached:
+ * a table hashed on the whole key missed the cache on most lookups of a big tree. */
 static size_t slot_of(uint64_t key, size_t hcap)
 {
-    key ^= key >> 31; /* both halves of the key reach the low bits */
-    key *= 0x9E3779B97F4A7C15ull;
-    return (size_t)(key ^ (key >> 29)) & (hcap - 1);
+    uint64_t parent = key >> 32;
+    parent *= 0x9E3779B97F4A7C15ull;
+    size_t group = (size_t)(parent ^ (parent >> 29)) & (hcap - 1) & ~(size_t)3;
+    return (group + (size_t)(key & 3)) & (hcap - 1);
 }
 
 static int tb_rehash(struct tbuild *b, size_t hcap)
 {
-    struct slot *slots = malloc(hcap * sizeof(*slots));
+    struct slot *slots = aligned_alloc(64, hcap * sizeof(*slots)); /* a group: one line */
     if (!slots)
         return -ENOMEM;
     for (size_t i = 0; i < hcap; i++)
@@ -92,7 +97,9 @@ static int tb_child(struct tbuild *b, uint32_t parent, uint32_t func, uint32_t r
     }
     uint64_t k = node_key(parent, func);
     size_t s = slot_of(k, b->hcap);
-    for (; b->slots[s].key != EMPTY_KEY; s = (s + 1) & (b->hcap - 1)) {
+    /* A parent without children has nothing to find: no read of the table (a new call
+     * path descends through new nodes only, and their lines of the table are cold). */
+    for (; p->first_child != GT_PNODE_NONE && b->slots[s].key != EMPTY_KEY; s = (s + 1) & (b->hcap - 1)) {
         if (b->slots[s].key == k) {
             *out = p->hint = b->slots[s].node;
             p->hint_func = func;
@@ -117,6 +124,8 @@ static int tb_child(struct tbuild *b, uint32_t parent, uint32_t func, uint32_t r
                                      .hint = GT_PNODE_NONE, .hint_func = GT_NO_FUNC};
     p->first_child = p->hint = id;
     p->hint_func = func;
+    while (b->slots[s].key != EMPTY_KEY) /* (skipped above for a first child) */
+        s = (s + 1) & (b->hcap - 1);
     b->slots[s] = (struct slot){k, id, 0};
     *out = id;
     if (2 * b->n > b->hcap)

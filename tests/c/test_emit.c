@@ -795,6 +795,64 @@ cleanup:
     free(gil);
 }
 
+/* A thread whose spans nearly all start a call path of their own (pairs of calls over
+ * 1000 functions): the page keeps at most one profile node per 64 spans (at least 4000),
+ * and the kept nodes' self times still add up to the thread's time. */
+static void test_page_profile_budget(void)
+{
+    enum { PAIRS = 200000, NFN = 1000 };
+    static struct gt_func fns[NFN];
+    struct gt_span *sp = calloc(2 * PAIRS, sizeof(*sp));
+    CHECK(sp != NULL);
+    if (!sp)
+        return;
+    for (int f = 0; f < NFN; f++)
+        fns[f] = (struct gt_func){"f", "many.py", (uint32_t)f, 0};
+    uint64_t ts = T0 + 10;
+    for (size_t i = 0; i < PAIRS; i++) { /* (parent, child) pairs: ~all distinct */
+        /* Durations 1, 2, 4, ... ns, each twice as rare as the one before: the pruning
+         * threshold (a power of two) can keep any share of the nodes. */
+        uint64_t d = (uint64_t)1 << (__builtin_ctzll(i + 1) % 20);
+        sp[2 * i] = (struct gt_span){ts, ts + d + 20, (uint32_t)(i % NFN), 0, 0};
+        sp[2 * i + 1] = (struct gt_span){ts + 10, ts + 10 + d, (uint32_t)((i / NFN * 7 + i) % NFN), 1, 0};
+        ts += d + 30;
+    }
+    struct gt_thread_result th = threads[0];
+    th.spans = sp;
+    th.nspans = 2 * PAIRS;
+    th.start_ns = T0;
+    th.end_ns = ts;
+    th.gil = NULL;
+    th.ngil = 0;
+    struct gt_result r = res;
+    r.funcs = fns;
+    r.nfuncs = NFN;
+    r.threads = &th;
+    r.nthreads = 1;
+    r.nblame = 0;
+    r.t1 = ts;
+    size_t len;
+    int rc;
+    char *pay = run(gt_emit__payload_json, &r, &meta, &len, &rc);
+    json_t *j = pay ? json_loads(pay, 0, NULL) : NULL;
+    json_t *prof = json_object_get(json_array_get(json_object_get(j, "threads"), 0), "profile");
+    size_t kept = json_array_size(json_object_get(prof, "parent"));
+    CHECK(rc == 0 && kept > 1000 && kept <= 2 * PAIRS / 64 + 1);
+    uint64_t total = 0;
+    static const char *const cols[] = {"run", "hoff", "wait", "rel", "unk"};
+    for (size_t c = 0; c < 5; c++) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(prof, cols[c]), i, v)
+            total += (uint64_t)json_integer_value(v);
+    }
+    CHECK(total == ts - T0);
+    check_page_decodes_to_payload(&r);
+    json_decref(j);
+    free(pay);
+    free(sp);
+}
+
 static char *text(const struct gt_result *r, const struct gt_emit_meta *m, int top_n, int *rc)
 {
     char *s = NULL;
@@ -1062,6 +1120,7 @@ int main(void)
     test_html();
     test_html_odd_spans();
     test_html_big_columns();
+    test_page_profile_budget();
     test_text();
     test_text_invalid_utf8();
     test_errors();
