@@ -127,14 +127,17 @@ static int arena_add(void)
  * it for 0.3-10 ms each time it crossed 2 MiB of events (issue 12). While a generation
  * is active a helper thread keeps free blocks ahead: a push that takes the pool below
  * RESERVE_LOW wakes the refiller, which maps arenas outside reg_lock up to
- * RESERVE_HIGH. The margin is generous because on a busy machine the woken refiller
- * may wait tens of ms for a CPU, and a tight loop of calls fills an arena every
- * ~15-30 ms. Begin maps RESERVE_START blocks itself, before anything records. Pushes
- * fault an arena themselves only when the pool is empty (the refiller could not keep
- * up, or could not start: e.g. a pids limit). */
+ * RESERVE_HIGH. A tight loop of calls fills an arena every ~5 ms; the refiller makes
+ * one in ~0.7 ms, so 3-4 arenas (6-8 MiB) ahead outlast its wake-up on a machine with
+ * two other busy processes (bench/gap_bench.py: no stall). A bigger reserve only made
+ * a process's first session fault arenas it did not use (its CPU time: 1.26x a later
+ * session's on fib with 6-8 arenas ahead, 1.12x with 3-4). Begin maps RESERVE_START
+ * blocks itself, before anything records. Pushes fault an arena themselves only when
+ * the pool is empty (the refiller could not keep up, or could not start: e.g. a pids
+ * limit). */
 #define RESERVE_START (2 * BLOCKS_PER_ARENA)
-#define RESERVE_LOW (6 * BLOCKS_PER_ARENA)
-#define RESERVE_HIGH (8 * BLOCKS_PER_ARENA)
+#define RESERVE_LOW (3 * BLOCKS_PER_ARENA)
+#define RESERVE_HIGH (4 * BLOCKS_PER_ARENA)
 
 static struct {
     pthread_t thread;

@@ -234,7 +234,7 @@ static void run_lazy_keep(void)
     one_big_generation(n, 0x5a5a5a5a5a5aull);
 #ifdef MADV_FREE
     /* (The refiller's reserve ahead of the pushes may end a few arenas further, at most
-     * its 8 and one in flight; without the lazy memory it maps every arena beyond the
+     * its 4 and one in flight; without the lazy memory it maps every arena beyond the
      * pool's 32: ~18.) */
     CHECK(atomic_load(&maps_made_all) - before <= 10, "the second session mapped %llu arenas "
           "(the first %llu)", atomic_load(&maps_made_all) - before, first);
