@@ -583,6 +583,10 @@ int gt_gilhook__install(const void *interp_symbol, const char **why)
 
     if (!why)
         why = &dummy;
+    /* Installed already: no lock (a calibration holds it while it waits for the GIL,
+     * which this caller may hold). */
+    if (atomic_load(&installed))
+        return 0;
     pthread_mutex_lock(&config_lock);
     if (atomic_load(&installed))
         goto cleanup;

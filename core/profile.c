@@ -33,16 +33,17 @@ static uint64_t node_key(uint32_t parent, uint32_t func)
     return ((uint64_t)parent << 32) | func;
 }
 
-/* Where (parent, func) starts probing: the children of one parent share a cache line
- * of the table (4 slots, picked by the parent; the function picks the slot in it). The
- * sweep looks up the children of the frames on its stack, whose lines then stay cached:
- * a table hashed on the whole key missed the cache on most lookups of a big tree. */
+/* Where (parent, func) starts probing: functions whose ids differ only in the low two
+ * bits share a group of 4 slots, one cache line of the table, picked by the parent and
+ * the rest of the id. The sweep looks up the children of the frames on its stack, whose
+ * lines then stay cached: a table hashed on the whole key missed the cache on most
+ * lookups of a big tree. (Grouping by the parent alone made one probe run of all of a
+ * wide parent's children: a dispatcher's lookups went linear.) */
 static size_t slot_of(uint64_t key, size_t hcap)
 {
-    uint64_t parent = key >> 32;
-    parent *= 0x9E3779B97F4A7C15ull;
-    size_t group = (size_t)(parent ^ (parent >> 29)) & (hcap - 1) & ~(size_t)3;
-    return (group + (size_t)(key & 3)) & (hcap - 1);
+    uint64_t g = (key >> 2) * 0x9E3779B97F4A7C15ull; /* parent and func >> 2 */
+    size_t group = (size_t)(g ^ (g >> 29)) & (hcap - 1) & ~(size_t)3;
+    return group + (size_t)(key & 3);
 }
 
 static int tb_rehash(struct tbuild *b, size_t hcap)

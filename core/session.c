@@ -49,7 +49,7 @@ static int forked_copy(const struct gt_session *s)
 static struct {
     int install_failed, ok;
     unsigned calibration_failures;
-    uint64_t tried_in; /* the session start that tried last (one try per session) */
+    uint64_t tried_in; /* 1 + the session start that tried last (one try per start) */
     char why[256];
     struct gt_gil_addrs addrs;
 } hooks;
@@ -126,9 +126,9 @@ static int prepare_hooks(void)
         return 0;
     if (hooks.install_failed || hooks.calibration_failures >= GT_CALIBRATION_TRIES)
         return -1; /* hooks.why says why */
-    if (hooks.calibration_failures && hooks.tried_in == starts)
-        return -1; /* failed in this session already: the next session tries again */
-    hooks.tried_in = starts;
+    if (hooks.tried_in == starts + 1)
+        return -1; /* tried for this session already: the next session tries again */
+    hooks.tried_in = starts + 1;
     const char *why = NULL;
     int err = gt_gilhook__install((const void *)&PyEval_SaveThread, &why);
     if (err < 0) {
@@ -144,7 +144,9 @@ static int prepare_hooks(void)
         err = gt_gilhook__calibrate(drop_and_retake, NULL, &hooks.addrs, &why);
     }
     if (err < 0) {
-        hooks.calibration_failures++;
+        /* A calibration running on another thread (probe_info() while a session starts)
+         * is no failure of this process's hooks. */
+        hooks.calibration_failures += err != -EBUSY;
         snprintf(hooks.why, sizeof(hooks.why), "hooks: %s (%s; %s)",
                  why ? why : "calibration failed", strerror(-err),
                  hooks.calibration_failures < GT_CALIBRATION_TRIES
@@ -721,10 +723,10 @@ cleanup:
     /* Before the release: its finalizers may start a session of their own. */
     if (active.s == s)
         set_active(NULL);
-    if (s->registry_begun) {
+    /* A forked copy's records are the parent's: the registry is the child's own. */
+    if (s->registry_begun && !forked_copy(s))
         gt_registry__release(gt_tracer__free_state);
-        s->registry_begun = 0;
-    }
+    s->registry_begun = 0;
     gt_sched__free(s->sched);
     s->sched = NULL;
     release_probes(s);
@@ -757,10 +759,9 @@ void gt_session__free(struct gt_session *s)
     }
     if (active.s == s) /* before the release: its finalizers may start a session */
         set_active(NULL);
-    if (s->registry_begun) {
+    if (s->registry_begun && !forked_copy(s)) /* (a forked copy's records: see finish) */
         gt_registry__release(gt_tracer__free_state);
-        s->registry_begun = 0;
-    }
+    s->registry_begun = 0;
     gt_sched__free(s->sched);
     if (s->state == ST_STOPPED) /* finish did it otherwise */
         release_probes(s);

@@ -166,6 +166,26 @@ def test_nested_start_raises_before_touching_anything():
     assert sum(r.acquisitions for r in outer.summary()) >= 4  # the outer probe kept recording
 
 
+def test_an_interrupted_stop_still_finishes_the_session(monkeypatch):
+    """A session is the active one until it is finished: an exception while the trace
+    names its threads (a KeyboardInterrupt, say) must not leave it unfinished, or every
+    later trace of the process would be refused."""
+    import giltracer.api as api
+
+    def interrupted(_threads):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "_thread_names", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with giltracer.trace(backend="hooks", functions=False) as t:
+            pass
+    monkeypatch.undo()
+    assert t.duration_ns > 0  # finished all the same
+    with giltracer.trace(backend="hooks", functions=False) as again:  # not refused
+        cpu_pair(0.1)
+    assert sum(r.acquisitions for r in again.summary()) > 0
+
+
 # -- item 3: the sched poller thread cannot start ----------------------------------------
 
 FAIL_OUR_THREADS = r"""
@@ -418,16 +438,26 @@ def test_a_failed_calibration_does_not_cost_the_bpf_probe_for_good():
     assert lines[2].startswith("RUN bpf True"), lines
 
 
+CALIBRATION_AUTO_REASONS = """
+    import giltracer
+    for i in range(9):
+        with giltracer.trace(backend="auto", functions=False) as t:
+            pass
+        print("RUN", t.backend, t.backend_reason)
+"""
+
+
 def test_one_calibration_try_per_session_whoever_asks():
     """auto as root asks twice per session (the bpf probe, then the hooks' fallback):
-    still one calibration try per session, so the bound means sessions."""
-    p = run_python(CALIBRATION.replace('backend="hooks"', 'backend="auto"'), "9",
-                   env_extra={"GILTRACER_TEST_FAIL_CALIBRATIONS": "100"})
+    still one calibration try per session, so the bound of 8 means 8 sessions."""
+    p = run_python(CALIBRATION_AUTO_REASONS, env_extra={"GILTRACER_TEST_FAIL_CALIBRATIONS": "100"})
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert len(lines) == 9, lines
     # auto does not raise: it runs without a GIL probe and says why.
     assert all(ln.startswith("RUN none") for ln in lines), lines
+    assert all("a later session tries again" in ln for ln in lines[:7]), lines
+    assert all("gave up after repeated failures" in ln for ln in lines[7:]), lines
 
 
 STOPPED_NOT_FINISHED = """
@@ -724,3 +754,42 @@ def test_a_raw_session_forked_child_drops_the_parents_hooks():
     p = run_python(RAW_SESSION_FORK)
     assert p.returncode == 0, (p.stdout, p.stderr)
     assert p.stdout.split() == ["PARENT", "True", "CHILD", "0"], p.stdout
+
+
+STOPPED_COPY_IN_CHILD = """
+    import os, threading, warnings
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import giltracer, giltracer._core
+    from workloads import cpu_pair
+
+    s = giltracer._core.Session(own_dir=os.path.dirname(giltracer.__file__), backend="hooks")
+    s.start([(th.ident, th.native_id) for th in threading.enumerate()])
+    cpu_pair(0.05)
+    s.stop()  # stopped, not finished: its records are still in the registry
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            b = giltracer.trace(backend="hooks").start()  # the child's own session
+            r = s.finish({}, "copy")  # the parent's copy: must not release b's records
+            del s
+            cpu_pair(0.2)
+            b.stop()
+            acq = sum(x.acquisitions for x in b.summary())
+            print("CHILD", r.event_count, b.event_count > 0, acq > 0, flush=True)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    r = s.finish({}, "parent")
+    print("STATUS", status, r.event_count > 0)
+"""
+
+
+def test_a_forked_copy_of_a_stopped_session_leaves_the_childs_records_alone():
+    """A session stopped (not finished) at fork: finishing or freeing its copy in the child
+    used to release the registry, which is the child's own session's by then."""
+    p = run_python(STOPPED_COPY_IN_CHILD)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "CHILD 0 True True" in p.stdout, (p.stdout, p.stderr)
+    assert "STATUS 0 True" in p.stdout, p.stdout

@@ -317,15 +317,22 @@ class Trace:
         return self
 
     def stop(self) -> "Trace":
-        if self._session is None:
-            raise RuntimeError("this trace was never started")
         if self._result is not None:
             return self
+        session = self._session
+        if session is None:
+            raise RuntimeError("this trace was never started")
+        self._session = None
         try:
-            self._session.stop()
+            session.stop()
         finally:
-            self._result = self._session.finish({**self._names_at_start, **_thread_names(self._ended_before)}, self.title)
-            self._session = None
+            # Finished whatever happens here (e.g. a KeyboardInterrupt while naming the
+            # threads): a session stays the active one until it is finished.
+            names = dict(self._names_at_start)
+            try:
+                names.update(_thread_names(self._ended_before))
+            finally:
+                self._result = session.finish(names, self.title)
         global _last
         _last = self
         dropped = self.dropped

@@ -218,29 +218,41 @@ static void one_big_generation(uint64_t n, uint64_t salt)
 /* Between sessions the pool keeps 64 MiB and up to 256 MiB more as lazy (MADV_FREE)
  * memory: a second session as big as the first maps nothing new, and what it writes
  * into the revived memory reads back intact. */
+/* Does this kernel take MADV_FREE (4.5 and later; not every sandbox)? */
+static int kernel_has_madv_free(void)
+{
+#ifdef MADV_FREE
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int ok = p != MAP_FAILED && madvise(p, 4096, MADV_FREE) == 0;
+    if (p != MAP_FAILED)
+        munmap(p, 4096);
+    return ok;
+#else
+    return 0;
+#endif
+}
+
 static void run_lazy_keep(void)
 {
     const uint64_t n = 6500000; /* ~100 MiB of events: more than the pool keeps */
+    const int lazy_ok = kernel_has_madv_free();
+    if (!lazy_ok)
+        printf("test_threads: no MADV_FREE here: the lazy memory is not checked\n");
     unsigned long long first = atomic_load(&maps_made_all);
     one_big_generation(n, 0);
     first = atomic_load(&maps_made_all) - first;
     size_t pooled = 0, lazy = 0;
     gt_registry__memory(&pooled, &lazy);
     CHECK(pooled == (size_t)64 << 20, "the pool keeps 64 MiB (%zu)", pooled);
-#ifdef MADV_FREE
-    CHECK(lazy >= (size_t)36 << 20, "the rest is kept lazily (%zu bytes)", lazy);
-#endif
+    /* (~50 arenas made, 32 kept in the pool: 18 lazy, 36 MiB) */
+    CHECK(!lazy_ok || lazy >= (size_t)30 << 20, "the rest is kept lazily (%zu bytes)", lazy);
     unsigned long long before = atomic_load(&maps_made_all);
     one_big_generation(n, 0x5a5a5a5a5a5aull);
-#ifdef MADV_FREE
     /* (The refiller's reserve ahead of the pushes may end a few arenas further, at most
      * its 4 and one in flight; without the lazy memory it maps every arena beyond the
      * pool's 32: ~18.) */
-    CHECK(atomic_load(&maps_made_all) - before <= 10, "the second session mapped %llu arenas "
-          "(the first %llu)", atomic_load(&maps_made_all) - before, first);
-#else
-    (void)before;
-#endif
+    CHECK(!lazy_ok || atomic_load(&maps_made_all) - before <= 10, "the second session mapped "
+          "%llu arenas (the first %llu)", atomic_load(&maps_made_all) - before, first);
     gt_registry__memory(&pooled, &lazy);
     CHECK(pooled == (size_t)64 << 20 && lazy <= (size_t)256 << 20, "kept %zu + lazy %zu", pooled, lazy);
 }
