@@ -24,10 +24,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "browser"))
+import devtools  # noqa: E402  (the DevTools harness the browser tests use)
+
 TARGET_BYTES, TARGET_WRITE_NS, TARGET_TASK_MS = 6.0, 60.0, 200.0
 TARGET_PAINT_S = {1_000_000: 1.5, 10_000_000: 10.0}
 TARGET_PROFILE_SHARE = 0.05  # issue 9: the profile adds at most 5 % to the page
@@ -138,7 +140,7 @@ def worker(kind, n, html_path, viz):
 
 # ----------------------------------------------------------------- the browser
 def chromium():
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    return devtools.CHROMIUM
 
 
 LONGTASKS = """window.__gtLongest = 0; window.__gtTasks = 0;
@@ -147,56 +149,18 @@ try { new PerformanceObserver(function (l) { l.getEntries().forEach(function (e)
   .observe({type: 'longtask', buffered: true}); } catch (e) {}"""
 
 
-class Browser:
+class Browser(devtools.Tab):
     """One headless Chromium with one tab, over the DevTools protocol."""
 
     def __init__(self, profile_dir):
-        import websocket
-
-        self.proc = subprocess.Popen(
-            [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             f"--user-data-dir={profile_dir}", "--remote-debugging-port=0", f"--window-size={WIDTH},{HEIGHT}",
-             "--force-device-scale-factor=1", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        port, deadline = None, time.time() + 60
-        while port is None and time.time() < deadline:
-            line = self.proc.stderr.readline()
-            m = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
-            if m:
-                port = int(m.group(1))
-            elif not line and self.proc.poll() is not None:
-                break
-        if port is None:
-            self.close()
-            raise RuntimeError("chromium did not start its DevTools endpoint")
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30))
-        page = next(t for t in targets if t["type"] == "page")
-        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=300)
-        self.next_id = 0
+        super().__init__(*devtools.launch(profile_dir, WIDTH, HEIGHT, ws_timeout=300))
         self.call("Page.enable")
         self.call("Runtime.enable")
         self.call("Page.addScriptToEvaluateOnNewDocument", source=LONGTASKS)
 
-    def call(self, method, **params):
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            msg = json.loads(self.ws.recv())
-            if msg.get("id") == self.next_id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg.get("result", {})
-
     def js(self, expr):
         r = self.call("Runtime.evaluate", expression=expr, returnByValue=True)
         return None if "exceptionDetails" in r else r["result"].get("value")
-
-    def close(self):
-        if getattr(self, "ws", None):
-            self.ws.close()
-        self.proc.kill()
-        self.proc.wait()
 
 
 # giltracer's page sets data-gt-ready (performance.now() when the first frame is drawn);
@@ -365,7 +329,7 @@ def write_report(rows, out, timeout, load=None):
               "profile trees ahead of it, thread by thread (≈ 14 ns, the Profile tab's tree); a third "
               "compresses the queued columns (≈ 11 ns: zlib level 1 on the ids, the page's own "
               "Huffman-only blocks for the time columns, Adler-32). Before (one thread, zlib's "
-              "Huffman-only mode for the times): ≈ 45 ns of CPU per span, all on the caller.", ""]
+              "Huffman-only mode for the times): ≈ 45 ns of CPU per span, all on the caller. *Varied paths* misses the write target: half its spans start a call path of their own, and building the per-thread trees (before they are pruned to one node per 64 spans) is bound by memory, ≈ 90 ns of CPU per span (`bench/results/profile.md`, depth 12, is the same case).", ""]
     text = "\n".join(lines)
     print(text)
     os.makedirs(os.path.dirname(out), exist_ok=True)

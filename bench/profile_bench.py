@@ -105,7 +105,7 @@ def real_trace():
     saved = sys.argv
     sys.argv = ["threads_demo.py"]
     try:
-        with giltracer.trace(backend="hooks") as t:
+        with giltracer.trace(backend="hooks", max_events=None) as t:
             runpy.run_path(os.path.join(ROOT, "examples", "threads_demo.py"), run_name="__main__")
     finally:
         sys.argv = saved

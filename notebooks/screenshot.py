@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
-import re
 import shutil
-import struct
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
-import zlib
 from typing import List, Optional, Sequence, Tuple
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "browser"))
+import devtools  # noqa: E402  (the DevTools harness the browser tests use)
 
 WIDTH, HEIGHT = 1300, 1000
 # The light theme's GIL colours (core/viewer/theme.js): held, and waiting (drawn with a
@@ -37,90 +33,23 @@ Pixel = Tuple[int, int, int]
 
 
 def chromium() -> Optional[str]:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    return devtools.CHROMIUM
 
 
-class Browser:
+class Browser(devtools.Tab):
     """One headless Chromium tab over the DevTools protocol (only what this needs)."""
 
     def __init__(self, profile_dir: str):
-        import websocket  # websocket-client, in the test set-up
-
-        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
-        self.proc = subprocess.Popen(
-            [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             f"--user-data-dir={profile_dir}", "--remote-debugging-port=0", f"--window-size={WIDTH},{HEIGHT}",
-             "--force-device-scale-factor=1", "--hide-scrollbars", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-        port, deadline = None, time.time() + 60
-        while port is None and time.time() < deadline:
-            line = self.proc.stderr.readline()
-            m = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
-            if m:
-                port = int(m.group(1))
-            elif not line and self.proc.poll() is not None:
-                break
-        if port is None:
-            self.close()
-            raise RuntimeError("chromium did not start its DevTools endpoint")
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30))
-        page = next(t for t in targets if t["type"] == "page")
-        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60)
-        self.next_id = 0
-
-    def call(self, method: str, **params):
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            msg = json.loads(self.ws.recv())
-            if msg.get("id") == self.next_id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg.get("result", {})
+        super().__init__(*devtools.launch(profile_dir, WIDTH, HEIGHT, ws_timeout=60,
+                                          extra_args=("--hide-scrollbars",)))
 
     def js(self, expr: str):
         r = self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
         return r.get("result", {}).get("value")
 
-    def close(self) -> None:
-        if getattr(self, "ws", None):
-            self.ws.close()
-        self.proc.kill()
-        self.proc.wait()
-
 
 def png_rows(data: bytes) -> List[List[Pixel]]:
-    """The RGB rows of an 8-bit RGB/RGBA, non-interlaced PNG (what Chromium writes)."""
-    pos, idat, w, h, bpp = 8, b"", 0, 0, 3
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
-            bpp = 3 if ctype == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + n
-    raw, stride, prev, rows = zlib.decompress(idat), w * bpp, bytearray(w * bpp), []
-    for y in range(h):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        rows.append([tuple(line[x * bpp:x * bpp + 3]) for x in range(w)])
-        prev = line
-    return rows
+    return devtools.png_pixels(data)[2]
 
 
 def _near(p: Pixel, q: Sequence[int], tol: int = 40) -> bool:

@@ -18,10 +18,11 @@ NOTEBOOK_DIR = os.path.join(HERE, "..", "notebooks")
 NOTEBOOKS = sorted(glob.glob(os.path.join(NOTEBOOK_DIR, "*.ipynb")))
 
 
-def load_lessons():
-    """notebooks/lessons.py: the runner `make notebooks` uses."""
-    spec = importlib.util.spec_from_file_location("giltracer_lessons",
-                                                  os.path.join(NOTEBOOK_DIR, "lessons.py"))
+def load_script(name):
+    """A script of notebooks/ as a module: lessons.py (the runner `make notebooks` uses),
+    screenshot.py (the picture of a rendered lesson, `make lesson-shot`)."""
+    spec = importlib.util.spec_from_file_location(f"giltracer_{name}",
+                                                  os.path.join(NOTEBOOK_DIR, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -51,7 +52,7 @@ def test_notebook_is_stored_without_outputs(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_lesson_runs_and_its_checks_pass(path, tmp_path):
-    lessons = load_lessons()
+    lessons = load_script("lessons")
     nb = nbformat.read(path, as_version=4)
     lessons.execute(nb, str(tmp_path))  # raises at the first cell that fails
 
@@ -75,17 +76,10 @@ def test_lesson_runs_and_its_checks_pass(path, tmp_path):
     assert len(re.findall(r"<iframe[^>]*\ssrcdoc=", page)) == len(traced)  # nbconvert reorders attributes
     assert "gt-data" in page and "check passed" in page
 
-    if os.path.basename(path).startswith("01-") and load_screenshot().chromium():
+    shot = load_script("screenshot")
+    if os.path.basename(path).startswith("01-") and shot.chromium():
         # What the README's picture shows, checked on this run's rendering: the two
         # counters' GIL strips alternate held and waiting in headless Chromium.
-        strips = load_screenshot().shoot(str(tmp_path / "lesson.html"), str(tmp_path / "lesson-1.png"))
+        strips = shot.shoot(str(tmp_path / "lesson.html"), str(tmp_path / "lesson-1.png"))
         assert len(strips) >= 2, strips
 
-
-def load_screenshot():
-    """notebooks/screenshot.py: the picture of a rendered lesson's viewer (`make lesson-shot`)."""
-    spec = importlib.util.spec_from_file_location("giltracer_screenshot",
-                                                  os.path.join(NOTEBOOK_DIR, "screenshot.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

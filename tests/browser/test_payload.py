@@ -99,19 +99,8 @@ class FramePage(Page):
             return
         super()._event(msg)
 
-    def call_in(self, session, method, **params):
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params, "sessionId": session}))
-        while True:
-            msg = json.loads(self.ws.recv())
-            if msg.get("id") == self.next_id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg.get("result", {})
-            self._event(msg)
-
     def js_in(self, session, expr):
-        r = self.call_in(session, "Runtime.evaluate", expression=expr, returnByValue=True)
+        r = self.call("Runtime.evaluate", session, expression=expr, returnByValue=True)
         if "exceptionDetails" in r:
             raise RuntimeError(f"{expr}: {r['exceptionDetails']}")
         return r["result"].get("value")
@@ -131,8 +120,8 @@ def test_the_columns_unpack_in_a_worker_inside_the_notebooks_sandboxed_iframe(tr
         while ready is None and time.time() < deadline:
             for session in list(getattr(p, "frames", [])):
                 try:
-                    p.call_in(session, "Runtime.enable")
-                    p.call_in(session, "Log.enable")
+                    p.call("Runtime.enable", session)
+                    p.call("Log.enable", session)
                     if p.js_in(session, "document.documentElement.getAttribute('data-gt-ready')"):
                         ready = session
                 except RuntimeError:

@@ -2,15 +2,11 @@
 it renders without console errors, a known frame's state segments (read back from the
 canvas pixels) match the profile's numbers within 2 px, and a click zooms into it."""
 
-import json
 import os
-import re
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
 
 import pytest
 
@@ -18,7 +14,8 @@ import giltracer
 from workloads import pin_to_own_cpu
 
 websocket = pytest.importorskip("websocket", reason="pip install websocket-client")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+import devtools  # noqa: E402  (same directory)
+from devtools import CHROMIUM  # noqa: E402
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 
 STATES = ("running", "held_off_cpu", "waiting", "released", "unknown")
@@ -40,48 +37,23 @@ def worker(barrier, index, done):
         done[index] += 1
 
 
-def browser_env():
-    """The environment for Chromium: without `make test-asan`'s preloaded sanitizer
-    runtime (meant for the interpreter and our extension; Chromium spins under it)."""
-    drop = {"LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "PYTHONMALLOC"}
-    return {k: v for k, v in os.environ.items() if k not in drop}
-
-
 def open_chromium(profile_dir, width, height, ws_timeout):
     """Headless Chromium on a free DevTools port: (process, websocket to its first page).
-    Skips the test when Chromium does not start its endpoint."""
-    proc = subprocess.Popen(
-        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
-         f"--window-size={width},{height}", "--force-device-scale-factor=1", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=browser_env())
-    port = None
-    deadline = time.time() + 60
-    while port is None and time.time() < deadline:
-        line = proc.stderr.readline()
-        m = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
-        if m:
-            port = int(m.group(1))
-        elif not line and proc.poll() is not None:
-            break
-    if port is None:
-        proc.kill()
-        proc.wait()
+    Skips the test when Chromium does not start its endpoint (fails it in a run that
+    requires Chromium: GILTRACER_REQUIRE)."""
+    try:
+        return devtools.launch(profile_dir, width, height, ws_timeout)
+    except RuntimeError as e:
         if "chromium" in os.environ.get("GILTRACER_REQUIRE", "").split(","):
-            pytest.fail("chromium did not start its DevTools endpoint (required by this run)")
-        pytest.skip("chromium did not start its DevTools endpoint")
-    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
-    targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30))
-    page = next(t for t in targets if t["type"] == "page")
-    return proc, websocket.create_connection(page["webSocketDebuggerUrl"], timeout=ws_timeout)
+            pytest.fail(f"{e} (required by this run)")
+        pytest.skip(str(e))
 
 
-class Page:
-    """One Chromium tab over the DevTools protocol (just what these tests need)."""
+class Page(devtools.Tab):
+    """One Chromium tab over the DevTools protocol, on `url`, collecting page errors."""
 
     def __init__(self, url, profile_dir):
-        self.proc, self.ws = open_chromium(profile_dir, WIDTH, HEIGHT, ws_timeout=60)
-        self.next_id = 0
+        super().__init__(*open_chromium(profile_dir, WIDTH, HEIGHT, ws_timeout=60))
         self.errors = []
         self.call("Runtime.enable")
         self.call("Log.enable")
@@ -98,17 +70,6 @@ class Page:
             self.errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
         elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
             self.errors.append(params["entry"].get("text"))
-
-    def call(self, method, **params):
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            msg = json.loads(self.ws.recv())
-            if msg.get("id") == self.next_id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg.get("result", {})
-            self._event(msg)
 
     def js(self, expr):
         r = self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
@@ -130,12 +91,6 @@ class Page:
     def click(self, x, y):
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
-
-    def close(self):
-        if getattr(self, "ws", None):
-            self.ws.close()
-        self.proc.kill()
-        self.proc.wait()
 
 
 # The state of each pixel along one line of a frame, by its colour (nearest palette
