@@ -233,7 +233,7 @@ bench: setup
 
 # Issue 12's evidence: the overhead suite and the stall benchmark on each of BENCH_MATRIX
 # (pyenv's 3.11, 3.12, 3.13), each in its own venv in MATRIX_DIR with viztracer; reports in
-# bench/results/<version>.md and gaps-<version>.md. About 15 minutes per interpreter; run it
+# bench/results/<version>.md and gaps-<version>.md. About 8 minutes per interpreter; run it
 # on a quiet machine (the verdicts are ratios, but load widens their intervals).
 BENCH_MATRIX ?= $(wildcard $(HOME)/.pyenv/versions/3.11*/bin/python3 $(HOME)/.pyenv/versions/3.12*/bin/python3 \
                   $(HOME)/.pyenv/versions/3.13*/bin/python3)
