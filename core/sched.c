@@ -79,6 +79,10 @@ struct sample_id {
 
 /* One watched thread. Created by gt_sched__watch(); owned by the poller once spliced
  * into `active`. */
+#ifndef PERF_FORMAT_LOST /* linux/perf_event.h before 6.0 */
+#define PERF_FORMAT_LOST (1u << 4)
+#endif
+
 struct watch {
     struct watch *next;
     struct gt_thread *t;
@@ -87,7 +91,9 @@ struct watch {
     uint64_t size; /* data bytes, a power of two */
     size_t map_len;
     int fd;
+    int read_lost;         /* the fd reads back the kernel's lost count (PERF_FORMAT_LOST) */
     uint64_t dropped_seen; /* t->sched.dropped already counted in `lost` */
+    uint64_t lost_seen;    /* PERF_RECORD_LOST counts already counted in `lost` */
 };
 
 struct gt_sched {
@@ -106,6 +112,7 @@ struct gt_sched {
     atomic_int stop_flag;
 
     pid_t owner; /* the process that made it: a forked child must not touch it */
+    long long period_ns; /* the poller's period (GT_SCHED_PERIOD_NS) */
     size_t data_pages; /* preferred data pages per ring, a power of two */
     uint64_t fd_limit;  /* refuse events whose fd would be >= this */
     size_t page_size;
@@ -235,9 +242,18 @@ static int watch_open(const struct gt_sched *s, int32_t tid, struct watch **out,
     /* Never wake anyone: the watermark is the whole ring (the kernel clamps it). */
     attr.watermark = 1;
     attr.wakeup_watermark = (uint32_t)(s->data_pages * s->page_size);
+    /* The lost count, readable at the last drain (Linux 6.0+): the kernel writes a
+     * PERF_RECORD_LOST only once the ring has room again, which a thread that ends
+     * right after an overflow never gives it. */
+    attr.read_format = PERF_FORMAT_LOST;
 
     int fd = (int)syscall(SYS_perf_event_open, &attr, (pid_t)tid, -1, -1,
                           PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0 && errno == EINVAL) { /* an older kernel */
+        attr.read_format = 0;
+        fd = (int)syscall(SYS_perf_event_open, &attr, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    }
+    w->read_lost = attr.read_format != 0;
     if (fd < 0) {
         err = -errno;
         goto cleanup;
@@ -333,6 +349,7 @@ static void watch_drain(struct gt_sched *s, struct watch *w)
             uint64_t n;
             memcpy(&n, rec + sizeof(hdr) + 8, sizeof(n)); /* after u64 id */
             lost += n;
+            w->lost_seen += n;
         }
         tail += hdr.size;
     }
@@ -346,6 +363,17 @@ static void watch_drain(struct gt_sched *s, struct watch *w)
         atomic_fetch_add_explicit(&s->records, records, memory_order_relaxed);
     if (lost)
         atomic_fetch_add_explicit(&s->lost, lost, memory_order_relaxed);
+}
+
+/* The last drain of a watch: its records, then the losses no PERF_RECORD_LOST told. */
+static void watch_drain_last(struct gt_sched *s, struct watch *w)
+{
+    watch_drain(s, w);
+    uint64_t v[2];
+    if (w->read_lost && read(w->fd, v, sizeof(v)) == (ssize_t)sizeof(v) && v[1] > w->lost_seen) {
+        atomic_fetch_add_explicit(&s->lost, v[1] - w->lost_seen, memory_order_relaxed);
+        w->lost_seen = v[1];
+    }
 }
 
 /* ---- poller ------------------------------------------------------------------ */
@@ -391,7 +419,7 @@ static void reap_exited(struct gt_sched *s)
     for (struct watch **pw = &s->active; *pw; i++) {
         struct watch *w = *pw;
         if (s->pfd[i].revents & (POLLHUP | POLLERR | POLLNVAL)) {
-            watch_drain(s, w); /* the thread's last records */
+            watch_drain_last(s, w); /* the thread's last records */
             *pw = w->next;
             watch_free(w);
         } else {
@@ -416,14 +444,14 @@ static void *poller_main(void *arg)
     prctl(PR_SET_TIMERSLACK, 500000ul, 0, 0, 0);
     clock_gettime(CLOCK_MONOTONIC, &next);
     while (!atomic_load_explicit(&s->stop_flag, memory_order_acquire)) {
-        ts_add_ns(&next, GT_SCHED_PERIOD_NS);
+        ts_add_ns(&next, s->period_ns);
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
             ;
         /* After a long stall, do not fire a burst of catch-up periods. */
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         struct timespec late = next;
-        ts_add_ns(&late, GT_SCHED_PERIOD_NS);
+        ts_add_ns(&late, s->period_ns);
         if (now.tv_sec > late.tv_sec ||
             (now.tv_sec == late.tv_sec && now.tv_nsec > late.tv_nsec))
             next = now;
@@ -471,6 +499,15 @@ int gt_sched__new(struct gt_sched **out, const char **why)
             kb = v;
     }
     s->data_pages = ring_pages_from(kb, s->page_size);
+    /* Test-only: a longer period, so that a test can overflow a ring on purpose. */
+    s->period_ns = GT_SCHED_PERIOD_NS;
+    env = getenv("GILTRACER_SCHED_PERIOD_MS");
+    if (env && *env) {
+        char *end = NULL;
+        unsigned long v = strtoul(env, &end, 10);
+        if (end && *end == '\0' && v > 0 && v <= 10000)
+            s->period_ns = (long long)v * 1000000ll;
+    }
     struct rlimit nofile;
     s->fd_limit = UINT64_MAX;
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
@@ -615,7 +652,7 @@ int gt_sched__stop(struct gt_sched *s)
     while (s->active) {
         struct watch *w = s->active;
         s->active = w->next;
-        watch_drain(s, w);
+        watch_drain_last(s, w);
         watch_free(w);
     }
     free(s->pfd);

@@ -448,9 +448,15 @@ static void test_lost(void)
 {
     struct gt_sched *s = NULL;
     const char *why = NULL;
+    /* A poller that drains every 0.5 s: the storm below overflows the 4 KiB ring (~170
+     * records) however slowly it runs (on a machine with busy CPUs every yield lets another
+     * process run: 2-3 switches per ms here, against ~60 per ms on an idle one, where the
+     * default 5 ms period was enough to overflow it and a busy one was not). */
     setenv("GILTRACER_SCHED_RING_KB", "4", 1);
+    setenv("GILTRACER_SCHED_PERIOD_MS", "500", 1);
     int err = gt_sched__new(&s, &why);
     unsetenv("GILTRACER_SCHED_RING_KB");
+    unsetenv("GILTRACER_SCHED_PERIOD_MS");
     CHECK(err == 0, "gt_sched__new (4 KiB ring): %d %s", err, why ? why : "");
     if (err)
         return;
@@ -459,7 +465,7 @@ static void test_lost(void)
     CHECK(gt_sched__start(s) == 0, "start");
     /* Two threads on one CPU yielding to each other: one switch per yield. */
     pthread_barrier_init(&pair_barrier, NULL, 2);
-    struct worker a = {.n = 50000, .pin = 1}, b = {.n = 50000, .pin = 1};
+    struct worker a = {.n = 10000, .pin = 1}, b = {.n = 10000, .pin = 1};
     pthread_t ta, tb;
     int ok = !start(&ta, yielder, &a);
     ok &= !start(&tb, yielder, &b);
@@ -481,7 +487,7 @@ static void test_lost(void)
     fprintf(stderr, "  stats: records %llu, lost %llu\n", (unsigned long long)st.records,
             (unsigned long long)st.lost);
     CHECK(st.lost > 0, "a 4 KiB ring overflows under a yield storm");
-    CHECK(st.records + st.lost >= 100000, "records + lost = %llu",
+    CHECK(st.records + st.lost >= 20000, "records + lost = %llu",
           (unsigned long long)(st.records + st.lost));
     CHECK(st.records == total_sched_events(), "stats match streams");
     CHECK(ma.ordered && mb.ordered && ma.in_range && mb.in_range && ma.kinds_ok &&
