@@ -24,7 +24,7 @@ import pytest
 
 import giltracer
 import giltracer._core
-from workloads import cpu_pair, run_threads, sleeper, spin_for, spin_on_cpu, traced_cpu_pair
+from workloads import run_threads, sleeper, spin_for, spin_on_cpu, traced_cpu_pair
 
 _INFO = giltracer._core.build_info()
 

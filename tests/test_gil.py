@@ -6,14 +6,13 @@ libbpf), again with the eBPF probe: both must see the same facts."""
 import json
 import statistics
 import sys
-import threading
 import time
 
 import pytest
 
 import giltracer
 import giltracer._core
-from workloads import (cpu_pair, gil_shares, held_while_preempted, overlap_ns, preempted_ns, run_threads, sleeper,
+from workloads import (cpu_pair, gil_shares, held_while_preempted, preempted_ns, run_threads, sleeper,
                        socket_waiter, spin_for, traced_cpu_pair)
 
 _INFO = giltracer._core.build_info()

@@ -10,7 +10,6 @@ a failed test, not a dead test run.
 import ctypes
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig

@@ -1,7 +1,6 @@
 """The GIL-split profile: ground truth on known workloads, the API, the CLI."""
 
 import hashlib
-import os
 import re
 import subprocess
 import sys

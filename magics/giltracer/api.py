@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import sys
 import sysconfig
 import tempfile
 import threading
