@@ -475,6 +475,18 @@ static size_t ring_pages_from(size_t kb, size_t page_size)
     return pages;
 }
 
+/* The number in environment variable `name` if it is a whole number in 1..max, else
+ * `fallback`. */
+static unsigned long env_count(const char *name, unsigned long fallback, unsigned long max)
+{
+    const char *env = getenv(name);
+    if (!env || !*env)
+        return fallback;
+    char *end = NULL;
+    unsigned long v = strtoul(env, &end, 10);
+    return end && *end == '\0' && v > 0 && v <= max ? v : fallback;
+}
+
 int gt_sched__new(struct gt_sched **out, const char **why)
 {
     int err = 0, stage = 0;
@@ -490,24 +502,13 @@ int gt_sched__new(struct gt_sched **out, const char **why)
     s->owner = getpid();
     long ps = sysconf(_SC_PAGESIZE);
     s->page_size = ps > 0 ? (size_t)ps : 4096;
-    size_t kb = GT_SCHED_RING_KB;
-    const char *env = getenv("GILTRACER_SCHED_RING_KB");
-    if (env && *env) {
-        char *end = NULL;
-        unsigned long v = strtoul(env, &end, 10);
-        if (end && *end == '\0' && v > 0 && v <= (1ul << 20))
-            kb = v;
-    }
-    s->data_pages = ring_pages_from(kb, s->page_size);
+    s->data_pages = ring_pages_from(env_count("GILTRACER_SCHED_RING_KB", GT_SCHED_RING_KB, 1ul << 20),
+                                    s->page_size);
     /* Test-only: a longer period, so that a test can overflow a ring on purpose. */
     s->period_ns = GT_SCHED_PERIOD_NS;
-    env = getenv("GILTRACER_SCHED_PERIOD_MS");
-    if (env && *env) {
-        char *end = NULL;
-        unsigned long v = strtoul(env, &end, 10);
-        if (end && *end == '\0' && v > 0 && v <= 10000)
-            s->period_ns = (long long)v * 1000000ll;
-    }
+    unsigned long period_ms = env_count("GILTRACER_SCHED_PERIOD_MS", 0, 10000);
+    if (period_ms)
+        s->period_ns = (long long)period_ms * 1000000ll;
     struct rlimit nofile;
     s->fd_limit = UINT64_MAX;
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)

@@ -120,12 +120,18 @@ static void drop_and_retake(void *ctx)
     Py_END_ALLOW_THREADS;
 }
 
+/* The hooks will not be tried again in this process (hooks.why says why). */
+static int hooks_given_up(void)
+{
+    return hooks.install_failed || hooks.calibration_failures >= GT_CALIBRATION_TRIES;
+}
+
 static int prepare_hooks(void)
 {
     if (hooks.ok)
         return 0;
-    if (hooks.install_failed || hooks.calibration_failures >= GT_CALIBRATION_TRIES)
-        return -1; /* hooks.why says why */
+    if (hooks_given_up())
+        return -1;
     if (hooks.tried_in == starts + 1)
         return -1; /* tried for this session already: the next session tries again */
     hooks.tried_in = starts + 1;
@@ -194,7 +200,7 @@ static int prepare_bpf(int follow_children)
     /* The bpf probe filters drops on the GIL's cond: learn it with the hooks. A
      * calibration that failed is tried again by a later session (not marked tried). */
     if (prepare_hooks() < 0) {
-        if (hooks.install_failed || hooks.calibration_failures >= GT_CALIBRATION_TRIES)
+        if (hooks_given_up())
             bpf.tried = 1;
         snprintf(bpf.why, sizeof(bpf.why), "bpf: cannot find the GIL's address (%.200s)", hooks.why);
         return -1;
@@ -353,6 +359,21 @@ static void release_probes(struct gt_session *s)
         return;
     if ((s->used == USED_BPF || s->check_bpf) && bpf.ok && bpf.follow_children)
         close_bpf();
+}
+
+/* The session lets go of the process (finish, or free without finish): it is no longer
+ * the active one, its records and its OS-state watcher are released. Twice is harmless. */
+static void release_records(struct gt_session *s)
+{
+    /* Before the release: its finalizers may start a session of their own. */
+    if (active.s == s)
+        set_active(NULL);
+    /* A forked copy's records are the parent's: the registry is the child's own. */
+    if (s->registry_begun && !forked_copy(s))
+        gt_registry__release(gt_tracer__free_state);
+    s->registry_begun = 0;
+    gt_sched__free(s->sched);
+    s->sched = NULL;
 }
 
 int gt_session__start(struct gt_session *s, PyObject *threads)
@@ -720,15 +741,7 @@ cleanup:
         }
         free(inputs);
     }
-    /* Before the release: its finalizers may start a session of their own. */
-    if (active.s == s)
-        set_active(NULL);
-    /* A forked copy's records are the parent's: the registry is the child's own. */
-    if (s->registry_begun && !forked_copy(s))
-        gt_registry__release(gt_tracer__free_state);
-    s->registry_begun = 0;
-    gt_sched__free(s->sched);
-    s->sched = NULL;
+    release_records(s);
     release_probes(s);
     if (s->state != ST_FINISHED) {
         s->state = ST_FINISHED;
@@ -757,12 +770,7 @@ void gt_session__free(struct gt_session *s)
         gt_session__stop(s);
         PyErr_Clear();
     }
-    if (active.s == s) /* before the release: its finalizers may start a session */
-        set_active(NULL);
-    if (s->registry_begun && !forked_copy(s)) /* (a forked copy's records: see finish) */
-        gt_registry__release(gt_tracer__free_state);
-    s->registry_begun = 0;
-    gt_sched__free(s->sched);
+    release_records(s);
     if (s->state == ST_STOPPED) /* finish did it otherwise */
         release_probes(s);
     Py_XDECREF(s->o.include);

@@ -111,13 +111,21 @@ static void arena_link(struct arena *a)
     }
 }
 
+/* An arena ready for blocks: `lazy` (from lazy_pop(), or NULL) faulted back in, else a
+ * new one; NULL when out of memory. Takes no lock (see arena_map). */
+static struct arena *arena_ready(struct arena *lazy)
+{
+    if (!lazy)
+        return arena_map();
+    arena_touch(lazy);
+    return lazy;
+}
+
 /* reg_lock held. */
 static int arena_add(void)
 {
-    struct arena *a = lazy_pop();
-    if (a)
-        arena_touch(a);
-    else if (!(a = arena_map()))
+    struct arena *a = arena_ready(lazy_pop());
+    if (!a)
         return -ENOMEM;
     arena_link(a);
     return 0;
@@ -165,10 +173,7 @@ static void *refill_main(void *arg)
         while (!refill.stop && pool_size < RESERVE_HIGH) {
             struct arena *a = lazy_pop();
             pthread_mutex_unlock(&reg_lock);
-            if (a)
-                arena_touch(a);
-            else
-                a = arena_map();
+            a = arena_ready(a);
             pthread_mutex_lock(&reg_lock);
             if (!a) {
                 refill.failed = 1;
