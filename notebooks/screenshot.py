@@ -37,15 +37,11 @@ def chromium() -> Optional[str]:
 
 
 class Browser(devtools.Tab):
-    """One headless Chromium tab over the DevTools protocol (only what this needs)."""
+    """One headless Chromium tab over the DevTools protocol, without scrollbars."""
 
     def __init__(self, profile_dir: str):
         super().__init__(*devtools.launch(profile_dir, WIDTH, HEIGHT, ws_timeout=60,
                                           extra_args=("--hide-scrollbars",)))
-
-    def js(self, expr: str):
-        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
-        return r.get("result", {}).get("value")
 
 
 def png_rows(data: bytes) -> List[List[Pixel]]:

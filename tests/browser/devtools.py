@@ -81,6 +81,27 @@ class Tab:
                 return msg.get("result", {})
             self._event(msg)
 
+    def js(self, expr: str, session: str = None):
+        """The value of a JavaScript expression (a promise is awaited) in the page, or in
+        a DevTools `session` (an iframe's); RuntimeError if it throws."""
+        r = self.call("Runtime.evaluate", session, expression=expr, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"{expr}: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+    def wait_for(self, expr: str, timeout: float = 60) -> None:
+        """Until `expr` is truthy (throwing counts as not yet: e.g. no document while
+        navigating); TimeoutError after `timeout` seconds."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                if self.js(expr):
+                    return
+            except RuntimeError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(expr)
+
     def close(self) -> None:
         if getattr(self, "ws", None):
             self.ws.close()

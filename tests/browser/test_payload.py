@@ -99,12 +99,6 @@ class FramePage(Page):
             return
         super()._event(msg)
 
-    def js_in(self, session, expr):
-        r = self.call("Runtime.evaluate", session, expression=expr, returnByValue=True)
-        if "exceptionDetails" in r:
-            raise RuntimeError(f"{expr}: {r['exceptionDetails']}")
-        return r["result"].get("value")
-
 
 def test_the_columns_unpack_in_a_worker_inside_the_notebooks_sandboxed_iframe(traced, tmp_path):
     """As a notebook shows it: the page in <iframe srcdoc sandbox="allow-scripts">, an
@@ -122,16 +116,16 @@ def test_the_columns_unpack_in_a_worker_inside_the_notebooks_sandboxed_iframe(tr
                 try:
                     p.call("Runtime.enable", session)
                     p.call("Log.enable", session)
-                    if p.js_in(session, "document.documentElement.getAttribute('data-gt-ready')"):
+                    if p.js("document.documentElement.getAttribute('data-gt-ready')", session):
                         ready = session
                 except RuntimeError:
                     pass
             time.sleep(0.1)
             p.js("1")  # let events arrive
         assert ready is not None, "the viewer in the iframe never got ready"
-        assert p.js_in(ready, "gtViewer.perf.decodedIn") == "worker"
-        assert p.js_in(ready, "gtPayload.threads()") == len(t.threads)
-        assert p.js_in(ready, "document.getElementById('gt-errors').hidden")
+        assert p.js("gtViewer.perf.decodedIn", ready) == "worker"
+        assert p.js("gtPayload.threads()", ready) == len(t.threads)
+        assert p.js("document.getElementById('gt-errors').hidden", ready)
         assert not p.errors, p.errors
     finally:
         p.close()

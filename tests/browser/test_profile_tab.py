@@ -71,23 +71,6 @@ class Page(devtools.Tab):
         elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
             self.errors.append(params["entry"].get("text"))
 
-    def js(self, expr):
-        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
-        if "exceptionDetails" in r:
-            raise RuntimeError(f"{expr}: {r['exceptionDetails']}")
-        return r["result"].get("value")
-
-    def wait_for(self, expr, timeout=60):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                if self.js(expr):
-                    return
-            except RuntimeError:  # e.g. no document yet while navigating
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(expr)
-
     def click(self, x, y):
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
