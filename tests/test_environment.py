@@ -9,16 +9,21 @@ environment fails instead of turning the browser, JupyterLab and notebook proofs
 
 import importlib.util
 import os
-import shutil
+import sys
 
 import pytest
 
 import giltracer._core
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser"))
+from devtools import CHROMIUM  # noqa: E402  (the browser tests' harness)
+
 REQUIRED = [w for w in os.environ.get("GILTRACER_REQUIRE", "").split(",") if w]
 
 
 def required(what: str) -> bool:
+    """This run names `what` in GILTRACER_REQUIRE: a test that needs it fails, not skips,
+    when it is missing or does not start."""
     return what in REQUIRED
 
 
@@ -28,8 +33,7 @@ def _modules(*names):
 
 
 CHECKS = {
-    "chromium": lambda: (any(shutil.which(c) for c in ("chromium", "chromium-browser", "google-chrome")),
-                         "no chromium on PATH (apt-get install chromium)"),
+    "chromium": lambda: (CHROMIUM is not None, "no chromium on PATH (apt-get install chromium)"),
     "jupyterlab": lambda: _modules("jupyterlab", "websocket", "ipykernel"),
     "notebooks": lambda: _modules("nbclient", "nbformat", "nbconvert", "ipykernel", "numpy"),
     "bpf": lambda: (giltracer._core.build_info()["bpf_available"],

@@ -24,6 +24,7 @@ websocket = pytest.importorskip("websocket", reason="pip install websocket-clien
 pytest.importorskip("jupyterlab", reason='pip install "giltracer[jupyterlab]"')
 pytest.importorskip("ipykernel", reason="pip install ipykernel")
 
+from test_environment import required  # noqa: E402
 from test_profile_tab import CHROMIUM, open_chromium  # noqa: E402
 from test_viewer_ux import luminance as median_luminance, png_pixels  # noqa: E402
 
@@ -170,7 +171,7 @@ def lab():
                 break
             except OSError:
                 if server.poll() is not None or time.time() > deadline:
-                    if "jupyterlab" in os.environ.get("GILTRACER_REQUIRE", "").split(","):
+                    if required("jupyterlab"):
                         pytest.fail("jupyter lab did not start (required by this run)")
                     pytest.skip("jupyter lab did not start")
                 time.sleep(0.5)

@@ -11,6 +11,7 @@ import time
 import pytest
 
 import giltracer
+from test_environment import required
 from workloads import pin_to_own_cpu
 
 websocket = pytest.importorskip("websocket", reason="pip install websocket-client")
@@ -44,7 +45,7 @@ def open_chromium(profile_dir, width, height, ws_timeout):
     try:
         return devtools.launch(profile_dir, width, height, ws_timeout)
     except RuntimeError as e:
-        if "chromium" in os.environ.get("GILTRACER_REQUIRE", "").split(","):
+        if required("chromium"):
             pytest.fail(f"{e} (required by this run)")
         pytest.skip(str(e))
 
