@@ -60,22 +60,30 @@ class Tab:
     """The first tab of a launched Chromium: DevTools calls, answered in order; what
     arrives meanwhile (events) goes to _event."""
 
+    POLL_S = 0.1  # wait_for's period
+
     def __init__(self, proc, ws):
         self.proc, self.ws, self.next_id = proc, ws, 0
 
     def _event(self, msg: dict) -> None:
         """An event that arrived while waiting for an answer (ignored here)."""
 
-    def call(self, method: str, session: str = None, **params):
-        """The result of `method`; `session`: a DevTools session (e.g. an iframe's)."""
+    def send(self, method: str, session: str = None, **params) -> int:
+        """Send `method` without waiting for its answer (e.g. from _event, which runs
+        while a call waits); its message id."""
         self.next_id += 1
         msg = {"id": self.next_id, "method": method, "params": params}
         if session:
             msg["sessionId"] = session
         self.ws.send(json.dumps(msg))
+        return self.next_id
+
+    def call(self, method: str, session: str = None, **params):
+        """The result of `method`; `session`: a DevTools session (e.g. an iframe's)."""
+        want = self.send(method, session, **params)
         while True:
             msg = json.loads(self.ws.recv())
-            if msg.get("id") == self.next_id:
+            if msg.get("id") == want:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg.get("result", {})
@@ -99,7 +107,7 @@ class Tab:
                     return
             except RuntimeError:
                 pass
-            time.sleep(0.1)
+            time.sleep(self.POLL_S)
         raise TimeoutError(expr)
 
     def close(self) -> None:

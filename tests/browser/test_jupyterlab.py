@@ -24,6 +24,7 @@ websocket = pytest.importorskip("websocket", reason="pip install websocket-clien
 pytest.importorskip("jupyterlab", reason='pip install "giltracer[jupyterlab]"')
 pytest.importorskip("ipykernel", reason="pip install ipykernel")
 
+import devtools  # noqa: E402  (same directory)
 from test_environment import required  # noqa: E402
 from test_profile_tab import CHROMIUM, open_chromium  # noqa: E402
 from test_viewer_ux import luminance as median_luminance, png_pixels  # noqa: E402
@@ -69,36 +70,20 @@ def notebook(path):
         json.dump(nb, f)
 
 
-class Browser:
+class Browser(devtools.Tab):
     """Headless Chromium over DevTools, attached to every frame (iframes may be out of process)."""
 
+    POLL_S = 0.25
+
     def __init__(self, profile_dir):
-        self.proc, self.ws = open_chromium(profile_dir, WIDTH, HEIGHT, ws_timeout=120)
-        self.next_id, self.errors, self.requests = 0, [], []
+        super().__init__(*open_chromium(profile_dir, WIDTH, HEIGHT, ws_timeout=120))
+        self.errors, self.requests = [], []
         self.enable(None)
         self.call("Target.setAutoAttach", autoAttach=True, waitForDebuggerOnStart=False, flatten=True)
 
     def enable(self, session):
         for method in ("Runtime.enable", "Log.enable", "Network.enable", "Page.enable"):
             self.send(method, session)
-
-    def send(self, method, session=None, **params):
-        self.next_id += 1
-        msg = {"id": self.next_id, "method": method, "params": params}
-        if session:
-            msg["sessionId"] = session
-        self.ws.send(json.dumps(msg))
-        return self.next_id
-
-    def call(self, method, **params):
-        want = self.send(method, **params)
-        while True:
-            msg = json.loads(self.ws.recv())
-            if msg.get("id") == want:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg.get("result", {})
-            self._event(msg)
 
     def _event(self, msg):
         method, params = msg.get("method"), msg.get("params", {})
@@ -113,23 +98,6 @@ class Browser:
         elif method == "Network.requestWillBeSent":
             self.requests.append(params["request"]["url"])
 
-    def js(self, expr):
-        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
-        if "exceptionDetails" in r:
-            raise RuntimeError(f"{expr}: {r['exceptionDetails']}")
-        return r["result"].get("value")
-
-    def wait_for(self, expr, timeout):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                if self.js(expr):
-                    return
-            except RuntimeError:
-                pass
-            time.sleep(0.25)
-        raise TimeoutError(expr)
-
     def shift_enter(self):
         keys = dict(key="Enter", code="Enter", modifiers=8, windowsVirtualKeyCode=13, nativeVirtualKeyCode=13)
         self.call("Input.dispatchKeyEvent", type="rawKeyDown", **keys)
@@ -140,12 +108,6 @@ class Browser:
         keys = dict(key="s", code="KeyS", modifiers=2, windowsVirtualKeyCode=83, nativeVirtualKeyCode=83)
         self.call("Input.dispatchKeyEvent", type="rawKeyDown", **keys)
         self.call("Input.dispatchKeyEvent", type="keyUp", **keys)
-
-    def close(self):
-        if getattr(self, "ws", None):
-            self.ws.close()
-        self.proc.kill()
-        self.proc.wait()
 
 
 @pytest.fixture(scope="module")
