@@ -7,8 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Function-call stream: 16 bytes per event. `func` is a per-thread function id
- * (see gt_thread_input.func_map); `ts` is CLOCK_MONOTONIC ns when merge sees it. */
+/* Function-call events. Recorded as 8-byte `struct gt_call_rec`s (below); merge and the
+ * tests speak of them as `struct gt_call_event`. `func` is a per-thread function id (see
+ * gt_thread_input.func_map); `ts` is CLOCK_MONOTONIC ns once merge has converted it. */
 enum gt_call_kind {
     GT_CALL = 1,    /* Python function entered (also a generator/coroutine resume) */
     GT_RETURN = 2,  /* Python function returned (also a yield) */
@@ -28,6 +29,38 @@ struct gt_call_event {
     uint32_t func;
     uint32_t kind; /* enum gt_call_kind, possibly | GT_CALL_OPEN_AT_START */
 };
+
+/* The recorded form of a call event, 8 bytes: half the memory (and, in a process's first
+ * session, half the page faults) of a gt_call_event (issue 12). `ts_lo` is the low 32
+ * bits of the timestamp; `word` is func << 4 | kind (3 bits) | 8 if open at start. A
+ * record whose kind is 0 is a time base: its `ts_lo` holds bits 32-63 of the timestamps
+ * of the records after it. Every block of a call stream starts with one, and the
+ * recorder writes another whenever those bits change, so a block decodes on its own. */
+struct gt_call_rec {
+    uint32_t ts_lo;
+    uint32_t word;
+};
+
+#define GT_CALL_REC_FUNC_LIMIT (1u << 28) /* function ids must stay below */
+
+static inline uint32_t gt_call_rec__word(uint32_t func, uint32_t kind)
+{
+    return func << 4 | (kind & 7u) | ((kind & GT_CALL_OPEN_AT_START) ? 8u : 0u);
+}
+
+/* Decodes `r` into `out` (ts in the recorder's ticks) and returns 1, or updates `*hi`
+ * and returns 0 for a time base. Start with *hi = 0 (every stream starts with a base). */
+static inline int gt_call_rec__decode(struct gt_call_rec r, uint64_t *hi, struct gt_call_event *out)
+{
+    if ((r.word & 7u) == 0) {
+        *hi = (uint64_t)r.ts_lo << 32;
+        return 0;
+    }
+    out->ts = *hi | r.ts_lo;
+    out->func = r.word >> 4;
+    out->kind = (r.word & 7u) | ((r.word & 8u) ? GT_CALL_OPEN_AT_START : 0u);
+    return 1;
+}
 
 /* GIL stream, already decoded per thread; the hooks and the bpf backend both
  * produce exactly these. */
@@ -67,6 +100,7 @@ struct gt_chunk {
 };
 
 _Static_assert(sizeof(struct gt_call_event) == 16, "call events are 16 bytes");
+_Static_assert(sizeof(struct gt_call_rec) == 8, "call records are 8 bytes");
 _Static_assert(sizeof(struct gt_gil_event) == 16, "gil events are 16 bytes");
 _Static_assert(sizeof(struct gt_sched_event) == 16, "sched events are 16 bytes");
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Merge (see merge.h): per-thread streams -> spans, GIL/OS intervals, summaries, GIL blame. */
 #include "merge.h"
+#include "gt_clock.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -90,6 +91,71 @@ static int stream_bounds(const struct gt_chunk *c, size_t n, uint64_t *first, ui
     return 1;
 }
 
+/* Reads a thread's call records in order: events with ns timestamps. */
+struct call_reader {
+    const struct gt_chunk *c;
+    size_t nc, ci, i;
+    uint64_t hi; /* the last time base */
+    const struct gt_clock_fit *fit;
+};
+
+static struct call_reader call_reader(const struct gt_trace_input *in, const struct gt_thread_input *ti)
+{
+    return (struct call_reader){ti->calls, ti->ncalls, 0, 0, 0, in->calls_fit};
+}
+
+static uint64_t call_ns(const struct call_reader *r, uint64_t ticks)
+{
+    return r->fit ? gt_clock__to_ns(r->fit, ticks) : ticks;
+}
+
+static int call_next(struct call_reader *r, struct gt_call_event *ev)
+{
+    while (r->ci < r->nc) {
+        if (r->i == r->c[r->ci].n) {
+            r->ci++;
+            r->i = 0;
+            continue;
+        }
+        const struct gt_call_rec *rec = (const struct gt_call_rec *)r->c[r->ci].data + r->i++;
+        if (gt_call_rec__decode(*rec, &r->hi, ev)) {
+            ev->ts = call_ns(r, ev->ts);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* First and last timestamp of a call stream; returns 0 if it has no event. The last
+ * event's time base is found walking back from it (each block starts with one). */
+static int calls_bounds(const struct gt_trace_input *in, const struct gt_thread_input *ti,
+                        uint64_t *first, uint64_t *last)
+{
+    struct call_reader r = call_reader(in, ti);
+    struct gt_call_event ev;
+    if (!call_next(&r, &ev))
+        return 0;
+    *first = ev.ts;
+    int found = 0;
+    uint32_t lo = 0;
+    for (size_t c = ti->ncalls; c-- > 0;) {
+        const struct gt_call_rec *rec = ti->calls[c].data;
+        for (size_t i = ti->calls[c].n; i-- > 0;) {
+            if ((rec[i].word & 7u) == 0) {
+                if (found) {
+                    *last = call_ns(&r, (uint64_t)rec[i].ts_lo << 32 | lo);
+                    return 1;
+                }
+            } else if (!found) {
+                found = 1;
+                lo = rec[i].ts_lo;
+            }
+        }
+    }
+    *last = call_ns(&r, lo); /* no time base before it: bits 32-63 are 0 */
+    return 1;
+}
+
 static void thread_life(const struct gt_trace_input *in, const struct gt_thread_input *ti,
                         uint64_t *start, uint64_t *end)
 {
@@ -99,7 +165,7 @@ static void thread_life(const struct gt_trace_input *in, const struct gt_thread_
     int any = 0;
     for (int k = 0; k < 3; k++) {
         uint64_t f, l;
-        if (!stream_bounds(cs[k], ns[k], &f, &l))
+        if (k == 0 ? !calls_bounds(in, ti, &f, &l) : !stream_bounds(cs[k], ns[k], &f, &l))
             continue;
         any = 1;
         if (f < lo)
@@ -178,71 +244,70 @@ static int build_spans(struct scratch *x, const struct gt_trace_input *in,
 
     if (truncated)
         call_end = clamp_u64(ti->calls_truncated_at, start, end);
-    for (size_t c = 0; c < ti->ncalls; c++) {
-        const struct gt_call_event *ev = ti->calls[c].data;
-        for (size_t i = 0, m = ti->calls[c].n; i < m; i++) {
-            uint64_t ts = ev[i].ts;
-            uint32_t f = ev[i].func, kind = ev[i].kind & GT_CALL_KIND_MASK;
-            uint16_t open_at_start = (ev[i].kind & GT_CALL_OPEN_AT_START) ? GT_SPAN_CLIPPED_START : 0;
-            if (truncated && ts > ti->calls_truncated_at)
-                goto done; /* recording stopped here; later events cannot nest */
-            if (ti->func_map) {
-                if (f >= ti->func_map_len)
-                    continue;
-                f = ti->func_map[f];
-            }
-            if (f >= in->nfuncs) /* also GT_NO_FUNC: every output func indexes funcs[] */
+    struct call_reader rd = call_reader(in, ti);
+    struct gt_call_event ev;
+    while (call_next(&rd, &ev)) {
+        uint64_t ts = ev.ts;
+        uint32_t f = ev.func, kind = ev.kind & GT_CALL_KIND_MASK;
+        uint16_t open_at_start = (ev.kind & GT_CALL_OPEN_AT_START) ? GT_SPAN_CLIPPED_START : 0;
+        if (truncated && ts > ti->calls_truncated_at)
+            goto done; /* recording stopped here; later events cannot nest */
+        if (ti->func_map) {
+            if (f >= ti->func_map_len)
                 continue;
-            /* Clamp into the life and keep time monotonic so end >= start always. */
-            ts = ts < last ? last : ts > end ? end : ts;
-            last = ts;
-            switch (kind) {
-            case GT_CALL:
-            case GT_CCALL:
-                if (n == cap && (err = grow(&sp, &cap, n + 1, sizeof(*sp))))
+            f = ti->func_map[f];
+        }
+        if (f >= in->nfuncs) /* also GT_NO_FUNC: every output func indexes funcs[] */
+            continue;
+        /* Clamp into the life and keep time monotonic so end >= start always. */
+        ts = ts < last ? last : ts > end ? end : ts;
+        last = ts;
+        switch (kind) {
+        case GT_CALL:
+        case GT_CCALL:
+            if (n == cap && (err = grow(&sp, &cap, n + 1, sizeof(*sp))))
+                goto cleanup;
+            if (depth == x->stack_cap &&
+                (err = grow(&x->stack, &x->stack_cap, depth + 1, sizeof(*x->stack))))
+                goto cleanup;
+            sp[n] = (struct gt_span){ts, ts, f, depth16(depth),
+                                     (uint16_t)(span_c_flag(in, f, kind) | open_at_start)};
+            x->stack[depth++] = n++;
+            x->in_stack[f]++;
+            break;
+        case GT_RETURN:
+        case GT_UNWIND:
+        case GT_CRETURN:
+        case GT_CRAISE: {
+            uint16_t uw = (kind == GT_UNWIND || kind == GT_CRAISE) ? GT_SPAN_UNWIND : 0;
+            if (depth == 0) {
+                /* Entered before tracing: it encloses everything so far. */
+                if ((err = grow(&x->pre, &x->pre_cap, ndef + 1, sizeof(*x->pre))) ||
+                    (err = grow(&x->deficit_at, &x->deficit_cap, ndef + 1,
+                                sizeof(*x->deficit_at))))
                     goto cleanup;
-                if (depth == x->stack_cap &&
-                    (err = grow(&x->stack, &x->stack_cap, depth + 1, sizeof(*x->stack))))
-                    goto cleanup;
-                sp[n] = (struct gt_span){ts, ts, f, depth16(depth),
-                                         (uint16_t)(span_c_flag(in, f, kind) | open_at_start)};
-                x->stack[depth++] = n++;
-                x->in_stack[f]++;
+                x->pre[ndef] = (struct gt_span){
+                    start, ts, f, 0,
+                    (uint16_t)(GT_SPAN_CLIPPED_START | uw | span_c_flag(in, f, kind))};
+                x->deficit_at[ndef++] = n;
                 break;
-            case GT_RETURN:
-            case GT_UNWIND:
-            case GT_CRETURN:
-            case GT_CRAISE: {
-                uint16_t uw = (kind == GT_UNWIND || kind == GT_CRAISE) ? GT_SPAN_UNWIND : 0;
-                if (depth == 0) {
-                    /* Entered before tracing: it encloses everything so far. */
-                    if ((err = grow(&x->pre, &x->pre_cap, ndef + 1, sizeof(*x->pre))) ||
-                        (err = grow(&x->deficit_at, &x->deficit_cap, ndef + 1,
-                                    sizeof(*x->deficit_at))))
-                        goto cleanup;
-                    x->pre[ndef] = (struct gt_span){
-                        start, ts, f, 0,
-                        (uint16_t)(GT_SPAN_CLIPPED_START | uw | span_c_flag(in, f, kind))};
-                    x->deficit_at[ndef++] = n;
+            }
+            if (!x->in_stack[f])
+                break; /* matches no open frame: a lost event, ignore it */
+            for (;;) {
+                struct gt_span *s = &sp[x->stack[--depth]];
+                s->end = ts;
+                x->in_stack[s->func]--;
+                if (s->func == f) {
+                    s->flags |= uw;
                     break;
                 }
-                if (!x->in_stack[f])
-                    break; /* matches no open frame: a lost event, ignore it */
-                for (;;) {
-                    struct gt_span *s = &sp[x->stack[--depth]];
-                    s->end = ts;
-                    x->in_stack[s->func]--;
-                    if (s->func == f) {
-                        s->flags |= uw;
-                        break;
-                    }
-                    s->flags |= GT_SPAN_CLIPPED_END; /* its own return was lost */
-                }
-                break;
+                s->flags |= GT_SPAN_CLIPPED_END; /* its own return was lost */
             }
-            default:
-                break;
-            }
+            break;
+        }
+        default:
+            break;
         }
     }
 done:

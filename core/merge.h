@@ -9,6 +9,8 @@
 
 #include "gt_events.h"
 
+struct gt_clock_fit; /* gt_clock.h */
+
 #define GT_NO_FUNC UINT32_MAX
 /* Blame only: the holder's function is unknown (its calls were no longer recorded:
  * max_events reached), as opposed to GT_NO_FUNC (it ran no Python function). */
@@ -39,7 +41,8 @@ struct gt_thread_input {
     uint64_t ident;    /* threading.get_ident() */
     const char *name;  /* borrowed; may be NULL */
     uint32_t flags;    /* enum gt_thread_input_flags */
-    /* Call stream; `func` of each event maps through func_map (NULL = identity). */
+    /* Call stream: chunks of struct gt_call_rec, each starting with a time base (see
+     * gt_events.h); `func` of each event maps through func_map (NULL = identity). */
     const struct gt_chunk *calls;
     size_t ncalls;
     const uint32_t *func_map;
@@ -58,6 +61,9 @@ struct gt_trace_input {
     const struct gt_thread_input *threads;
     size_t nthreads;
     int gil_known; /* a GIL probe ran; else GIL intervals/summaries are left empty */
+    /* The call records' timestamps are ticks to convert with this fit; NULL: they are
+     * ns already (every other stream is ns when merge sees it). */
+    const struct gt_clock_fit *calls_fit;
 };
 
 enum gt_span_flags {

@@ -609,7 +609,7 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
         gt_clock__fit(&fit);
     struct convert_ctx cc = {&fit};
     for (struct gt_thread *t = threads; t; t = t->next) {
-        gt_stream__each(&t->calls, convert_block, &cc);
+        /* (Call records are converted by merge, as it decodes them: calls_fit.) */
         if (s->used == USED_HOOKS)
             gt_stream__each(&t->gil, convert_block, &cc);
         nthreads++;
@@ -664,7 +664,7 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
         in->func_map = gt_tracer__func_map(t, &in->func_map_len);
         if (t->calls.refused_at)
             in->calls_truncated_at = gt_clock__to_ns(&fit, t->calls.refused_at);
-        recorded += gt_stream__count(&t->calls);
+        recorded += gt_stream__events(&t->calls);
         dropped += t->calls.dropped;
         run->gil_events += gt_stream__count(&t->gil);
         run->meta.gil_dropped += t->gil.dropped;
@@ -679,6 +679,7 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
         .threads = inputs,
         .nthreads = nthreads,
         .gil_known = s->used != USED_NONE,
+        .calls_fit = &fit,
     };
     int err = gt_merge__run(&ti, &run->result);
     if (err == 0 && s->check_bpf) {

@@ -75,10 +75,9 @@ static struct arena *lazy_pop(void)
     return a;
 }
 
-/* Map a 2 MiB arena and fault it in (512 pages). Takes no lock: it takes about
- * a millisecond (page faults, zeroing), so the refiller does it beside the traced
- * threads, never inside one of their pushes if it can help it. */
-static struct arena *arena_map(void)
+/* Map a 2 MiB arena; with `populate`, fault it in (512 pages). Takes no lock: faulting
+ * takes about a millisecond, so the refiller does it beside the traced threads. */
+static struct arena *arena_map(int populate)
 {
     char *base = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED)
@@ -93,7 +92,8 @@ static struct arena *arena_map(void)
 #endif
     a->base = base;
     a->next = NULL;
-    arena_touch(a);
+    if (populate)
+        arena_touch(a);
     return a;
 }
 
@@ -111,41 +111,45 @@ static void arena_link(struct arena *a)
     }
 }
 
-/* An arena ready for blocks: `lazy` (from lazy_pop(), or NULL) faulted back in, else a
- * new one; NULL when out of memory. Takes no lock (see arena_map). */
-static struct arena *arena_ready(struct arena *lazy)
+/* An arena ready for blocks: `lazy` (from lazy_pop(), or NULL), else a new one; NULL
+ * when out of memory. With `populate` its pages are faulted in now (lazy memory the
+ * kernel took back, or a new mapping); without, each page faults when a push first
+ * writes it (about a microsecond each: no stall) and a lazy page still there is simply
+ * written again. Takes no lock (see arena_map). */
+static struct arena *arena_ready(struct arena *lazy, int populate)
 {
     if (!lazy)
-        return arena_map();
-    arena_touch(lazy);
+        return arena_map(populate);
+    if (populate)
+        arena_touch(lazy);
     return lazy;
 }
 
 /* reg_lock held. */
-static int arena_add(void)
+static int arena_add(int populate)
 {
-    struct arena *a = arena_ready(lazy_pop());
+    struct arena *a = arena_ready(lazy_pop(), populate);
     if (!a)
         return -ENOMEM;
     arena_link(a);
     return 0;
 }
 
-/* The block reserve. Faulting an arena in on a traced thread, inside a push, stopped
- * it for 0.3-10 ms each time it crossed 2 MiB of events (issue 12). While a generation
- * is active a helper thread keeps free blocks ahead: a push that takes the pool below
- * RESERVE_LOW wakes the refiller, which maps arenas outside reg_lock up to
- * RESERVE_HIGH. A tight loop of calls fills an arena every ~5 ms; the refiller makes
- * one in ~0.7 ms, so 3-4 arenas (6-8 MiB) ahead outlast its wake-up on a machine with
- * two other busy processes (bench/gap_bench.py: no stall). A bigger reserve only made
- * a process's first session fault arenas it did not use (its CPU time: 1.26x a later
- * session's on fib with 6-8 arenas ahead, 1.12x with 3-4). Begin maps RESERVE_START
- * blocks itself, before anything records. Pushes fault an arena themselves only when
- * the pool is empty (the refiller could not keep up, or could not start: e.g. a pids
- * limit). */
+/* The block reserve. Faulting a whole arena in on a traced thread, inside a push,
+ * stopped it for 0.3-10 ms each time it crossed 2 MiB of events (issue 12). While a
+ * generation is active a helper thread keeps free blocks ahead: a push that takes the
+ * pool below RESERVE_LOW wakes the refiller, which maps and faults in arenas outside
+ * reg_lock, one at a time, until the pool is back at RESERVE_LOW. It makes one in
+ * ~0.7 ms; half an arena is 1-2 ms of a tight loop of calls. Should a push still find
+ * the pool empty (the refiller woke late on a busy machine, or could not start: e.g. a
+ * pids limit), it maps an arena without faulting it in: its pages then fault one by
+ * one as they are written, about a microsecond each, never a stall.
+ * A bigger reserve only made a process's first session fault memory it did not use,
+ * which later sessions find in the pool (first / later session, CPU time on fib: 1.26x
+ * with 6-8 arenas ahead, 1.12x with 3-4). Begin faults RESERVE_START blocks in itself,
+ * before anything records. */
 #define RESERVE_START (2 * BLOCKS_PER_ARENA)
-#define RESERVE_LOW (3 * BLOCKS_PER_ARENA)
-#define RESERVE_HIGH (4 * BLOCKS_PER_ARENA)
+#define RESERVE_LOW (BLOCKS_PER_ARENA / 2)
 
 static struct {
     pthread_t thread;
@@ -170,10 +174,10 @@ static void *refill_main(void *arg)
             pthread_cond_wait(&refill.wake, &reg_lock);
             continue;
         }
-        while (!refill.stop && pool_size < RESERVE_HIGH) {
+        while (!refill.stop && pool_size < RESERVE_LOW) {
             struct arena *a = lazy_pop();
             pthread_mutex_unlock(&reg_lock);
-            a = arena_ready(a);
+            a = arena_ready(a, 1);
             pthread_mutex_lock(&reg_lock);
             if (!a) {
                 refill.failed = 1;
@@ -191,7 +195,7 @@ static void *refill_main(void *arg)
 static void refill_start_locked(void)
 {
     sigset_t all, old;
-    while (pool_size < RESERVE_START && arena_add() == 0)
+    while (pool_size < RESERVE_START && arena_add(1) == 0)
         ;
     refill.stop = refill.failed = 0;
     atomic_store(&refill.tid, 0);
@@ -235,7 +239,7 @@ int gt_registry__is_helper(int32_t tid)
 
 static struct gt_block *block_get(void)
 {
-    if (!pool && arena_add() < 0)
+    if (!pool && arena_add(0) < 0)
         return NULL;
     struct gt_block *b = pool;
     pool = b->next;
@@ -315,7 +319,7 @@ int gt_stream__grow(struct gt_stream *s)
         err = -ESRCH;
         goto cleanup;
     }
-    size_t room = GT_BLOCK_EVENTS;
+    size_t room = (GT_BLOCK_BYTES - GT_BLOCK_HEADER) / s->rec_size;
     uint64_t *left = s->budget && budget_limited ? &budget_left[s->budget - 1] : NULL;
     if (left) {
         if (*left == 0) {
@@ -339,7 +343,7 @@ int gt_stream__grow(struct gt_stream *s)
     if (left && (*left -= room) == 0)
         atomic_store(&budget_spent[s->budget - 1], 1);
     if (s->tail) {
-        s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / 16;
+        s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / s->rec_size;
         s->count += s->tail->n;
         s->tail->next = b;
     } else {
@@ -347,7 +351,8 @@ int gt_stream__grow(struct gt_stream *s)
     }
     s->tail = b;
     s->cur = block_events(b);
-    s->lim = block_events(b) + room * 16; /* the last block may be cut to the budget */
+    s->lim = block_events(b) + room * s->rec_size; /* the last block may be cut to the budget */
+    s->ts_hi = UINT32_MAX; /* a call stream's block starts with a time base */
 cleanup:
     pthread_mutex_unlock(&reg_lock);
     return err;
@@ -356,7 +361,7 @@ cleanup:
 static void stream_close(struct gt_stream *s)
 {
     if (s->tail && s->cur) {
-        s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / 16;
+        s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / s->rec_size;
         s->count += s->tail->n;
     }
     /* Further pushes must grow (and will be refused once the generation ended). */
@@ -366,6 +371,31 @@ static void stream_close(struct gt_stream *s)
 uint64_t gt_stream__count(const struct gt_stream *s)
 {
     return s->count;
+}
+
+void gt_stream__push_call_slow(struct gt_stream *s, uint64_t ts, uint32_t word)
+{
+    const uint32_t hi = (uint32_t)(ts >> 32);
+    for (;;) {
+        if (s->cur == s->lim && gt_stream__grow(s) < 0) {
+            if (!s->refused_at)
+                s->refused_at = ts;
+            s->dropped++;
+            return;
+        }
+        uint32_t *p = (uint32_t *)s->cur;
+        s->cur = (char *)s->cur + 8;
+        if (hi != s->ts_hi) { /* (UINT32_MAX, a fresh block's, is no timestamp's) */
+            p[0] = hi;
+            p[1] = 0;
+            s->ts_hi = hi;
+            s->bases++;
+            continue;
+        }
+        p[0] = (uint32_t)ts;
+        p[1] = word;
+        return;
+    }
 }
 
 size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t max)
@@ -487,6 +517,9 @@ static struct gt_thread *register_locked(int32_t tid, uint32_t flags, int *is_ne
     t->flags = flags;
     t->gen = atomic_load(&gt_registry_gen);
     t->calls.budget = 1 + GT_BUDGET_CALLS;
+    t->calls.rec_size = 8;
+    t->calls.ts_hi = UINT32_MAX;
+    t->gil.rec_size = t->sched.rec_size = t->gil_check.rec_size = 16;
     t->gil.budget = 1 + GT_BUDGET_GIL;
     t->sched.budget = 1 + GT_BUDGET_SCHED;
     t->gil_check.budget = 1 + GT_BUDGET_GIL_CHECK;
@@ -567,7 +600,7 @@ void gt_registry__totals(uint64_t *recorded, uint64_t *dropped)
 {
     uint64_t r = 0, d = 0;
     for (struct gt_thread *t = threads; t; t = t->next) {
-        r += t->calls.count;
+        r += gt_stream__events(&t->calls);
         d += t->calls.dropped;
     }
     *recorded = r;

@@ -24,13 +24,18 @@ struct gt_block {
 };
 
 #define GT_BLOCK_HEADER 16
-#define GT_BLOCK_EVENTS ((GT_BLOCK_BYTES - GT_BLOCK_HEADER) / 16)
+#define GT_BLOCK_EVENTS ((GT_BLOCK_BYTES - GT_BLOCK_HEADER) / 16) /* of 16 bytes */
+#define GT_BLOCK_CALL_RECS ((GT_BLOCK_BYTES - GT_BLOCK_HEADER) / 8)
 
-/* A stream of 16-byte events. `cur`/`lim` point into the tail block. */
+/* A stream of 16-byte events (GIL, sched), or of 8-byte call records (see
+ * gt_stream__push_call). `cur`/`lim` point into the tail block. */
 struct gt_stream {
     void *cur, *lim;
     struct gt_block *head, *tail;
-    uint64_t count;   /* events in closed blocks (see gt_stream__count) */
+    uint32_t rec_size; /* 16, or 8 for the call stream */
+    uint32_t ts_hi;    /* call stream: the bits 32-63 its last time base gave */
+    uint64_t bases;    /* call stream: time-base records in it (not events) */
+    uint64_t count;   /* records in closed blocks (see gt_stream__count) */
     uint64_t dropped; /* events refused (cap reached or no memory) */
     uint64_t refused_at; /* raw timestamp of the first refusal; 0 = never */
     int budget; /* enum gt_budget + 1: the registry budget it counts against; 0 = none */
@@ -150,8 +155,14 @@ void gt_registry__memory(size_t *pooled, size_t *lazy);
  * spent), -ESRCH (no session) or -ENOMEM. The first two take no lock. */
 int gt_stream__grow(struct gt_stream *s);
 
-/* Events in a (closed) stream. */
+/* Records in a (closed) stream: its events, and for the call stream its time bases. */
 uint64_t gt_stream__count(const struct gt_stream *s);
+
+/* Events in a (closed) stream: records less time bases. */
+static inline uint64_t gt_stream__events(const struct gt_stream *s)
+{
+    return s->count - s->bases;
+}
 
 /* The stream as chunks: fills up to `max` chunks, returns how many it needs. */
 size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t max);
@@ -175,6 +186,23 @@ static inline void gt_stream__push(struct gt_stream *s, uint64_t ts, uint32_t a,
     p[2] = a;
     p[3] = b;
     s->cur = (char *)s->cur + 16;
+}
+
+/* Slow path of gt_stream__push_call: a new block or a new time base first. */
+void gt_stream__push_call_slow(struct gt_stream *s, uint64_t ts, uint32_t word);
+
+/* One call event (gt_events.h's gt_call_rec) on a call stream: 8 bytes. */
+static inline void gt_stream__push_call(struct gt_stream *s, uint64_t ts, uint32_t func, uint32_t kind)
+{
+    uint32_t word = gt_call_rec__word(func, kind);
+    if (__builtin_expect(s->cur == s->lim || (uint32_t)(ts >> 32) != s->ts_hi, 0)) {
+        gt_stream__push_call_slow(s, ts, word);
+        return;
+    }
+    uint32_t *p = (uint32_t *)s->cur;
+    p[0] = (uint32_t)ts;
+    p[1] = word;
+    s->cur = (char *)s->cur + 8;
 }
 
 /* Registry-wide totals of call events recorded / dropped (after end). */

@@ -176,6 +176,8 @@ static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, PyObject *k
 {
     if ((s->used + 1) * 2 > s->mask + 1 && tr_grow(s) < 0)
         goto fail;
+    if (s->nentries >= GT_CALL_REC_FUNC_LIMIT) /* a call record holds 28 bits of id */
+        goto fail;
     if (s->nentries == s->centries) {
         uint32_t n = s->centries ? s->centries * 2 : 256;
         struct tr_entry *e = realloc(s->entries, n * sizeof(*e));
@@ -349,7 +351,7 @@ static inline void record(struct gt_thread *t, uint64_t ts, uint32_t fid, uint32
         if (d > tr.max_depth)
             return;
     }
-    gt_stream__push(&t->calls, ts, fid, kind);
+    gt_stream__push_call(&t->calls, ts, fid, kind);
 }
 
 static inline __attribute__((always_inline)) void on_py(struct gt_thread *t, uint64_t ts, PyCodeObject *code, uint32_t kind,
@@ -415,7 +417,7 @@ static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint
              * (a notebook cell already runs 30-40 frames deep). Their returns take the
              * depth below 0, so they are always recorded. */
             if (!(fid & FID_EXCLUDED))
-                gt_stream__push(&t->calls, ts, fid, GT_CALL | GT_CALL_OPEN_AT_START);
+                gt_stream__push_call(&t->calls, ts, fid, GT_CALL | GT_CALL_OPEN_AT_START);
         }
         Py_DECREF(stack[i]);
     }

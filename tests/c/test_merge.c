@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gt_clock.h"
 #include "merge.h"
 
 static int fails; /* failed CHECKs in the current test */
@@ -139,6 +140,42 @@ static void check_gil_summary(const struct gt_thread_result *t)
 
 /* ---- spans ---- */
 
+/* The recorded form of `n` call events (as the recorder writes them, see gt_events.h):
+ * 8-byte records, a time base first and wherever bits 32-63 of the timestamp change.
+ * Freed at the end of the program (free_packed). */
+static void *packed[4096];
+static size_t npacked;
+
+static struct gt_chunk calls_chunk(const struct gt_call_event *ev, size_t n)
+{
+    struct gt_call_rec *rec = malloc((2 * n + 1) * sizeof(*rec));
+    size_t k = 0;
+    if (!rec || npacked == N(packed)) {
+        free(rec);
+        fprintf(stderr, "calls_chunk: out of memory\n");
+        exit(2);
+    }
+    packed[npacked++] = rec;
+    if (n == 0)
+        return (struct gt_chunk){rec, 0};
+    uint32_t hi = (uint32_t)(ev[0].ts >> 32);
+    rec[k++] = (struct gt_call_rec){hi, 0};
+    for (size_t i = 0; i < n; i++) {
+        if ((uint32_t)(ev[i].ts >> 32) != hi) {
+            hi = (uint32_t)(ev[i].ts >> 32);
+            rec[k++] = (struct gt_call_rec){hi, 0};
+        }
+        rec[k++] = (struct gt_call_rec){(uint32_t)ev[i].ts, gt_call_rec__word(ev[i].func, ev[i].kind)};
+    }
+    return (struct gt_chunk){rec, k};
+}
+
+static void free_packed(void)
+{
+    while (npacked)
+        free(packed[--npacked]);
+}
+
 static const struct gt_call_event nest_ev[] = {
     {10, F_F, GT_CALL},   {20, F_G, GT_CALL},   {25, F_H, GT_CALL}, {30, F_H, GT_RETURN},
     {40, F_G, GT_RETURN}, {50, F_G, GT_CALL},   {60, F_G, GT_RETURN}, {70, F_F, GT_RETURN},
@@ -158,7 +195,7 @@ static void check_nest_spans(const struct gt_thread_result *t)
 
 static void test_nesting(void)
 {
-    struct gt_chunk ch = {nest_ev, N(nest_ev)};
+    struct gt_chunk ch = calls_chunk(nest_ev, N(nest_ev));
     struct gt_thread_input th = {.tid = 7, .pid = 0, .ident = 99, .name = "Main",
                                  .flags = GT_THREAD_EXISTED_AT_START,
                                  .calls = &ch, .ncalls = 1};
@@ -185,7 +222,7 @@ static void test_open_at_start_flag(void)
         {0, F_F, GT_CALL | GT_CALL_OPEN_AT_START}, {0, F_G, GT_CALL | GT_CALL_OPEN_AT_START},
         {20, F_H, GT_CALL}, {30, F_H, GT_RETURN}, {40, F_G, GT_RETURN},
     };
-    struct gt_chunk ch = {ev, N(ev)};
+    struct gt_chunk ch = calls_chunk(ev, N(ev));
     struct gt_thread_input th = {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START,
                                  .calls = &ch, .ncalls = 1};
     struct gt_trace_input in = mk_input(0, 100, &th, 1, 0);
@@ -203,10 +240,65 @@ static void test_open_at_start_flag(void)
     gt_result__free(r);
 }
 
+/* Call records as recorded: 32-bit timestamps under time bases. A thread whose calls
+ * cross a 2^32 boundary (a new base mid-chunk, and a second chunk starting with its own)
+ * keeps its spans, and its life ends at its last event, whose base lies back in the
+ * chunk; with a tick fit, merge converts every timestamp. */
+static void test_call_time_bases(void)
+{
+    const uint64_t B = (uint64_t)1 << 32;
+    static struct gt_call_event ev[6];
+    ev[0] = (struct gt_call_event){B - 20, F_F, GT_CALL};
+    ev[1] = (struct gt_call_event){B - 10, F_G, GT_CALL};
+    ev[2] = (struct gt_call_event){B + 5, F_G, GT_RETURN};
+    ev[3] = (struct gt_call_event){B + 6, F_H, GT_CCALL};
+    ev[4] = (struct gt_call_event){B + 7, F_H, GT_CRETURN};
+    ev[5] = (struct gt_call_event){B + 30, F_F, GT_RETURN};
+    struct gt_chunk ch[2] = {calls_chunk(ev, 3), calls_chunk(ev + 3, 3)};
+    CHECK(ch[0].n == 5 && ch[1].n == 4); /* 2 bases + 3 events; 1 base + 3 events */
+    struct gt_thread_input th = {.tid = 1, .flags = GT_THREAD_ENDED, .calls = ch, .ncalls = 2};
+    struct gt_trace_input in = mk_input(B - 100, B + 100, &th, 1, 0);
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (r) {
+        const struct gt_thread_result *t = &r->threads[0];
+        CHECK(t->start_ns == B - 20 && t->end_ns == B + 30);
+        CHECK(t->nspans == 3);
+        if (t->nspans == 3) {
+            CHECK_SPAN(&t->spans[0], B - 20, B + 30, F_F, 0, 0);
+            CHECK_SPAN(&t->spans[1], B - 10, B + 5, F_G, 1, 0);
+            CHECK_SPAN(&t->spans[2], B + 6, B + 7, F_H, 1, GT_SPAN_C);
+        }
+        gt_result__free(r);
+    }
+
+    /* Ticks at half a ns each from tick 1000 = 5000 ns. */
+    struct gt_clock_fit fit = {.ticks0 = 1000, .ns0 = 5000, .ns_per_tick = 0.5};
+    static const struct gt_call_event tk[] = {
+        {1100, F_F, GT_CALL}, {1200, F_G, GT_CALL}, {1300, F_G, GT_RETURN}, {1400, F_F, GT_RETURN}};
+    struct gt_chunk tc = calls_chunk(tk, N(tk));
+    th = (struct gt_thread_input){.tid = 1, .flags = GT_THREAD_ENDED, .calls = &tc, .ncalls = 1};
+    in = mk_input(5000, 6000, &th, 1, 0);
+    in.calls_fit = &fit;
+    r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (r) {
+        const struct gt_thread_result *t = &r->threads[0];
+        CHECK(t->start_ns == 5050 && t->end_ns == 5200);
+        CHECK(t->nspans == 2);
+        if (t->nspans == 2) {
+            CHECK_SPAN(&t->spans[0], 5050, 5200, F_F, 0, 0);
+            CHECK_SPAN(&t->spans[1], 5100, 5150, F_G, 1, 0);
+        }
+        gt_result__free(r);
+    }
+}
+
 static void test_chunks_split(void)
 {
     /* Same stream across four chunks, one of them empty. */
-    struct gt_chunk ch[] = {{nest_ev, 3}, {nest_ev + 3, 0}, {nest_ev + 3, 1}, {nest_ev + 4, 4}};
+    struct gt_chunk ch[] = {calls_chunk(nest_ev, 3), calls_chunk(nest_ev + 3, 0), calls_chunk(nest_ev + 3, 1),
+                            calls_chunk(nest_ev + 4, 4)};
     struct gt_thread_input th = {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START,
                                  .calls = ch, .ncalls = N(ch)};
     struct gt_trace_input in = mk_input(0, 100, &th, 1, 0);
@@ -226,7 +318,7 @@ static void test_empty_stack_return(void)
         {40, F_H, GT_CALL}, {50, F_H, GT_RETURN}, {60, F_K, GT_RETURN},
         {70, F_F, GT_CALL}, {80, F_F, GT_RETURN},
     };
-    struct gt_chunk ch = {ev, N(ev)};
+    struct gt_chunk ch = calls_chunk(ev, N(ev));
     struct gt_thread_input th = {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START,
                                  .calls = &ch, .ncalls = 1};
     struct gt_trace_input in = mk_input(5, 100, &th, 1, 0);
@@ -254,7 +346,7 @@ static void test_empty_stack_return_new_thread(void)
     static const struct gt_call_event ev[] = {
         {30, F_G, GT_CALL}, {35, F_G, GT_UNWIND}, {40, F_LEN, GT_CRAISE},
     };
-    struct gt_chunk ch = {ev, N(ev)};
+    struct gt_chunk ch = calls_chunk(ev, N(ev));
     struct gt_thread_input th = {.tid = 1, .calls = &ch, .ncalls = 1};
     struct gt_trace_input in = mk_input(0, 100, &th, 1, 0);
     struct gt_result *r = NULL;
@@ -280,7 +372,7 @@ static void test_deficit_ties_sorted(void)
     static const struct gt_call_event ev[] = {
         {10, F_G, GT_RETURN}, {10, F_H, GT_RETURN}, {10, F_F, GT_CALL}, {20, F_F, GT_RETURN},
     };
-    struct gt_chunk ch = {ev, N(ev)};
+    struct gt_chunk ch = calls_chunk(ev, N(ev));
     struct gt_thread_input th = {.tid = 1, .calls = &ch, .ncalls = 1};
     struct gt_trace_input in = mk_input(0, 100, &th, 1, 0);
     struct gt_result *r = NULL;
@@ -304,7 +396,7 @@ static void test_open_at_end(void)
         {10, F_F, GT_CALL}, {20, F_G, GT_CALL}, {30, F_H, GT_CALL}, {40, F_H, GT_RETURN},
     };
     static const struct gt_gil_event gev[] = {{80, GT_GIL_RELEASED, 0}};
-    struct gt_chunk ch = {ev, N(ev)}, gch = {gev, N(gev)};
+    struct gt_chunk ch = calls_chunk(ev, N(ev)), gch = {gev, N(gev)};
     struct gt_thread_input th[2] = {
         {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START, .calls = &ch, .ncalls = 1},
         /* Ended: life ends at its last event of any stream (the GIL one at 80). */
@@ -342,7 +434,7 @@ static void test_truncation(void)
         {40, F_H, GT_CALL}, {50, F_K, GT_CALL},   /* at the cap: still kept */
         {60, F_K, GT_RETURN}, {70, F_K, GT_CALL}, /* after the cap: dropped */
     };
-    struct gt_chunk ch = {ev, N(ev)};
+    struct gt_chunk ch = calls_chunk(ev, N(ev));
     struct gt_thread_input th = {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START,
                                  .calls = &ch, .ncalls = 1, .calls_truncated_at = 50};
     struct gt_trace_input in = mk_input(0, 100, &th, 1, 0);
@@ -365,7 +457,7 @@ static void test_truncation(void)
     /* A truncation point after the life end changes nothing. */
     th.calls_truncated_at = 500;
     th.ncalls = 1;
-    ch.n = 4;
+    ch.n = 5; /* the time base and the first 4 events */
     CHECK(gt_merge__run(&in, &r) == 0);
     if (!r)
         return;
@@ -385,7 +477,7 @@ static void test_mismatched_return(void)
         {60, F_K, GT_RETURN}, /* nothing matches g's k: ignored */
         {65, F_G, GT_RETURN},
     };
-    struct gt_chunk ch = {ev, N(ev)};
+    struct gt_chunk ch = calls_chunk(ev, N(ev));
     struct gt_thread_input th = {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START,
                                  .calls = &ch, .ncalls = 1};
     struct gt_trace_input in = mk_input(0, 100, &th, 1, 0);
@@ -414,7 +506,7 @@ static void test_unwind_and_c_spans(void)
         {22, F_CPY, GT_CALL},   {24, F_CPY, GT_RETURN}, /* C by its func flags */
         {30, F_G, GT_UNWIND},   {40, F_F, GT_UNWIND},
     };
-    struct gt_chunk ch = {ev, N(ev)};
+    struct gt_chunk ch = calls_chunk(ev, N(ev));
     struct gt_thread_input th = {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START,
                                  .calls = &ch, .ncalls = 1};
     struct gt_trace_input in = mk_input(0, 100, &th, 1, 0);
@@ -445,7 +537,7 @@ static void test_func_map(void)
         {30, 4, GT_CALL},  {40, 0, GT_RETURN}, {45, 1, GT_CALL},  {50, 1, GT_RETURN},
         {55, 3, GT_RETURN}, {60, 2, GT_RETURN},
     };
-    struct gt_chunk ch = {ev, N(ev)};
+    struct gt_chunk ch = calls_chunk(ev, N(ev));
     struct gt_thread_input th = {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START,
                                  .calls = &ch, .ncalls = 1, .func_map = map,
                                  .func_map_len = N(map)};
@@ -471,7 +563,7 @@ static void test_clamp_into_life(void)
     static const struct gt_call_event ev[] = {
         {5, F_F, GT_CALL}, {8, F_G, GT_CALL}, {20, F_G, GT_RETURN}, {150, F_F, GT_RETURN},
     };
-    struct gt_chunk ch = {ev, N(ev)};
+    struct gt_chunk ch = calls_chunk(ev, N(ev));
     struct gt_thread_input th = {.tid = 1, .calls = &ch, .ncalls = 1};
     struct gt_trace_input in = mk_input(10, 100, &th, 1, 0);
     struct gt_result *r = NULL;
@@ -497,7 +589,7 @@ static void test_life(void)
     static const struct gt_gil_event gev[] = {{30, GT_GIL_WANT, 0}, {35, GT_GIL_ACQUIRED, 0}};
     static const struct gt_sched_event sev[] = {{50, GT_SCHED_OUT_BLOCKED, 0},
                                                 {70, GT_SCHED_IN, 0}};
-    struct gt_chunk ch = {ev, N(ev)}, gch = {gev, N(gev)}, sch = {sev, N(sev)};
+    struct gt_chunk ch = calls_chunk(ev, N(ev)), gch = {gev, N(gev)}, sch = {sev, N(sev)};
     struct gt_thread_input th[5] = {
         /* first event of any stream (GIL at 30), runs to t1 */
         {.tid = 1, .calls = &ch, .ncalls = 1, .gil = &gch, .ngil = 1},
@@ -852,7 +944,7 @@ static void test_blame(void)
     };
     static const struct gt_call_event cb[] = {{25, F_K, GT_CALL}, {45, F_K, GT_RETURN}};
     static const struct gt_gil_event gc[] = {{0, GT_GIL_WANT, 0}};
-    struct gt_chunk cha = {ca, N(ca)}, chb = {cb, N(cb)};
+    struct gt_chunk cha = calls_chunk(ca, N(ca)), chb = calls_chunk(cb, N(cb));
     struct gt_chunk ga = {gil_a, N(gil_a)}, gb = {gil_b, N(gil_b)}, gcc = {gc, N(gc)};
     struct gt_thread_input th[3] = {
         {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START,
@@ -893,7 +985,7 @@ static void test_blame_same_pid_third_waiter(void)
                                              {30, GT_GIL_WANT, 0}, {40, GT_GIL_RELEASED, 0}};
     static const struct gt_gil_event w2[] = {{15, GT_GIL_WANT, 0}, {25, GT_GIL_RELEASED, 0},
                                              {50, GT_GIL_WANT, 0}, {60, GT_GIL_RELEASED, 0}};
-    struct gt_chunk chc = {ch_ev, N(ch_ev)}, c1 = {w1, N(w1)}, c2 = {w2, N(w2)};
+    struct gt_chunk chc = calls_chunk(ch_ev, N(ch_ev)), c1 = {w1, N(w1)}, c2 = {w2, N(w2)};
     const uint32_t ex = GT_THREAD_EXISTED_AT_START;
     struct gt_thread_input th[3] = {
         {.tid = 30, .flags = ex, .gil = &c2, .ngil = 1},
@@ -922,7 +1014,7 @@ static void test_blame_after_truncation(void)
      * in a function nobody knows: not "no Python function". */
     static const struct gt_call_event ch_ev[] = {{0, F_F, GT_CALL}, {10, F_G, GT_CALL}};
     static const struct gt_gil_event w[] = {{20, GT_GIL_WANT, 0}, {60, GT_GIL_RELEASED, 0}};
-    struct gt_chunk chc = {ch_ev, N(ch_ev)}, cw = {w, N(w)};
+    struct gt_chunk chc = calls_chunk(ch_ev, N(ch_ev)), cw = {w, N(w)};
     const uint32_t ex = GT_THREAD_EXISTED_AT_START;
     struct gt_thread_input th[2] = {
         {.tid = 10, .flags = ex | GT_THREAD_HELD_GIL_AT_START, .calls = &chc, .ncalls = 1,
@@ -1046,7 +1138,7 @@ static void test_timing(void)
     if (!ev || !ga || !gb || !ch)
         goto cleanup;
     for (size_t c = 0; c < nchunks; c++)
-        ch[c] = (struct gt_chunk){ev + c * (n / nchunks), n / nchunks};
+        ch[c] = calls_chunk(ev + c * (n / nchunks), n / nchunks);
     /* 10000 hand-offs: A releases / B acquires, then back. */
     const uint64_t slice = t1 / 10000;
     for (size_t i = 0; i < 10000; i++) {
@@ -1148,6 +1240,7 @@ int main(void)
         T(test_einval),
         T(test_einval_beyond_int64),
         T(test_timing),
+        T(test_call_time_bases),
 #undef T
     };
     int passed = 0, failed = 0;
@@ -1161,6 +1254,7 @@ int main(void)
             passed++;
         }
     }
+    free_packed();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -72,6 +72,14 @@ static struct gt_stream *stream_of(struct gt_thread *t, int kind)
     }
 }
 
+static void push(struct gt_stream *s, int kind, uint64_t ts)
+{
+    if (kind == GT_BUDGET_CALLS)
+        gt_stream__push_call(s, ts, 7, 1);
+    else
+        gt_stream__push(s, ts, 7, 1);
+}
+
 static void *work(void *arg)
 {
     struct worker *w = arg;
@@ -82,13 +90,13 @@ static void *work(void *arg)
     struct gt_stream *s = stream_of(t, w->kind);
     /* Push until refused, so that no budget is left unused in a block. */
     for (w->pushed = 0; w->pushed < PUSHES || (w->bounded && !s->dropped); w->pushed++)
-        gt_stream__push(s, w->pushed + 1, 7, 1);
+        push(s, w->kind, w->pushed + 1);
     /* Once this thread's stream has been refused, the budget is spent for good. */
     w->capped = s->dropped > 0;
     if (w->capped) {
         uint64_t before = locks_taken;
         for (uint64_t i = 0; i < PAST_CAP_PUSHES; i++)
-            gt_stream__push(s, i + 1, 7, 1);
+            push(s, w->kind, i + 1);
         w->locks_past_cap = locks_taken - before;
     }
     return NULL;
@@ -110,11 +118,12 @@ static void run_kind(int kind, uint64_t cap)
         pthread_join(w[i].th, NULL);
     gt_registry__end();
 
-    uint64_t kept = 0, dropped = 0, pushed = 0, others = 0;
+    uint64_t kept = 0, kept_events = 0, dropped = 0, pushed = 0, others = 0;
     int capped = 0;
     for (struct gt_thread *t = gt_registry__threads(); t; t = t->next) {
         struct gt_stream *s = stream_of(t, kind);
-        kept += gt_stream__count(s);
+        kept += gt_stream__count(s); /* the budget counts records (a call stream's time bases too) */
+        kept_events += gt_stream__events(s);
         dropped += s->dropped;
         for (int k = 0; k < GT_NBUDGETS; k++)
             if (k != kind)
@@ -129,8 +138,8 @@ static void run_kind(int kind, uint64_t cap)
     CHECK(capped == NTHREADS, "kind %d: %d threads reached the cap", kind, capped);
     CHECK(kept == cap, "kind %d: kept %llu events, cap %llu", kind, (unsigned long long)kept,
           (unsigned long long)cap);
-    CHECK(kept + dropped == pushed, "kind %d: kept %llu + dropped %llu != pushed %llu", kind,
-          (unsigned long long)kept, (unsigned long long)dropped, (unsigned long long)pushed);
+    CHECK(kept_events + dropped == pushed, "kind %d: kept %llu + dropped %llu != pushed %llu", kind,
+          (unsigned long long)kept_events, (unsigned long long)dropped, (unsigned long long)pushed);
     CHECK(others == 0, "kind %d: other streams got %llu events", kind, (unsigned long long)others);
     gt_registry__release(NULL);
     pthread_barrier_destroy(&start);
@@ -176,7 +185,7 @@ static void run_reserve(void)
     CHECK(t != NULL, "record");
     uint64_t before = maps_made;
     for (uint64_t i = 0; t && i < (uint64_t)BLOCKS * GT_BLOCK_EVENTS; i++)
-        gt_stream__push(&t->calls, i + 1, 7, 1);
+        gt_stream__push_call(&t->calls, i + 1, 7, 1);
     CHECK(maps_made == before, "the pushing thread mapped %llu times",
           (unsigned long long)(maps_made - before));
     int32_t helper = gt_registry__helper_tid();
@@ -185,33 +194,49 @@ static void run_reserve(void)
     CHECK(gt_registry__helper_tid() == 0, "the refiller stopped with the generation");
     /* Its last context switch can come after the join: still known as the helper. */
     CHECK(gt_registry__is_helper(helper), "the last generation's refiller is still known");
-    CHECK(t && gt_stream__count(&t->calls) == (uint64_t)BLOCKS * GT_BLOCK_EVENTS && !t->calls.dropped,
-          "kept %llu events", t ? (unsigned long long)gt_stream__count(&t->calls) : 0ull);
+    CHECK(t && gt_stream__events(&t->calls) == (uint64_t)BLOCKS * GT_BLOCK_EVENTS && !t->calls.dropped,
+          "kept %llu events", t ? (unsigned long long)gt_stream__events(&t->calls) : 0ull);
     gt_registry__release(NULL);
 }
 
-/* One generation pushing `n` call events on this thread; checks every one reads back. */
-static void one_big_generation(uint64_t n, uint64_t salt)
+/* One generation pushing `n` call events on this thread, 1000 ticks apart from `t0`;
+ * checks every one reads back, that every block starts with a time base, and that the
+ * bases crossing 2^32 boundaries (mid-block too) are counted apart from the events. */
+static void one_big_generation(uint64_t n, uint64_t t0)
 {
     CHECK(gt_registry__begin(0, NULL, NULL) == 0, "begin");
     struct gt_thread *t = gt_thread_current();
     CHECK(t != NULL, "record");
     for (uint64_t i = 0; t && i < n; i++)
-        gt_stream__push(&t->calls, i ^ salt, (uint32_t)i, 1);
+        gt_stream__push_call(&t->calls, t0 + i * 1000, (uint32_t)i, 1 + (uint32_t)(i & 1));
     gt_registry__end();
-    uint64_t i = 0, bad = 0;
+    uint64_t i = 0, bad = 0, bases = 0, unbased = 0, hi = 0;
     size_t nchunks = t ? gt_stream__chunks(&t->calls, NULL, 0) : 0;
     struct gt_chunk *c = calloc(nchunks ? nchunks : 1, sizeof(*c));
     if (t && c)
         gt_stream__chunks(&t->calls, c, nchunks);
-    for (size_t k = 0; c && k < nchunks; k++)
-        for (size_t j = 0; j < c[k].n; j++, i++) {
-            const uint32_t *e = (const uint32_t *)((const char *)c[k].data + 16 * j);
-            bad += *(const uint64_t *)e != (i ^ salt) || e[2] != (uint32_t)i;
+    for (size_t k = 0; c && k < nchunks; k++) {
+        const struct gt_call_rec *rec = c[k].data;
+        unbased += (rec[0].word & 7u) != 0;
+        for (size_t j = 0; j < c[k].n; j++) {
+            struct gt_call_event ev;
+            if (!gt_call_rec__decode(rec[j], &hi, &ev)) {
+                bases++;
+                continue;
+            }
+            bad += ev.ts != t0 + i * 1000 || ev.func != (uint32_t)i || ev.kind != 1 + (i & 1);
+            i++;
         }
+    }
     free(c);
     CHECK(i == n && bad == 0, "read back %llu of %llu events, %llu wrong", (unsigned long long)i,
           (unsigned long long)n, (unsigned long long)bad);
+    /* one base per block, plus one per 2^32 boundary crossed */
+    uint64_t crossed = ((t0 + (n - 1) * 1000) >> 32) - (t0 >> 32);
+    CHECK(t && unbased == 0 && bases == t->calls.bases && bases >= nchunks + crossed - 1 &&
+              bases <= nchunks + crossed && gt_stream__events(&t->calls) == n,
+          "%llu bases in %zu blocks, %llu crossings, %llu without a base first",
+          (unsigned long long)bases, nchunks, (unsigned long long)crossed, (unsigned long long)unbased);
     gt_registry__release(NULL);
 }
 
@@ -234,7 +259,7 @@ static int kernel_has_madv_free(void)
 
 static void run_lazy_keep(void)
 {
-    const uint64_t n = 6500000; /* ~100 MiB of events: more than the pool keeps */
+    const uint64_t n = 13000000; /* ~100 MiB of call records: more than the pool keeps */
     const int lazy_ok = kernel_has_madv_free();
     if (!lazy_ok)
         printf("test_threads: no MADV_FREE here: the lazy memory is not checked\n");
@@ -247,7 +272,7 @@ static void run_lazy_keep(void)
     /* (~50 arenas made, 32 kept in the pool: 18 lazy, 36 MiB) */
     CHECK(!lazy_ok || lazy >= (size_t)30 << 20, "the rest is kept lazily (%zu bytes)", lazy);
     unsigned long long before = atomic_load(&maps_made_all);
-    one_big_generation(n, 0x5a5a5a5a5a5aull);
+    one_big_generation(n, 0x5a5a5a5a5a5aull - 1000000000ull);
     /* (The refiller's reserve ahead of the pushes may end a few arenas further, at most
      * its 4 and one in flight; without the lazy memory it maps every arena beyond the
      * pool's 32: ~18.) */

@@ -106,6 +106,7 @@ static void *events(struct rd *r, size_t n, uint64_t base, uint64_t unit, int ca
                     uint32_t nfuncs, struct fz_trace *t)
 {
     uint64_t *ev = own(t, n * 16);
+    struct gt_call_rec *rec = (struct gt_call_rec *)ev; /* calls: 8-byte records */
     uint64_t ts = base;
     for (size_t i = 0; i < n; i++) {
         uint8_t op = u8(r), kb = u8(r), fb = calls ? u8(r) : 0;
@@ -133,9 +134,16 @@ static void *events(struct rd *r, size_t n, uint64_t base, uint64_t unit, int ca
             aux = (fb & 1) ? GT_NO_FUNC : UINT32_MAX - 1;
         else
             aux = fb % (nfuncs + 2); /* sometimes out of range */
+        if (calls) {
+            /* Any record: kind 0 is a time base (bits 32-63 of what follows), which the
+             * input places anywhere, or never. */
+            uint32_t word = aux << 4 | (kb & 15u);
+            rec[i] = (struct gt_call_rec){(kb & 7u) ? (uint32_t)ts : (uint32_t)(ts >> 32), word};
+            continue;
+        }
         ev[2 * i] = ts;
-        /* {func, kind} for calls, {kind, aux} for GIL and scheduler events. */
-        uint32_t lo = calls ? aux : kind & 0xff, hi = calls ? kind : aux;
+        /* {kind, aux} for GIL and scheduler events. */
+        uint32_t lo = kind & 0xff, hi = aux;
         memcpy(&ev[2 * i + 1], &lo, 4);
         memcpy((char *)&ev[2 * i + 1] + 4, &hi, 4);
     }
@@ -143,8 +151,8 @@ static void *events(struct rd *r, size_t n, uint64_t base, uint64_t unit, int ca
 }
 
 /* Split n events into up to MAX_CHUNKS chunks, empty ones included. */
-static const struct gt_chunk *chunks(struct rd *r, const void *ev, size_t n, size_t *nch,
-                                     struct fz_trace *t)
+static const struct gt_chunk *chunks(struct rd *r, const void *ev, size_t n, size_t size,
+                                     size_t *nch, struct fz_trace *t)
 {
     size_t k = u8(r) % (MAX_CHUNKS + 1);
     if (n && !k)
@@ -153,7 +161,7 @@ static const struct gt_chunk *chunks(struct rd *r, const void *ev, size_t n, siz
     size_t at = 0;
     for (size_t i = 0; i < k; i++) {
         size_t take = i + 1 == k ? n - at : (n - at) * (u8(r) % 5) / 4;
-        c[i].data = take ? (const char *)ev + at * 16 : (u8(r) & 1 ? NULL : ev);
+        c[i].data = take ? (const char *)ev + at * size : (u8(r) & 1 ? NULL : ev);
         c[i].n = take;
         at += take;
     }
@@ -203,7 +211,7 @@ void fz_trace__decode(const uint8_t *data, size_t size, int with_names, struct f
         size_t nc = u16(&r) % (MAX_EVENTS + 1);
         size_t ng = u8(&r) % 128, ns = u8(&r) % 64;
         const void *ce = events(&r, nc, base, unit, 1, nfuncs, t);
-        th->calls = chunks(&r, ce, nc, &th->ncalls, t);
+        th->calls = chunks(&r, ce, nc, 8, &th->ncalls, t);
         if (fl & 0x20) {
             size_t len = u8(&r) % 16;
             uint32_t *map = own(t, (len ? len : 1) * sizeof(*map));
@@ -215,9 +223,9 @@ void fz_trace__decode(const uint8_t *data, size_t size, int with_names, struct f
             th->func_map_len = len;
         }
         const void *ge = events(&r, ng, base, unit, 0, 0, t);
-        th->gil = chunks(&r, ge, ng, &th->ngil, t);
+        th->gil = chunks(&r, ge, ng, 16, &th->ngil, t);
         const void *se = events(&r, ns, base, unit, 0, 0, t);
-        th->sched = chunks(&r, se, ns, &th->nsched, t);
+        th->sched = chunks(&r, se, ns, 16, &th->nsched, t);
     }
 
     struct gt_emit_meta *m = &t->meta;
