@@ -319,7 +319,11 @@ int gt_stream__grow(struct gt_stream *s)
         err = -ESRCH;
         goto cleanup;
     }
-    size_t room = (GT_BLOCK_BYTES - GT_BLOCK_HEADER) / s->rec_size;
+    const size_t cap = (GT_BLOCK_BYTES - GT_BLOCK_HEADER) / s->rec_size;
+    /* Records the tail block still has room for beyond what was granted: a grant goes
+     * there first (no new block; a call stream needs no new time base). */
+    size_t tail_free = s->tail && s->lim ? cap - (size_t)((char *)s->lim - block_events(s->tail)) / s->rec_size : 0;
+    size_t room = tail_free ? tail_free : cap;
     uint64_t *left = s->budget && budget_limited ? &budget_left[s->budget - 1] : NULL;
     if (left) {
         if (*left == 0) {
@@ -327,32 +331,43 @@ int gt_stream__grow(struct gt_stream *s)
             err = -ENOSPC;
             goto cleanup;
         }
-        /* Hand out at most a 16th of what is left (and at least 256), so that threads
-         * that stop early cannot strand much of the budget in their last block. */
-        uint64_t share = *left / 16 < 256 ? 256 : *left / 16;
+        /* Grant as much as the stream was granted so far (256 at first: a thread that
+         * makes a few calls takes little), and at most a 16th of what is left (at least
+         * 256), so that threads that stop early, or a thousand alive at once, cannot
+         * strand much of the budget in their blocks. */
+        uint64_t share = s->granted < 256 ? 256 : s->granted;
+        if (share > *left / 16)
+            share = *left / 16 < 256 ? 256 : *left / 16;
         if (share < room)
             room = (size_t)share;
         if (*left < room)
             room = (size_t)*left;
+        s->granted += room;
     }
-    struct gt_block *b = block_get();
-    if (!b) {
-        err = -ENOMEM;
-        goto cleanup;
+    if (tail_free) {
+        s->lim = (char *)s->lim + room * s->rec_size;
+    } else {
+        struct gt_block *b = block_get();
+        if (!b) {
+            if (left)
+                s->granted -= room;
+            err = -ENOMEM;
+            goto cleanup;
+        }
+        if (s->tail) {
+            s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / s->rec_size;
+            s->count += s->tail->n;
+            s->tail->next = b;
+        } else {
+            s->head = b;
+        }
+        s->tail = b;
+        s->cur = block_events(b);
+        s->lim = block_events(b) + room * s->rec_size; /* a grant may be less than a block */
+        s->ts_hi = UINT32_MAX; /* a call stream's block starts with a time base */
     }
     if (left && (*left -= room) == 0)
         atomic_store(&budget_spent[s->budget - 1], 1);
-    if (s->tail) {
-        s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / s->rec_size;
-        s->count += s->tail->n;
-        s->tail->next = b;
-    } else {
-        s->head = b;
-    }
-    s->tail = b;
-    s->cur = block_events(b);
-    s->lim = block_events(b) + room * s->rec_size; /* the last block may be cut to the budget */
-    s->ts_hi = UINT32_MAX; /* a call stream's block starts with a time base */
 cleanup:
     pthread_mutex_unlock(&reg_lock);
     return err;

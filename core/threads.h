@@ -38,6 +38,7 @@ struct gt_stream {
     uint64_t count;   /* records in closed blocks (see gt_stream__count) */
     uint64_t dropped; /* events refused (cap reached or no memory) */
     uint64_t refused_at; /* raw timestamp of the first refusal; 0 = never */
+    uint64_t granted;    /* records of the budget granted to it so far */
     int budget; /* enum gt_budget + 1: the registry budget it counts against; 0 = none */
 };
 

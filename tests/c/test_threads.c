@@ -301,6 +301,54 @@ static void run_lazy_keep(void)
     CHECK(pooled == (size_t)64 << 20 && lazy <= (size_t)256 << 20, "kept %zu + lazy %zu", pooled, lazy);
 }
 
+/* Many threads alive at once, each making a few calls, under a budget a few full blocks
+ * would take: each is granted 256 records at first (more as it keeps pushing), so none
+ * is refused (with a block's 8190 records per grant, 300 threads asked for 2.5 M). */
+struct small_worker {
+    pthread_t th;
+    pthread_barrier_t *all_alive;
+    uint64_t kept, dropped;
+};
+
+static void *small_work(void *arg)
+{
+    struct small_worker *w = arg;
+    struct gt_thread *t = gt_thread_current();
+    for (uint64_t i = 0; t && i < 100; i++)
+        gt_stream__push_call(&t->calls, i + 1, 7, 1);
+    pthread_barrier_wait(w->all_alive); /* every stream holds its grant at once */
+    return NULL;
+}
+
+static void run_many_small_streams(void)
+{
+    enum { NT = 300 };
+    static struct small_worker w[NT];
+    pthread_barrier_t all_alive;
+    pthread_barrier_init(&all_alive, NULL, NT);
+    CHECK(gt_registry__begin(1000000, NULL, NULL) == 0, "begin");
+    int started = 0;
+    for (int i = 0; i < NT; i++) {
+        w[i].all_alive = &all_alive;
+        started += pthread_create(&w[i].th, NULL, small_work, &w[i]) == 0;
+    }
+    CHECK(started == NT, "%d of %d threads started", started, NT);
+    for (int i = 0; i < started; i++)
+        pthread_join(w[i].th, NULL);
+    gt_registry__end();
+    uint64_t kept = 0, dropped = 0, streams = 0;
+    for (struct gt_thread *t = gt_registry__threads(); t; t = t->next) {
+        kept += gt_stream__events(&t->calls);
+        dropped += t->calls.dropped;
+        streams += t->calls.head != NULL;
+    }
+    CHECK(streams == NT && kept == 100ull * NT && dropped == 0,
+          "%llu streams kept %llu events, dropped %llu", (unsigned long long)streams,
+          (unsigned long long)kept, (unsigned long long)dropped);
+    gt_registry__release(NULL);
+    pthread_barrier_destroy(&all_alive);
+}
+
 /* A push that finds the pool empty (here no refiller could start, as under a pids limit)
  * maps an arena without faulting it in: its pages fault one at a time as the pushes
  * write them (about a microsecond each), never 512 at once inside one push (issue 12:
@@ -342,6 +390,7 @@ int main(void)
     for (int kind = 0; kind < GT_NBUDGETS; kind++)
         run_kind(kind, kind == GT_BUDGET_GIL ? 1000 : 50001);
     run_unlimited();
+    run_many_small_streams();
     run_push_maps_lazily();
     printf("test_threads: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
