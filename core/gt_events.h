@@ -43,6 +43,17 @@ struct gt_call_rec {
 
 #define GT_CALL_REC_FUNC_LIMIT (1u << 28) /* function ids must stay below */
 
+/* A time base for the records after it: bits 32-63 of their timestamps. */
+static inline struct gt_call_rec gt_call_rec__base(uint32_t ts_hi)
+{
+    return (struct gt_call_rec){ts_hi, 0};
+}
+
+static inline int gt_call_rec__is_base(struct gt_call_rec r)
+{
+    return (r.word & 7u) == 0;
+}
+
 static inline uint32_t gt_call_rec__word(uint32_t func, uint32_t kind)
 {
     return func << 4 | (kind & 7u) | ((kind & GT_CALL_OPEN_AT_START) ? 8u : 0u);
@@ -52,7 +63,7 @@ static inline uint32_t gt_call_rec__word(uint32_t func, uint32_t kind)
  * and returns 0 for a time base. Start with *hi = 0 (every stream starts with a base). */
 static inline int gt_call_rec__decode(struct gt_call_rec r, uint64_t *hi, struct gt_call_event *out)
 {
-    if ((r.word & 7u) == 0) {
+    if (gt_call_rec__is_base(r)) {
         *hi = (uint64_t)r.ts_lo << 32;
         return 0;
     }

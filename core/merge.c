@@ -141,7 +141,7 @@ static int calls_bounds(const struct gt_trace_input *in, const struct gt_thread_
     for (size_t c = ti->ncalls; c-- > 0;) {
         const struct gt_call_rec *rec = ti->calls[c].data;
         for (size_t i = ti->calls[c].n; i-- > 0;) {
-            if ((rec[i].word & 7u) == 0) {
+            if (gt_call_rec__is_base(rec[i])) {
                 if (found) {
                     *last = call_ns(&r, (uint64_t)rec[i].ts_lo << 32 | lo);
                     return 1;

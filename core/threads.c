@@ -342,15 +342,12 @@ int gt_stream__grow(struct gt_stream *s)
             room = (size_t)share;
         if (*left < room)
             room = (size_t)*left;
-        s->granted += room;
     }
     if (tail_free) {
         s->lim = (char *)s->lim + room * s->rec_size;
     } else {
         struct gt_block *b = block_get();
         if (!b) {
-            if (left)
-                s->granted -= room;
             err = -ENOMEM;
             goto cleanup;
         }
@@ -366,8 +363,11 @@ int gt_stream__grow(struct gt_stream *s)
         s->lim = block_events(b) + room * s->rec_size; /* a grant may be less than a block */
         s->ts_hi = UINT32_MAX; /* a call stream's block starts with a time base */
     }
-    if (left && (*left -= room) == 0)
-        atomic_store(&budget_spent[s->budget - 1], 1);
+    if (left) {
+        s->granted += room;
+        if ((*left -= room) == 0)
+            atomic_store(&budget_spent[s->budget - 1], 1);
+    }
 cleanup:
     pthread_mutex_unlock(&reg_lock);
     return err;
@@ -398,17 +398,15 @@ void gt_stream__push_call_slow(struct gt_stream *s, uint64_t ts, uint32_t word)
             s->dropped++;
             return;
         }
-        uint32_t *p = (uint32_t *)s->cur;
-        s->cur = (char *)s->cur + 8;
+        struct gt_call_rec *p = s->cur;
+        s->cur = p + 1;
         if (hi != s->ts_hi) { /* (UINT32_MAX, a fresh block's, is no timestamp's) */
-            p[0] = hi;
-            p[1] = 0;
+            *p = gt_call_rec__base(hi);
             s->ts_hi = hi;
             s->bases++;
             continue;
         }
-        p[0] = (uint32_t)ts;
-        p[1] = word;
+        *p = (struct gt_call_rec){(uint32_t)ts, word};
         return;
     }
 }

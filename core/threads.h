@@ -25,7 +25,6 @@ struct gt_block {
 
 #define GT_BLOCK_HEADER 16
 #define GT_BLOCK_EVENTS ((GT_BLOCK_BYTES - GT_BLOCK_HEADER) / 16) /* of 16 bytes */
-#define GT_BLOCK_CALL_RECS ((GT_BLOCK_BYTES - GT_BLOCK_HEADER) / 8)
 
 /* A stream of 16-byte events (GIL, sched), or of 8-byte call records (see
  * gt_stream__push_call). `cur`/`lim` point into the tail block. */

@@ -174,9 +174,9 @@ static int tr_grow(struct tr_state *s)
 static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, PyObject *keep,
                        const char *cname, uint32_t kind, int excluded)
 {
-    if ((s->used + 1) * 2 > s->mask + 1 && tr_grow(s) < 0)
-        goto fail;
     if (s->nentries >= GT_CALL_REC_FUNC_LIMIT) /* a call record holds 28 bits of id */
+        goto fail;
+    if ((s->used + 1) * 2 > s->mask + 1 && tr_grow(s) < 0)
         goto fail;
     if (s->nentries == s->centries) {
         uint32_t n = s->centries ? s->centries * 2 : 256;

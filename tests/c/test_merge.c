@@ -159,11 +159,11 @@ static struct gt_chunk calls_chunk(const struct gt_call_event *ev, size_t n)
     if (n == 0)
         return (struct gt_chunk){rec, 0};
     uint32_t hi = (uint32_t)(ev[0].ts >> 32);
-    rec[k++] = (struct gt_call_rec){hi, 0};
+    rec[k++] = gt_call_rec__base(hi);
     for (size_t i = 0; i < n; i++) {
         if ((uint32_t)(ev[i].ts >> 32) != hi) {
             hi = (uint32_t)(ev[i].ts >> 32);
-            rec[k++] = (struct gt_call_rec){hi, 0};
+            rec[k++] = gt_call_rec__base(hi);
         }
         rec[k++] = (struct gt_call_rec){(uint32_t)ev[i].ts, gt_call_rec__word(ev[i].func, ev[i].kind)};
     }

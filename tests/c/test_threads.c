@@ -236,7 +236,7 @@ static void one_big_generation(uint64_t n, uint64_t t0)
         gt_stream__chunks(&t->calls, c, nchunks);
     for (size_t k = 0; c && k < nchunks; k++) {
         const struct gt_call_rec *rec = c[k].data;
-        unbased += (rec[0].word & 7u) != 0;
+        unbased += !gt_call_rec__is_base(rec[0]);
         for (size_t j = 0; j < c[k].n; j++) {
             struct gt_call_event ev;
             if (!gt_call_rec__decode(rec[j], &hi, &ev)) {
