@@ -5,6 +5,8 @@
 #include "tracer.h"
 
 #include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <frameobject.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,23 +20,32 @@
 #define GT_USE_MONITORING 0
 #endif
 
-#define FID_EXCLUDED 0x80000000u
+/* Flags above a function id (ids stay below GT_CALL_REC_FUNC_LIMIT). */
+#define FID_EXCLUDED 0x80000000u /* not traced (include / exclude, giltracer's own code) */
+#define FID_FOLLOW 0x40000000u   /* a C function recorded only when its caller is traced */
+#define FID_UNREF 0x20000000u    /* seen after the thread's call budget was spent: interned
+                                  * without a reference, its events only counted as dropped */
+#define FID_FLAGS (FID_EXCLUDED | FID_FOLLOW | FID_UNREF)
 #define TOOL_ID 2 /* sys.monitoring.PROFILER_ID: we are a profiler */
 #define INITIAL_SLOTS 1024u
 
 enum entry_kind { ENTRY_CODE = 0, ENTRY_CFUNC = 1 };
 
+/* What the filters decided for a function (see the FID_ flags). */
+enum entry_filter { F_TRACED = 0, F_EXCLUDED = 1, F_FOLLOW = 2 };
+
 struct tr_entry {
     void *key;
     /* Strong reference: the code object (ENTRY_CODE), or the C function's owner, a
-     * type or a module-name str (ENTRY_CFUNC), kept so its name can be built at stop. */
+     * type or a module-name str (ENTRY_CFUNC), kept so its name can be built at stop.
+     * NULL, and `keep` too, for an entry made without references (FID_UNREF). */
     PyObject *obj;
     /* ENTRY_CFUNC, strong: what keeps the PyMethodDef (the key, and cname) allocated
      * until collect, so its address is never reused for another function meanwhile. */
     PyObject *keep;
     const char *cname; /* ENTRY_CFUNC: ml_name of the PyMethodDef */
     uint32_t kind;
-    uint32_t excluded;
+    uint32_t excluded; /* nonzero: not traced, or FID_UNREF (no name to build) */
 };
 
 struct tr_state {
@@ -51,6 +62,13 @@ struct tr_state {
     uint32_t *map; /* after collect: local id -> global id */
     uint32_t nmap;
     int hooked_before_bootstrap; /* 3.9-3.11: attached late, before threading's hook ran */
+};
+
+/* A thread state whose hook went while recording (see slot_dealloc). */
+struct dropped_slot {
+    PyThreadState *ts;
+    uint64_t ts_id;
+    uint64_t ticks;
 };
 
 struct saved_profile {
@@ -80,12 +98,24 @@ static struct {
     uint64_t attached_late;    /* thread states given the hook after start */
     uint64_t attached_running; /* ... of which had run Python code untraced already */
     uint64_t attach_failed;    /* thread states it could not be given (out of memory) */
+    /* Other profilers on the same thread states (their own profile functions). */
+    uint64_t paused;            /* thread states whose profiler the trace paused */
+    char paused_by[64];         /* ... the first one's name */
+    uint64_t displaced;         /* thread states whose hook another profiler replaced */
+    uint64_t displaced_ticks;   /* ... when the first was */
+    char displaced_by[64];      /* ... by what */
+    uint64_t left_running;      /* ... whose replacement still ran at stop (left there) */
+    struct dropped_slot *dropped; /* slots that went while recording, to look at */
+    size_t ndropped, cdropped;
+    int look_scheduled;           /* look_at_dropped_slots is a pending call */
 #endif
     int functions;
     int watching; /* threading.setprofile(bootstrap) is in place */
     PyObject *saved_threading_hook; /* strong */
     PyObject *bootstrap;            /* strong */
     PyObject *names;                /* strong: dict native id -> thread name */
+    uint64_t include_matched;       /* functions and files the include globs matched */
+    char include_unmatched[200];    /* at stop: the include globs, if they matched nothing */
 } tr;
 
 /* ------------------------------------------------------------------ intern table */
@@ -169,10 +199,11 @@ static int tr_grow(struct tr_state *s)
     return 0;
 }
 
-/* Add an entry; takes over the strong references `obj` and `keep`. Returns the
- * function id, or FID_EXCLUDED when out of memory (the event is then not recorded). */
+/* Add an entry; takes over the strong references `obj` and `keep`. `flags` are the
+ * FID_ flags of its id. Returns the function id, or FID_EXCLUDED when out of memory
+ * (the event is then not recorded). */
 static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, PyObject *keep,
-                       const char *cname, uint32_t kind, int excluded)
+                       const char *cname, uint32_t kind, uint32_t flags)
 {
     if (s->nentries >= GT_CALL_REC_FUNC_LIMIT) /* a call record holds 28 bits of id */
         goto fail;
@@ -187,8 +218,9 @@ static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, PyObject *k
         s->centries = n;
     }
     uint32_t id = s->nentries++;
-    s->entries[id] = (struct tr_entry){key, obj, keep, cname, kind, (uint32_t)excluded};
-    uint32_t fid = id | (excluded ? FID_EXCLUDED : 0);
+    s->entries[id] = (struct tr_entry){key, obj, keep, cname, kind,
+                                       (flags & (FID_EXCLUDED | FID_UNREF)) != 0};
+    uint32_t fid = id | flags;
     uint32_t i = slot_of(key, s->mask);
     while (s->keys[i])
         i = (i + 1) & s->mask;
@@ -202,13 +234,37 @@ fail:
     return FID_EXCLUDED;
 }
 
-static int matches_any(PyObject *patterns, const char *path)
+static int matches_any(PyObject *patterns, const char *str)
 {
     Py_ssize_t n = PyList_GET_SIZE(patterns);
     for (Py_ssize_t i = 0; i < n; i++)
-        if (fnmatch(PyBytes_AS_STRING(PyList_GET_ITEM(patterns, i)), path, 0) == 0)
+        if (fnmatch(PyBytes_AS_STRING(PyList_GET_ITEM(patterns, i)), str, 0) == 0)
             return 1;
     return 0;
+}
+
+/* The include / exclude globs on a function: each matches its file path (NULL for a
+ * C function) or its qualified name. A C function no include glob names is recorded
+ * when its caller is (F_FOLLOW). */
+static enum entry_filter filter(const char *path, const char *name)
+{
+    if (tr.exclude && ((path && matches_any(tr.exclude, path)) || matches_any(tr.exclude, name)))
+        return F_EXCLUDED;
+    if (!tr.include)
+        return F_TRACED;
+    if ((path && matches_any(tr.include, path)) || matches_any(tr.include, name)) {
+        tr.include_matched++;
+        return F_TRACED;
+    }
+    return path ? F_EXCLUDED : F_FOLLOW;
+}
+
+static const char *utf8_or_empty(PyObject *s)
+{
+    const char *p = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+    if (!p)
+        PyErr_Clear();
+    return p ? p : "";
 }
 
 /* Decide once per code object whether it is traced. */
@@ -224,22 +280,29 @@ static int code_excluded(PyCodeObject *code)
     Py_ssize_t own_len = PyBytes_GET_SIZE(tr.own_dir);
     if (own_len && strncmp(path, PyBytes_AS_STRING(tr.own_dir), (size_t)own_len) == 0)
         excluded = 1;
-    else if (tr.include && !matches_any(tr.include, path))
-        excluded = 1;
-    else if (tr.exclude && matches_any(tr.exclude, path))
-        excluded = 1;
+    else if (tr.include || tr.exclude)
+#if PY_VERSION_HEX >= 0x030B0000
+        excluded = filter(path, utf8_or_empty(code->co_qualname)) != F_TRACED;
+#else
+        excluded = filter(path, utf8_or_empty(code->co_name)) != F_TRACED;
+#endif
     Py_DECREF(fs);
     return excluded;
 }
 
-static uint32_t tr_insert_code(struct tr_state *s, PyCodeObject *code)
+/* A new entry for `code`, with a reference to it; without one (FID_UNREF) once the
+ * thread's call stream refuses events: the table then holds no object past the budget. */
+static uint32_t tr_insert_code(struct tr_state *s, struct gt_thread *t, PyCodeObject *code)
 {
     /* May run while an exception is being propagated: keep it intact. */
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    int excluded = code_excluded(code);
-    Py_INCREF(code);
-    uint32_t fid = tr_add(s, code, (PyObject *)code, NULL, NULL, ENTRY_CODE, excluded);
+    uint32_t flags = code_excluded(code) ? FID_EXCLUDED : 0;
+    uint32_t fid;
+    if (t->calls.dropped)
+        fid = tr_add(s, code, NULL, NULL, NULL, ENTRY_CODE, flags | FID_UNREF);
+    else
+        fid = tr_add(s, code, Py_NewRef((PyObject *)code), NULL, NULL, ENTRY_CODE, flags);
     PyErr_Restore(et, ev, tb);
     return fid;
 }
@@ -322,30 +385,71 @@ static void c_identity(PyObject *callable, PyMethodDef *ml, PyObject **owner, Py
     *keep = Py_NewRef(d ? d : callable);
 }
 
-static uint32_t tr_insert_c(struct tr_state *s, PyMethodDef *ml, PyObject *callable)
+/* The name entry_name() gives a C function, into `buf`. */
+static void c_name(PyObject *owner, const char *cname, char *buf, size_t len)
+{
+    if (owner && PyType_Check(owner))
+        snprintf(buf, len, "%s.%s", ((PyTypeObject *)owner)->tp_name, cname);
+    else if (owner && PyUnicode_Check(owner) &&
+             PyUnicode_CompareWithASCIIString(owner, "builtins") != 0)
+        snprintf(buf, len, "%s.%s", utf8_or_empty(owner), cname);
+    else
+        snprintf(buf, len, "%s", cname);
+}
+
+static uint32_t tr_insert_c(struct tr_state *s, struct gt_thread *t, PyMethodDef *ml,
+                            PyObject *callable)
 {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     PyObject *owner, *keep;
     c_identity(callable, ml, &owner, &keep);
-    int excluded = 0;
-    if (owner == (PyObject *)tr.own_type)
-        excluded = 1;
-    else if (owner && PyUnicode_Check(owner) &&
-             PyUnicode_CompareWithASCIIString(owner, "giltracer._core") == 0)
-        excluded = 1;
-    uint32_t fid = tr_add(s, ml, owner, keep, ml->ml_name, ENTRY_CFUNC, excluded);
+    uint32_t flags = 0;
+    if (owner == (PyObject *)tr.own_type) {
+        flags = FID_EXCLUDED;
+    } else if (owner && PyUnicode_Check(owner) &&
+               PyUnicode_CompareWithASCIIString(owner, "giltracer._core") == 0) {
+        flags = FID_EXCLUDED;
+    } else if (tr.include || tr.exclude) {
+        char name[256];
+        c_name(owner, ml->ml_name, name, sizeof(name));
+        enum entry_filter f = filter(NULL, name);
+        flags = f == F_EXCLUDED ? FID_EXCLUDED : f == F_FOLLOW ? FID_FOLLOW : 0;
+    }
+    if (t->calls.dropped) {
+        Py_XDECREF(owner);
+        Py_XDECREF(keep);
+        owner = keep = NULL;
+        flags |= FID_UNREF;
+    }
+    uint32_t fid = tr_add(s, ml, owner, keep, ml->ml_name, ENTRY_CFUNC, flags);
     PyErr_Restore(et, ev, tb);
     return fid;
 }
 
 /* ------------------------------------------------------------------ recording */
 
-static inline void record(struct gt_thread *t, uint64_t ts, uint32_t fid, uint32_t kind,
-                          int entering)
+/* An event of a function that has flags: excluded ones are not events; FID_UNREF ones
+ * are counted as the thread's full call stream counts them. */
+static void record_flagged(struct gt_thread *t, uint32_t fid, int entering)
 {
     if (fid & FID_EXCLUDED)
         return;
+    if (tr.max_depth) {
+        int d = entering ? ++t->depth : t->depth--;
+        if (d > tr.max_depth)
+            return;
+    }
+    t->calls.dropped++;
+}
+
+static inline void record(struct gt_thread *t, uint64_t ts, uint32_t fid, uint32_t kind,
+                          int entering)
+{
+    if (__builtin_expect(fid & FID_FLAGS, 0)) {
+        record_flagged(t, fid, entering);
+        return;
+    }
     if (tr.max_depth) {
         int d = entering ? ++t->depth : t->depth--;
         if (d > tr.max_depth)
@@ -364,13 +468,23 @@ static inline __attribute__((always_inline)) void on_py(struct gt_thread *t, uin
         return;
     uint32_t fid;
     if (__builtin_expect(!tr_find(s, code, &fid), 0))
-        fid = tr_insert_code(s, code);
+        fid = tr_insert_code(s, t, code);
     record(t, ts, fid, kind, entering);
 }
 
-/* A C event of C function `ml` (`callable`), at `ts`. */
+/* A C function that follows its caller (FID_FOLLOW): the caller's id says. */
+static uint32_t follow_caller(struct tr_state *s, uint32_t fid, PyCodeObject *caller)
+{
+    uint32_t cfid;
+    if (!caller || !tr_find(s, caller, &cfid) || (cfid & FID_EXCLUDED))
+        return FID_EXCLUDED;
+    return (fid & ~FID_FOLLOW) | (cfid & FID_UNREF);
+}
+
+/* A C event of C function `ml` (`callable`) called by `caller` (NULL: unknown), at `ts`. */
 static inline __attribute__((always_inline)) void on_cfunc(struct gt_thread *t, uint64_t ts,
                                                            PyMethodDef *ml, PyObject *callable,
+                                                           PyCodeObject *caller,
                                                            uint32_t kind, int entering)
 {
     if (__builtin_expect(!t, 0))
@@ -380,17 +494,19 @@ static inline __attribute__((always_inline)) void on_cfunc(struct gt_thread *t, 
         return;
     uint32_t fid;
     if (__builtin_expect(!tr_find(s, ml, &fid), 0))
-        fid = tr_insert_c(s, ml, callable);
+        fid = tr_insert_c(s, t, ml, callable);
+    if (__builtin_expect(fid & FID_FOLLOW, 0))
+        fid = follow_caller(s, fid, caller);
     record(t, ts, fid, kind, entering);
 }
 
 static inline __attribute__((always_inline)) void on_c(struct gt_thread *t, uint64_t ts,
-                                                       PyObject *callable, uint32_t kind,
-                                                       int entering)
+                                                       PyObject *callable, PyCodeObject *caller,
+                                                       uint32_t kind, int entering)
 {
     PyMethodDef *ml = c_method_def(callable);
     if (ml)
-        on_cfunc(t, ts, ml, callable, kind, entering);
+        on_cfunc(t, ts, ml, callable, caller, kind, entering);
 }
 
 /* Record the Python frames open on a thread as calls at `ts`, outermost first. */
@@ -412,12 +528,14 @@ static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint
         if (s) {
             uint32_t fid;
             if (!tr_find(s, stack[i], &fid))
-                fid = tr_insert_code(s, stack[i]);
+                fid = tr_insert_code(s, t, stack[i]);
             /* Not counted in t->depth: max_depth is relative to where tracing began
              * (a notebook cell already runs 30-40 frames deep). Their returns take the
              * depth below 0, so they are always recorded. */
-            if (!(fid & FID_EXCLUDED))
+            if (!(fid & FID_FLAGS))
                 gt_stream__push_call(&t->calls, ts, fid, GT_CALL | GT_CALL_OPEN_AT_START);
+            else if (!(fid & FID_EXCLUDED))
+                t->calls.dropped++;
         }
         Py_DECREF(stack[i]);
     }
@@ -442,33 +560,173 @@ static inline PyCodeObject *frame_code(PyFrameObject *frame)
  * (the thread state holds the only reference). */
 typedef struct {
     PyObject_HEAD
+    /* The registry generation the slot was made in: the record `t` is valid while the
+     * registry's generation is still this one (the records are freed only after the
+     * generation ends). A hook left behind by a session that could not remove it (an
+     * audit hook refused sys.setprofile) sees another generation and touches nothing. */
+    uint64_t gen;
     struct gt_thread *t; /* NULL until the thread's first event */
+    PyThreadState *ts;   /* the thread state it was given to */
+    uint64_t ts_id;      /* ... and its id (an address can be reused) */
     int late; /* installed by attach_new_threads: record the open frames at first event */
+    int retired; /* stale, and could not remove itself: every event is ignored */
 } SlotObject;
+
+static void slot_dealloc(PyObject *self);
 
 static PyTypeObject Slot_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "giltracer._core._ThreadSlot",
     .tp_basicsize = sizeof(SlotObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = slot_dealloc,
 };
 
-/* A new reference, or NULL with an exception set. */
-static PyObject *slot_new(void)
+/* A new reference for thread state `ts`, or NULL with an exception set. */
+static PyObject *slot_new(PyThreadState *ts)
 {
-    if (!Slot_Type.tp_dealloc && PyType_Ready(&Slot_Type) < 0)
+    if (!(Slot_Type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&Slot_Type) < 0)
         return NULL;
     SlotObject *o = PyObject_New(SlotObject, &Slot_Type);
     if (o) {
+        o->gen = atomic_load(&gt_registry_gen);
         o->t = NULL;
+        o->ts = ts;
+        o->ts_id = ts->id;
         o->late = 0;
+        o->retired = 0;
     }
     return (PyObject *)o;
+}
+
+static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
+
+/* cProfile.Profile or another subclass of _lsprof.Profiler? */
+static int is_lsprof(PyTypeObject *tp)
+{
+    for (; tp; tp = tp->tp_base)
+        if (strcmp(tp->tp_name, "_lsprof.Profiler") == 0)
+            return 1;
+    return 0;
+}
+
+/* A short name for the profile function `func(obj)`, for the trace's notes. No Python
+ * code runs: this is called from a deallocator. */
+static void profiler_name(Py_tracefunc func, PyObject *obj, char *buf, size_t len)
+{
+    if (!func) {
+        snprintf(buf, len, "sys.setprofile(None)");
+    } else if (obj && is_lsprof(Py_TYPE(obj))) {
+        snprintf(buf, len, "cProfile");
+    } else if (obj && PyFunction_Check(obj)) {
+        PyObject *q = ((PyFunctionObject *)obj)->func_qualname;
+        snprintf(buf, len, "sys.setprofile(%.40s)",
+                 q && PyUnicode_Check(q) && PyUnicode_IS_ASCII(q) ? (const char *)PyUnicode_DATA(q)
+                                                                   : "a function");
+    } else {
+        snprintf(buf, len, "a profile function (%.40s)", obj ? Py_TYPE(obj)->tp_name : "C");
+    }
+}
+
+/* Does thread state `ts` run Python code (frames open)? A thread state without frames
+ * is ending (PyThreadState_Clear drops its profile function). */
+static int ts_has_frame(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return ts->cframe && ts->cframe->current_frame;
+#else
+    return ts->frame != NULL;
+#endif
+}
+
+/* `o`'s thread state, if it still exists (a slot kept by sys.getprofile() can outlive it). */
+static PyThreadState *slot_tstate(SlotObject *o)
+{
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(tr.interp); ts; ts = PyThreadState_Next(ts))
+        if (ts == o->ts && ts->id == o->ts_id)
+            return ts;
+    return NULL;
+}
+
+/* The thread states whose hook went (slot_dealloc): a thread that still runs Python
+ * code and now has another profile function than ours or threading's bootstrap (or
+ * none) had the tracer displaced, at that time. Runs with the GIL, soon after (a
+ * pending call) and at stop. */
+static void look_at_dropped_slots(void)
+{
+    for (size_t i = 0; i < tr.ndropped; i++) {
+        struct dropped_slot *d = &tr.dropped[i];
+        PyThreadState *ts = PyInterpreterState_ThreadHead(tr.interp);
+        while (ts && !(ts == d->ts && ts->id == d->ts_id))
+            ts = PyThreadState_Next(ts);
+        if (!ts || !ts_has_frame(ts) || ts->c_profilefunc == profile_hook ||
+            (ts->c_profileobj && ts->c_profileobj == tr.bootstrap))
+            continue;
+        if (tr.displaced++ == 0 || d->ticks < tr.displaced_ticks) {
+            tr.displaced_ticks = d->ticks;
+            profiler_name(ts->c_profilefunc, ts->c_profileobj, tr.displaced_by,
+                          sizeof(tr.displaced_by));
+        }
+    }
+    tr.ndropped = 0;
+}
+
+static int look_at_dropped_slots_pending(void *arg)
+{
+    (void)arg;
+    tr.look_scheduled = 0;
+    if (tr.active)
+        look_at_dropped_slots();
+    return 0;
+}
+
+/* A slot of the running session goes: the thread state released it (it ends), or its
+ * profile function changed: threading's bootstrap, or another profiler, which then
+ * displaced the tracer on that thread (its later calls are lost). The new profile
+ * function is set after the old one is released: it is looked at a little later. No
+ * Python code runs here. */
+static void slot_dealloc(PyObject *self)
+{
+    SlotObject *o = (SlotObject *)self;
+    PyThreadState *ts;
+    if (tr.active && !o->retired && o->gen == atomic_load(&gt_registry_gen) &&
+        (ts = slot_tstate(o)) && ts_has_frame(ts)) {
+        if (tr.ndropped == tr.cdropped) {
+            size_t n = tr.cdropped ? tr.cdropped * 2 : 16;
+            struct dropped_slot *d = realloc(tr.dropped, n * sizeof(*d));
+            if (d) {
+                tr.dropped = d;
+                tr.cdropped = n;
+            }
+        }
+        if (tr.ndropped < tr.cdropped)
+            tr.dropped[tr.ndropped++] = (struct dropped_slot){ts, ts->id, gt_ticks()};
+        if (!tr.look_scheduled && Py_AddPendingCall(look_at_dropped_slots_pending, NULL) == 0)
+            tr.look_scheduled = 1;
+    }
+    PyObject_Free(self);
+}
+
+/* A hook of an ended session (see SlotObject.gen): remove it from the thread, or, if
+ * an audit hook refuses, mark it so that it ignores every event. Frees `o` when the
+ * removal succeeds: the caller must not touch it afterwards. */
+static void slot_retire(SlotObject *o)
+{
+    if (o->retired)
+        return;
+    o->retired = 1;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (_PyEval_SetProfile(PyThreadState_Get(), NULL, NULL) < 0)
+        PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
 }
 
 /* Once per thread: its record; a thread attached late first records the frames it
  * has open (for a call event, the frame being entered is not open yet). */
 static struct gt_thread *slot_bind(SlotObject *o, PyFrameObject *frame, int what, uint64_t ts)
 {
+    if (!tr.active) /* between stop and the generation's end: record nothing */
+        return NULL;
     struct gt_thread *t = o->t = gt_thread_current();
     if (t && o->late) {
         o->late = 0;
@@ -485,16 +743,13 @@ static struct gt_thread *slot_bind(SlotObject *o, PyFrameObject *frame, int what
     return t;
 }
 
-static inline struct gt_thread *slot_thread(PyObject *obj, PyFrameObject *frame, int what,
+static inline struct gt_thread *slot_thread(SlotObject *o, PyFrameObject *frame, int what,
                                             uint64_t ts)
 {
-    SlotObject *o = (SlotObject *)obj;
     if (__builtin_expect(o->t != NULL, 1))
         return o->t;
     return slot_bind(o, frame, what, ts);
 }
-
-static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
 
 /* Threads that start without threading.Thread (_thread.start_new_thread, C code calling
  * PyGILState_Ensure) never pass through threading's profile hook: give every thread
@@ -503,13 +758,19 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
  * before the new thread can run. */
 static void attach_new_threads(PyThreadState *head)
 {
+    uint64_t known = tr.known_head_id;
     tr.known_head_id = head->id;
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     for (PyThreadState *ts = head; ts; ts = PyThreadState_Next(ts)) {
+        /* Only thread states made since the last look (ids only grow): an older one
+         * without a profile function had ours removed by another profiler, and its
+         * recorded calls cannot be continued where they stopped. */
+        if (ts->id <= known)
+            continue;
         if (ts->c_profilefunc) /* ours, threading's bootstrap, or someone else's */
             continue;
-        PyObject *slot = slot_new();
+        PyObject *slot = slot_new(ts);
         if (slot) {
             ((SlotObject *)slot)->late = 1;
             if (_PyEval_SetProfile(ts, profile_hook, slot) == 0) {
@@ -533,6 +794,8 @@ static void attach_new_threads(PyThreadState *head)
 
 static inline void watch_thread_states(void)
 {
+    if (__builtin_expect(!tr.active, 0))
+        return;
     PyThreadState *head = PyInterpreterState_ThreadHead(tr.interp);
     if (__builtin_expect(head && head->id != tr.known_head_id, 0))
         attach_new_threads(head);
@@ -540,6 +803,13 @@ static inline void watch_thread_states(void)
 
 static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
+    SlotObject *o = (SlotObject *)obj;
+    /* One relaxed load and a compare: is the session that made this hook still the
+     * registry's generation? If not, its records may be freed. */
+    if (__builtin_expect(o->gen != atomic_load_explicit(&gt_registry_gen, memory_order_relaxed), 0)) {
+        slot_retire(o);
+        return 0;
+    }
     /* C events come with c_calls=False too: they need no clock (reading the TSC is
      * most of this hook's own cost), only the check for new thread states. */
     if (what >= PyTrace_C_CALL && what <= PyTrace_C_RETURN && !tr.c_calls) {
@@ -548,7 +818,7 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
         return 0;
     }
     uint64_t ts = gt_ticks();
-    struct gt_thread *t = slot_thread(obj, frame, what, ts);
+    struct gt_thread *t = slot_thread(o, frame, what, ts);
     switch (what) {
     case PyTrace_CALL:
         on_py(t, ts, frame_code(frame), GT_CALL, 1);
@@ -557,14 +827,14 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
         on_py(t, ts, frame_code(frame), arg ? GT_RETURN : GT_UNWIND, 0);
         break;
     case PyTrace_C_CALL:
-        on_c(t, ts, arg, GT_CCALL, 1);
+        on_c(t, ts, arg, frame_code(frame), GT_CCALL, 1);
         break;
     case PyTrace_C_RETURN:
-        on_c(t, ts, arg, GT_CRETURN, 0);
+        on_c(t, ts, arg, frame_code(frame), GT_CRETURN, 0);
         watch_thread_states(); /* e.g. _thread.start_new_thread just returned */
         break;
     case PyTrace_C_EXCEPTION:
-        on_c(t, ts, arg, GT_CRAISE, 0);
+        on_c(t, ts, arg, frame_code(frame), GT_CRAISE, 0);
         break;
     default:
         break;
@@ -578,6 +848,8 @@ static int install(void)
     PyInterpreterState *interp = PyThreadState_Get()->interp;
     tr.interp = interp;
     tr.attached_late = tr.attached_running = tr.attach_failed = 0;
+    tr.paused = tr.displaced = tr.left_running = 0;
+    tr.ndropped = 0;
     size_t n = 0;
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts))
         n++;
@@ -590,9 +862,13 @@ static int install(void)
         struct saved_profile *sp = &tr.saved[tr.nsaved++];
         sp->ts = ts;
         sp->ts_id = ts->id;
-        sp->func = ts->c_profilefunc;
-        sp->obj = Py_XNewRef(ts->c_profileobj);
-        PyObject *slot = slot_new();
+        if (ts->c_profilefunc != profile_hook) { /* ours: left by an ended session */
+            sp->func = ts->c_profilefunc;
+            sp->obj = Py_XNewRef(ts->c_profileobj);
+        }
+        if (sp->func && tr.paused++ == 0)
+            profiler_name(sp->func, sp->obj, tr.paused_by, sizeof(tr.paused_by));
+        PyObject *slot = slot_new(ts);
         if (!slot)
             goto cleanup;
         int rc = _PyEval_SetProfile(ts, profile_hook, slot); /* takes its own reference */
@@ -607,10 +883,17 @@ cleanup:
     return err;
 }
 
+/* Give every thread state back the profile function it had at start. A thread whose
+ * hook another profiler replaced during the trace keeps that profiler if it still
+ * runs (it was started last). Returns 0, or -1 with a Python exception set when an
+ * audit hook refused: the hooks left behind then ignore every event (their session's
+ * generation ends) and remove themselves at their next event if they can. */
 static int uninstall(void)
 {
-    int err = 0;
     PyInterpreterState *interp = PyThreadState_Get()->interp;
+    look_at_dropped_slots();
+    uint64_t failed = 0;
+    PyObject *et = NULL, *ev = NULL, *tb = NULL;
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
         Py_tracefunc func = NULL;
         PyObject *obj = NULL;
@@ -621,9 +904,18 @@ static int uninstall(void)
                 break;
             }
         }
+        Py_tracefunc cur = ts->c_profilefunc;
+        if (cur && cur != profile_hook && !(ts->c_profileobj && ts->c_profileobj == tr.bootstrap)) {
+            tr.left_running++;
+            continue;
+        }
+        if (!cur && !func)
+            continue;
         if (_PyEval_SetProfile(ts, func, obj) < 0) {
-            PyErr_WriteUnraisable(NULL);
-            err = -1;
+            if (failed++ == 0)
+                PyErr_Fetch(&et, &ev, &tb);
+            else
+                PyErr_Clear();
         }
     }
     for (size_t i = 0; i < tr.nsaved; i++)
@@ -631,10 +923,16 @@ static int uninstall(void)
     free(tr.saved);
     tr.saved = NULL;
     tr.nsaved = 0;
-    if (err < 0)
-        PyErr_SetString(PyExc_RuntimeError,
-                        "giltracer: could not restore the previous profile function");
-    return err;
+    if (!failed)
+        return 0;
+    PyErr_Restore(et, ev, tb);
+    _PyErr_FormatFromCause(PyExc_RuntimeError,
+                           "giltracer: could not remove the function tracer from %llu thread(s) "
+                           "(refused, e.g. by an audit hook on sys.setprofile): it records "
+                           "nothing more there, and the profile functions those threads had "
+                           "before the trace are not restored",
+                           (unsigned long long)failed);
+    return -1;
 }
 
 #else /* ------------------------------------------------------------ 3.12+ */
@@ -651,6 +949,8 @@ static inline struct gt_thread *tr_thread(void)
     uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
     if (__builtin_expect(tr_tls.gen == gen && gen != 0, 1))
         return tr_tls.thread;
+    if (!tr.active) /* callbacks left registered by a failed uninstall: record nothing */
+        return NULL;
     struct gt_thread *t = gt_thread_current();
     if (t) {
         tr_tls.thread = t;
@@ -726,7 +1026,7 @@ static inline PyObject *c_callback(PyObject *const *args, size_t nargsf, uint32_
     PyMethodDef *ml = PyVectorcall_NARGS(nargsf) >= 3 ? c_method_def(args[2]) : NULL;
     if (ml) {
         struct gt_thread *t = tr_thread();
-        on_cfunc(t, gt_ticks(), ml, args[2], kind, entering);
+        on_cfunc(t, gt_ticks(), ml, args[2], (PyCodeObject *)args[0], kind, entering);
     }
     Py_RETURN_NONE;
 }
@@ -780,6 +1080,13 @@ static int install(void)
     r = PyObject_CallMethod(tr.monitoring, "get_tool", "i", TOOL_ID);
     if (!r)
         goto cleanup;
+    if (PyUnicode_Check(r) && PyUnicode_CompareWithASCIIString(r, "giltracer") == 0) {
+        /* Ours, left by a session whose uninstall failed: take it over. */
+        Py_SETREF(r, PyObject_CallMethod(tr.monitoring, "free_tool_id", "i", TOOL_ID));
+        if (!r)
+            goto cleanup;
+        Py_SETREF(r, Py_NewRef(Py_None));
+    }
     if (r != Py_None) {
         PyErr_Format(PyExc_RuntimeError,
                      "giltracer: sys.monitoring tool id %d (the profiler slot) is in use by "
@@ -865,11 +1172,11 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssiz
     PyErr_Fetch(&et, &ev, &tb);
     struct gt_thread *t = gt_thread_current();
     if (t && tr.names) {
+        PyObject *key = PyLong_FromLong(t->tid); /* t is not used after Python code ran */
         PyObject *threading = PyImport_ImportModule("threading");
         PyObject *cur = threading ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
         PyObject *name = cur ? PyObject_GetAttrString(cur, "name") : NULL;
-        PyObject *key = PyLong_FromLong(t->tid);
-        if (!name || !key || PyDict_SetItem(tr.names, key, name) < 0)
+        if (!name || !key || !tr.names || PyDict_SetItem(tr.names, key, name) < 0)
             PyErr_Clear();
         Py_XDECREF(key);
         Py_XDECREF(name);
@@ -879,26 +1186,30 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssiz
 #if !GT_USE_MONITORING
     if (tr.active) {
         uint64_t now = gt_ticks();
-        struct tr_state *s = t ? tr_get(t) : NULL;
-        PyObject *slot = slot_new();
-        if (slot) {
-            ((SlotObject *)slot)->t = t;
-            PyEval_SetProfile(profile_hook, slot); /* takes its own reference */
-            Py_DECREF(slot);
-        } else {
+        uint64_t gen = atomic_load(&gt_registry_gen);
+        PyThreadState *me = PyThreadState_Get();
+        PyObject *slot = slot_new(me);
+        if (!slot || _PyEval_SetProfile(me, profile_hook, slot) < 0) { /* takes its own ref */
             PyErr_Clear();
+            tr.attach_failed++;
         }
+        Py_XDECREF(slot);
+        /* Python code may have run above (thread names, an audit hook) and let the GIL
+         * go: the session may have ended and its records be freed. */
+        t = tr.active && atomic_load(&gt_registry_gen) == gen ? gt_thread_current() : NULL;
+        struct tr_state *s = t ? tr_get(t) : NULL;
         if (s && s->hooked_before_bootstrap) {
             /* Our hook (attached late) saw this thread from its start, up to the call
              * of sys.setprofile that put this function in its place: close that call. */
             if (tr.c_calls && nargs >= 3 && PyUnicode_Check(args[1]) &&
                 PyUnicode_CompareWithASCIIString(args[1], "c_return") == 0)
-                on_c(t, now, args[2], GT_CRETURN, 0);
+                on_c(t, now, args[2], PyFrame_Check(args[0]) ? frame_code((PyFrameObject *)args[0]) : NULL,
+                     GT_CRETURN, 0);
         } else if (t && nargs >= 1 && PyFrame_Check(args[0])) {
             push_open_frames(t, (PyFrameObject *)args[0], now);
         }
-    } else {
-        PyEval_SetProfile(NULL, NULL);
+    } else if (_PyEval_SetProfile(PyThreadState_Get(), NULL, NULL) < 0) {
+        PyErr_Clear();
     }
 #else
     (void)args;
@@ -1037,6 +1348,8 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
         return -1;
     }
     tr.c_calls = o->c_calls;
+    tr.include_matched = 0;
+    tr.include_unmatched[0] = '\0';
     tr.max_depth = o->max_depth > 0 ? o->max_depth : 0;
     tr.start_ticks = start_ticks;
     tr.include = fs_patterns(o->include);
@@ -1094,17 +1407,40 @@ fail:
     return -1;
 }
 
+/* The include globs, quoted, into tr.include_unmatched (for the note). */
+static void note_unmatched_include(void)
+{
+    size_t len = sizeof(tr.include_unmatched), n = 0;
+    Py_ssize_t count = PyList_GET_SIZE(tr.include);
+    n += (size_t)snprintf(tr.include_unmatched, len, "[");
+    for (Py_ssize_t i = 0; i < count && n < len; i++)
+        n += (size_t)snprintf(tr.include_unmatched + n, len - n, "%s'%s'", i ? ", " : "",
+                              PyBytes_AS_STRING(PyList_GET_ITEM(tr.include, i)));
+    if (n < len)
+        snprintf(tr.include_unmatched + n, len - n, "]");
+}
+
 int gt_tracer__stop(void)
 {
     int err = 0;
+    if (tr.active && tr.include && !tr.include_matched)
+        note_unmatched_include();
     if (tr.active) {
         tr.active = 0;
         err = uninstall();
     }
     if (tr.watching) {
         tr.watching = 0;
-        if (unwatch_new_threads() < 0 && err == 0)
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb); /* the first error is the one reported */
+        if (unwatch_new_threads() < 0) {
+            if (err == 0)
+                PyErr_Fetch(&et, &ev, &tb);
+            else
+                PyErr_Clear();
             err = -1;
+        }
+        PyErr_Restore(et, ev, tb);
     }
     clear_options();
     return err;
@@ -1119,27 +1455,56 @@ void gt_tracer__after_fork_child(void)
     }
 }
 
+/* Appends a sentence to the note in `buf` (sentences separated by "; "). */
+static void note_add(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note_add(char *buf, size_t len, const char *fmt, ...)
+{
+    size_t n = strlen(buf);
+    if (n && n + 2 < len) {
+        memcpy(buf + n, "; ", 3);
+        n += 2;
+    }
+    if (n + 1 >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, len - n, fmt, ap);
+    va_end(ap);
+}
+
 int gt_tracer__untraced_note(char *buf, size_t len)
 {
-#if GT_USE_MONITORING
-    (void)buf;
-    (void)len;
-    return 0; /* sys.monitoring sees every thread */
-#else
-    if (!tr.attached_running && !tr.attach_failed)
+    if (!len)
         return 0;
-    int n = 0;
+    buf[0] = '\0';
+#if !GT_USE_MONITORING /* sys.monitoring sees every thread, and shares with no profiler */
     if (tr.attached_running)
-        n = snprintf(buf, len, "%llu thread(s) started by C code ran Python code before the "
-                     "function tracer could attach to them (no traced thread was running "
-                     "meanwhile): their first calls are missing",
-                     (unsigned long long)tr.attached_running);
-    if (tr.attach_failed && n >= 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, "%s%llu thread(s) could not be given the function "
-                 "tracer (out of memory, or an audit hook refused): their calls are missing",
-                 n ? "; " : "", (unsigned long long)tr.attach_failed);
-    return 1;
+        note_add(buf, len, "%llu thread(s) started by C code ran Python code before the "
+                 "function tracer could attach to them: their first calls are missing",
+                 (unsigned long long)tr.attached_running);
+    if (tr.attach_failed)
+        note_add(buf, len, "%llu thread(s) could not be given the function tracer (out of "
+                 "memory, or an audit hook refused): their calls are missing",
+                 (unsigned long long)tr.attach_failed);
+    if (tr.paused)
+        note_add(buf, len, "%s was profiling %llu thread(s) when the trace started: it was "
+                 "paused during the trace (it missed those calls) and resumed after",
+                 tr.paused_by, (unsigned long long)tr.paused);
+    if (tr.displaced) {
+        struct gt_clock_fit fit;
+        gt_clock__fit(&fit);
+        double ms = (double)(gt_clock__to_ns(&fit, tr.displaced_ticks) -
+                             gt_clock__to_ns(&fit, tr.start_ticks)) / 1e6;
+        note_add(buf, len, "%s replaced the function tracer on %llu thread(s) during the "
+                 "trace (the first %.1f ms after start): their calls from then on are "
+                 "missing%s", tr.displaced_by, (unsigned long long)tr.displaced, ms,
+                 tr.left_running ? " (that profiler still ran at stop and was left running)" : "");
+    }
 #endif
+    if (tr.include_unmatched[0])
+        note_add(buf, len, "include=%s matched no function and no file: nothing was recorded",
+                 tr.include_unmatched);
+    return buf[0] != '\0';
 }
 
 int gt_tracer__active(void)
