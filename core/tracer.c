@@ -751,6 +751,30 @@ static inline struct gt_thread *slot_thread(SlotObject *o, PyFrameObject *frame,
     return slot_bind(o, frame, what, ts);
 }
 
+/* _PyEval_SetProfile on thread state `ts`: 0, or -1 with the exception set here. 3.10
+ * and 3.11 refuse while another thread is installing a profile function (its audit
+ * hook may be blocked) and set that error in `ts`: it is moved here, where it belongs. */
+static int set_profile(PyThreadState *ts, Py_tracefunc func, PyObject *obj)
+{
+    int had = ts->curexc_type != NULL;
+    if (_PyEval_SetProfile(ts, func, obj) == 0)
+        return 0;
+    if (ts != PyThreadState_Get() && !had && ts->curexc_type) {
+        PyObject *et = ts->curexc_type, *ev = ts->curexc_value, *tb = ts->curexc_traceback;
+        ts->curexc_type = ts->curexc_value = ts->curexc_traceback = NULL;
+        if (PyErr_Occurred()) {
+            Py_DECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(tb);
+        } else {
+            PyErr_Restore(et, ev, tb);
+        }
+    }
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "the profile function could not be changed");
+    return -1;
+}
+
 /* Threads that start without threading.Thread (_thread.start_new_thread, C code calling
  * PyGILState_Ensure) never pass through threading's profile hook: give every thread
  * state that has no profile function ours. Runs, with the GIL, from a traced thread
@@ -773,7 +797,7 @@ static void attach_new_threads(PyThreadState *head)
         PyObject *slot = slot_new(ts);
         if (slot) {
             ((SlotObject *)slot)->late = 1;
-            if (_PyEval_SetProfile(ts, profile_hook, slot) == 0) {
+            if (set_profile(ts, profile_hook, slot) == 0) {
                 /* Frames already open: it started (from C) while no traced thread
                  * ran, and part of its life is missing. Said at stop. */
                 PyFrameObject *f = PyThreadState_GetFrame(ts);
@@ -871,7 +895,7 @@ static int install(void)
         PyObject *slot = slot_new(ts);
         if (!slot)
             goto cleanup;
-        int rc = _PyEval_SetProfile(ts, profile_hook, slot); /* takes its own reference */
+        int rc = set_profile(ts, profile_hook, slot); /* takes its own reference */
         Py_DECREF(slot);
         if (rc < 0)
             goto cleanup;
@@ -911,7 +935,7 @@ static int uninstall(void)
         }
         if (!cur && !func)
             continue;
-        if (_PyEval_SetProfile(ts, func, obj) < 0) {
+        if (set_profile(ts, func, obj) < 0) {
             if (failed++ == 0)
                 PyErr_Fetch(&et, &ev, &tb);
             else
@@ -925,7 +949,7 @@ static int uninstall(void)
     tr.nsaved = 0;
     if (!failed)
         return 0;
-    PyErr_Restore(et, ev, tb);
+    PyErr_Restore(et, ev, tb); /* set_profile's: the cause */
     _PyErr_FormatFromCause(PyExc_RuntimeError,
                            "giltracer: could not remove the function tracer from %llu thread(s) "
                            "(refused, e.g. by an audit hook on sys.setprofile): it records "
