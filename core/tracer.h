@@ -3,7 +3,11 @@
  * of every thread into the thread registry's call streams. 3.9-3.11: a C profile
  * function (PyEval_SetProfile) on every thread state; 3.12+: sys.monitoring with
  * C fastcall callbacks. Events carry a per-thread function id from a per-thread
- * intern table that holds one strong reference per unique code object. */
+ * intern table that holds one strong reference per unique code object (none for
+ * functions first seen after the thread's call budget is spent: their events are
+ * only counted as dropped). Hooks and callbacks find the thread's record through the
+ * registry generation they were made in: one left behind by a session that could not
+ * remove it records nothing. */
 #ifndef GT_TRACER_H
 #define GT_TRACER_H
 
@@ -20,8 +24,11 @@ struct gt_tracer_opts {
     int functions;          /* 0: only register the threads that exist at start */
     int c_calls;            /* record C function calls */
     int max_depth;          /* 0 = unlimited */
-    PyObject *include;      /* borrowed: sequence of filename globs, or NULL */
-    PyObject *exclude;      /* borrowed: sequence of filename globs, or NULL */
+    /* Globs on a Python function's file path or qualified name, or a C function's name
+     * ("time.sleep", "list.append"). Under include, a C function no glob names is
+     * recorded when its direct caller is. Exclude wins. */
+    PyObject *include;      /* borrowed: sequence of globs, or NULL */
+    PyObject *exclude;      /* borrowed: sequence of globs, or NULL */
     PyObject *own_dir;      /* borrowed str: giltracer's package directory (never traced) */
     PyTypeObject *own_type; /* methods of this type are never traced */
 };
@@ -37,7 +44,9 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
 
 /**
  * gt_tracer__stop() - uninstall and restore the profile functions that were there
- * before. Returns 0, or -1 with a Python exception set (tracing is off either way).
+ * before (3.9-3.11: a thread on which another profiler replaced the tracer keeps that
+ * profiler if it still runs). Returns 0, or -1 with a Python exception set, e.g. when
+ * an audit hook refused (tracing is off either way: hooks left behind record nothing).
  */
 int gt_tracer__stop(void);
 
@@ -49,8 +58,10 @@ PyObject *gt_tracer__thread_names(void);
  * session installed, so the child runs untraced and may start its own session. */
 void gt_tracer__after_fork_child(void);
 
-/** gt_tracer__untraced_note() - after stop: 1 and a sentence in `buf` when some
- * threads were (partly) not traced (3.9-3.11: threads started by C code), else 0. */
+/** gt_tracer__untraced_note() - after stop: 1 and sentences in `buf` ("; " between)
+ * when calls were not traced: 3.9-3.11, threads started by C code, another profiler
+ * paused at start or displacing the tracer on some threads; include globs that
+ * matched nothing. Else 0. */
 int gt_tracer__untraced_note(char *buf, size_t len);
 
 /** gt_tracer__active() - nonzero between start and stop. */
