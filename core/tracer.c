@@ -101,10 +101,10 @@ static struct {
     uint64_t attach_failed;    /* thread states it could not be given (out of memory) */
     /* Other profilers on the same thread states (their own profile functions). */
     uint64_t paused;            /* thread states whose profiler the trace paused */
-    char paused_by[64];         /* ... the first one's name */
+    char paused_by[96];         /* ... the first one's name */
     uint64_t displaced;         /* thread states whose hook another profiler replaced */
     uint64_t displaced_ticks;   /* ... when the first was */
-    char displaced_by[64];      /* ... by what */
+    char displaced_by[96];      /* ... by what */
     uint64_t left_running;      /* ... whose replacement still ran at stop (left there) */
     struct dropped_slot *dropped; /* slots that went while recording, to look at */
     size_t ndropped, cdropped;
@@ -645,7 +645,7 @@ static void profiler_name(Py_tracefunc func, PyObject *obj, char *buf, size_t le
         snprintf(buf, len, "cProfile");
     } else if (obj && PyFunction_Check(obj)) {
         PyObject *q = ((PyFunctionObject *)obj)->func_qualname;
-        snprintf(buf, len, "sys.setprofile(%.40s)",
+        snprintf(buf, len, "sys.setprofile(%.72s)",
                  q && PyUnicode_Check(q) && PyUnicode_IS_ASCII(q) ? (const char *)PyUnicode_DATA(q)
                                                                    : "a function");
     } else {
