@@ -36,7 +36,7 @@ def later_trace_works():
     with giltracer.trace(backend="hooks") as t:
         work()
     assert t.event_count > 0
-    assert any(r.name == "work.<locals>.f" and r.calls == 2000 for r in t.functions())
+    assert any(r.name.endswith("f") and r.calls == 2000 for r in t.functions())
 
 
 # -- a recording Trace freed while an exception is raised ---------------------------
@@ -173,30 +173,31 @@ def test_thread_alive_at_stop_runs_to_t1_even_if_it_exits_before_finish():
     def early():
         work()
 
+    def wait_gone(th):
+        # join() returns before the kernel thread has exited (its last context switch
+        # can still come after t1): wait until it has.
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/self/task/{th.native_id}") and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert not os.path.exists(f"/proc/self/task/{th.native_id}")
+
     t = giltracer.trace(backend="hooks").start()
     a = threading.Thread(target=late, name="alive-at-stop")
     b = threading.Thread(target=early, name="ended-before-stop")
     a.start()
     b.start()
     b.join()
+    wait_gone(b)
     assert ready.wait(10)
-    ended_at_stop = os.path.exists(f"/proc/self/task/{b.native_id}")
     t._session.stop()  # stop, then the thread exits, then finish (Trace.stop)
     go.set()
     a.join()
-    tid = a.native_id
-    deadline = time.monotonic() + 10
-    while os.path.exists(f"/proc/self/task/{tid}") and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert not os.path.exists(f"/proc/self/task/{tid}")
+    wait_gone(a)
     t.stop()
     info = {x.name: x for x in t.threads}
     t1 = t.result.t1_ns
     assert info["alive-at-stop"].end_ns == t1
-    bt = info["ended-before-stop"].tid
-    assert info["ended-before-stop"].end_ns < t1, (
-        [(x - t1, y - t1, z) for x, y, z in t.os_intervals(bt)][-2:],
-        [(x - t1, y - t1, z) for x, y, z in t.gil_intervals(bt)][-2:], ended_at_stop)
+    assert info["ended-before-stop"].end_ns < t1
 
 
 # -- a tid reused within a session --------------------------------------------------

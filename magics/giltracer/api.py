@@ -389,6 +389,9 @@ class Trace:
         return [ThreadInfo(**d) for d in self.result.threads()]
 
     def _tid(self, thread: Union[int, str, threading.Thread]) -> int:
+        """The tid of a thread given by tid, name or Thread. The kernel can reuse a tid
+        within a session (after a wrap of pid_max): ``threads`` then lists both threads
+        under it, and lookups by tid (spans, intervals, profile) give the latest."""
         if isinstance(thread, threading.Thread):
             return int(thread.native_id)  # type: ignore[arg-type]
         if isinstance(thread, str):
