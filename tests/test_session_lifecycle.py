@@ -210,6 +210,7 @@ def _pid_max():
         return None
 
 
+@pytest.mark.filterwarnings("ignore:giltracer.*were not recorded:RuntimeWarning")
 @pytest.mark.skipif(not _pid_max() or _pid_max() > 65536,
                     reason="tids are reused only after a wrap of pid_max (here too large to "
                            "wrap in a test); tests/c/test_threads.c covers the registry")
