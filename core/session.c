@@ -604,7 +604,6 @@ static const char *name_for(PyObject *names, int32_t tid)
     return u;
 }
 
-
 static void fill_python(char *buf, size_t len)
 {
     const char *v = Py_GetVersion();

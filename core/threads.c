@@ -510,7 +510,6 @@ cleanup:
     return err;
 }
 
-
 static struct gt_thread **tid_bucket(int32_t tid)
 {
     return &by_tid[(uint32_t)tid % TID_BUCKETS];
@@ -524,7 +523,7 @@ static struct gt_thread *find_locked(int32_t tid)
     return NULL;
 }
 
-/* The tid's record, new or its latest (the list is newest first); `bind`: for the
+/* The tid's record, new or its latest (chains are newest first); `bind`: for the
  * calling thread, which never takes a record another thread bound (that thread ended
  * and the kernel reused its tid). Returns the record and whether it is new. reg_lock
  * held. */
