@@ -32,6 +32,7 @@ struct gt_session {
     struct gt_clock_pair start_pair, stop_pair; /* the tick fit's anchors */
     int check_bpf; /* bpf runs beside the hooks into gil_check */
     int released;  /* released by gt_session__stop_active(), not by its owner */
+    int busy;      /* in stop or finish, which can let other threads run Python */
     pid_t pid;     /* the process that started it */
     int32_t start_tid; /* the thread that started the trace (the viewer's cell scope) */
 };
@@ -549,6 +550,7 @@ int gt_session__stop(struct gt_session *s)
     }
     s->t1_ticks = gt_ticks();
     gt_clock__pair(&s->stop_pair);
+    s->busy++;
     int err = gt_tracer__stop();
     stop_probes(s);
     gt_registry__end();
@@ -558,6 +560,7 @@ int gt_session__stop(struct gt_session *s)
         if (thread_ended(t))
             t->flags |= GT_THREAD_ENDED;
     s->state = ST_STOPPED;
+    s->busy--;
     return err; /* still the active session: its records are released by finish or free */
 }
 
@@ -617,7 +620,17 @@ static void fill_python(char *buf, size_t len)
              "");
 }
 
+static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title);
+
 struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title)
+{
+    s->busy++;
+    struct gt_run *run = finish(s, names, title);
+    s->busy--;
+    return run;
+}
+
+static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title)
 {
     struct gt_run *run = NULL;
     struct gt_thread_input *inputs = NULL;
@@ -826,10 +839,11 @@ int gt_session__stop_active(void)
     struct gt_session *s = active.s;
     if (!s || active.pid != getpid())
         return 0;
-    if (s->state != ST_RECORDING && s->state != ST_STOPPED) {
-        /* Starting (the claim comes before the GIL is let go) or finishing. */
-        PyErr_SetString(PyExc_RuntimeError,
-                        "giltracer: the active session is starting or finishing; try again");
+    if (s->busy || (s->state != ST_RECORDING && s->state != ST_STOPPED)) {
+        /* Starting (the claim comes before the GIL is let go), stopping or finishing on
+         * another thread: its owner is letting go of it now. */
+        PyErr_SetString(PyExc_RuntimeError, "giltracer: the active session is starting, "
+                                            "stopping or finishing right now; try again");
         return -1;
     }
     int err = s->state == ST_RECORDING ? gt_session__stop(s) : 0;

@@ -70,7 +70,8 @@ int gt_session__state(const struct gt_session *s);
  * Trace that only sys.last_traceback keeps alive), without merging its records. Its
  * owner's stop() and finish() then raise gt_session__released_message; freeing it does
  * nothing more. Returns 1 if there was one, 0 if not, or -1 with a Python exception set
- * (stopping failed, it is released anyway; or it is starting or finishing right now). */
+ * (stopping failed, it is released anyway; or it is starting, stopping or finishing on
+ * another thread right now). */
 int gt_session__stop_active(void);
 extern const char *const gt_session__released_message;
 

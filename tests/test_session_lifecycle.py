@@ -125,6 +125,30 @@ def test_stop_active_of_a_stopped_unfinished_session():
     later_trace_works()
 
 
+def test_stop_active_while_the_owner_stops_is_refused(monkeypatch):
+    """Python runs inside stop (threading.setprofile restores the thread hook): a
+    stop_active() from there must not release the records the owner is finishing."""
+    real = threading.setprofile
+    seen = []
+
+    def reentrant(func):
+        try:
+            seen.append(giltracer.stop_active())
+        except RuntimeError as e:
+            seen.append(str(e))
+        real(func)
+
+    t = giltracer.trace(backend="hooks").start()
+    work()
+    monkeypatch.setattr(threading, "setprofile", reentrant)
+    t.stop()
+    monkeypatch.undo()
+    assert len(seen) == 1 and "right now; try again" in str(seen[0]), seen
+    assert any(r.name.endswith("f") and r.calls == 2000 for r in t.functions())
+    hooks_gone()
+    later_trace_works()
+
+
 def test_stop_active_without_a_session():
     assert giltracer.stop_active() is False
 
