@@ -52,10 +52,12 @@ struct gt_session;
 struct gt_session *gt_session__new(const struct gt_session_opts *o);
 /* Returns 0, or -1 with a Python exception set (nothing is left running). */
 int gt_session__start(struct gt_session *s, PyObject *threads);
-/* Stops every probe; returns 0, or -1 with a Python exception set (all stopped anyway). */
+/* Stops every probe and decides which threads have ended (a thread alive now runs to
+ * t1 in the result); returns 0, or -1 with a Python exception set (all stopped anyway;
+ * or the session was released by gt_session__stop_active: nothing to stop). */
 int gt_session__stop(struct gt_session *s);
 /* Merges (after stop). `names`: dict native_id -> name, or NULL. Returns a run or NULL
- * with a Python exception set. */
+ * with a Python exception set (e.g. released by gt_session__stop_active). */
 struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title);
 /* Stops the session if it records and releases everything it holds. Returns 0, or -1
  * with a Python exception set when stopping failed (all is released anyway). Runs
