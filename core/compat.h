@@ -29,4 +29,14 @@ static inline int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject 
 }
 #endif
 
+/* Report the pending exception as unraisable, printed as "Exception ignored <what>". */
+static inline void gt_write_unraisable(const char *what)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyErr_FormatUnraisable("Exception ignored %s", what);
+#else
+    _PyErr_WriteUnraisableMsg(what, NULL);
+#endif
+}
+
 #endif /* GT_COMPAT_H */

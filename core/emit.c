@@ -163,7 +163,8 @@ static void sb_json_str(struct sbuf *b, const char *s, int html_safe)
     char *enc = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     json_decref(j);
     if (!enc) {
-        b->err = 1;
+        if (!b->err)
+            b->err = -ENOMEM;
         return;
     }
     const char *p = enc;

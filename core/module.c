@@ -82,9 +82,25 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
     return self->s ? 0 : -1;
 }
 
+/* A Session freed while it records (e.g. `trace().start() + 1`: the temporary dies as
+ * the TypeError unwinds) is stopped here, so the exception being raised is set aside
+ * and put back afterwards: Python code runs here, and a pending exception would make
+ * it fail or be lost. The Python that still runs: the tracer's uninstall
+ * (sys.monitoring.set_events / free_tool_id on 3.12+, _PyEval_SetProfile and its
+ * "sys.setprofile" audit event before) and threading.setprofile to restore the
+ * previous thread hook, then the finalizers of the code objects the records held.
+ * It is safe: it runs with no exception pending, cannot reach this object (its
+ * refcount is 0 and nothing refers to it), and a failure is reported as unraisable
+ * with what failed; the hooks and records are released anyway. A stopped, finished
+ * or released session runs no Python here beyond those finalizers. */
 static void Session_dealloc(SessionObject *self)
 {
-    gt_session__free(self->s);
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (gt_session__free(self->s) < 0)
+        gt_write_unraisable("while giltracer stopped a trace freed while it was recording");
+    self->s = NULL;
+    PyErr_Restore(et, ev, tb);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -136,7 +152,7 @@ static PyObject *Session_finish(SessionObject *self, PyObject *args)
 static PyObject *Session_get_state(SessionObject *self, void *c)
 {
     (void)c;
-    static const char *names[] = {"new", "recording", "stopped", "finished"};
+    static const char *names[] = {"new", "recording", "stopped", "finished", "released"};
     return PyUnicode_FromString(self->s ? names[gt_session__state(self->s)] : "new");
 }
 
@@ -150,7 +166,8 @@ static PyMethodDef Session_methods[] = {
 };
 
 static PyGetSetDef Session_getset[] = {
-    {"state", (getter)Session_get_state, NULL, "new, recording, stopped or finished", NULL},
+    {"state", (getter)Session_get_state, NULL,
+     "new, recording, stopped, finished or released (by stop_active())", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -168,9 +185,12 @@ static PyTypeObject Session_Type = {
 
 /* ------------------------------------------------------------------ Result */
 
+static void profile_free(struct gt_profile *p);
+
+/* Plain C only (a result holds no Python object): no exception can be disturbed. */
 static void Result_dealloc(ResultObject *self)
 {
-    gt_profile__free(self->prof);
+    profile_free(self->prof);
     gt_run__free(self->run);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -297,7 +317,8 @@ static const struct gt_thread_result *thread_arg(ResultObject *self, PyObject *a
     if (!PyArg_ParseTuple(args, "i", &tid))
         return NULL;
     const struct gt_result *r = R(self);
-    for (size_t i = 0; i < r->nthreads; i++)
+    /* A tid reused within the session has two threads: the latest is the one meant. */
+    for (size_t i = r->nthreads; i-- > 0;)
         if (r->threads[i].tid == tid)
             return &r->threads[i];
     PyErr_Format(PyExc_KeyError, "no thread with tid %d in this trace", tid);
@@ -370,19 +391,37 @@ static PyObject *Result_functions(ResultObject *self, PyObject *noargs)
     return out;
 }
 
-/* The profile, built once; NULL with an exception set on failure. */
+/* Profiles built and not freed yet, for tests (_core._live_profiles()): GIL held. */
+static long live_profiles;
+
+static void profile_free(struct gt_profile *p)
+{
+    if (p)
+        live_profiles--;
+    gt_profile__free(p);
+}
+
+/* The profile, built once; NULL with an exception set on failure. The build lets the
+ * GIL go, so threads asking at once may each build one: the first stored is kept, the
+ * others are freed. */
 static const struct gt_profile *profile_of(ResultObject *self)
 {
     if (!self->prof) {
+        struct gt_profile *p = NULL;
         int err;
         Py_BEGIN_ALLOW_THREADS;
-        err = gt_profile__build(R(self), 0, &self->prof);
+        err = gt_profile__build(R(self), 0, &p);
         Py_END_ALLOW_THREADS;
         if (err < 0) {
             errno = -err;
             PyErr_SetFromErrno(err == -ENOMEM ? PyExc_MemoryError : PyExc_OSError);
             return NULL;
         }
+        live_profiles++;
+        if (self->prof)
+            profile_free(p);
+        else
+            self->prof = p;
     }
     return self->prof;
 }
@@ -401,7 +440,7 @@ static const struct gt_ptree *ptree_arg(ResultObject *self, PyObject *args)
     long tid = PyLong_AsLong(tid_obj);
     if (tid == -1 && PyErr_Occurred())
         return NULL;
-    for (size_t i = 0; i < p->nthreads; i++)
+    for (size_t i = p->nthreads; i-- > 0;) /* the latest thread of a reused tid */
         if (p->threads[i].tid == tid)
             return &p->threads[i];
     PyErr_Format(PyExc_KeyError, "no thread with tid %ld in this trace", tid);
@@ -676,6 +715,23 @@ static PyObject *mod_build_info(PyObject *m, PyObject *noargs)
                          gt_session__free_threaded_refusal());
 }
 
+static PyObject *mod_live_profiles(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    return PyLong_FromLong(live_profiles);
+}
+
+static PyObject *mod_stop_active(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    int rc = gt_session__stop_active();
+    if (rc < 0)
+        return NULL;
+    return PyBool_FromLong(rc);
+}
+
 static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs)
 {
     (void)m;
@@ -690,6 +746,11 @@ static PyMethodDef module_methods[] = {
     {"probe_info", mod_probe_info, METH_NOARGS,
      "install the GIL hooks if needed and report what they found"},
     {"build_info", mod_build_info, METH_NOARGS, "clock, tracer mechanism, bpf availability"},
+    {"_live_profiles", mod_live_profiles, METH_NOARGS,
+     "test-only: profiles built by Result.profile()/profile_functions() not freed yet"},
+    {"stop_active", mod_stop_active, METH_NOARGS,
+     "stop_active() -> bool: stop and release the process's active session, whoever holds "
+     "it (True if there was one)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -700,7 +761,8 @@ static int module_exec(PyObject *m)
     if (PyModule_AddObjectRef(m, "Session", (PyObject *)&Session_Type) < 0 ||
         PyModule_AddObjectRef(m, "Result", (PyObject *)&Result_Type) < 0)
         return -1;
-    if (PyModule_AddIntConstant(m, "DEFAULT_MAX_EVENTS", 5000000) < 0)
+    if (PyModule_AddIntConstant(m, "DEFAULT_MAX_EVENTS", 5000000) < 0 ||
+        PyModule_AddStringConstant(m, "RELEASED_MESSAGE", gt_session__released_message) < 0)
         return -1;
     /* A forked child (multiprocessing) must not keep the parent's profile hooks: say so
      * once, here, whoever imports the core (the API or a raw Session). */

@@ -31,6 +31,8 @@ struct gt_session {
     uint64_t t0_ticks, t1_ticks;
     struct gt_clock_pair start_pair, stop_pair; /* the tick fit's anchors */
     int check_bpf; /* bpf runs beside the hooks into gil_check */
+    int released;  /* released by gt_session__stop_active(), not by its owner */
+    int busy;      /* in stop or finish, which can let other threads run Python */
     pid_t pid;     /* the process that started it */
     int32_t start_tid; /* the thread that started the trace (the viewer's cell scope) */
 };
@@ -310,7 +312,18 @@ static int start_bpf(int crosscheck)
 
 #define BUSY_MESSAGE                                                                 \
     "giltracer: another session is active in this process (or stopped but not finished); " \
-    "stop it first (one session at a time)"
+    "stop it first (with its Trace's stop(), or giltracer.stop_active()); one session at a time"
+
+const char *const gt_session__released_message =
+    "giltracer: this trace was stopped by giltracer.stop_active(); its records were released";
+
+static int refuse_released(const struct gt_session *s)
+{
+    if (!s->released)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, gt_session__released_message);
+    return -1;
+}
 
 static void watch_thread(struct gt_thread *t, void *ctx)
 {
@@ -334,7 +347,7 @@ struct gt_session *gt_session__new(const struct gt_session_opts *o)
 
 int gt_session__state(const struct gt_session *s)
 {
-    return s->state;
+    return s->released ? 4 : s->state;
 }
 
 /* Stops what this session started, nothing else (a refused start must leave the
@@ -488,8 +501,39 @@ fail:
     return -1;
 }
 
+/* Did the thread end before stop? (Its /proc entry is gone once it has exited.) */
+static int thread_gone(int32_t pid, int32_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
+    return access(path, F_OK) != 0 && errno == ENOENT;
+}
+
+/* Has the thread of this record ended, as at stop (GIL held)? Its tid was reused by a
+ * later thread, or its /proc entry is gone, or it is a Python thread (it bound its
+ * record: only threads with a thread state run the hooks) whose thread state is gone:
+ * a joined thread's kernel thread can take a moment more to exit, and one joined just
+ * before stop would otherwise seem alive to t1. A record never bound (registered by
+ * tid: idle since start, or seen by the bpf probe only) counts by /proc alone; a C
+ * thread without a thread state between its PyGILState_Ensure calls ends at its last
+ * event. */
+static int thread_ended(const struct gt_thread *t)
+{
+    if (t->superseded || thread_gone(t->pid, t->tid))
+        return 1;
+    if (!t->bound)
+        return 0;
+    for (PyInterpreterState *in = PyInterpreterState_Head(); in; in = PyInterpreterState_Next(in))
+        for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts; ts = PyThreadState_Next(ts))
+            if ((uint64_t)ts->thread_id == t->ident)
+                return 0;
+    return 1;
+}
+
 int gt_session__stop(struct gt_session *s)
 {
+    if (refuse_released(s) < 0)
+        return -1;
     if (s->state != ST_RECORDING)
         return 0;
     if (forked_copy(s)) {
@@ -506,10 +550,17 @@ int gt_session__stop(struct gt_session *s)
     }
     s->t1_ticks = gt_ticks();
     gt_clock__pair(&s->stop_pair);
+    s->busy++;
     int err = gt_tracer__stop();
     stop_probes(s);
     gt_registry__end();
+    /* Which threads ended is decided now: one alive at stop runs to t1 even if it
+     * exits before finish. (No record is added after the registry's end.) */
+    for (struct gt_thread *t = gt_registry__threads(); t; t = t->next)
+        if (thread_ended(t))
+            t->flags |= GT_THREAD_ENDED;
     s->state = ST_STOPPED;
+    s->busy--;
     return err; /* still the active session: its records are released by finish or free */
 }
 
@@ -556,14 +607,6 @@ static const char *name_for(PyObject *names, int32_t tid)
     return u;
 }
 
-/* Did the thread end before stop? (Its /proc entry is gone once it has exited.) */
-static int thread_gone(int32_t pid, int32_t tid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
-    return access(path, F_OK) != 0 && errno == ENOENT;
-}
-
 static void fill_python(char *buf, size_t len)
 {
     const char *v = Py_GetVersion();
@@ -577,11 +620,23 @@ static void fill_python(char *buf, size_t len)
              "");
 }
 
+static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title);
+
 struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title)
+{
+    s->busy++;
+    struct gt_run *run = finish(s, names, title);
+    s->busy--;
+    return run;
+}
+
+static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title)
 {
     struct gt_run *run = NULL;
     struct gt_thread_input *inputs = NULL;
     size_t nthreads = 0;
+    if (refuse_released(s) < 0)
+        return NULL;
     if (s->state == ST_RECORDING && gt_session__stop(s) < 0)
         PyErr_Clear(); /* stopping problems were already reported as unraisable */
     if (s->state != ST_STOPPED) {
@@ -650,8 +705,6 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
         in->pid = t->pid;
         in->ident = t->ident;
         in->flags = t->flags;
-        if (thread_gone(t->pid, t->tid)) /* its life ends at its last event */
-            in->flags |= GT_THREAD_ENDED;
         if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
             in->flags |= GT_THREAD_HAS_SCHED;
         in->calls = stream_chunks(&t->calls, &in->ncalls);
@@ -763,14 +816,13 @@ void gt_run__free(struct gt_run *run)
     free(run);
 }
 
-void gt_session__free(struct gt_session *s)
+int gt_session__free(struct gt_session *s)
 {
+    int err = 0;
     if (!s)
-        return;
-    if (s->state == ST_RECORDING) {
-        gt_session__stop(s);
-        PyErr_Clear();
-    }
+        return 0;
+    if (s->state == ST_RECORDING)
+        err = gt_session__stop(s);
     release_records(s);
     if (s->state == ST_STOPPED) /* finish did it otherwise */
         release_probes(s);
@@ -779,6 +831,28 @@ void gt_session__free(struct gt_session *s)
     Py_XDECREF(s->o.own_dir);
     Py_XDECREF((PyObject *)s->o.own_type);
     free(s);
+    return err;
+}
+
+int gt_session__stop_active(void)
+{
+    struct gt_session *s = active.s;
+    if (!s || active.pid != getpid())
+        return 0;
+    if (s->busy || (s->state != ST_RECORDING && s->state != ST_STOPPED)) {
+        /* Starting (the claim comes before the GIL is let go), stopping or finishing on
+         * another thread: its owner is letting go of it now. */
+        PyErr_SetString(PyExc_RuntimeError, "giltracer: the active session is starting, "
+                                            "stopping or finishing right now; try again");
+        return -1;
+    }
+    int err = s->state == ST_RECORDING ? gt_session__stop(s) : 0;
+    /* Released whatever stop said: finishing it means letting go of the process. */
+    release_records(s);
+    release_probes(s);
+    s->state = ST_FINISHED;
+    s->released = 1;
+    return err < 0 ? -1 : 1;
 }
 
 PyObject *gt_session__probe_info(void)

@@ -52,13 +52,30 @@ struct gt_session;
 struct gt_session *gt_session__new(const struct gt_session_opts *o);
 /* Returns 0, or -1 with a Python exception set (nothing is left running). */
 int gt_session__start(struct gt_session *s, PyObject *threads);
-/* Stops every probe; returns 0, or -1 with a Python exception set (all stopped anyway). */
+/* Stops every probe and decides which threads have ended (a thread alive now runs to
+ * t1 in the result); returns 0, or -1 with a Python exception set (all stopped anyway;
+ * or the session was released by gt_session__stop_active: nothing to stop). */
 int gt_session__stop(struct gt_session *s);
 /* Merges (after stop). `names`: dict native_id -> name, or NULL. Returns a run or NULL
- * with a Python exception set. */
+ * with a Python exception set (e.g. released by gt_session__stop_active). */
 struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title);
-void gt_session__free(struct gt_session *s);
-int gt_session__state(const struct gt_session *s); /* 0 new, 1 recording, 2 stopped, 3 finished */
+/* Stops the session if it records and releases everything it holds. Returns 0, or -1
+ * with a Python exception set when stopping failed (all is released anyway). Runs
+ * Python only to stop a recording session (the tracer's uninstall) and in the
+ * finalizers of the references its records drop; the caller keeps any exception it
+ * had pending. */
+int gt_session__free(struct gt_session *s);
+/* 0 new, 1 recording, 2 stopped, 3 finished, 4 released (by gt_session__stop_active) */
+int gt_session__state(const struct gt_session *s);
+
+/* Stops and releases the process's active session, whoever holds it (e.g. a recording
+ * Trace that only sys.last_traceback keeps alive), without merging its records. Its
+ * owner's stop() and finish() then raise gt_session__released_message; freeing it does
+ * nothing more. Returns 1 if there was one, 0 if not, or -1 with a Python exception set
+ * (stopping failed, it is released anyway; or it is starting, stopping or finishing on
+ * another thread right now). */
+int gt_session__stop_active(void);
+extern const char *const gt_session__released_message;
 
 /* Why start() refuses on a free-threaded build (static text; start raises it there). */
 const char *gt_session__free_threaded_refusal(void);

@@ -22,6 +22,10 @@ __thread struct gt_tls gt_tls;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t last_gen;
 static struct gt_thread *threads;     /* records of the current/last generation */
+/* Records by tid, newest first in each chain: a session of many short threads finds
+ * a tid's record without walking them all (30 000 threads: 45 s of list walks). */
+#define TID_BUCKETS 4096
+static struct gt_thread *by_tid[TID_BUCKETS];
 static struct gt_block *pool;         /* free blocks */
 static size_t pool_size;
 static gt_thread_cb on_new_thread;
@@ -454,6 +458,7 @@ static void atfork_child(void)
     if (threads)
         abandoned_in_child = threads;
     threads = NULL;
+    memset(by_tid, 0, sizeof(by_tid));
     on_new_thread = NULL;
     on_new_ctx = NULL;
 }
@@ -505,26 +510,38 @@ cleanup:
     return err;
 }
 
+static struct gt_thread **tid_bucket(int32_t tid)
+{
+    return &by_tid[(uint32_t)tid % TID_BUCKETS];
+}
+
 static struct gt_thread *find_locked(int32_t tid)
 {
-    for (struct gt_thread *t = threads; t; t = t->next)
+    for (struct gt_thread *t = *tid_bucket(tid); t; t = t->hnext)
         if (t->tid == tid)
             return t;
     return NULL;
 }
 
-/* Returns the record and whether it is new. reg_lock held. */
-static struct gt_thread *register_locked(int32_t tid, uint32_t flags, int *is_new)
+/* The tid's record, new or its latest (chains are newest first); `bind`: for the
+ * calling thread, which never takes a record another thread bound (that thread ended
+ * and the kernel reused its tid). Returns the record and whether it is new. reg_lock
+ * held. */
+static struct gt_thread *register_locked(int32_t tid, uint32_t flags, int bind, int *is_new)
 {
-    struct gt_thread *t = find_locked(tid);
+    struct gt_thread *old = find_locked(tid), *t = old;
     *is_new = 0;
-    if (t) {
+    if (t && !(bind && t->bound)) {
         t->flags |= flags;
+        t->bound |= bind;
         return t;
     }
     t = calloc(1, sizeof(*t));
     if (!t)
         return NULL;
+    if (old)
+        old->superseded = 1;
+    t->bound = bind;
     t->tid = tid;
     t->pid = (int32_t)getpid();
     t->flags = flags;
@@ -538,6 +555,8 @@ static struct gt_thread *register_locked(int32_t tid, uint32_t flags, int *is_ne
     t->gil_check.budget = 1 + GT_BUDGET_GIL_CHECK;
     t->next = threads;
     threads = t;
+    t->hnext = *tid_bucket(tid);
+    *tid_bucket(tid) = t;
     *is_new = 1;
     return t;
 }
@@ -549,7 +568,7 @@ struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags)
     struct gt_thread *t = NULL;
     if (atomic_load(&gt_registry_gen) == 0)
         errno = ESRCH;
-    else if (!(t = register_locked(tid, flags, &is_new)))
+    else if (!(t = register_locked(tid, flags, 0, &is_new)))
         errno = ENOMEM;
     gt_thread_cb cb = on_new_thread;
     void *ctx = on_new_ctx;
@@ -561,15 +580,21 @@ struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags)
 
 struct gt_thread *gt_thread__current_slow(void)
 {
+    return gt_thread__bind_as((int32_t)syscall(SYS_gettid));
+}
+
+/* The calling thread reaches this once per generation (then its TLS holds the record):
+ * a record already bound belongs to an earlier thread with the same tid. */
+struct gt_thread *gt_thread__bind_as(int32_t tid)
+{
     uint64_t gen = atomic_load(&gt_registry_gen);
     if (gen == 0)
         return NULL;
-    int32_t tid = (int32_t)syscall(SYS_gettid);
     int is_new = 0;
     pthread_mutex_lock(&reg_lock);
     struct gt_thread *t = NULL;
     if (atomic_load(&gt_registry_gen) == gen)
-        t = register_locked(tid, 0, &is_new);
+        t = register_locked(tid, 0, 1, &is_new);
     if (t)
         t->ident = (uint64_t)pthread_self();
     gt_thread_cb cb = on_new_thread;
@@ -635,6 +660,7 @@ void gt_registry__release(void (*free_state)(struct gt_thread *t))
     pthread_mutex_lock(&reg_lock);
     struct gt_thread *list = threads;
     threads = NULL;
+    memset(by_tid, 0, sizeof(by_tid));
     for (struct gt_thread *t = list; t; t = t->next) {
         struct gt_stream *streams[] = {&t->calls, &t->gil, &t->sched, &t->gil_check};
         for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++) {

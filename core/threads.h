@@ -56,10 +56,13 @@ struct gt_thread {
     int32_t pid;
     uint64_t ident;    /* pthread_self() of the thread, 0 until it binds */
     uint64_t gen;      /* registry generation this record belongs to */
+    int bound;         /* a thread has bound to it (gt_thread_current): no other thread will */
+    int superseded;    /* its tid was reused by a later thread of the session: it ended */
     uint32_t flags;    /* enum gt_thread_input_flags (merge.h) */
     void *tracer_state; /* owned by the tracer (freed through the registry hook) */
     void *sched_state;  /* owned by the sched probe */
     struct gt_thread *next;
+    struct gt_thread *hnext; /* the registry's tid hash chain, newest first */
 };
 
 /* Recording gate of the tracer's hooks: nonzero while a session records (the GIL
@@ -87,7 +90,11 @@ int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx)
 /**
  * gt_registry__register() - add a record for kernel thread `tid` (any thread, e.g. one
  * that existed at start); it binds to that thread on its first gt_thread_current().
- * Returns the record or NULL (errno set). Idempotent per tid.
+ * Returns the record or NULL (errno set). Idempotent per tid: returns the tid's latest
+ * record. A record is bound by one thread only: a thread that binds when its tid's
+ * latest record was bound by another (ended) thread, the kernel having reused the tid,
+ * gets a record of its own (with its own on_new call); the old one is `superseded`.
+ * Consumers keyed by tid see both; lookups by tid mean the latest.
  */
 struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags);
 
@@ -98,6 +105,10 @@ struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags);
  * locks).
  */
 struct gt_thread *gt_thread__current_slow(void);
+
+/* Test-only: the slow path of gt_thread_current() for a calling thread whose kernel tid
+ * were `tid` (kernels reuse tids only after a wrap of pid_max). */
+struct gt_thread *gt_thread__bind_as(int32_t tid);
 
 struct gt_tls {
     struct gt_thread *thread;

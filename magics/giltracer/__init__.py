@@ -8,9 +8,10 @@
     t.save("trace.html")
 """
 
-from .api import BlameRow, FunctionRow, ProfileNode, ThreadInfo, ThreadSummary, Trace, last, trace
+from .api import (BlameRow, FunctionRow, ProfileNode, ThreadInfo, ThreadSummary, Trace, last, stop_active,
+                  trace)
 
-__all__ = ["trace", "last", "Trace", "ThreadInfo", "ThreadSummary", "BlameRow", "ProfileNode", "FunctionRow",
+__all__ = ["trace", "last", "stop_active", "Trace", "ThreadInfo", "ThreadSummary", "BlameRow", "ProfileNode", "FunctionRow",
            "load_ipython_extension"]
 __version__ = "0.1.0"
 

@@ -46,6 +46,16 @@ FREE_THREADED_REFUSAL = (
 _last: Optional["Trace"] = None
 
 
+def stop_active() -> bool:
+    """Stop the process's active trace, whoever holds it, and release its records (they
+    are not merged: that trace gives no results; its ``stop()`` says so). For a trace
+    that nothing can stop any more, e.g. one started in a line that failed and kept
+    alive by ``sys.last_traceback``. Returns True if there was one."""
+    if FREE_THREADED:
+        return False
+    return bool(_core().stop_active())
+
+
 def last() -> Optional["Trace"]:
     """The trace that finished last in this process (e.g. the last ``%%giltracer``
     cell's), or None."""
@@ -321,6 +331,8 @@ class Trace:
         session = self._session
         if session is None:
             raise RuntimeError("this trace was never started")
+        if session.state == "released":
+            raise RuntimeError(_core().RELEASED_MESSAGE)
         self._session = None
         try:
             session.stop()
@@ -367,6 +379,8 @@ class Trace:
     @property
     def result(self) -> Any:
         if self._result is None:
+            if self._session is not None and self._session.state == "released":
+                raise RuntimeError(_core().RELEASED_MESSAGE)
             raise RuntimeError("results are available after the traced block has ended")
         return self._result
 
@@ -375,6 +389,9 @@ class Trace:
         return [ThreadInfo(**d) for d in self.result.threads()]
 
     def _tid(self, thread: Union[int, str, threading.Thread]) -> int:
+        """The tid of a thread given by tid, name or Thread. The kernel can reuse a tid
+        within a session (after a wrap of pid_max): ``threads`` then lists both threads
+        under it, and lookups by tid (spans, intervals, profile) give the latest."""
         if isinstance(thread, threading.Thread):
             return int(thread.native_id)  # type: ignore[arg-type]
         if isinstance(thread, str):
@@ -577,7 +594,8 @@ class Trace:
 
     def __repr__(self) -> str:
         if self._result is None:
-            return f"<giltracer.Trace {'recording' if self._session else 'not started'}>"
+            state = self._session.state if self._session is not None else "not started"
+            return f"<giltracer.Trace {'released by stop_active()' if state == 'released' else state}>"
         r = self._result
         return (f"<giltracer.Trace {len(r.threads())} threads, {r.duration_ns / 1e9:.3f} s, "
                 f"{r.event_count} events, backend={r.backend}>")

@@ -925,6 +925,59 @@ static void test_text(void)
     free(s);
 }
 
+/* jansson's allocator, failing its `fail_at`-th call (counted from 1; 0 = never). */
+static _Atomic long jalloc_calls, jalloc_fail_at, jalloc_failed;
+
+static void *failing_jmalloc(size_t n)
+{
+    long k = ++jalloc_calls;
+    if (jalloc_fail_at && k == jalloc_fail_at) {
+        jalloc_failed = 1;
+        return NULL;
+    }
+    return malloc(n);
+}
+
+/* Out of memory inside jansson, at each allocation an emitter makes in turn (string
+ * literals are encoded by jansson: sb_json_str): every emitter either recovers (and
+ * writes exactly what it writes with memory to spare) or returns -ENOMEM, never success
+ * with a truncated file. */
+static void test_out_of_memory(void)
+{
+    emit_fn fns[3] = {gt_emit__chrome_json, gt_emit__payload_json, gt_emit__html};
+    json_set_alloc_funcs(failing_jmalloc, free);
+    for (int i = 0; i < 3; i++) {
+        jalloc_fail_at = 0;
+        jalloc_calls = 0;
+        int rc;
+        size_t want_len = 0, len = 0;
+        char *want = run(fns[i], &res, &meta, &want_len, &rc);
+        CHECK(rc == 0 && want != NULL);
+        long total = jalloc_calls;
+        CHECK(total > 0);
+        int wrong = 0, enomem = 0;
+        for (long at = 1; want && at <= total; at++) {
+            jalloc_calls = 0;
+            jalloc_fail_at = at;
+            jalloc_failed = 0;
+            char *out = run(fns[i], &res, &meta, &len, &rc);
+            enomem += rc == -ENOMEM;
+            int ok = rc == -ENOMEM || (rc == 0 && out && len == want_len &&
+                                       memcmp(out, want, len) == 0);
+            if (!ok && !wrong++)
+                fprintf(stderr, "emitter %d: allocation %ld of %ld failed (%s), returned %d, "
+                        "%zu of %zu bytes\n", i, at, total, jalloc_failed ? "hit" : "not hit",
+                        rc, len, want_len);
+            free(out);
+        }
+        CHECK(wrong == 0);
+        CHECK(enomem > 0); /* the failures were seen, not only absorbed */
+        free(want);
+    }
+    jalloc_fail_at = 0;
+    json_set_alloc_funcs(malloc, free);
+}
+
 static void test_errors(void)
 {
     char *s = NULL;
@@ -1124,6 +1177,7 @@ int main(void)
     test_text();
     test_text_invalid_utf8();
     test_errors();
+    test_out_of_memory();
     test_speed();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

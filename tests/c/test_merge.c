@@ -628,6 +628,41 @@ static void test_life(void)
     gt_result__free(r);
 }
 
+/* A tid the kernel reused within the session: two records of tid 7, the first ended
+ * (session.c marks a superseded record ended). Merge keys threads by input index, the
+ * tid is a label: each keeps its own life, GIL intervals and summary. */
+static void test_reused_tid(void)
+{
+    static const struct gt_gil_event ga[] = {{10, GT_GIL_ACQUIRED, 0}, {40, GT_GIL_RELEASED, 0}};
+    static const struct gt_gil_event gb[] = {{50, GT_GIL_WANT, 0}, {55, GT_GIL_ACQUIRED, 0}};
+    struct gt_chunk cha = {ga, N(ga)}, chb = {gb, N(gb)};
+    struct gt_thread_input th[2] = {
+        {.tid = 7, .flags = GT_THREAD_ENDED, .gil = &cha, .ngil = 1},
+        {.tid = 7, .gil = &chb, .ngil = 1},
+    };
+    struct gt_trace_input in = mk_input(0, 100, th, 2, 1);
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(r->nthreads == 2);
+    if (r->nthreads == 2) {
+        const struct gt_thread_result *a = &r->threads[0], *b = &r->threads[1];
+        CHECK(a->tid == 7 && b->tid == 7);
+        CHECK(a->start_ns == 10 && a->end_ns == 40);
+        CHECK(b->start_ns == 50 && b->end_ns == 100);
+        CHECK(a->summary.held_ns == 30 && a->summary.wait_ns == 0);
+        CHECK(b->summary.wait_ns == 5 && b->summary.held_ns == 45);
+        for (size_t i = 0; i < 2; i++) {
+            const struct gt_thread_result *t = &r->threads[i];
+            for (size_t k = 0; k < t->ngil; k++)
+                CHECK(t->gil[k].start >= t->start_ns && t->gil[k].end <= t->end_ns);
+            check_gil_summary(t);
+        }
+    }
+    gt_result__free(r);
+}
+
 /* ---- GIL ---- */
 
 /* Two threads handing the GIL back and forth (t0 = 0, t1 = 100):
@@ -1227,6 +1262,7 @@ int main(void)
         T(test_func_map),
         T(test_clamp_into_life),
         T(test_life),
+        T(test_reused_tid),
         T(test_gil_two_threads),
         T(test_gil_pct_thirds),
         T(test_gil_switch_wait),

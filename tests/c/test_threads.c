@@ -382,8 +382,75 @@ static void run_push_maps_lazily(void)
     atomic_store(&fail_thread_create, 0);
 }
 
+/* A tid the kernel reuses within a session (a thread ends, a new one gets its tid):
+ * the new thread gets a record of its own, with its own on_new call (its OS-state
+ * watch) and fresh GIL decode state; the old record is marked superseded; lookups by
+ * tid give the latest. The second thread claims the tid through the test-only
+ * gt_thread__bind_as (real reuse needs a wrap of pid_max). */
+#define REUSED_TID 4242
+static atomic_int on_new_calls;
+static struct gt_thread *_Atomic on_new_last;
+
+static void count_new(struct gt_thread *t, void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&on_new_calls, 1);
+    atomic_store(&on_new_last, t);
+}
+
+struct bound_as {
+    struct gt_thread *t;
+    int held_at_bind;
+};
+
+static void *bind_reused(void *arg)
+{
+    struct bound_as *out = arg;
+    struct gt_thread *t = gt_thread__bind_as(REUSED_TID);
+    if (t) {
+        out->held_at_bind = t->gil_held;
+        gt_stream__push(&t->gil, 1, 1, 0);
+        t->gil_held = 1; /* this thread ends holding the GIL as far as its record knows */
+    }
+    out->t = t;
+    return NULL;
+}
+
+static void run_tid_reuse(void)
+{
+    atomic_store(&on_new_calls, 0);
+    CHECK(gt_registry__begin(0, count_new, NULL) == 0, "begin");
+    struct gt_thread *at_start = gt_registry__register(REUSED_TID, 0); /* as the tracer's start */
+    CHECK(at_start && atomic_load(&on_new_calls) == 1, "registered");
+    struct bound_as ra = {0}, rb = {0};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, bind_reused, &ra) == 0, "thread a");
+    pthread_join(th, NULL);
+    CHECK(ra.t == at_start, "the first thread binds the record registered for its tid");
+    CHECK(atomic_load(&on_new_calls) == 1, "no new record for it");
+    CHECK(pthread_create(&th, NULL, bind_reused, &rb) == 0, "thread b");
+    pthread_join(th, NULL);
+    struct gt_thread *a = ra.t, *b = rb.t;
+    CHECK(rb.held_at_bind == 0, "fresh GIL decode state");
+    CHECK(b && b != a, "the second thread of the tid has its own record (%p, %p)", (void *)a, (void *)b);
+    CHECK(atomic_load(&on_new_calls) == 2 && atomic_load(&on_new_last) == b,
+          "on_new called for it (its own OS-state watch): %d calls", atomic_load(&on_new_calls));
+    CHECK(a && a->superseded && b && !b->superseded, "the first is marked ended");
+    CHECK(gt_registry__register(REUSED_TID, 0) == b, "a lookup by tid gives the latest");
+    CHECK(atomic_load(&on_new_calls) == 2, "that lookup registers nothing");
+    gt_registry__end();
+    int n = 0;
+    for (struct gt_thread *t = gt_registry__threads(); t; t = t->next)
+        n += t->tid == REUSED_TID;
+    CHECK(n == 2, "two records of tid %d: %d", REUSED_TID, n);
+    CHECK(a && gt_stream__count(&a->gil) == 1 && b && gt_stream__count(&b->gil) == 1,
+          "each thread's events in its own record");
+    gt_registry__release(NULL);
+}
+
 int main(void)
 {
+    run_tid_reuse();
     run_reserve();
     run_lazy_keep();
     /* Caps well below NTHREADS * PUSHES, one not a multiple of the 256-event share. */
