@@ -6,7 +6,8 @@ sessions, 1,000 threads, 1,000 start/stop cycles, KeyboardInterrupt inside a tra
 block, exceptions in threads, competing profilers, extreme switch intervals, a pids
 limit, a tiny max_events, and the bpf backend where permitted. And what a user can do to
 the hook, the session and the CLI: an audit hook refusing sys.setprofile (and
-sys.monitoring) while a trace stops, cProfile enabled inside a trace and already running
+sys.monitoring) while a trace stops, or letting the GIL go inside a new thread's hook
+install while the trace stops, cProfile enabled inside a trace and already running
 when one starts, a recording trace kept alive by a traceback (giltracer.stop_active()),
 5,000 short threads with tids reused in one session (forced in a private pid namespace as
 root), SIGTERM to the CLI during a trace, and the CLI with a closed stdout. The child prints one
@@ -652,6 +653,62 @@ def _():
     '''
 
 
+@case("audit-hook-lets-gil-go", "an audit hook that sleeps (the GIL let go) on a new thread's "
+      "\"sys.setprofile\" while the trace stops: once at the thread's first call (threading's "
+      "bootstrap), once at its second (the core installing its hook); the threads then run",
+      timeout=60)
+def _():
+    return r'''
+    main_ident = threading.get_ident()
+    state = dict(nth=0, entered=threading.Event())
+    seen = {}
+    def audit(event, args):
+        if event != "sys.setprofile" or threading.get_ident() == main_ident or not state["nth"]:
+            return
+        n = seen[threading.get_ident()] = seen.get(threading.get_ident(), 0) + 1
+        if n == state["nth"]:
+            state["entered"].set()
+            time.sleep(0.3)  # the trace stops meanwhile
+    sys.addaudithook(audit)
+    ran = []
+    def work(i):
+        t_end = time.monotonic() + 0.5
+        while time.monotonic() < t_end:
+            spin(200)
+        ran.append(i)
+    errors, hit = {}, {}
+    for nth in (1, 2):
+        print(f"sleeping at the thread's setprofile call {nth}", file=sys.stderr, flush=True)
+        state.update(nth=nth, entered=threading.Event())
+        seen.clear()
+        ran.clear()
+        t = giltracer.trace(backend="hooks").start()
+        ths = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for th in ths:
+            th.start()
+        hit[nth] = state["entered"].wait(5)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t.stop()
+        except Exception as e:
+            errors[nth] = f"{type(e).__name__}: {e}"
+        for th in ths:
+            th.join()
+        state["nth"] = 0
+        if sorted(ran) != [0, 1]:
+            problems.append(f"sleep at setprofile call {nth}: threads {sorted(ran)} of [0, 1] "
+                            "finished their work")
+    with giltracer.trace(backend="hooks") as t2:
+        th = threading.Thread(target=spin, args=(20000,))
+        th.start()
+        th.join()
+    if not any(x.spans for x in t2.threads if x.name != "MainThread"):
+        problems.append("a trace after the race recorded nothing in a new thread")
+    report(error=errors or None, setprofile_calls_seen=hit, **counts(t2))
+    '''
+
+
 @case("cprofile-inside", "cProfile enabled inside a running trace: 3.9-3.11 the trace's note "
       "or warnings say the hook was displaced; 3.12+ a clear error at cProfile's enable and the "
       "trace goes on recording")
@@ -1102,7 +1159,7 @@ SHOWN = ("error", "inner_error", "child", "os_intervals_after_child", "held_pct"
          "monitoring_tool_after_stop", "stop_says", "recorded", "note", "cprofile_counted_after",
          "stop_active_returned", "idle_stop_active", "pid_max", "forced", "reused_tids",
          "threads_reusing", "thread_records", "exit_status", "seconds_to_exit", "page_chars",
-         "stderr_tail", "runs")
+         "stderr_tail", "runs", "setprofile_calls_seen")
 
 
 def interpreter_version(python: str) -> str:
