@@ -823,7 +823,7 @@ def _():
             giltracer.trace(backend=BACKEND).start().stop()
             problems.append("a new trace started while another one was recording")
             break
-        except RuntimeError as e:
+        except Exception as e:
             errors.add(str(e)[:300])
             if "giltracer.stop_active()" not in str(e):
                 problems.append(f"the error does not mention giltracer.stop_active(): {e}")
