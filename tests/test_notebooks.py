@@ -50,11 +50,28 @@ def test_notebook_is_stored_without_outputs(path):
     assert any("check" in c.metadata.get("tags", []) for c in code_cells(nb)), "no check cell"
 
 
+def files_under(root):
+    return {os.path.relpath(os.path.join(d, n), root)
+            for d, dirs, files in os.walk(root) for n in dirs + files}
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
-def test_lesson_runs_and_its_checks_pass(path, tmp_path):
+def test_lesson_runs_and_its_checks_pass(path, tmp_path, monkeypatch):
     lessons = load_script("lessons")
     nb = nbformat.read(path, as_version=4)
-    lessons.execute(nb, str(tmp_path))  # raises at the first cell that fails
+    # A lesson writes only into temporary folders it removes: nothing new where it runs,
+    # beside it, or in the kernel's temporary directory (the kernel's own cell files aside).
+    work, tmp = tmp_path / "work", tmp_path / "tmp"
+    work.mkdir()
+    tmp.mkdir()
+    beside = files_under(NOTEBOOK_DIR)
+    with monkeypatch.context() as m:  # the kernel's, not the browser's below
+        m.setenv("TMPDIR", str(tmp))
+        lessons.execute(nb, str(work))  # raises at the first cell that fails
+    assert files_under(work) == set()
+    assert files_under(NOTEBOOK_DIR) == beside
+    left = {f for f in files_under(tmp) if not f.startswith("ipykernel_")}
+    assert left == set(), left
 
     checks = [c for c in code_cells(nb) if "check" in c.metadata.get("tags", [])]
     assert checks

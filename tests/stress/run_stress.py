@@ -4,7 +4,13 @@
 Each case runs in its own subprocess with a timeout: fork inside a trace, nested
 sessions, 1,000 threads, 1,000 start/stop cycles, KeyboardInterrupt inside a traced
 block, exceptions in threads, competing profilers, extreme switch intervals, a pids
-limit, a tiny max_events, and the bpf backend where permitted. The child prints one
+limit, a tiny max_events, and the bpf backend where permitted. And what a user can do to
+the hook, the session and the CLI: an audit hook refusing sys.setprofile (and
+sys.monitoring) while a trace stops, or letting the GIL go inside a new thread's hook
+install while the trace stops, cProfile enabled inside a trace and already running
+when one starts, a recording trace kept alive by a traceback (giltracer.stop_active()),
+5,000 short threads with tids reused in one session (forced in a private pid namespace as
+root), SIGTERM to the CLI during a trace, and the CLI with a closed stdout. The child prints one
 ``RESULT {json}`` line with its counts and the problems it saw; the parent adds the
 exit status (or signal), the time, and whether it hung.
 
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,6 +93,7 @@ class Case:
     timeout: float = 120.0
     backend: str = "hooks"
     pids_max: Optional[int] = None  # run the child in a pids cgroup with this limit
+    pidns: bool = False  # as root, run the child in its own pid namespace (GT_STRESS_PIDNS=1)
     skip: Optional[Callable[[], Optional[str]]] = None
 
 
@@ -524,6 +532,486 @@ def _():
     '''
 
 
+# ---- issue 17: what users do to the profile hook, the session and the CLI --------------
+
+# Keywords for texts the core and the Python layer word (the exact wording is theirs): a
+# stop whose hook removal was refused says it could not remove it; a displaced or paused
+# profiler is named as such.
+PROFILE_TEXTS = r'''
+import re
+def all_text(t, extra=()):
+    """Everything a trace told the user: its note, its summary, and `extra` messages."""
+    parts = list(extra)
+    try:
+        parts += [t.result.tracer_note or "", t.summary_text()]
+    except Exception as e:  # no result: the stop failed before finishing
+        parts.append(f"(no result: {type(e).__name__}: {e})")
+    return "\n".join(p for p in parts if p)
+def says_removal_failed(text):
+    return bool(re.search(r"remov|uninstall", text, re.I)) and bool(
+        re.search(r"hook|profil|monitoring", text, re.I))
+def says_displaced(text):
+    return bool(re.search(r"profil", text, re.I)) and bool(
+        re.search(r"displaced|replaced|paused", text, re.I))
+def calls_of(t, name, tid=None):
+    tid = tid or threading.main_thread().native_id
+    return sum(1 for s in t.spans(tid) if s[2] == name)
+def cprofile_calls(p, name):
+    import pstats
+    return sum(v[1] for k, v in pstats.Stats(p).stats.items() if k[2] == name)
+'''
+
+
+@case("audit-refuses-setprofile", "an audit hook added inside a hooks trace refuses "
+      "\"sys.setprofile\" (and \"sys.monitoring.register_callback\" on 3.12+): the stop cannot "
+      "remove the hook; then 4 threads call Python functions for 1 s and new traces start")
+def _():
+    return textwrap.indent(PROFILE_TEXTS, "    ") + r'''
+    REFUSED = {"sys.setprofile", "sys.monitoring.register_callback"}
+    refuse = [False]
+    refused = []
+    def audit(event, args):
+        if refuse[0] and event in REFUSED:
+            refused.append(event)
+            raise RuntimeError(f"stress: the audit hook refuses {event}")
+    unraisable = []
+    sys.unraisablehook = lambda u: unraisable.append(
+        f"{u.err_msg or 'unraisable'}: {type(u.exc_value).__name__}: {u.exc_value}")
+    ran = []
+    def work(i):
+        ran.append(i)
+        t_end = time.monotonic() + 1.0
+        while time.monotonic() < t_end:
+            spin(200)
+    stop_error = None
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        # Threads that run across the stop: their hooks are installed when it fails.
+        stop = threading.Event()
+        def busy():
+            while not stop.is_set():
+                spin(500)
+        early = [threading.Thread(target=busy) for _ in range(2)]
+        t = giltracer.trace(backend="hooks").start()
+        for th in early:
+            th.start()
+        spin(20000)
+        sys.addaudithook(audit)
+        refuse[0] = True
+        try:
+            t.stop()
+        except Exception as e:
+            stop_error = f"{type(e).__name__}: {e}"
+        refused_at_stop = sorted(set(refused))
+        # The stale hooks fire from here on (3.9-3.11): nothing may crash.
+        ths = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for th in ths:
+            th.start()
+        work(-1)
+        for th in ths:
+            th.join()
+        stop.set()
+        for th in early:
+            th.join()
+        tool = sys.monitoring.get_tool(2) if sys.version_info >= (3, 12) else None
+    texts = [str(x.message) for x in w] + unraisable + ([stop_error] if stop_error else [])
+    text = all_text(t, texts)
+    # The removal failed if the audit hook refused it, or if our monitoring tool is still
+    # registered: then the user must be told.
+    removal_failed = bool(refused_at_stop) or tool == "giltracer"
+    if removal_failed and not says_removal_failed(text):
+        problems.append("the stop could not remove the hook but no error or warning says so")
+    if sorted(ran) != [-1, 0, 1, 2, 3]:
+        problems.append(f"only threads {sorted(ran)} ran their target after the stop")
+    c = counts(t) if t._result is not None else {}
+    # A new trace while the audit hook still refuses: it may fail, cleanly.
+    refused_error = None
+    try:
+        with giltracer.trace(backend="hooks") as t2:
+            spin(2000)
+    except Exception as e:
+        refused_error = f"{type(e).__name__}: {e}"
+    refuse[0] = False
+    # And with the audit hook quiet again, a new trace records calls.
+    err3 = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with giltracer.trace(backend="hooks") as t3:
+                th = threading.Thread(target=spin, args=(20000,))
+                th.start()
+                [spin(10) for _ in range(100)]
+                th.join()
+    except Exception as e:
+        err3 = f"{type(e).__name__}: {e}"
+        problems.append(f"a trace after the audit hook let go failed: {err3}")
+    if err3 is None and calls_of(t3, "spin") < 100:
+        problems.append(f"a trace after the audit hook let go recorded {calls_of(t3, 'spin')} "
+                        "of 100 calls of spin on the main thread")
+    report(refused_at_stop=refused_at_stop, monitoring_tool_after_stop=tool,
+           stop_says=[x[:200] for x in texts], error=refused_error, **c)
+    '''
+
+
+@case("audit-hook-lets-gil-go", "an audit hook that sleeps (the GIL let go) on a new thread's "
+      "\"sys.setprofile\" while the trace stops: once at the thread's first call (threading's "
+      "bootstrap), once at its second (the core installing its hook); the threads then run",
+      timeout=60)
+def _():
+    return r'''
+    main_ident = threading.get_ident()
+    state = dict(nth=0, entered=threading.Event())
+    seen = {}
+    def audit(event, args):
+        if event != "sys.setprofile" or threading.get_ident() == main_ident or not state["nth"]:
+            return
+        n = seen[threading.get_ident()] = seen.get(threading.get_ident(), 0) + 1
+        if n == state["nth"]:
+            state["entered"].set()
+            time.sleep(0.3)  # the trace stops meanwhile
+    sys.addaudithook(audit)
+    ran = []
+    def work(i):
+        t_end = time.monotonic() + 0.5
+        while time.monotonic() < t_end:
+            spin(200)
+        ran.append(i)
+    errors, hit = {}, {}
+    for nth in (1, 2):
+        print(f"sleeping at the thread's setprofile call {nth}", file=sys.stderr, flush=True)
+        state.update(nth=nth, entered=threading.Event())
+        seen.clear()
+        ran.clear()
+        t = giltracer.trace(backend="hooks").start()
+        ths = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for th in ths:
+            th.start()
+        hit[nth] = state["entered"].wait(5)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t.stop()
+        except Exception as e:
+            errors[nth] = f"{type(e).__name__}: {e}"
+        for th in ths:
+            th.join()
+        state["nth"] = 0
+        if sorted(ran) != [0, 1]:
+            problems.append(f"sleep at setprofile call {nth}: threads {sorted(ran)} of [0, 1] "
+                            "finished their work")
+    with giltracer.trace(backend="hooks") as t2:
+        th = threading.Thread(target=spin, args=(20000,))
+        th.start()
+        th.join()
+    if not any(x.spans for x in t2.threads if x.name != "MainThread"):
+        problems.append("a trace after the race recorded nothing in a new thread")
+    report(error=errors or None, setprofile_calls_seen=hit, **counts(t2))
+    '''
+
+
+@case("cprofile-inside", "cProfile enabled inside a running trace: 3.9-3.11 the trace's note "
+      "or warnings say the hook was displaced; 3.12+ a clear error at cProfile's enable and the "
+      "trace goes on recording")
+def _():
+    return textwrap.indent(PROFILE_TEXTS, "    ") + r'''
+    import cProfile
+    def before():
+        return spin(10)
+    def during():
+        return spin(10)
+    def after():
+        return spin(10)
+    enable_error = None
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with giltracer.trace(backend=BACKEND) as t:
+            [before() for _ in range(100)]
+            p = cProfile.Profile()
+            try:
+                p.enable()
+            except Exception as e:
+                enable_error = f"{type(e).__name__}: {e}"
+            [during() for _ in range(100)]
+            if enable_error is None:
+                p.disable()
+            [after() for _ in range(100)]
+    text = all_text(t, [str(x.message) for x in w])
+    recorded = {f: calls_of(t, f) for f in ("before", "during", "after")}
+    if sys.version_info >= (3, 12):
+        if enable_error is None:
+            problems.append("cProfile.enable() inside a sys.monitoring trace raised no error")
+        if recorded["after"] < 100 or recorded["during"] < 100:
+            problems.append(f"the trace stopped recording after cProfile's attempt: {recorded}")
+    else:
+        if not says_displaced(text):
+            problems.append("cProfile displaced the hook but the trace's note and warnings "
+                            "do not say so")
+    c = counts(t)
+    report(error=enable_error, recorded=recorded,
+           warned=[str(x.message)[:200] for x in w], note=t.result.tracer_note, **c)
+    '''
+
+
+@case("cprofile-outside", "cProfile already enabled when the trace starts: 3.9-3.11 the note "
+      "says cProfile was paused, the trace records, and cProfile counts calls again after it; "
+      "3.12+ the trace refuses to start, naming cProfile")
+def _():
+    return textwrap.indent(PROFILE_TEXTS, "    ") + r'''
+    import cProfile
+    def inside():
+        return spin(10)
+    def after():
+        return spin(10)
+    p = cProfile.Profile()
+    p.enable()
+    err = None
+    t = None
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            with giltracer.trace(backend=BACKEND) as t:
+                [inside() for _ in range(100)]
+        except Exception as e:
+            err = f"{type(e).__name__}: {e}"
+    [after() for _ in range(50)]
+    p.disable()
+    counted_after = cprofile_calls(p, "after")
+    if counted_after != 50:
+        problems.append(f"cProfile counted {counted_after} of 50 calls after the trace")
+    recorded = None
+    if sys.version_info >= (3, 12):
+        if err is None:
+            problems.append("the trace started although cProfile holds the profiler id")
+        elif "cprofile" not in err.lower():
+            problems.append(f"the error does not name the profiler (cProfile): {err}")
+    else:
+        if err is not None:
+            problems.append(f"the trace failed to start: {err}")
+        else:
+            recorded = calls_of(t, "inside")
+            if recorded < 100:
+                problems.append(f"the trace recorded {recorded} of 100 calls")
+            if not says_displaced(all_text(t, [str(x.message) for x in w])):
+                problems.append("the trace paused cProfile but its note and warnings do not "
+                                "say so")
+    c = counts(t) if t is not None and err is None else {}
+    report(error=err, recorded=recorded, cprofile_counted_after=counted_after,
+           warned=[str(x.message)[:200] for x in w],
+           note=t.result.tracer_note if c else None, **c)
+    '''
+
+
+@case("traceback-keeps-session", "a trace started in a function that raises, kept alive by "
+      "sys.last_traceback: a new trace fails naming giltracer.stop_active(), which stops it; "
+      "200 cycles, RSS from cycle 20 to 200", timeout=300)
+def _():
+    return r'''
+    def work():
+        t = giltracer.trace(backend=BACKEND).start()
+        spin(1000)
+        raise ValueError("the user's error")
+    rss = {}
+    errors = set()
+    stopped = set()
+    events = 0
+    for i in range(200):
+        try:
+            work()
+        except ValueError as e:
+            sys.last_type, sys.last_value, sys.last_traceback = type(e), e, e.__traceback__
+        try:
+            giltracer.trace(backend=BACKEND).start().stop()
+            problems.append("a new trace started while another one was recording")
+            break
+        except Exception as e:
+            errors.add(str(e)[:300])
+            if "giltracer.stop_active()" not in str(e):
+                problems.append(f"the error does not mention giltracer.stop_active(): {e}")
+                break
+        try:
+            r = giltracer.stop_active()
+        except Exception as e:
+            problems.append(f"giltracer.stop_active() failed: {type(e).__name__}: {e}")
+            break
+        stopped.add(repr(r))
+        if r is not True:
+            problems.append(f"giltracer.stop_active() returned {r!r} with a trace recording")
+            break
+        with giltracer.trace(backend=BACKEND) as t:
+            spin(1000)
+        events += t.event_count
+        if not t.event_count:
+            problems.append("the trace after stop_active() recorded nothing")
+            break
+        if i in (19, 199):
+            rss[i + 1] = rss_kb()
+    again = giltracer.stop_active() if hasattr(giltracer, "stop_active") else None
+    if again not in (None, False):
+        problems.append(f"stop_active() with no trace recording returned {again!r}")
+    growth = rss[200] - rss[20] if len(rss) == 2 else None
+    if growth is not None and growth > LEAK_KB and not UNDER_ASAN:
+        problems.append(f"RSS grew {growth} KiB over 180 cycles (threshold {LEAK_KB} KiB)")
+    report(error=sorted(errors), stop_active_returned=sorted(stopped), idle_stop_active=again,
+           rss_kb=rss, rss_growth_kb=growth, events=events)
+    '''.replace("LEAK_KB", str(LEAK_THRESHOLD_KB))
+
+
+@case("tid-reuse", "5,000 short threads one after another in one trace, each with its own "
+      "function; as root in a private pid namespace every second thread is given its "
+      "predecessor's tid (ns_last_pid): each must be its own thread record", timeout=600,
+      pidns=True)
+def _():
+    return r'''
+    from collections import Counter
+    N = 5000
+    NS_LAST = "/proc/sys/kernel/ns_last_pid"
+    force = os.environ.get("GT_STRESS_PIDNS") == "1" and os.access(NS_LAST, os.W_OK)
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    ns = {"spin": spin, "threading": threading}
+    for i in range(N):
+        exec(f"def w{i}(out):\n    out.append(threading.get_native_id())\n    spin(50)\n", ns)
+    tids = []
+    forced = 0
+    with giltracer.trace(backend=BACKEND) as t:
+        for i in range(N):
+            if force and i % 2 and tids:
+                prev = tids[-1]
+                t_end = time.monotonic() + 2
+                while os.path.exists(f"/proc/self/task/{prev}") and time.monotonic() < t_end:
+                    time.sleep(0.0002)
+                with open(NS_LAST, "w") as f:
+                    f.write(str(prev - 1))
+                forced += 1
+            out = []
+            th = threading.Thread(target=ns[f"w{i}"], args=(out,))
+            th.start()
+            th.join()
+            tids.append(out[0])
+    c = counts(t)
+    uses = Counter(tids)
+    reused = {tid: n for tid, n in uses.items() if n > 1}
+    records = Counter(x.tid for x in t.threads)
+    merged = [tid for tid, n in reused.items() if records[tid] < n]
+    if merged:
+        problems.append(f"{len(merged)} reused tids have fewer thread records than threads "
+                        f"(e.g. tid {merged[0]}: {reused[merged[0]]} threads, "
+                        f"{records[merged[0]]} record(s))")
+    if len(t.threads) < N + 1:
+        problems.append(f"{len(t.threads)} thread records for {N} threads and the main thread")
+    # A record that holds the calls of two thread functions is two threads merged.
+    mixed = 0
+    for tid, n in records.items():
+        if n == 1 and tid in uses:
+            names = {s[2] for s in t.spans(tid) if s[2][:1] == "w" and s[2][1:].isdigit()}
+            mixed += len(names) > 1
+    if mixed:
+        problems.append(f"{mixed} thread records hold the calls of two thread functions")
+    report(pid_max=pid_max, forced=forced, reused_tids=len(reused),
+           threads_reusing=sum(reused.values()), thread_records=len(t.threads), **c)
+    '''
+
+
+@case("cli-sigterm", "SIGTERM to `python -m giltracer -o OUT.html forever.py` once the script "
+      "printed ready: exit 143 within 30 s, a complete OUT.html, stderr says it was interrupted")
+def _():
+    return r'''
+    import re, select, signal, subprocess, tempfile
+    d = tempfile.mkdtemp(prefix="gt-stress-")
+    import atexit, shutil
+    atexit.register(shutil.rmtree, d, True)
+    script, out = os.path.join(d, "forever.py"), os.path.join(d, "OUT.html")
+    with open(script, "w") as f:
+        f.write("import threading\n"
+                "def step():\n    return sum(range(100))\n"
+                "def worker():\n    while True:\n        step()\n"
+                "threading.Thread(target=worker, daemon=True).start()\n"
+                "print('ready', flush=True)\n"
+                "while True:\n    step()\n")
+    p = subprocess.Popen([sys.executable, "-m", "giltracer", "-o", out, script],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready = select.select([p.stdout], [], [], 60)[0] and p.stdout.readline().strip() == "ready"
+    if not ready:
+        problems.append("the script did not print ready within 60 s")
+    time.sleep(0.5)
+    os.kill(p.pid, signal.SIGTERM)
+    t0 = time.monotonic()
+    try:
+        _, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+        problems.append("the CLI did not exit within 30 s of SIGTERM")
+    took = round(time.monotonic() - t0, 1)
+    # 143 from exit(), or death by SIGTERM re-raised (the shell shows 143 for both).
+    if p.returncode not in (143, -signal.SIGTERM):
+        problems.append(f"exit status {p.returncode} after SIGTERM (expected 143)")
+    page = open(out, encoding="utf-8", errors="replace").read() if os.path.exists(out) else None
+    if page is None:
+        problems.append("no OUT.html written")
+    elif not page.rstrip().endswith("</html>"):
+        problems.append(f"OUT.html is incomplete ({len(page)} characters, no </html> at the end)")
+    if not re.search(r"interrupt|sigterm|terminat", err, re.I):
+        problems.append("stderr does not say the run was interrupted")
+    report(exit_status=p.returncode, seconds_to_exit=took,
+           page_chars=len(page) if page else None, stderr_tail=err.strip()[-300:])
+    '''
+
+
+@case("cli-closed-stdout", "the CLI with stdout closed under it: `echo '{\"a\":1}' | python -m "
+      "giltracer -q -m json.tool` (json.tool closes stdout), a script that closes sys.stdout "
+      "(with and without -q), and fd 1 closed from the start: rc 0, output kept, trace written")
+def _():
+    return r'''
+    import glob, subprocess, tempfile
+    facts = {}
+    def complete(path):
+        return os.path.exists(path) and open(path, encoding="utf-8").read().rstrip().endswith("</html>")
+    def run(name, argv, cwd, **kw):
+        p = subprocess.run([sys.executable, "-m", "giltracer"] + argv, cwd=cwd, text=True,
+                           capture_output="stdout" not in kw, timeout=300, **kw)
+        facts[name] = dict(rc=p.returncode, stderr=(p.stderr or "").strip()[-300:])
+        if p.returncode != 0:
+            problems.append(f"{name}: exit status {p.returncode}")
+        return p
+    d = tempfile.mkdtemp(prefix="gt-stress-")
+    import atexit, shutil
+    atexit.register(shutil.rmtree, d, True)
+    p = run("json.tool", ["-q", "-m", "json.tool"], d, input='{"a":1}\n')
+    if '"a": 1' not in p.stdout:
+        problems.append(f"json.tool: the JSON is not on stdout: {p.stdout[:200]!r}")
+    pages = glob.glob(os.path.join(d, "*.html"))
+    if not pages or not complete(pages[0]):
+        problems.append("json.tool: no complete trace written")
+    script = os.path.join(d, "closes.py")
+    with open(script, "w") as f:
+        f.write("import sys\nprint('before the close')\nsys.stdout.close()\n"
+                "def f():\n    return sum(range(10))\n[f() for _ in range(100)]\n")
+    for quiet in ([], ["-q"]):
+        name = "closes-stdout" + (" -q" if quiet else "")
+        out = os.path.join(d, f"closes{len(quiet)}.html")
+        p = run(name, quiet + ["-o", out, script], d)
+        if "before the close" not in p.stdout:
+            problems.append(f"{name}: the script's output is lost")
+        if not complete(out):
+            problems.append(f"{name}: no complete trace written")
+    # fd 1 closed before Python starts: sys.stdout is None.
+    script = os.path.join(d, "calls.py")
+    with open(script, "w") as f:
+        f.write("def f():\n    return sum(range(10))\n[f() for _ in range(100)]\n")
+    out = os.path.join(d, "nofd1.html")
+    p = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "giltracer",
+                        "-q", "-o", out, script], cwd=d, text=True, stderr=subprocess.PIPE,
+                       timeout=300)
+    facts["fd1-closed -q"] = dict(rc=p.returncode, stderr=p.stderr.strip()[-300:])
+    if p.returncode != 0:
+        problems.append(f"fd1-closed -q: exit status {p.returncode}")
+    if not complete(out):
+        problems.append("fd1-closed -q: no complete trace written")
+    report(runs=facts)
+    '''
+
+
 def _bpf_skip() -> Optional[str]:
     if os.geteuid() != 0:
         return "the bpf backend needs root (or CAP_BPF+CAP_PERFMON)"
@@ -614,8 +1102,12 @@ def run_case(c: Case, python: str) -> Outcome:
             with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
                 f.write(str(os.getpid()))
 
+    argv = [python, "-c", PRELUDE + c.code]
+    if c.pidns and os.geteuid() == 0 and shutil.which("unshare"):
+        argv = ["unshare", "--pid", "--fork", "--mount-proc"] + argv
+        env["GT_STRESS_PIDNS"] = "1"
     t0 = time.monotonic()
-    proc = subprocess.Popen([python, "-c", PRELUDE + c.code], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env,
                             preexec_fn=enter_cgroup, start_new_session=True)
     try:
@@ -663,7 +1155,11 @@ SHOWN = ("error", "inner_error", "child", "os_intervals_after_child", "held_pct"
          "rss_growth_kb", "seconds_per_cycle", "threads_with_spans", "threads_with_os_states",
          "interrupted", "unwound_spans", "restored", "cprofile_still_works",
          "error_with_profiler_taken", "acquisitions", "second_error", "threads_started",
-         "threads_failed", "backend", "sched", "warned")
+         "threads_failed", "backend", "sched", "warned", "refused_at_stop",
+         "monitoring_tool_after_stop", "stop_says", "recorded", "note", "cprofile_counted_after",
+         "stop_active_returned", "idle_stop_active", "pid_max", "forced", "reused_tids",
+         "threads_reusing", "thread_records", "exit_status", "seconds_to_exit", "page_chars",
+         "stderr_tail", "runs", "setprofile_calls_seen")
 
 
 def interpreter_version(python: str) -> str:
