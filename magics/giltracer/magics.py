@@ -183,7 +183,8 @@ class GilTracerMagics(Magics):
     @argument("--no-sched", dest="sched", action="store_false", help="do not record OS scheduler states")
     @argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS, metavar="N",
               help=f"keep at most N call events (default {DEFAULT_MAX_EVENTS:,})")
-    @argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to N levels below the cell")
+    @argument("--max-depth", type=int, default=None, metavar="N",
+              help="record calls up to N levels deep: 1 is the cell's own code, 2 the functions it calls")
     @argument("--include", action="append", metavar="GLOB", help="only trace files matching GLOB")
     @argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
