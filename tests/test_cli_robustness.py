@@ -181,3 +181,20 @@ def test_max_depth_1_is_the_script_module(tmp_path):
     assert p.returncode == 0, p.stderr
     names = span_names(out)
     assert "f" in names and "g" not in names, names
+
+
+def test_forked_child_still_dies_of_sigterm(tmp_path):
+    # multiprocessing's terminate() sends SIGTERM to a forked child, which inherits the
+    # CLI's handler: the child must die of it, not raise in its own code.
+    script = tmp_path / "children.py"
+    script.write_text(
+        "import multiprocessing as mp, time\n"
+        "def sleep():\n    time.sleep(60)\n"
+        "if __name__ == '__main__':\n"
+        "    p = mp.get_context('fork').Process(target=sleep)\n"
+        "    p.start()\n    time.sleep(0.3)\n    p.terminate()\n    p.join(30)\n"
+        "    print('child exit', p.exitcode)\n")
+    p = run("--backend", "hooks", "-o", str(tmp_path / "c.html"), str(script), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "child exit -15" in p.stdout, (p.stdout, p.stderr)
+    assert "Terminated" not in p.stderr

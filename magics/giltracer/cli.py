@@ -132,8 +132,15 @@ class SignalGuard:
         self.running = False
         self.pending: Optional[int] = None
         self.installed: Dict[int, Any] = {}
+        self.pid = os.getpid()
 
     def _handler(self, signum: int, frame: Any) -> None:
+        if os.getpid() != self.pid:
+            # A forked child (multiprocessing's Process.terminate()): it dies of the
+            # signal, as it would without giltracer.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         if self.running:
             raise Terminated(signum)
         self.pending = signum
