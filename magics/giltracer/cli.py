@@ -235,6 +235,7 @@ def prepare_script(path: str) -> Optional[Tuple[Any, types.ModuleType]]:
     starts, so the script's module code is depth 1 for --max-depth."""
     if not os.path.isfile(path) or path.endswith((".pyc", ".pyo")) or zipfile.is_zipfile(path):
         return None
+    path = os.path.abspath(path)  # as python (3.9+) names the script: __file__, tracebacks
     with io.open_code(path) as f:
         source = f.read()
     code = compile(source, path, "exec", dont_inherit=True)
