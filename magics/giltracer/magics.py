@@ -67,10 +67,10 @@ def untraced(args: Any, run: Any) -> Any:
     return run()
 
 
-def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException], bool]:
-    """run() inside the trace: (its value, the exception it raised or None, whether the
-    trace ended with results). A failure to stop is the error when run() raised none;
-    otherwise it is attached to run()'s exception, which stays the one that propagates."""
+def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
+    """run() inside the trace: (its value, the exception it raised or None), once the
+    trace has ended. When it cannot end, run()'s exception propagates with a note
+    saying so (or, when run() raised none, the failure to end it)."""
     t.start()
     try:
         value, error = run(), None
@@ -82,8 +82,8 @@ def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException], bool]:
         if error is None:
             raise
         output_failed(error, f"could not end the trace: {type(e).__name__}: {e}")
-        return value, error, False
-    return value, error, True
+        raise error
+    return value, error
 
 
 def output_failed(error: BaseException, message: str) -> None:
@@ -217,9 +217,7 @@ class GilTracerMagics(Magics):
             untraced(args, lambda: exec(code, ns))
             return
         run = api.code_runner()
-        _, error, ended = run_traced(t, lambda: run(code, ns))
-        if not ended:
-            raise error  # type: ignore[misc]
+        _, error = run_traced(t, lambda: run(code, ns))
         if args.var is not None:
             ns[args.var] = t
         deliver(t, args, error, "cell", Bundle(t, args, max_output))
@@ -275,9 +273,7 @@ class GilTracerMagics(Magics):
             value = untraced(args, lambda: eval(code, ns, run_locals))
             return value if cell is None else None
         run = api.code_runner()
-        value, error, ended = run_traced(t, lambda: run(code, ns, run_locals))
-        if not ended:
-            raise error  # type: ignore[misc]
+        value, error = run_traced(t, lambda: run(code, ns, run_locals))
         if args.var is not None:
             ns[args.var] = t
         deliver(t, args, error, "statement" if cell is None else "cell",
