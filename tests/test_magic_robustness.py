@@ -140,3 +140,15 @@ def test_cell_exception_survives_a_failed_display(ip, monkeypatch, capsys):
     with pytest.raises(ZeroDivisionError):
         ip.run_cell_magic("giltracer", "--no-sched", "1/0\n")
     assert "giltracer: could not show the trace: OSError" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("magic", ["giltracer", "gilprofile"])
+def test_trace_that_cannot_start_is_a_usage_error_and_the_cell_does_not_run(ip, outputs, magic):
+    ip.user_ns["ran"] = False
+    held = giltracer.trace(backend="hooks", sched=False).start()  # another trace is recording
+    try:
+        with pytest.raises(UsageError, match="could not start the trace: "):
+            ip.run_cell_magic(magic, "-q", "ran = True\n")
+    finally:
+        held.stop()
+    assert ip.user_ns["ran"] is False and outputs == []

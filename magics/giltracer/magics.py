@@ -70,8 +70,14 @@ def untraced(args: Any, run: Any) -> Any:
 def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
     """run() inside the trace: (its value, the exception it raised or None), once the
     trace has ended. When it cannot end, run()'s exception propagates with a note
-    saying so (or, when run() raised none, the failure to end it)."""
-    t.start()
+    saying so (or, when run() raised none, the failure to end it). A trace that cannot
+    start (another one is recording) is a UsageError, and run() does not run."""
+    try:
+        t.start()
+    except RuntimeError as e:
+        why = str(e)
+        why = why[len("giltracer: "):] if why.startswith("giltracer: ") else why
+        raise UsageError(f"giltracer: could not start the trace: {why}") from None
     try:
         value, error = run(), None
     except BaseException as e:  # shown after the trace, then re-raised
