@@ -257,6 +257,8 @@ def prepare_module(name: str) -> Tuple[Any, types.ModuleType]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """The command line; returns the exit status (see EXIT_*). On SIGTERM it ends the
+    process itself (os._exit(143)) once the trace is written, as the signal would have."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # `giltracer profile x.py`; a script really named "profile" runs as ./profile.
     profile = bool(argv) and argv[0] == PROFILE_COMMAND
