@@ -197,3 +197,14 @@ def test_forked_child_still_dies_of_sigterm(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "child exit -15" in p.stdout, (p.stdout, p.stderr)
     assert "Terminated" not in p.stderr
+
+
+def test_trace_that_cannot_be_written_after_the_run_is_one_line(tmp_path):
+    d = tmp_path / "out"
+    d.mkdir()
+    script = tmp_path / "removes.py"
+    script.write_text(f"import shutil\nshutil.rmtree({str(d)!r})\nprint('done')\n")
+    p = run("-o", str(d / "t.html"), str(script), cwd=tmp_path)
+    assert p.returncode == 1
+    assert p.stdout == "done\n"
+    assert "giltracer: could not write the trace to" in p.stderr and "Traceback" not in p.stderr
