@@ -732,6 +732,28 @@ static PyObject *mod_stop_active(PyObject *m, PyObject *noargs)
     return PyBool_FromLong(rc);
 }
 
+/* run_code(code, globals, locals=None): exec/eval of a code object from C, so that the
+ * magics and the CLI add no frame of their own below the trace's start: the tracer
+ * excludes this module's C functions, and the user's code is depth 1 for max_depth. */
+static PyObject *mod_run_code(PyObject *m, PyObject *args)
+{
+    (void)m;
+    PyObject *code, *globals, *locals = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!|O:run_code", &PyCode_Type, &code, &PyDict_Type, &globals,
+                          &locals))
+        return NULL;
+    if (locals == Py_None)
+        locals = globals;
+    else if (!PyMapping_Check(locals)) {
+        PyErr_SetString(PyExc_TypeError, "run_code: locals must be a mapping or None");
+        return NULL;
+    }
+    if (PyDict_GetItemString(globals, "__builtins__") == NULL &&
+        PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) < 0)
+        return NULL;
+    return PyEval_EvalCode(code, globals, locals);
+}
+
 static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs)
 {
     (void)m;
@@ -751,6 +773,9 @@ static PyMethodDef module_methods[] = {
     {"stop_active", mod_stop_active, METH_NOARGS,
      "stop_active() -> bool: stop and release the process's active session, whoever holds "
      "it (True if there was one)"},
+    {"run_code", mod_run_code, METH_VARARGS,
+     "run_code(code, globals, locals=None): exec (or eval) a code object; the tracer "
+     "does not record this call"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,7 +11,7 @@ from IPython.testing.globalipapp import get_ipython  # noqa: E402
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = get_ipython()
+    shell = get_ipython() or IPython.get_ipython()  # the first call starts it, later ones return None
     shell.run_line_magic("load_ext", "giltracer")
     return shell
 

@@ -84,6 +84,31 @@ def _core():
     return _core  # its own fork handler: a forked child drops the parent's hooks)
 
 
+def code_runner() -> Any:
+    """``run(code, globals, locals=None)``: exec (or eval, for a code object compiled in
+    "eval" mode) `code` from C. Get it before the trace starts, then call it inside: the
+    tracer records neither the call nor a frame of ours, so the code's own ``<module>``
+    is depth 1 for ``max_depth`` and no plumbing span (``exec``) appears in its trace."""
+    return _core().run_code
+
+
+def check_output_path(path: str) -> Optional[str]:
+    """Why `path` cannot be written (its directory is missing or not writable, or it
+    is a directory), or None; checked before the traced code runs, so its work is not
+    lost to a typo in the output path."""
+    full = os.path.abspath(path)
+    folder = os.path.dirname(full)
+    if os.path.isdir(full):
+        return f"{path} is a directory; give a file name, e.g. {os.path.join(path, 'trace.html')}"
+    if not os.path.isdir(folder):
+        return f"the directory {folder} does not exist; create it first or give another path"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the directory {folder} is not writable; give a path in a directory you can write to"
+    if os.path.exists(full) and not os.access(full, os.W_OK):
+        return f"{path} exists and is not writable; remove it or give another path"
+    return None
+
+
 @dataclass(frozen=True)
 class ThreadInfo:
     tid: int

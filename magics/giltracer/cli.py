@@ -5,11 +5,18 @@ per-thread table and writes the viewer opened on its Profile tab."""
 from __future__ import annotations
 
 import argparse
+import builtins
+import importlib.machinery
+import io
 import os
 import runpy
+import signal
 import sys
+import threading
 import traceback
-from typing import List, Optional, Tuple
+import types
+import zipfile
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import api
 from .api import BACKENDS, DEFAULT_MAX_EVENTS, PROFILE_SORTS, Trace
@@ -52,9 +59,13 @@ def build_parser(profile: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS, metavar="N",
                    help=f"keep at most N events of each kind: calls, GIL events, scheduler records "
                         f"(default {DEFAULT_MAX_EVENTS:,}); drops are counted and reported")
-    p.add_argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to N levels below where tracing starts")
-    p.add_argument("--include", action="append", metavar="GLOB", help="only trace files matching GLOB (repeatable)")
-    p.add_argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB (repeatable)")
+    p.add_argument("--max-depth", type=int, default=None, metavar="N",
+                   help="record calls up to N levels deep: 1 is the script's module code, 2 the "
+                        "functions it calls, and so on")
+    p.add_argument("--include", action="append", metavar="GLOB",
+                   help="only trace functions whose file path or qualified name matches GLOB (C functions by name, e.g. time.sleep; C calls made by traced functions are kept) (repeatable)")
+    p.add_argument("--exclude", action="append", metavar="GLOB",
+                   help="do not trace functions whose file path or qualified name matches GLOB (C functions by name, e.g. time.sleep) (repeatable)")
     p.add_argument("--follow-children", action="store_true",
                    help="also probe forked child processes (bpf backend only)")
     if profile:
@@ -98,7 +109,158 @@ def split_argv(argv: List[str]) -> Tuple[List[str], List[str]]:
     return argv, []
 
 
+# Exit statuses of giltracer itself; otherwise the script's own (1 for an exception).
+EXIT_USAGE = 2  # the script did not run: bad options or output path, or the trace could not start
+EXIT_SIGINT = 128 + signal.SIGINT  # 130
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+
+
+class Terminated(BaseException):
+    """SIGTERM as an exception in the main thread: the script unwinds (its finally blocks
+    run), the trace ends and is written, then giltracer exits 143."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class SignalGuard:
+    """Turns SIGTERM into Terminated while the script runs, and defers it while the trace is
+    stopped and written. Installed only over the default disposition: an inherited SIG_IGN or
+    a handler of the embedding program is left alone; a handler the script installs replaces
+    this one, so the script's own behaviour holds."""
+
+    def __init__(self) -> None:
+        self.running = False
+        self.pending: Optional[int] = None
+        self.installed: Dict[int, Any] = {}
+        self.pid = os.getpid()
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if os.getpid() != self.pid:
+            # A forked child (multiprocessing's Process.terminate()): it dies of the
+            # signal, as it would without giltracer.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        if self.running:
+            raise Terminated(signum)
+        self.pending = signum
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, self._handler)
+            self.installed[signal.SIGTERM] = previous
+
+    def restore(self) -> None:
+        for signum, previous in self.installed.items():
+            if signal.getsignal(signum) == self._handler:
+                signal.signal(signum, previous)
+        self.installed.clear()
+
+
+def _ours(filename: str) -> bool:
+    return (filename.startswith(api._PACKAGE_DIR) or filename == getattr(runpy, "__file__", None)
+            or filename == "<frozen runpy>")  # 3.11+ freezes runpy
+
+
+def _raised_by_us(e: BaseException) -> bool:
+    """Whether `e` was raised in giltracer's or runpy's code, not in the user's."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is None or _ours(tb.tb_frame.f_code.co_filename)
+
+
+def print_user_traceback(e: BaseException) -> None:
+    """The traceback Python itself would print for the script: giltracer's and runpy's
+    frames left out (those between the interpreter and the script's own code)."""
+    tb = e.__traceback__
+    while tb is not None and _ours(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    try:
+        traceback.print_exception(type(e), e, tb)
+    except (OSError, ValueError):  # stderr closed by the script
+        pass
+
+
+def write(stream: Any, fd: int, text: str) -> None:
+    """`text` on `stream` (sys.stdout or sys.stderr as they were before the script ran).
+    When the script closed it (json.tool closes sys.stdout; the descriptor stays open), on
+    the descriptor; when nobody reads any more (a closed pipe), nowhere, and later writes
+    go to /dev/null so the interpreter's own flush at exit does not fail either."""
+    try:
+        stream.write(text)
+        stream.flush()
+        return
+    except (AttributeError, ValueError):  # None, or closed
+        pass
+    except BrokenPipeError:
+        _silence(fd)
+        return
+    except OSError:
+        return
+    try:
+        os.write(fd, text.encode("utf-8", "replace"))
+    except BrokenPipeError:
+        _silence(fd)
+    except OSError:
+        pass
+
+
+def _silence(fd: int) -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
+def exit_status(e: SystemExit) -> int:
+    """The status Python gives sys.exit(code): None 0, an int itself, anything else is
+    printed on stderr and gives 1."""
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    write(sys.stderr, 2, f"{e.code}\n")
+    return 1
+
+
+def prepare_script(path: str) -> Optional[Tuple[Any, types.ModuleType]]:
+    """(code, module) to run `path` as ``__main__`` the way ``python path`` does, or None
+    for what runpy must run (a directory, a zip file, a .pyc). Compiled before the trace
+    starts, so the script's module code is depth 1 for --max-depth."""
+    if not os.path.isfile(path) or path.endswith((".pyc", ".pyo")) or zipfile.is_zipfile(path):
+        return None
+    path = os.path.abspath(path)  # as python (3.9+) names the script: __file__, tracebacks
+    with io.open_code(path) as f:
+        source = f.read()
+    code = compile(source, path, "exec", dont_inherit=True)
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=path, __cached__=None, __package__=None, __spec__=None,
+                           __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+                           __builtins__=builtins)
+    return code, module
+
+
+def prepare_module(name: str) -> Tuple[Any, types.ModuleType]:
+    """(code, module) to run module `name` as ``__main__`` the way ``python -m name`` does
+    (a package runs its __main__). Raises ImportError when there is no such module."""
+    _, spec, code = runpy._get_module_details(name)  # type: ignore[attr-defined]
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=spec.origin, __cached__=spec.cached, __package__=spec.parent,
+                           __spec__=spec, __loader__=spec.loader, __builtins__=builtins)
+    return code, module
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    """The command line; returns the exit status (see EXIT_*). On SIGTERM it ends the
+    process itself (os._exit(143)) once the trace is written, as the signal would have."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # `giltracer profile x.py`; a script really named "profile" runs as ./profile.
     profile = bool(argv) and argv[0] == PROFILE_COMMAND
@@ -127,6 +289,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = a.output or (os.path.splitext(os.path.basename(target))[0] + ".giltracer.html")
     if not out.lower().endswith((".html", ".htm", ".json", ".txt")):
         p.error(f"cannot tell the format of {out!r}: use a .html, .json or .txt path")
+    why = api.check_output_path(out)
+    if why:  # before the script runs: its work is not lost to the output path
+        p.error(f"cannot write the trace to {out}: {why}")
     if api.FREE_THREADED:  # before the script runs: it would run untraced
         p.error(api.FREE_THREADED_REFUSAL)
     try:
@@ -135,37 +300,108 @@ def main(argv: Optional[List[str]] = None) -> int:
                   backend=a.backend, follow_children=a.follow_children, title=run_name)
     except ValueError as e:
         p.error(str(e))
+    return run(a, t, target, out, profile)
 
-    saved_argv = sys.argv
-    sys.argv = [target] + list(a.args)
+
+def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -> int:
+    """Run the script (or module) traced, write the trace and report; the exit status."""
+    stdout, stderr = sys.stdout, sys.stderr  # as they are now: the script may close or replace them
+    try:
+        prepared = prepare_module(target) if a.module else prepare_script(target)
+    except BaseException as e:
+        if isinstance(e, ImportError) and _raised_by_us(e):  # no such module: one line
+            write(stderr, 2, f"giltracer: {e}\n")
+            return EXIT_USAGE
+        print_user_traceback(e)  # a syntax error, or a package's __init__ that raised
+        return 1
+    run_code = api.code_runner()
+    saved_argv, saved_main, saved_path = sys.argv, sys.modules.get("__main__"), list(sys.path)
+    sys.argv = [target if not a.module else prepared[1].__file__] + list(a.args)  # type: ignore[index]
     if not a.module:
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-    status = 0
+    if prepared is not None:
+        sys.modules["__main__"] = prepared[1]
+    guard = SignalGuard()
+    guard.install()
+    status, signum = 0, None
     try:
-        with t:
-            if a.module:
-                runpy.run_module(target, run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(target, run_name="__main__")
-    except SystemExit as e:  # the script's own exit status
-        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except BaseException:  # still save what was traced, then report
-        traceback.print_exc()
-        status = 1
+        try:
+            t.start()
+        except Exception as e:  # nothing ran: one line, no traceback
+            guard.restore()
+            why = str(e)
+            why = why[len("giltracer: "):] if why.startswith("giltracer: ") else why
+            write(stderr, 2, f"giltracer: could not start the trace: {why}\n")
+            return EXIT_USAGE
+        try:
+            try:
+                guard.running = True
+                if prepared is not None:
+                    run_code(prepared[0], prepared[1].__dict__)
+                else:  # a directory or zip file with __main__.py, or a .pyc: runpy runs it
+                    runpy.run_path(target, run_name="__main__")
+            finally:
+                guard.running = False
+        except SystemExit as e:  # the script's own exit status
+            status = exit_status(e)
+        except Terminated as e:
+            status, signum = 128 + e.signum, e.signum
+        except KeyboardInterrupt as e:  # Ctrl-C: what python prints, then 130 (as a shell reports it)
+            print_user_traceback(e)
+            status, signum = EXIT_SIGINT, signal.SIGINT
+        except BaseException as e:  # the script's exception, as python would print it
+            print_user_traceback(e)
+            status = 1
+        finally:
+            try:
+                t.stop()
+            except Exception as e:
+                write(stderr, 2, f"giltracer: could not end the trace: {type(e).__name__}: {e}\n")
+                status = status or 1
+                t = None  # type: ignore[assignment]
+        if t is not None:
+            status = report(a, t, out, profile, status, signum, stdout, stderr)
+        if guard.pending is not None and signum is None:  # SIGTERM while the trace was written
+            signum, status = guard.pending, 128 + guard.pending
+            write(stderr, 2, f"giltracer: interrupted ({signal.Signals(signum).name})\n")
     finally:
+        guard.restore()
         sys.argv = saved_argv
-    t.save(out, tab="profile" if profile and out.lower().endswith((".html", ".htm")) else None)
-    if profile:
-        if not a.quiet:
-            print(t.profile_text(a.top, a.sort), end="")
-            print(f"giltracer: wrote {out}", file=sys.stderr)
-        else:
-            print(out)
+        sys.path[:] = saved_path
+        if prepared is not None:
+            if saved_main is not None:
+                sys.modules["__main__"] = saved_main
+            else:
+                sys.modules.pop("__main__", None)
+    if signum == signal.SIGTERM:
+        # Like the default disposition of SIGTERM: no waiting for the script's other
+        # threads and no atexit handlers, once the trace is written.
+        for stream, fd in ((stdout, 1), (stderr, 2)):
+            write(stream, fd, "")
+        os._exit(status)
+    return status
+
+
+def report(a: argparse.Namespace, t: Trace, out: str, profile: bool, status: int,
+           signum: Optional[int], stdout: Any, stderr: Any) -> int:
+    """Write the trace to `out` and print the tables (or, with -q, the path); the status."""
+    try:
+        t.save(out, tab="profile" if profile and out.lower().endswith((".html", ".htm")) else None)
+    except Exception as e:  # e.g. the directory was removed while the script ran
+        write(stderr, 2, f"giltracer: could not write the trace to {out}: {type(e).__name__}: {e}\n")
+        return status or 1
+    wrote = (f"giltracer: interrupted ({signal.Signals(signum).name}); wrote {out}\n"
+             if signum is not None else f"giltracer: wrote {out}\n")
+    if profile and not a.quiet:
+        write(stdout, 1, t.profile_text(a.top, a.sort))
+        write(stderr, 2, wrote)
     elif not a.quiet:
-        print(t.summary_text(a.top), file=sys.stderr, end="")
-        print(f"giltracer: wrote {out}", file=sys.stderr)
+        write(stderr, 2, t.summary_text(a.top))
+        write(stderr, 2, wrote)
     else:
-        print(out)
+        write(stdout, 1, out + "\n")
+        if signum is not None:
+            write(stderr, 2, wrote)
     return status
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any, Optional, Tuple
 
 from IPython.core.error import UsageError
@@ -42,6 +43,9 @@ def make_trace(args: Any, title: str) -> Trace:
     """A Trace from the options both magics share; a bad value is a UsageError."""
     if args.output and not args.output.lower().endswith(OUTPUT_SUFFIXES):
         raise UsageError(f"-o {args.output}: use a path ending in .html, .json or .txt")
+    why = api.check_output_path(args.output) if args.output else None
+    if why:  # before the code runs: its work is not lost to the output path
+        raise UsageError(f"-o {args.output}: {why}")
     try:
         return Trace(c_calls=args.c_calls, sched=args.sched, backend=args.backend, title=title,
                      **{k: getattr(args, k) for k in ("functions", "max_events", "max_depth",
@@ -64,23 +68,82 @@ def untraced(args: Any, run: Any) -> Any:
 
 
 def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
-    """run() inside the trace: (its value, the exception it raised or None)."""
-    with t:
-        try:
-            return run(), None
-        except BaseException as e:  # shown after the trace, then re-raised
-            return None, e
+    """run() inside the trace: (its value, the exception it raised or None), once the
+    trace has ended. When it cannot end, run()'s exception propagates with a note
+    saying so (or, when run() raised none, the failure to end it). A trace that cannot
+    start (another one is recording) is a UsageError, and run() does not run."""
+    try:
+        t.start()
+    except RuntimeError as e:
+        why = str(e)
+        why = why[len("giltracer: "):] if why.startswith("giltracer: ") else why
+        raise UsageError(f"giltracer: could not start the trace: {why}") from None
+    try:
+        value, error = run(), None
+    except BaseException as e:  # shown after the trace, then re-raised
+        value, error = None, e
+    try:
+        t.stop()
+    except Exception as e:
+        if error is None:
+            raise
+        output_failed(error, f"could not end the trace: {type(e).__name__}: {e}")
+        raise error
+    return value, error
 
 
-def save_and_report(t: Trace, args: Any, error: Optional[BaseException], what: str,
-                    tab: Optional[str] = None) -> None:
+def output_failed(error: BaseException, message: str) -> None:
+    """Say that the trace could not be saved or shown, beside the code's own exception
+    `error`: a note on it (3.11+) and a line on stderr (every version)."""
+    line = f"giltracer: {message}"
+    if hasattr(error, "add_note"):
+        error.add_note(line)
+    print(line, file=sys.stderr)
+
+
+def deliver(t: Trace, args: Any, error: Optional[BaseException], what: str, bundle: Any) -> None:
+    """Save (-o) and show (bundle() -> the MIME bundle) the trace of code that raised `error`
+    (or None), then raise that error. Saving or showing never replaces it: a failure is a
+    note on it and a line on stderr. When the code did not raise, a failure is a
+    UsageError (a one-line message; the trace is still in --var NAME and giltracer.last())."""
+    failures = []
     if args.output:
         html_out = args.output.lower().endswith((".html", ".htm"))
-        t.save(args.output, tab=tab if html_out else None, theme=args.theme if html_out else None)
-        if not args.quiet:
-            print(f"giltracer: saved {args.output}")
+        try:
+            t.save(args.output, tab=bundle.tab if html_out else None,
+                   theme=args.theme if html_out else None)
+            if not args.quiet:
+                print(f"giltracer: saved {args.output}")
+        except Exception as e:
+            failures.append(f"could not save the trace to {args.output}: {type(e).__name__}: {e}")
     if not args.quiet and error is not None:
         print(f"giltracer: the {what} raised {type(error).__name__}; its trace is below")
+    if not args.quiet:
+        try:
+            display(bundle(), raw=True)
+        except Exception as e:
+            failures.append(f"could not show the trace: {type(e).__name__}: {e}")
+    if error is not None:
+        for message in failures:
+            output_failed(error, message)
+        raise error
+    if failures:
+        raise UsageError("giltracer: " + "; ".join(failures) + " (the trace is in --var NAME "
+                         "or giltracer.last())")
+
+
+class Bundle:
+    """The viewer bundle of a trace, made when shown (deliver() catches its failures)."""
+
+    def __init__(self, t: Trace, args: Any, max_output: int, text: Optional[str] = None,
+                 tab: Optional[str] = None) -> None:
+        self.t, self.args, self.max_output, self.text, self.tab = t, args, max_output, text, tab
+
+    def __call__(self) -> dict:
+        a = self.args
+        text = self.text() if callable(self.text) else self.text
+        return viewer_bundle(self.t, a.height, text, tab=self.tab, max_output=self.max_output,
+                             saved_html=saved_page(a), theme=a.theme)
 
 
 def saved_page(args: Any) -> Optional[str]:
@@ -126,9 +189,12 @@ class GilTracerMagics(Magics):
     @argument("--no-sched", dest="sched", action="store_false", help="do not record OS scheduler states")
     @argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS, metavar="N",
               help=f"keep at most N call events (default {DEFAULT_MAX_EVENTS:,})")
-    @argument("--max-depth", type=int, default=None, metavar="N", help="record calls up to N levels below the cell")
-    @argument("--include", action="append", metavar="GLOB", help="only trace files matching GLOB")
-    @argument("--exclude", action="append", metavar="GLOB", help="do not trace files matching GLOB")
+    @argument("--max-depth", type=int, default=None, metavar="N",
+              help="record calls up to N levels deep: 1 is the cell's own code, 2 the functions it calls")
+    @argument("--include", action="append", metavar="GLOB",
+              help="only trace functions whose file path or qualified name matches GLOB (C functions by name, e.g. time.sleep; C calls made by traced functions are kept)")
+    @argument("--exclude", action="append", metavar="GLOB",
+              help="do not trace functions whose file path or qualified name matches GLOB (C functions by name, e.g. time.sleep)")
     @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
     @argument("--theme", choices=VIEWER_THEMES, default="auto",
               help="viewer colours: auto (follows the system's light/dark preference), light, dark")
@@ -154,18 +220,15 @@ class GilTracerMagics(Magics):
         max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%%giltracer cell")
         code = self._compile(cell, "exec")
+        ns = self.shell.user_ns  # fetched before the trace: a property, a call of its own
         if api.FREE_THREADED:
-            untraced(args, lambda: exec(code, self.shell.user_ns))
+            untraced(args, lambda: exec(code, ns))
             return
-        _, error = run_traced(t, lambda: exec(code, self.shell.user_ns))
+        run = api.code_runner()
+        _, error = run_traced(t, lambda: run(code, ns))
         if args.var is not None:
-            self.shell.user_ns[args.var] = t
-        save_and_report(t, args, error, "cell")
-        if not args.quiet:
-            display(viewer_bundle(t, args.height, max_output=max_output, saved_html=saved_page(args),
-                                  theme=args.theme), raw=True)
-        if error is not None:
-            raise error
+            ns[args.var] = t
+        deliver(t, args, error, "cell", Bundle(t, args, max_output))
 
     @magic_arguments()
     @argument("-o", "--output", metavar="PATH",
@@ -209,24 +272,20 @@ class GilTracerMagics(Magics):
         check_var(args.var)
         max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%gilprofile " + statement if cell is None else "%%gilprofile cell")
+        ns = self.shell.user_ns  # fetched before the trace: a property, a call of its own
         if cell is None:
-            value_of = self._statement(statement, local_ns)
+            code, run_locals = self._statement(statement), local_ns
         else:
-            code = self._compile(cell, "exec")
-            value_of = lambda: exec(code, self.shell.user_ns)  # noqa: E731
+            code, run_locals = self._compile(cell, "exec"), None
         if api.FREE_THREADED:
-            value = untraced(args, value_of)
+            value = untraced(args, lambda: eval(code, ns, run_locals))
             return value if cell is None else None
-        value, error = run_traced(t, value_of)
+        run = api.code_runner()
+        value, error = run_traced(t, lambda: run(code, ns, run_locals))
         if args.var is not None:
-            self.shell.user_ns[args.var] = t
-        save_and_report(t, args, error, "statement" if cell is None else "cell", tab="profile")
-        if not args.quiet:
-            display(viewer_bundle(t, args.height, t.profile_text(args.top, args.sort), tab="profile",
-                                  max_output=max_output, saved_html=saved_page(args),
-                                  theme=args.theme), raw=True)
-        if error is not None:
-            raise error
+            ns[args.var] = t
+        deliver(t, args, error, "statement" if cell is None else "cell",
+                Bundle(t, args, max_output, lambda: t.profile_text(args.top, args.sort), tab="profile"))
         return value if cell is None else None
 
     # -- helpers -------------------------------------------------------------------
@@ -235,17 +294,13 @@ class GilTracerMagics(Magics):
         source = shell.transform_cell(source)
         return shell.compile(source, shell.compile.cache(source), mode)
 
-    def _statement(self, statement: str, local_ns: Any) -> Any:
-        """A callable running `statement` in the user's namespace: an expression's value,
-        or None for a statement (as %time does)."""
-        ns = self.shell.user_ns
+    def _statement(self, statement: str) -> Any:
+        """`statement` compiled: in "eval" mode for an expression (running it gives its
+        value), else in "exec" mode (running it gives None, as %time does)."""
         try:
-            code, is_expr = self._compile(statement, "eval"), True
+            return self._compile(statement, "eval")
         except SyntaxError:
             try:
-                code, is_expr = self._compile(statement, "exec"), False
+                return self._compile(statement, "exec")
             except SyntaxError as e:
                 raise UsageError(f"%gilprofile: not a Python statement: {e.msg}: {statement!r}") from None
-        if is_expr:
-            return lambda: eval(code, ns, local_ns)
-        return lambda: exec(code, ns, local_ns)

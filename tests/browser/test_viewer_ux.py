@@ -267,7 +267,8 @@ def test_the_cli_folds_its_runpy_frames(tmp_path):
         assert main["rows"][0] == [title] and main["rows"][1] == ["<module>"]  # the script, right below
         p.js("gtViewer.scopeFolded(false)")
         unfolded = lanes(p)["MainThread"]["rows"]
-        assert any("run_path" in row for row in unfolded) and len(unfolded) > len(main["rows"])  # runpy is back
+        # runpy's frames of `python -m giltracer` are back
+        assert any("_run_module_as_main" in row for row in unfolded) and len(unfolded) > len(main["rows"])
         assert not p.errors, p.errors
     finally:
         p.close()
