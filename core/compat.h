@@ -39,4 +39,14 @@ static inline void gt_write_unraisable(const char *what)
 #endif
 }
 
+/* Is the interpreter shutting down (modules being torn down, imports refused)? */
+static inline int gt_is_finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
 #endif /* GT_COMPAT_H */

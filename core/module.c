@@ -97,8 +97,14 @@ static void Session_dealloc(SessionObject *self)
 {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    if (gt_session__free(self->s) < 0)
-        gt_write_unraisable("while giltracer stopped a trace freed while it was recording");
+    if (gt_session__free(self->s) < 0) {
+        /* At exit a trace still recording is torn down with the modules it needs
+         * (threading): nothing is left to tell the user about. */
+        if (gt_is_finalizing())
+            PyErr_Clear();
+        else
+            gt_write_unraisable("while giltracer stopped a trace freed while it was recording");
+    }
     self->s = NULL;
     PyErr_Restore(et, ev, tb);
     Py_TYPE(self)->tp_free((PyObject *)self);
