@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Emit: a merged result as Chrome Trace Event JSON, a self-contained HTML viewer,
- * or a text table. Plain C + jansson, unit-tested by tests/c/test_emit.c. */
+ * or a text table. Plain C + jansson, unit-tested by tests/c/emit/test_emit.c. */
 #ifndef GT_EMIT_H
 #define GT_EMIT_H
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Profile: a merged result -> call trees (per thread and merged over threads) whose
  * every node splits its time by GIL state, and per-function rows with the GIL wait each
- * function caused. Plain C (no Python), unit-tested by tests/c/test_profile.c. */
+ * function caused. Plain C (no Python), unit-tested by tests/c/analyze/test_profile.c. */
 #ifndef GT_PROFILE_H
 #define GT_PROFILE_H
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Merge: per-thread event streams -> spans, GIL intervals, OS states, summaries,
- * GIL blame. Plain C (no Python, no libbpf), unit-tested by tests/c/test_merge.c. */
-#ifndef GT_MERGE_H
-#define GT_MERGE_H
+/* The trace as data: what the recorders hand to the merge (functions, per-thread
+ * streams) and what the merge hands to the emitters (spans, GIL and OS intervals,
+ * summaries, GIL blame). Types only; the merge itself is analyze/merge.h. */
+#ifndef GT_TRACE_H
+#define GT_TRACE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -145,13 +146,4 @@ struct gt_result {
     int gil_known;
 };
 
-/**
- * gt_merge__run() - build the result of a session from its streams.
- * Returns 0 and sets *out (free with gt_result__free), or -errno (-ENOMEM, -EINVAL).
- */
-int gt_merge__run(const struct gt_trace_input *in, struct gt_result **out);
-
-/** gt_result__free() - free a result; accepts NULL. */
-void gt_result__free(struct gt_result *r);
-
-#endif /* GT_MERGE_H */
+#endif /* GT_TRACE_H */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit test of the thread registry (core/threads.c), its event budgets: every kind of
+/* Unit test of the thread registry (core/record/threads.c), its event budgets: every kind of
  * stream is capped, counts are exact under many threads, pushes past the cap take no lock;
  * and its block reserve: a pushing thread never maps memory itself while the reserve
  * lasts. The lock and mmap are observed by interposing pthread_mutex_lock and mmap in

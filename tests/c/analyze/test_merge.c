@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for core/merge.c: spans, GIL/OS intervals, summaries, blame, errors, speed. */
+/* Unit tests for core/analyze/merge.c: spans, GIL/OS intervals, summaries, blame, errors, speed. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>

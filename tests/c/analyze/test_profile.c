@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for core/profile.c on hand-built results with exact expected numbers. */
+/* Unit tests for core/analyze/profile.c on hand-built results with exact expected numbers. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -58,7 +58,7 @@ struct gt_thread {
     uint64_t gen;      /* registry generation this record belongs to */
     int bound;         /* a thread has bound to it (gt_thread_current): no other thread will */
     int superseded;    /* its tid was reused by a later thread of the session: it ended */
-    uint32_t flags;    /* enum gt_thread_input_flags (merge.h) */
+    uint32_t flags;    /* enum gt_thread_input_flags (gt_trace.h) */
     void *tracer_state; /* owned by the tracer (freed through the registry hook) */
     void *sched_state;  /* owned by the sched probe */
     struct gt_thread *next;

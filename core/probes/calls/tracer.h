@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "compat.h"
-#include "merge.h"
+#include "gt_trace.h"
 
 struct gt_thread;
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit test of core/sched.c against the real registry and the real kernel: threads
+/* Unit test of core/probes/sched/sched.c against the real registry and the real kernel: threads
  * that sleep, spin against each other on one CPU, exit early, or flood a small ring.
  * Plain C. When perf_event_open is refused here, prints SKIP and passes. */
 #define _GNU_SOURCE

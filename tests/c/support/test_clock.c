@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit test of the tick -> CLOCK_MONOTONIC fit (core/gt_clock.c): a session's fit is
+/* Unit test of the tick -> CLOCK_MONOTONIC fit (core/support/gt_clock.c): a session's fit is
  * anchored at its own start and stop, so a clock slewed before the session (NTP, up
  * to 500 ppm) does not skew the session's events. Plain C, no timing. */
 #include <stdint.h>

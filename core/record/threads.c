@@ -13,7 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "merge.h"
+#include "gt_trace.h"
 
 atomic_int gt_recording;
 _Atomic uint64_t gt_registry_gen;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit test of core/gilhook.c against a fake interpreter object (fake_interp.c):
+/* Unit test of core/probes/hooks/gilhook.c against a fake interpreter object (fake_interp.c):
  * install, calibrate, and the drop-request decode, which must follow take_gil's own
  * rule: a timed-out wait asks the holder to drop only if the GIL is still locked and
  * no other thread took it during the wait. Plain C. No timing is asserted: the test

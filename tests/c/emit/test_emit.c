@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for core/emit.c on hand-built results (no merge); prints "N passed, M failed". */
+/* Unit tests for core/emit/ on hand-built results (no merge); prints "N passed, M failed". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
