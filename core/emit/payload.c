@@ -511,9 +511,12 @@ cleanup:
 
 /* ---- HTML --------------------------------------------------------------- */
 
+/* The template's placeholders, in the order they are looked up. */
+enum piece_kind { PIECE_CSS, PIECE_JS, PIECE_PAYLOAD, PIECE_TITLE, PIECE_BINARY, NPIECES };
+
 struct piece {
     size_t start, end; /* the part of the template it replaces */
-    int what;          /* 0 css, 1 js, 2 payload, 3 title, 4 binary columns */
+    enum piece_kind what;
 };
 
 static void w_base64(struct wr *w, const uint8_t *p, size_t n)
@@ -545,7 +548,7 @@ static void w_base64(struct wr *w, const uint8_t *p, size_t n)
 }
 
 static int find_piece(const char *tpl, size_t len, const char *token, int whole_line,
-                      int what, struct piece *out)
+                      enum piece_kind what, struct piece *out)
 {
     const char *p = memmem(tpl, len, token, strlen(token));
     if (!p)
@@ -595,7 +598,7 @@ int gt_emit__html(const struct gt_result *r, const struct gt_emit_meta *m, FILE 
 {
     const char *tpl = gt_asset_viewer_html;
     size_t len = gt_asset_viewer_html_len;
-    struct piece pc[5];
+    struct piece pc[NPIECES];
     struct wr w = {0};
     struct zout z;
     int err, payload_done = 0;
@@ -605,20 +608,20 @@ int gt_emit__html(const struct gt_result *r, const struct gt_emit_meta *m, FILE 
     err = check_result(r);
     if (err)
         return err;
-    if (find_piece(tpl, len, "/*GT_CSS*/", 1, 0, &pc[0]) ||
-        find_piece(tpl, len, "/*GT_JS*/", 1, 1, &pc[1]) ||
-        find_piece(tpl, len, "GT_PAYLOAD", 0, 2, &pc[2]) ||
-        find_piece(tpl, len, "GT_TITLE", 0, 3, &pc[3]) ||
-        find_piece(tpl, len, "GT_BINARY", 0, 4, &pc[4]))
+    if (find_piece(tpl, len, "/*GT_CSS*/", 1, PIECE_CSS, &pc[PIECE_CSS]) ||
+        find_piece(tpl, len, "/*GT_JS*/", 1, PIECE_JS, &pc[PIECE_JS]) ||
+        find_piece(tpl, len, "GT_PAYLOAD", 0, PIECE_PAYLOAD, &pc[PIECE_PAYLOAD]) ||
+        find_piece(tpl, len, "GT_TITLE", 0, PIECE_TITLE, &pc[PIECE_TITLE]) ||
+        find_piece(tpl, len, "GT_BINARY", 0, PIECE_BINARY, &pc[PIECE_BINARY]))
         return -EINVAL; /* the embedded template lacks a placeholder */
     /* In template order; they must not overlap. */
-    for (int i = 1; i < 5; i++)
+    for (int i = 1; i < NPIECES; i++)
         for (int j = i; j > 0 && pc[j].start < pc[j - 1].start; j--) {
             struct piece t = pc[j];
             pc[j] = pc[j - 1];
             pc[j - 1] = t;
         }
-    for (int i = 1; i < 5; i++)
+    for (int i = 1; i < NPIECES; i++)
         if (pc[i].start < pc[i - 1].end)
             return -EINVAL;
     if ((err = zout_init(&z)))
@@ -628,29 +631,31 @@ int gt_emit__html(const struct gt_result *r, const struct gt_emit_meta *m, FILE 
     if (err)
         goto cleanup;
     size_t at = 0;
-    for (int i = 0; i < 5 && !err; i++) {
+    for (int i = 0; i < NPIECES && !err; i++) {
         w_mem(&w, tpl + at, pc[i].start - at);
         at = pc[i].end;
         switch (pc[i].what) {
-        case 0:
-        case 1: {
-            const char *s = pc[i].what ? gt_asset_viewer_js : gt_asset_viewer_css;
-            size_t n = pc[i].what ? gt_asset_viewer_js_len : gt_asset_viewer_css_len;
+        case PIECE_CSS:
+        case PIECE_JS: {
+            int js = pc[i].what == PIECE_JS;
+            const char *s = js ? gt_asset_viewer_js : gt_asset_viewer_css;
+            size_t n = js ? gt_asset_viewer_js_len : gt_asset_viewer_css_len;
             w_mem(&w, s, n);
             if (n && s[n - 1] != '\n')
                 w_mem(&w, "\n", 1);
             break;
         }
-        case 2:
+        case PIECE_PAYLOAD:
             err = payload_write(&w, r, m, &z);
             payload_done = 1;
             break;
-        case 4: /* the columns the payload referred to: it must come first */
+        case PIECE_BINARY: /* the columns the payload referred to: it must come first */
             if (!payload_done || (err = zout_finish(&z)))
                 err = err ? err : -EINVAL;
             else
                 w_base64(&w, (const uint8_t *)z.out.p, z.out.len);
             break;
+        case PIECE_TITLE:
         default:
             w_html_escaped(&w, m->title ? m->title : "giltracer");
             break;
