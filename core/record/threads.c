@@ -32,9 +32,9 @@ static gt_thread_cb on_new_thread;
 static void *on_new_ctx;
 /* Per-kind event budgets (enum gt_budget), guarded by reg_lock. `budget_spent` is set
  * once a budget is gone, so pushes past the cap are refused without the lock. */
-static uint64_t budget_left[GT_NBUDGETS];
+static uint64_t budget_left[GT_BUDGET_END]; /* by enum gt_budget; [GT_BUDGET_NONE] unused */
 static int budget_limited;
-static atomic_int budget_spent[GT_NBUDGETS];
+static atomic_int budget_spent[GT_BUDGET_END];
 
 /* Blocks are carved out of 2 MiB arenas of small pages. (Transparent huge pages: one
  * fault per arena, 0.1 ms where the kernel recycles a huge page, but 2.3-4.3 ms for
@@ -316,7 +316,8 @@ int gt_stream__grow(struct gt_stream *s)
     /* Refusals are decided without the lock: past the cap every push lands here. */
     if (atomic_load_explicit(&gt_registry_gen, memory_order_relaxed) == 0)
         return -ESRCH;
-    if (s->budget && atomic_load_explicit(&budget_spent[s->budget - 1], memory_order_relaxed))
+    if (s->budget != GT_BUDGET_NONE &&
+        atomic_load_explicit(&budget_spent[s->budget], memory_order_relaxed))
         return -ENOSPC;
     pthread_mutex_lock(&reg_lock);
     if (atomic_load(&gt_registry_gen) == 0) { /* the session ended */
@@ -328,10 +329,10 @@ int gt_stream__grow(struct gt_stream *s)
      * there first (no new block; a call stream needs no new time base). */
     size_t tail_free = s->tail && s->lim ? cap - (size_t)((char *)s->lim - block_events(s->tail)) / s->rec_size : 0;
     size_t room = tail_free ? tail_free : cap;
-    uint64_t *left = s->budget && budget_limited ? &budget_left[s->budget - 1] : NULL;
+    uint64_t *left = s->budget != GT_BUDGET_NONE && budget_limited ? &budget_left[s->budget] : NULL;
     if (left) {
         if (*left == 0) {
-            atomic_store(&budget_spent[s->budget - 1], 1);
+            atomic_store(&budget_spent[s->budget], 1);
             err = -ENOSPC;
             goto cleanup;
         }
@@ -370,7 +371,7 @@ int gt_stream__grow(struct gt_stream *s)
     if (left) {
         s->granted += room;
         if ((*left -= room) == 0)
-            atomic_store(&budget_spent[s->budget - 1], 1);
+            atomic_store(&budget_spent[s->budget], 1);
     }
 cleanup:
     pthread_mutex_unlock(&reg_lock);
@@ -496,7 +497,7 @@ int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx)
         goto cleanup;
     }
     budget_limited = max_call_events != 0;
-    for (int k = 0; k < GT_NBUDGETS; k++) {
+    for (int k = GT_BUDGET_CALLS; k < GT_BUDGET_END; k++) {
         budget_left[k] = max_call_events;
         atomic_store(&budget_spent[k], 0);
     }
@@ -546,13 +547,14 @@ static struct gt_thread *register_locked(int32_t tid, uint32_t flags, int bind, 
     t->pid = (int32_t)getpid();
     t->flags = flags;
     t->gen = atomic_load(&gt_registry_gen);
-    t->calls.budget = 1 + GT_BUDGET_CALLS;
-    t->calls.rec_size = 8;
+    t->calls.budget = GT_BUDGET_CALLS;
+    t->calls.rec_size = sizeof(struct gt_call_rec);
     t->calls.ts_hi = UINT32_MAX;
-    t->gil.rec_size = t->sched.rec_size = t->gil_check.rec_size = 16;
-    t->gil.budget = 1 + GT_BUDGET_GIL;
-    t->sched.budget = 1 + GT_BUDGET_SCHED;
-    t->gil_check.budget = 1 + GT_BUDGET_GIL_CHECK;
+    t->gil.rec_size = t->gil_check.rec_size = sizeof(struct gt_gil_event);
+    t->sched.rec_size = sizeof(struct gt_sched_event);
+    t->gil.budget = GT_BUDGET_GIL;
+    t->sched.budget = GT_BUDGET_SCHED;
+    t->gil_check.budget = GT_BUDGET_GIL_CHECK;
     t->next = threads;
     threads = t;
     t->hnext = *tid_bucket(tid);

@@ -26,6 +26,17 @@ struct gt_block {
 #define GT_BLOCK_HEADER 16
 #define GT_BLOCK_EVENTS ((GT_BLOCK_BYTES - GT_BLOCK_HEADER) / 16) /* of 16 bytes */
 
+/* Each kind of stream has its own budget of max_events (gt_registry__begin); a stream
+ * of GT_BUDGET_NONE (a zeroed one) counts against none. */
+enum gt_budget {
+    GT_BUDGET_NONE,
+    GT_BUDGET_CALLS,
+    GT_BUDGET_GIL,
+    GT_BUDGET_SCHED,
+    GT_BUDGET_GIL_CHECK,
+    GT_BUDGET_END, /* one past the last budget */
+};
+
 /* A stream of 16-byte events (GIL, sched), or of 8-byte call records (see
  * gt_stream__push_call). `cur`/`lim` point into the tail block. */
 struct gt_stream {
@@ -38,11 +49,9 @@ struct gt_stream {
     uint64_t dropped; /* events refused (cap reached or no memory) */
     uint64_t refused_at; /* raw timestamp of the first refusal; 0 = never */
     uint64_t granted;    /* records of the budget granted to it so far */
-    int budget; /* enum gt_budget + 1: the registry budget it counts against; 0 = none */
+    enum gt_budget budget; /* the registry budget it counts against */
 };
 
-/* Each kind of stream has its own budget of max_events (gt_registry__begin). */
-enum gt_budget { GT_BUDGET_CALLS, GT_BUDGET_GIL, GT_BUDGET_SCHED, GT_BUDGET_GIL_CHECK, GT_NBUDGETS };
 
 struct gt_thread {
     /* hot fields first */

@@ -144,7 +144,7 @@ static void run_kind(int kind, uint64_t cap)
         kept += gt_stream__count(s); /* the budget counts records (a call stream's time bases too) */
         kept_events += gt_stream__events(s);
         dropped += s->dropped;
-        for (int k = 0; k < GT_NBUDGETS; k++)
+        for (int k = GT_BUDGET_CALLS; k < GT_BUDGET_END; k++)
             if (k != kind)
                 others += gt_stream__count(stream_of(t, k));
     }
@@ -454,7 +454,7 @@ int main(void)
     run_reserve();
     run_lazy_keep();
     /* Caps well below NTHREADS * PUSHES, one not a multiple of the 256-event share. */
-    for (int kind = 0; kind < GT_NBUDGETS; kind++)
+    for (int kind = GT_BUDGET_CALLS; kind < GT_BUDGET_END; kind++)
         run_kind(kind, kind == GT_BUDGET_GIL ? 1000 : 50001);
     run_unlimited();
     run_many_small_streams();
