@@ -158,8 +158,12 @@ static PyObject *Session_finish(SessionObject *self, PyObject *args)
 static PyObject *Session_get_state(SessionObject *self, void *c)
 {
     (void)c;
-    static const char *names[] = {"new", "recording", "stopped", "finished", "released"};
-    return PyUnicode_FromString(self->s ? names[gt_session__state(self->s)] : "new");
+    static const char *const names[GT_SESSION_NSTATES] = {
+        [GT_SESSION_NEW] = "new",           [GT_SESSION_RECORDING] = "recording",
+        [GT_SESSION_STOPPED] = "stopped",   [GT_SESSION_FINISHED] = "finished",
+        [GT_SESSION_RELEASED] = "released",
+    };
+    return PyUnicode_FromString(names[self->s ? gt_session__state(self->s) : GT_SESSION_NEW]);
 }
 
 static PyMethodDef Session_methods[] = {

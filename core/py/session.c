@@ -16,12 +16,11 @@
 #include "gt_sched.h"
 #include "threads.h"
 
-enum { ST_NEW = 0, ST_RECORDING = 1, ST_STOPPED = 2, ST_FINISHED = 3 };
 enum { USED_NONE = 0, USED_HOOKS = 1, USED_BPF = 2 };
 
 struct gt_session {
     struct gt_session_opts o; /* Python objects in it are strong references */
-    int state;
+    enum gt_session_state state; /* never GT_SESSION_RELEASED: that is `released` */
     int used;
     int registry_begun;
     int hooks_started, bpf_started, check_started; /* what this session must stop */
@@ -41,7 +40,7 @@ struct gt_session {
  * the probes it refers to are the parent's (or, by now, the child's own session's). */
 static int forked_copy(const struct gt_session *s)
 {
-    return s->state != ST_NEW && s->pid != getpid();
+    return s->state != GT_SESSION_NEW && s->pid != getpid();
 }
 
 /* Process-wide: the hooks stay installed once installed. A failed install is final
@@ -345,9 +344,9 @@ struct gt_session *gt_session__new(const struct gt_session_opts *o)
     return s;
 }
 
-int gt_session__state(const struct gt_session *s)
+enum gt_session_state gt_session__state(const struct gt_session *s)
 {
-    return s->released ? 4 : s->state;
+    return s->released ? GT_SESSION_RELEASED : s->state;
 }
 
 /* Stops what this session started, nothing else (a refused start must leave the
@@ -391,7 +390,7 @@ static void release_records(struct gt_session *s)
 
 int gt_session__start(struct gt_session *s, PyObject *threads)
 {
-    if (s->state != ST_NEW) {
+    if (s->state != GT_SESSION_NEW) {
         PyErr_SetString(PyExc_RuntimeError, "giltracer: a session can only be started once");
         return -1;
     }
@@ -484,7 +483,7 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         s->bpf_started = 1;
     }
     atomic_store(&gt_recording, 1);
-    s->state = ST_RECORDING;
+    s->state = GT_SESSION_RECORDING;
     return 0;
 fail:
     stop_probes(s);
@@ -534,7 +533,7 @@ int gt_session__stop(struct gt_session *s)
 {
     if (refuse_released(s) < 0)
         return -1;
-    if (s->state != ST_RECORDING)
+    if (s->state != GT_SESSION_RECORDING)
         return 0;
     if (forked_copy(s)) {
         /* Stop nothing process-wide: a session of the child's own may be running.
@@ -545,7 +544,7 @@ int gt_session__stop(struct gt_session *s)
         s->registry_begun = 0;
         s->t1_ticks = s->t0_ticks;
         s->stop_pair = s->start_pair;
-        s->state = ST_STOPPED;
+        s->state = GT_SESSION_STOPPED;
         return 0;
     }
     s->t1_ticks = gt_ticks();
@@ -559,7 +558,7 @@ int gt_session__stop(struct gt_session *s)
     for (struct gt_thread *t = gt_registry__threads(); t; t = t->next)
         if (thread_ended(t))
             t->flags |= GT_THREAD_ENDED;
-    s->state = ST_STOPPED;
+    s->state = GT_SESSION_STOPPED;
     s->busy--;
     return err; /* still the active session: its records are released by finish or free */
 }
@@ -571,11 +570,9 @@ struct convert_ctx {
 static void convert_block(void *events, size_t n, void *ctx)
 {
     const struct gt_clock_fit *fit = ((struct convert_ctx *)ctx)->fit;
-    char *p = events;
-    for (size_t i = 0; i < n; i++, p += 16) {
-        uint64_t *ts = (uint64_t *)p;
-        *ts = gt_clock__to_ns(fit, *ts);
-    }
+    struct gt_gil_event *e = events; /* a GIL stream's */
+    for (size_t i = 0; i < n; i++)
+        e[i].ts = gt_clock__to_ns(fit, e[i].ts);
 }
 
 static struct gt_chunk *stream_chunks(const struct gt_stream *st, size_t *n)
@@ -637,9 +634,9 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     size_t nthreads = 0;
     if (refuse_released(s) < 0)
         return NULL;
-    if (s->state == ST_RECORDING && gt_session__stop(s) < 0)
+    if (s->state == GT_SESSION_RECORDING && gt_session__stop(s) < 0)
         PyErr_Clear(); /* stopping problems were already reported as unraisable */
-    if (s->state != ST_STOPPED) {
+    if (s->state != GT_SESSION_STOPPED) {
         PyErr_SetString(PyExc_RuntimeError, "giltracer: the session was never started "
                                             "or is already finished");
         return NULL;
@@ -785,7 +782,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     run->meta.max_events = s->o.max_events;
     if (s->o.functions && gt_tracer__untraced_note(run->tracer_note, sizeof(run->tracer_note)))
         run->meta.tracer_note = run->tracer_note;
-    s->state = ST_FINISHED;
+    s->state = GT_SESSION_FINISHED;
 cleanup:
     if (inputs) {
         for (size_t k = 0; k < nthreads; k++) {
@@ -797,8 +794,8 @@ cleanup:
     }
     release_records(s);
     release_probes(s);
-    if (s->state != ST_FINISHED) {
-        s->state = ST_FINISHED;
+    if (s->state != GT_SESSION_FINISHED) {
+        s->state = GT_SESSION_FINISHED;
         gt_run__free(run);
         return NULL;
     }
@@ -821,10 +818,10 @@ int gt_session__free(struct gt_session *s)
     int err = 0;
     if (!s)
         return 0;
-    if (s->state == ST_RECORDING)
+    if (s->state == GT_SESSION_RECORDING)
         err = gt_session__stop(s);
     release_records(s);
-    if (s->state == ST_STOPPED) /* finish did it otherwise */
+    if (s->state == GT_SESSION_STOPPED) /* finish did it otherwise */
         release_probes(s);
     Py_XDECREF(s->o.include);
     Py_XDECREF(s->o.exclude);
@@ -839,18 +836,18 @@ int gt_session__stop_active(void)
     struct gt_session *s = active.s;
     if (!s || active.pid != getpid())
         return 0;
-    if (s->busy || (s->state != ST_RECORDING && s->state != ST_STOPPED)) {
+    if (s->busy || (s->state != GT_SESSION_RECORDING && s->state != GT_SESSION_STOPPED)) {
         /* Starting (the claim comes before the GIL is let go), stopping or finishing on
          * another thread: its owner is letting go of it now. */
         PyErr_SetString(PyExc_RuntimeError, "giltracer: the active session is starting, "
                                             "stopping or finishing right now; try again");
         return -1;
     }
-    int err = s->state == ST_RECORDING ? gt_session__stop(s) : 0;
+    int err = s->state == GT_SESSION_RECORDING ? gt_session__stop(s) : 0;
     /* Released whatever stop said: finishing it means letting go of the process. */
     release_records(s);
     release_probes(s);
-    s->state = ST_FINISHED;
+    s->state = GT_SESSION_FINISHED;
     s->released = 1;
     return err < 0 ? -1 : 1;
 }

@@ -65,8 +65,16 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
  * finalizers of the references its records drop; the caller keeps any exception it
  * had pending. */
 int gt_session__free(struct gt_session *s);
-/* 0 new, 1 recording, 2 stopped, 3 finished, 4 released (by gt_session__stop_active) */
-int gt_session__state(const struct gt_session *s);
+/* A session's life, as gt_session__state() reports it. */
+enum gt_session_state {
+    GT_SESSION_NEW,
+    GT_SESSION_RECORDING,
+    GT_SESSION_STOPPED,
+    GT_SESSION_FINISHED,
+    GT_SESSION_RELEASED, /* by gt_session__stop_active(), not by its owner */
+    GT_SESSION_NSTATES,
+};
+enum gt_session_state gt_session__state(const struct gt_session *s);
 
 /* Stops and releases the process's active session, whoever holds it (e.g. a recording
  * Trace that only sys.last_traceback keeps alive), without merging its records. Its
