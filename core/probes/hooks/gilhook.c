@@ -21,6 +21,7 @@
 
 #include "gt_clock.h"
 #include "gt_events.h"
+#include "got.h"
 #include "threads.h"
 
 #if defined(__x86_64__)
@@ -341,141 +342,7 @@ static _Atomic uint64_t slots_patched;
 static char object_path[PATH_MAX];
 static uintptr_t object_bias;
 
-/* What install learns about the object that defines the interpreter. */
-struct object {
-    struct link_map *lm;
-    uintptr_t bias;
-    const ElfW(Phdr) *phdr;
-    size_t phnum;
-    /* from PT_DYNAMIC */
-    const ElfW(Rela) *jmprel, *rela;
-    size_t jmprel_n, rela_n;
-    const ElfW(Sym) *symtab;
-    const char *strtab;
-    size_t strsz;
-    const ElfW(Half) *versym;
-    const ElfW(Verneed) *verneed;
-    size_t verneed_n;
-    int pltrel;
-};
-
-static int find_phdrs_cb(struct dl_phdr_info *info, size_t size, void *ctx)
-{
-    struct object *o = ctx;
-    (void)size;
-    if (info->dlpi_addr != o->bias)
-        return 0;
-    /* Same bias is not enough (several objects may have bias 0 in odd setups):
-     * require that its PT_DYNAMIC is the link map's l_ld. */
-    for (size_t i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *p = &info->dlpi_phdr[i];
-        if (p->p_type == PT_DYNAMIC &&
-            info->dlpi_addr + p->p_vaddr == (uintptr_t)o->lm->l_ld) {
-            o->phdr = info->dlpi_phdr;
-            o->phnum = info->dlpi_phnum;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* glibc rewrites some d_ptr values of a loaded object's dynamic section in place
- * (DT_STRTAB, DT_SYMTAB, DT_JMPREL, DT_RELA, DT_VERSYM, ...: already absolute) but not
- * others (DT_VERNEED), and leaves read-only dynamic sections alone. An object's own
- * addresses are far below its bias, so a value below the bias is unrelocated. */
-static const void *dyn_ptr(const struct object *o, ElfW(Addr) v)
-{
-    if (o->bias && v < o->bias)
-        return (const void *)(o->bias + v);
-    return (const void *)v;
-}
-
-static int read_dynamic(struct object *o, const char **why)
-{
-    size_t jmprelsz = 0, relasz = 0, relaent = sizeof(ElfW(Rela));
-    for (const ElfW(Dyn) *d = o->lm->l_ld; d->d_tag != DT_NULL; d++) {
-        switch (d->d_tag) {
-        case DT_JMPREL: o->jmprel = dyn_ptr(o, d->d_un.d_ptr); break;
-        case DT_PLTRELSZ: jmprelsz = d->d_un.d_val; break;
-        case DT_PLTREL: o->pltrel = (int)d->d_un.d_val; break;
-        case DT_RELA: o->rela = dyn_ptr(o, d->d_un.d_ptr); break;
-        case DT_RELASZ: relasz = d->d_un.d_val; break;
-        case DT_RELAENT: relaent = d->d_un.d_val; break;
-        case DT_SYMTAB: o->symtab = dyn_ptr(o, d->d_un.d_ptr); break;
-        case DT_STRTAB: o->strtab = dyn_ptr(o, d->d_un.d_ptr); break;
-        case DT_STRSZ: o->strsz = d->d_un.d_val; break;
-        case DT_VERSYM: o->versym = dyn_ptr(o, d->d_un.d_ptr); break;
-        case DT_VERNEED: o->verneed = dyn_ptr(o, d->d_un.d_ptr); break;
-        case DT_VERNEEDNUM: o->verneed_n = d->d_un.d_val; break;
-        }
-    }
-    if (!o->symtab || !o->strtab) {
-        *why = "the interpreter object has no dynamic symbol table";
-        return -ENOENT;
-    }
-    if (relaent != sizeof(ElfW(Rela)) || (o->jmprel && o->pltrel != DT_RELA)) {
-        *why = "the interpreter object's relocations are not RELA";
-        return -ENOTSUP;
-    }
-    o->jmprel_n = o->jmprel ? jmprelsz / sizeof(ElfW(Rela)) : 0;
-    o->rela_n = o->rela ? relasz / sizeof(ElfW(Rela)) : 0;
-    return 0;
-}
-
-/* The symbol version the object binds for dynamic symbol `idx` (e.g. GLIBC_2.3.2
- * for pthread_cond_*: the old GLIBC_2.2.5 ones take a different cond layout), or
- * NULL when unversioned. */
-static const char *needed_version(const struct object *o, size_t idx)
-{
-    if (!o->versym || !o->verneed)
-        return NULL;
-    ElfW(Half) v = o->versym[idx] & 0x7fff;
-    if (v < 2) /* local or global: no version */
-        return NULL;
-    const ElfW(Verneed) *n = o->verneed;
-    for (size_t i = 0; i < o->verneed_n; i++) {
-        const ElfW(Vernaux) *a = (const void *)((const char *)n + n->vn_aux);
-        for (size_t j = 0; j < n->vn_cnt; j++) {
-            if (a->vna_other == v)
-                return a->vna_name < o->strsz ? o->strtab + a->vna_name : NULL;
-            a = (const void *)((const char *)a + a->vna_next);
-        }
-        if (!n->vn_next)
-            break;
-        n = (const void *)((const char *)n + n->vn_next);
-    }
-    return NULL;
-}
-
-/* The page protection the loader left on `addr`: its PT_LOAD's flags, read-only
- * inside the whole pages of PT_GNU_RELRO (glibc rounds the end down). */
-static int page_prot(const struct object *o, uintptr_t addr)
-{
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    int prot = PROT_READ | PROT_WRITE;
-    for (size_t i = 0; i < o->phnum; i++) {
-        const ElfW(Phdr) *p = &o->phdr[i];
-        uintptr_t lo = o->bias + p->p_vaddr;
-        if (p->p_type == PT_LOAD && addr >= lo && addr < lo + p->p_memsz) {
-            prot = ((p->p_flags & PF_R) ? PROT_READ : 0) |
-                   ((p->p_flags & PF_W) ? PROT_WRITE : 0) |
-                   ((p->p_flags & PF_X) ? PROT_EXEC : 0);
-            break;
-        }
-    }
-    for (size_t i = 0; i < o->phnum; i++) {
-        const ElfW(Phdr) *p = &o->phdr[i];
-        if (p->p_type != PT_GNU_RELRO)
-            continue;
-        uintptr_t lo = (o->bias + p->p_vaddr) & ~(page - 1);
-        uintptr_t hi = (o->bias + p->p_vaddr + p->p_memsz) & ~(page - 1);
-        if (addr >= lo && addr < hi)
-            prot &= ~PROT_WRITE;
-    }
-    return prot;
-}
-
-static int add_slot(struct object *o, const ElfW(Rela) *r, const char **why)
+static int add_slot(struct gt_elf_obj *o, const ElfW(Rela) *r, const char **why)
 {
     /* ELF64_*: both supported architectures are 64-bit (others never get here). */
     uint32_t type = (uint32_t)ELF64_R_TYPE(r->r_info);
@@ -498,7 +365,7 @@ static int add_slot(struct object *o, const ElfW(Rela) *r, const char **why)
             return -E2BIG;
         }
         if (!real_of[fn]) {
-            const char *ver = needed_version(o, idx);
+            const char *ver = gt_elf_obj__needed_version(o, idx);
             real_of[fn] = ver ? dlvsym(RTLD_DEFAULT, s, ver) : NULL;
             if (!real_of[fn])
                 real_of[fn] = dlsym(RTLD_DEFAULT, s);
@@ -508,7 +375,7 @@ static int add_slot(struct object *o, const ElfW(Rela) *r, const char **why)
             }
         }
         slots[nslots++] = (struct slot){addr, (enum gh_func)fn,
-                                        page_prot(o, (uintptr_t)addr)};
+                                        gt_elf_obj__page_prot(o, (uintptr_t)addr)};
         return 0;
     }
     return 0;
@@ -518,7 +385,7 @@ static int add_slot(struct object *o, const ElfW(Rela) *r, const char **why)
  * be the lazy-binding PLT stub inside the object itself (calling it would re-resolve
  * and overwrite our slot), the real function, or another interposer that patched
  * the slot before us (memray...): only the last one is worth chaining to. */
-static void *choose_next(const struct object *o, enum gh_func fn, void *saved)
+static void *choose_next(const struct gt_elf_obj *o, enum gh_func fn, void *saved)
 {
     struct link_map *lm = NULL;
     Dl_info info;
@@ -527,25 +394,6 @@ static void *choose_next(const struct object *o, enum gh_func fn, void *saved)
     if (dladdr1(saved, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm == o->lm)
         return real_of[fn];
     return saved;
-}
-
-/* Store `val` into a GOT slot, making its page writable for the store if the loader
- * left it read-only (RELRO, e.g. BIND_NOW or -fno-plt builds). The store is one
- * aligned word: a concurrent caller jumps either to the old or the new target. */
-static int write_slot(const struct slot *s, void *val)
-{
-    if (s->prot & PROT_WRITE) {
-        __atomic_store_n(s->addr, val, __ATOMIC_RELEASE);
-        return 0;
-    }
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    void *lo = (void *)((uintptr_t)s->addr & ~(page - 1));
-    if (mprotect(lo, page, s->prot | PROT_WRITE) != 0)
-        return -errno;
-    __atomic_store_n(s->addr, val, __ATOMIC_RELEASE);
-    if (mprotect(lo, page, s->prot) != 0)
-        return -errno;
-    return 0;
 }
 
 static void set_object_path(const struct link_map *lm)
@@ -576,7 +424,7 @@ static void atfork_child(void)
 int gt_gilhook__install(const void *interp_symbol, const char **why)
 {
     const char *dummy;
-    struct object o = {0};
+    struct gt_elf_obj o = {0};
     Dl_info info;
     void *next[GH_NFUNCS] = {0};
     int err = 0;
@@ -600,13 +448,7 @@ int gt_gilhook__install(const void *interp_symbol, const char **why)
         err = -ENOENT;
         goto cleanup;
     }
-    o.bias = o.lm->l_addr;
-    if (!dl_iterate_phdr(find_phdrs_cb, &o)) {
-        *why = "the interpreter object's program headers were not found";
-        err = -ENOENT;
-        goto cleanup;
-    }
-    err = read_dynamic(&o, why);
+    err = gt_elf_obj__open(&o, o.lm, why);
     if (err < 0)
         goto cleanup;
 
@@ -658,7 +500,7 @@ int gt_gilhook__install(const void *interp_symbol, const char **why)
             slots_patched++;
             continue;
         }
-        err = write_slot(&slots[i], hook_of[slots[i].fn]);
+        err = gt_got__store(slots[i].addr, slots[i].prot, hook_of[slots[i].fn]);
         if (err < 0) {
             /* Slots already patched keep forwarding correctly; leave them. */
             *why = "mprotect() refused to make a read-only GOT page writable";
@@ -688,7 +530,7 @@ static void repatch(void)
         return;
     for (size_t i = 0; i < nslots; i++)
         if (__atomic_load_n(slots[i].addr, __ATOMIC_ACQUIRE) == real_of[slots[i].fn])
-            write_slot(&slots[i], hook_of[slots[i].fn]);
+            gt_got__store(slots[i].addr, slots[i].prot, hook_of[slots[i].fn]);
 }
 
 /* ---- calibration --------------------------------------------------------------- */
