@@ -63,6 +63,7 @@
 #include "elfsym.h"
 #include "gilprobe_abi.h"
 #include "threads.h"
+#include "x86_insn.h"
 
 #include "gilprobe.skel.h"
 
