@@ -13,7 +13,7 @@
  *        3.9-3.11: PyEval_SetProfile; the array is found through the hook's `obj`
  *          argument, new threads get the hook from threading.setprofile(bootstrap).
  *        3.12+: sys.monitoring C callbacks for the events giltracer registers
- *          (core/tracer.c cb_table); the array is found through a thread-local
+ *          (core/probes/calls/tracer.c cb_table); the array is found through a thread-local
  *          pointer checked against a session generation, as giltracer finds its
  *          thread record.
  *        floor_stop() releases every reference and returns the counts. */
@@ -387,7 +387,7 @@ static PyMethodDef mon_defs[] = {
     MON_CB("floor_creturn", mon_creturn), MON_CB("floor_craise", mon_craise),
 };
 
-/* The events giltracer registers with its defaults (core/tracer.c cb_table). */
+/* The events giltracer registers with its defaults (core/probes/calls/tracer.c cb_table). */
 static const struct {
     const char *event;
     int cb;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Aggregation speed of the GIL-split profile (core/profile.c): ns per span at 1M and 10M
+"""Aggregation speed of the GIL-split profile (core/analyze/profile.c): ns per span at 1M and 10M
 spans of a synthetic two-thread result. Builds bench/profile_bench.c (Release) with cmake.
 
     python bench/profile_bench.py [--spans 1000000,10000000] [--reps 5] [--out bench/results/profile]
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         "",
         f"`python bench/profile_bench.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs (load average {load:.1f} at the start). "
-        f"`gt_profile__build` (core/profile.c, Release build) over a synthetic two-thread result: "
+        f"`gt_profile__build` (core/analyze/profile.c, Release build) over a synthetic two-thread result: "
         "every span's GIL intervals and OS states split into the four states, per-thread and "
         f"merged trees, the per-function rows; the best of {a.reps} builds. Target: "
         f"≤ {TARGET_NS_PER_SPAN} ns per span (1M spans in ≤ 50 ms). Depth 12 is the worst case: "

@@ -1,10 +1,10 @@
-# The eBPF GIL probe: target `gt_bpf`, linked into gt_plain either way.
+# The eBPF GIL probe (core/probes/bpf): target `gt_bpf`, linked into _core either way.
 #   With GT_WITH_BPF and clang (>= 11), bpftool, libbpf and libelf (pkg-config) on
-#   x86_64: core/bpf/gilprobe.bpf.c -> gilprobe.bpf.o (clang -target bpf) ->
+#   x86_64: core/probes/bpf/gilprobe.bpf.c -> gilprobe.bpf.o (clang -target bpf) ->
 #   gilprobe.skel.h (bpftool gen skeleton), all in ${CMAKE_CURRENT_BINARY_DIR}/bpf;
-#   gt_bpf = core/bpf/bpfprobe.c + elfsym.c with GT_HAVE_BPF=1, linking libbpf,
+#   gt_bpf = core/probes/bpf/bpfprobe.c + elfsym.c with GT_HAVE_BPF=1, linking libbpf,
 #   libelf and zlib.
-#   Otherwise gt_bpf = core/bpf/bpfprobe_stub.c (reports "unavailable" at runtime)
+#   Otherwise gt_bpf = core/probes/bpf/bpfprobe_stub.c (reports "unavailable" at runtime)
 #   and a STATUS message says why.
 #
 # This file is also a script (cmake -P) that writes the skeleton header: bpftool
@@ -22,7 +22,7 @@ if(CMAKE_SCRIPT_MODE_FILE AND DEFINED GT_SKEL_OUT)
   return()
 endif()
 
-set(GT_BPF_SRC ${CMAKE_CURRENT_SOURCE_DIR}/core/bpf)
+set(GT_BPF_SRC ${CMAKE_CURRENT_SOURCE_DIR}/core/probes/bpf)
 set(GT_BPF_OUT ${CMAKE_CURRENT_BINARY_DIR}/bpf)
 set(gt_bpf_why "")
 
@@ -86,18 +86,16 @@ if(gt_bpf_why STREQUAL "")
   add_library(gt_bpf STATIC ${GT_BPF_SRC}/bpfprobe.c ${GT_BPF_SRC}/elfsym.c ${gt_bpf_skel})
   add_dependencies(gt_bpf gt_bpf_skel)
   target_compile_definitions(gt_bpf PUBLIC GT_HAVE_BPF=1)
-  target_include_directories(gt_bpf PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/core
-                             PRIVATE ${GT_BPF_SRC} ${GT_BPF_OUT})
-  # bpfprobe.c pushes into the thread registry (threads.c, in gt_plain): a cycle
-  # between two static libraries, which CMake resolves by repeating them.
-  target_link_libraries(gt_bpf PUBLIC PkgConfig::LIBBPF PkgConfig::LIBELF ${GT_LIBZ}
-                        pthread ${CMAKE_DL_LIBS} PRIVATE gt_plain)
+  target_include_directories(gt_bpf PUBLIC ${GT_BPF_SRC} PRIVATE ${GT_BPF_OUT})
+  # bpfprobe.c pushes into the thread registry (record).
+  target_link_libraries(gt_bpf PUBLIC gt_record PkgConfig::LIBBPF PkgConfig::LIBELF ${GT_LIBZ}
+                        pthread ${CMAKE_DL_LIBS})
   message(STATUS "eBPF GIL probe: built (${GT_BPF_CLANG}, ${GT_BPFTOOL}, "
                  "libbpf ${LIBBPF_VERSION}, libelf ${LIBELF_VERSION})")
 else()
   add_library(gt_bpf STATIC ${GT_BPF_SRC}/bpfprobe_stub.c)
-  target_include_directories(gt_bpf PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/core)
+  target_include_directories(gt_bpf PUBLIC ${GT_BPF_SRC})
+  target_link_libraries(gt_bpf PUBLIC gt_record)
   message(STATUS "eBPF GIL probe: not built, using the stub: ${gt_bpf_why}")
 endif()
 
-target_link_libraries(gt_plain PUBLIC gt_bpf)

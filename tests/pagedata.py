@@ -46,7 +46,7 @@ def chunks(page):
 
 
 def _deltas(values):
-    """core/emit.c col_delta: d + 1, or 0 then zigzag(d) for a negative d."""
+    """core/emit/deflate.h col_delta: d + 1, or 0 then zigzag(d) for a negative d."""
     out, it = [], iter(values)
     for v in it:
         out.append(v - 1 if v else _zz(next(it)))

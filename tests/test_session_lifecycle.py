@@ -237,7 +237,7 @@ def _pid_max():
 @pytest.mark.filterwarnings("ignore:giltracer.*were not recorded:RuntimeWarning")
 @pytest.mark.skipif(not _pid_max() or _pid_max() > 65536,
                     reason="tids are reused only after a wrap of pid_max (here too large to "
-                           "wrap in a test); tests/c/test_threads.c covers the registry")
+                           "wrap in a test); tests/c/record/test_threads.c covers the registry")
 def test_reused_tid_gets_its_own_thread_record():
     """Threads started and ended in turn until the kernel gives one a tid an earlier
     thread of the session had (pid_max wraps): each gets its own record, and the earlier

@@ -1,7 +1,7 @@
 /* viewer.js part: the Profile tab (GIL-split icicle graph, sandwich) and the per-function
  * split for the top-functions table. Joined with the other parts (CMakeLists.txt GT_VIEWER_JS) inside one closure. */
 /* == profile: call trees == */
-/* States of the payload's profile columns (core/profile.h order). */
+/* States of the payload's profile columns (core/analyze/profile.h order). */
 var PS_KEYS = ['run', 'hoff', 'wait', 'rel', 'unk'], NPS = 5;
 var PS_NAME = ['running', 'held off CPU', 'waiting for the GIL', 'released', 'unknown'];
 var PS_HELP = ['GIL held, on CPU', 'GIL held while preempted or blocked: everyone else is stuck',

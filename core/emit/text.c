@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/* The text summary: per-thread table and the top GIL-blame rows. */
+#define _GNU_SOURCE
+#include "writer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- text --------------------------------------------------------------- */
+
+/* Human duration: "1.234 s", "12.3 ms", "45.6 us", "789 ns". */
+static const char *fmt_dur(char *buf, size_t n, uint64_t ns)
+{
+    if (ns >= 1000000000ull)
+        snprintf(buf, n, "%.3f s", (double)ns / 1e9);
+    else if (ns >= 1000000ull)
+        snprintf(buf, n, "%.1f ms", (double)ns / 1e6);
+    else if (ns >= 1000ull)
+        snprintf(buf, n, "%.1f us", (double)ns / 1e3);
+    else
+        snprintf(buf, n, "%" PRIu64 " ns", ns);
+    return buf;
+}
+
+static const char *fmt_pct(char *buf, size_t n, double pct, int known)
+{
+    if (!known || !isfinite(pct))
+        snprintf(buf, n, "n/a");
+    else
+        snprintf(buf, n, "%.1f%%", pct);
+    return buf;
+}
+
+#define ROW_FMT " %-8s %-*s %9s %6s %6s %8s %8s %6s %12s\n"
+
+int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int top_n, char **out)
+{
+    struct sbuf b = {0}, lbl = {0};
+    char d[40], c1[16], c2[16], c3[16], c4[16], c5[24], c6[40];
+    int err = 0;
+
+    if (!r || !m || !out)
+        return -EINVAL;
+    err = check_result(r);
+    if (err)
+        return err;
+    *out = NULL;
+
+    /* Headline. */
+    sb_str(&b, "giltracer");
+    if (m->title)
+        sb_printf(&b, " (%s)", m->title);
+    sb_printf(&b, ": %zu thread%s, %s, %" PRIu64 " call events, backend %s", r->nthreads,
+              r->nthreads == 1 ? "" : "s", fmt_dur(d, sizeof(d), rel(r->t1, r->t0)),
+              m->event_count, m->backend ? m->backend : "?");
+    if (m->backend_reason && m->backend_reason[0])
+        sb_printf(&b, " (%s)", m->backend_reason);
+    sb_printf(&b, ", OS states: %s\n", m->sched_status ? m->sched_status : "n/a");
+    if (m->dropped_events)
+        sb_printf(&b, "WARNING: %" PRIu64 " call events dropped (max_events reached)\n",
+                  m->dropped_events);
+    if (m->gil_dropped)
+        sb_printf(&b, "WARNING: %" PRIu64 " GIL events dropped (max_events reached) or lost: "
+                      "GIL figures may be inaccurate\n", m->gil_dropped);
+    if (m->sched_lost)
+        sb_printf(&b, "WARNING: %" PRIu64 " scheduler records dropped (max_events reached) or "
+                      "lost: OS states may have gaps\n", m->sched_lost);
+    if (m->tracer_note)
+        sb_printf(&b, "WARNING: %s\n", m->tracer_note);
+    if (!r->gil_known)
+        sb_printf(&b, "GIL columns n/a: no GIL probe ran (%s)\n",
+                  m->backend_reason && m->backend_reason[0] ? m->backend_reason : "no reason given");
+
+    /* Table. */
+    int namew = 4;
+    for (size_t i = 0; i < r->nthreads; i++) {
+        const char *nm = r->threads[i].name ? r->threads[i].name : "?";
+        int l = (int)strlen(nm);
+        if (l > namew)
+            namew = l < 32 ? l : 32;
+    }
+    sb_printf(&b, ROW_FMT, "tid", namew, "name", "wall", "held", "wait", "released", "off-cpu",
+              "acq", "longest wait");
+    for (size_t i = 0; i < r->nthreads; i++) {
+        const struct gt_thread_result *t = &r->threads[i];
+        const struct gt_summary *s = &t->summary;
+        char tid[16];
+        snprintf(tid, sizeof(tid), "%" PRId32, t->tid);
+        int g = r->gil_known;
+        double off = s->off_cpu_ns < 0 ? NAN
+                   : s->wall_ns ? 100.0 * (double)s->off_cpu_ns / (double)s->wall_ns : 0.0;
+        if (g)
+            snprintf(c5, sizeof(c5), "%" PRIu64, s->acquisitions);
+        else
+            snprintf(c5, sizeof(c5), "n/a");
+        if (g)
+            fmt_dur(c6, sizeof(c6), s->longest_wait_ns);
+        else
+            snprintf(c6, sizeof(c6), "n/a");
+        sb_printf(&b, ROW_FMT, tid, namew, t->name ? t->name : "?",
+                  fmt_dur(d, sizeof(d), s->wall_ns), fmt_pct(c1, sizeof(c1), s->held_pct, g),
+                  fmt_pct(c2, sizeof(c2), s->wait_pct, g),
+                  fmt_pct(c3, sizeof(c3), s->released_pct, g),
+                  fmt_pct(c4, sizeof(c4), off, s->off_cpu_ns >= 0), c5, c6);
+    }
+
+    /* GIL blame. */
+    if (r->gil_known && top_n > 0) {
+        if (!r->nblame)
+            sb_str(&b, "Top GIL waits: none\n");
+        else
+            sb_str(&b, "Top GIL waits (waiter <- holder in function):\n");
+        for (size_t i = 0; i < r->nblame && i < (size_t)top_n; i++) {
+            const struct gt_blame *bl = &r->blame[i];
+            lbl.len = 0;
+            sb_str(&lbl, "  ");
+            sb_thread_label(&lbl, r, bl->waiter_tid);
+            sb_printf(&lbl, " waited %s for ", fmt_dur(d, sizeof(d), bl->wait_ns));
+            sb_thread_label(&lbl, r, bl->holder_tid);
+            sb_str(&lbl, " in ");
+            sb_func_label(&lbl, r, bl->func);
+            sb_printf(&lbl, " (%" PRIu32 " wait%s)\n", bl->count, bl->count == 1 ? "" : "s");
+            if (!lbl.err)
+                sb_mem(&b, lbl.p, lbl.len);
+        }
+    }
+
+    err = b.err ? b.err : lbl.err;
+    if (!err && !b.p)
+        err = -ENOMEM;
+    if (err)
+        goto cleanup;
+    /* Names are bytes; the text must be UTF-8 (Python decodes it strictly). */
+    lbl.len = 0;
+    sb_utf8(&lbl, b.p, b.len);
+    if ((err = lbl.err))
+        goto cleanup;
+    *out = lbl.p;
+    lbl.p = NULL;
+
+cleanup:
+    free(b.p);
+    free(lbl.p);
+    return err;
+}
+

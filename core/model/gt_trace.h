@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/* The trace as data: what the recorders hand to the merge (functions, per-thread
+ * streams) and what the merge hands to the emitters (spans, GIL and OS intervals,
+ * summaries, GIL blame). Types only; the merge itself is analyze/merge.h. */
+#ifndef GT_TRACE_H
+#define GT_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gt_events.h"
+
+struct gt_clock_fit; /* gt_clock.h */
+
+#define GT_NO_FUNC UINT32_MAX
+/* Blame only: the holder's function is unknown (its calls were no longer recorded:
+ * max_events reached), as opposed to GT_NO_FUNC (it ran no Python function). */
+#define GT_UNKNOWN_FUNC (UINT32_MAX - 1)
+
+enum gt_func_flags {
+    GT_FUNC_C = 1, /* a C function (builtin / method descriptor) */
+};
+
+/* One unique function. Strings are borrowed and must outlive the result. */
+struct gt_func {
+    const char *name; /* Python: co_qualname (co_name before 3.11); C: "owner.name" */
+    const char *file; /* Python: co_filename; C: "" */
+    uint32_t line;    /* Python: co_firstlineno; C: 0 */
+    uint32_t flags;   /* enum gt_func_flags */
+};
+
+enum gt_thread_input_flags {
+    GT_THREAD_EXISTED_AT_START = 1, /* life starts at t0 (else at its first event) */
+    GT_THREAD_ENDED = 2,            /* ended before t1: life ends at its last event */
+    GT_THREAD_HELD_GIL_AT_START = 4,/* the thread that started the session: holds at t0 */
+    GT_THREAD_HAS_SCHED = 8,        /* OS states were recorded for this thread */
+};
+
+struct gt_thread_input {
+    int32_t tid;       /* kernel TID: the merge key */
+    int32_t pid;       /* process id (for multi-process bpf traces); 0 = the traced process */
+    uint64_t ident;    /* threading.get_ident() */
+    const char *name;  /* borrowed; may be NULL */
+    uint32_t flags;    /* enum gt_thread_input_flags */
+    /* Call stream: chunks of struct gt_call_rec, each starting with a time base (see
+     * gt_events.h); `func` of each event maps through func_map (NULL = identity). */
+    const struct gt_chunk *calls;
+    size_t ncalls;
+    const uint32_t *func_map;
+    size_t func_map_len;
+    uint64_t calls_truncated_at; /* ns when max_events stopped call recording; 0 = never */
+    const struct gt_chunk *gil;
+    size_t ngil;
+    const struct gt_chunk *sched;
+    size_t nsched;
+};
+
+struct gt_trace_input {
+    uint64_t t0, t1; /* session bounds, CLOCK_MONOTONIC ns */
+    const struct gt_func *funcs;
+    uint32_t nfuncs;
+    const struct gt_thread_input *threads;
+    size_t nthreads;
+    int gil_known; /* a GIL probe ran; else GIL intervals/summaries are left empty */
+    /* The call records' timestamps are ticks to convert with this fit; NULL: they are
+     * ns already (every other stream is ns when merge sees it). */
+    const struct gt_clock_fit *calls_fit;
+};
+
+enum gt_span_flags {
+    GT_SPAN_CLIPPED_START = 1, /* was already open at t0 (or at the thread's first event) */
+    GT_SPAN_CLIPPED_END = 2,   /* still open at t1 / thread end / truncation */
+    GT_SPAN_UNWIND = 4,        /* left by an exception */
+    GT_SPAN_C = 8,             /* a C function */
+};
+
+struct gt_span {
+    uint64_t start, end;
+    uint32_t func; /* global function id */
+    uint16_t depth;
+    uint16_t flags; /* enum gt_span_flags */
+};
+
+enum gt_gil_state {
+    GT_GIL_STATE_RELEASED = 0,
+    GT_GIL_STATE_WAIT = 1,
+    GT_GIL_STATE_HELD = 2,
+};
+
+enum gt_os_state {
+    GT_OS_ON_CPU = 0,
+    GT_OS_PREEMPTED = 1, /* runnable, waiting for a CPU */
+    GT_OS_BLOCKED = 2,   /* sleeping / waiting */
+};
+
+struct gt_interval {
+    uint64_t start, end;
+    uint32_t state; /* gt_gil_state or gt_os_state */
+    uint32_t aux;
+};
+
+struct gt_summary {
+    uint64_t wall_ns; /* traced life of the thread */
+    uint64_t held_ns, wait_ns, released_ns; /* add up to wall_ns when GIL is known */
+    int64_t off_cpu_ns;   /* -1 = unknown */
+    int64_t preempted_ns; /* -1 = unknown; part of off_cpu_ns */
+    uint64_t acquisitions;
+    uint64_t longest_wait_ns;
+    uint64_t drop_requests;
+    double held_pct, wait_pct, released_pct; /* of wall_ns, add up to 100 */
+};
+
+struct gt_thread_result {
+    int32_t tid, pid;
+    uint64_t ident;
+    const char *name;         /* borrowed from the input */
+    uint64_t start_ns, end_ns;/* traced life */
+    struct gt_span *spans;    /* sorted by start; a parent precedes its children */
+    size_t nspans;
+    struct gt_interval *gil;  /* contiguous, covering [start_ns, end_ns] */
+    size_t ngil;
+    struct gt_interval *os;   /* empty when unknown */
+    size_t nos;
+    int has_sched;
+    struct gt_summary summary;
+};
+
+/* Time thread `waiter_tid` waited for the GIL while `holder_tid` held it and
+ * was in function `func` (innermost Python function; GT_NO_FUNC if none;
+ * GT_UNKNOWN_FUNC after the holder's calls were truncated). */
+struct gt_blame {
+    int32_t waiter_tid, holder_tid;
+    uint32_t func;
+    uint32_t count; /* number of waits that overlapped this (holder, func) */
+    uint64_t wait_ns;
+};
+
+struct gt_result {
+    uint64_t t0, t1;
+    const struct gt_func *funcs; /* borrowed from the input */
+    uint32_t nfuncs;
+    struct gt_thread_result *threads; /* in input order */
+    size_t nthreads;
+    struct gt_blame *blame; /* sorted by wait_ns, largest first */
+    size_t nblame;
+    int gil_known;
+};
+
+#endif /* GT_TRACE_H */

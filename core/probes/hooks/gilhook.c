@@ -1,0 +1,742 @@
+/* SPDX-License-Identifier: MIT */
+/* The "hooks" GIL probe (see gilhook.h): GOT interposition of the interpreter
+ * object's pthread_mutex_lock / pthread_cond_signal / pthread_cond_timedwait. */
+#define _GNU_SOURCE
+#include "gilhook.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gt_clock.h"
+#include "gt_events.h"
+#include "got.h"
+#include "threads.h"
+
+#if defined(__x86_64__)
+#define GH_R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define GH_R_GLOB_DAT R_X86_64_GLOB_DAT
+#define GH_SUPPORTED 1
+#elif defined(__aarch64__)
+#define GH_R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define GH_R_GLOB_DAT R_AARCH64_GLOB_DAT
+#define GH_SUPPORTED 1
+#else /* other relocation types: install() refuses */
+#define GH_R_JUMP_SLOT 0xffffffffu
+#define GH_R_GLOB_DAT 0xffffffffu
+#define GH_SUPPORTED 0
+#endif
+
+typedef int (*lock_fn)(pthread_mutex_t *);
+typedef int (*signal_fn)(pthread_cond_t *);
+typedef int (*timedwait_fn)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+typedef int (*condwait_fn)(pthread_cond_t *, pthread_mutex_t *);
+
+/* GH_CONDWAIT is optional: it only refines the decode (see condwait_slow). */
+enum gh_func { GH_LOCK, GH_SIGNAL, GH_TIMEDWAIT, GH_CONDWAIT, GH_NFUNCS };
+
+static const char *const func_names[GH_NFUNCS] = {
+    [GH_LOCK] = "pthread_mutex_lock",
+    [GH_SIGNAL] = "pthread_cond_signal",
+    [GH_TIMEDWAIT] = "pthread_cond_timedwait",
+    [GH_CONDWAIT] = "pthread_cond_wait",
+};
+
+enum gh_mode { GH_OFF = 0, GH_RECORD = 1, GH_CALIBRATE = 2 };
+
+/* Read by every hooked call of the interpreter (GIL or not): kept on its own cache
+ * line and written only at install/calibrate/start/stop, so the not-recording path
+ * is one load of a line that is never invalidated. */
+static struct {
+    atomic_int mode; /* enum gh_mode */
+    _Atomic(const void *) mutex, cond, switch_cond;
+    /* Where each hook forwards to. Written before any slot points at a hook and never
+     * changed after, so a hook reached through a patched slot always sees it (the slot
+     * store is a release; the call through it depends on the loaded address). */
+    lock_fn next_lock;
+    signal_fn next_signal;
+    timedwait_fn next_timedwait;
+    condwait_fn next_condwait;
+    pthread_t calib_thread; /* valid while mode == GH_CALIBRATE */
+    /* The fields of _gil_runtime_state before cond (3.9-3.13: locked at cond-16,
+     * switch_number at cond-8), when the calibrated layout says they are there, else
+     * NULL. */
+    _Atomic(const int *) locked;
+    _Atomic(const unsigned long *) switch_number;
+} gh __attribute__((aligned(64)));
+
+
+/* ---- calibration log: filled only by the calibrating thread ------------------- */
+
+#define CALIB_MAX 64
+
+struct calib_call {
+    enum gh_func fn;
+    const void *a; /* mutex (lock) or cond (signal, timedwait) */
+    const void *b; /* mutex of a timedwait */
+};
+
+static struct calib_call calib_log[CALIB_MAX];
+static unsigned calib_n;
+
+static void calib_note(enum gh_func fn, const void *a, const void *b)
+{
+    if (!pthread_equal(pthread_self(), gh.calib_thread))
+        return;
+    if (calib_n < CALIB_MAX)
+        calib_log[calib_n] = (struct calib_call){fn, a, b};
+    calib_n++; /* counts past the end, so overflow is detectable */
+}
+
+/* ---- the recording section ----------------------------------------------------- */
+
+/* The recording section is what gt_gilhook__set_recording(0) waits for: it covers
+ * the mode check, the registry lookup (which may register the thread and open its
+ * scheduler event) and the push, so once the wait returns no hook touches a
+ * registry record or the scheduler state. Its in-flight mark comes first and lives
+ * in a per-thread slot that is not part of the registry: slots are never freed (the
+ * waiter walks them without a lock while threads come and go) and are recycled when
+ * their thread exits. Marks are per thread, so two threads trading the GIL never
+ * write a shared cache line here. record() saves errno because the lookup may touch
+ * it (calloc, perf_event_open) and the interpreter relies on errno around its GIL
+ * calls. The timestamp is read after the lookup so that drop_gil's lock (by the
+ * holder: no event) costs no clock read. */
+struct hook_slot {
+    atomic_int in_flight;
+    atomic_int taken;
+    struct hook_slot *next; /* set before the slot is published, never changed */
+};
+
+static _Atomic(struct hook_slot *) hook_slots;
+static __thread struct hook_slot *my_slot;
+static pthread_key_t slot_key;
+static int slot_key_ok;
+static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
+
+static void slot_release(void *p)
+{
+    /* Should a later destructor of this exiting thread take the GIL, it gets a slot
+     * of its own (and glibc runs this destructor again). */
+    my_slot = NULL;
+    atomic_store_explicit(&((struct hook_slot *)p)->taken, 0, memory_order_release);
+}
+
+static void slot_key_init(void)
+{
+    slot_key_ok = pthread_key_create(&slot_key, slot_release) == 0;
+}
+
+/* The calling thread's slot (taken on its first GIL event), or NULL without memory. */
+static struct hook_slot *slot_get(void)
+{
+    struct hook_slot *sl = my_slot;
+    if (__builtin_expect(sl != NULL, 1))
+        return sl;
+    pthread_once(&slot_once, slot_key_init);
+    for (sl = atomic_load_explicit(&hook_slots, memory_order_acquire); sl; sl = sl->next) {
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&sl->taken, &expected, 1))
+            break;
+    }
+    if (!sl) {
+        sl = calloc(1, sizeof(*sl));
+        if (!sl)
+            return NULL;
+        atomic_init(&sl->taken, 1);
+        struct hook_slot *head = atomic_load(&hook_slots);
+        do
+            sl->next = head;
+        while (!atomic_compare_exchange_weak(&hook_slots, &head, sl));
+    }
+    if (slot_key_ok) /* without it the slot is never recycled: a leak, not an error */
+        pthread_setspecific(slot_key, sl);
+    my_slot = sl;
+    return sl;
+}
+
+static void record(uint32_t kind)
+{
+    int saved_errno = errno;
+    struct hook_slot *sl = slot_get();
+    if (sl) {
+        atomic_store_explicit(&sl->in_flight, 1, memory_order_relaxed);
+        /* Pairs with the mode store + in_flight reads in set_recording(0): either we
+         * see GH_OFF here or it sees our mark and waits. A fence on our own line. */
+        atomic_thread_fence(memory_order_seq_cst);
+        struct gt_thread *t = NULL;
+        if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
+            t = gt_thread_current();
+        /* drop_gil also locks the mutex: only a non-holder wants it. */
+        if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
+            gt_stream__push(&t->gil, gt_ticks(), kind, 0);
+            if (kind == GT_GIL_ACQUIRED)
+                t->gil_held = 1;
+            else if (kind == GT_GIL_RELEASED)
+                t->gil_held = 0;
+        }
+        atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
+    }
+    errno = saved_errno;
+}
+
+static void wait_hooks(void)
+{
+    for (struct hook_slot *sl = atomic_load(&hook_slots); sl; sl = sl->next)
+        while (atomic_load(&sl->in_flight))
+            sched_yield();
+}
+
+/* ---- the hooks ------------------------------------------------------------------ */
+
+/* Slow paths are out of line so that the fast path of each hook is a load, a
+ * compare and a tail call. */
+static __attribute__((noinline)) void lock_slow(pthread_mutex_t *m)
+{
+    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE) {
+        calib_note(GH_LOCK, m, NULL);
+        return;
+    }
+    if ((const void *)m == atomic_load_explicit(&gh.mutex, memory_order_relaxed))
+        record(GT_GIL_WANT);
+}
+
+static __attribute__((noinline)) void signal_slow(pthread_cond_t *c)
+{
+    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE) {
+        calib_note(GH_SIGNAL, c, NULL);
+        return;
+    }
+    /* take_gil signals switch_cond once (FORCE_SWITCHING), drop_gil signals cond
+     * once: both under the GIL mutex, so they are ordered across threads. */
+    if ((const void *)c == atomic_load_explicit(&gh.switch_cond, memory_order_relaxed))
+        record(GT_GIL_ACQUIRED);
+    else if ((const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed))
+        record(GT_GIL_RELEASED);
+}
+
+/* take_gil's rule (cpython.md): a timed-out wait sets the drop request only if the
+ * GIL is still locked and no other thread took it during the wait
+ * (switch_number unchanged). Both are read under the GIL mutex, which the caller
+ * of pthread_cond_timedwait holds before and after the wait, as take_gil does.
+ * Without a known layout every timed-out wait counts (an overestimate). */
+static int drop_requested(int rc, unsigned long switches_before, int known)
+{
+    if (rc != ETIMEDOUT)
+        return 0;
+    if (!known)
+        return 1;
+    const int *locked = atomic_load_explicit(&gh.locked, memory_order_relaxed);
+    const unsigned long *sw = atomic_load_explicit(&gh.switch_number, memory_order_relaxed);
+    if (!locked || !sw) /* the addresses changed during the wait */
+        return 1;
+    return __atomic_load_n(locked, __ATOMIC_RELAXED) != 0 &&
+           __atomic_load_n(sw, __ATOMIC_RELAXED) == switches_before;
+}
+
+static __attribute__((noinline)) void timedwait_slow(pthread_cond_t *c, pthread_mutex_t *m,
+                                                     int rc, unsigned long switches_before,
+                                                     int known)
+{
+    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE) {
+        calib_note(GH_TIMEDWAIT, c, m);
+        return;
+    }
+    if ((const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed) &&
+        drop_requested(rc, switches_before, known))
+        record(GT_GIL_DROP_REQUEST);
+}
+
+/* After a forced switch, drop_gil waits on switch_cond until another thread has
+ * taken the GIL, then this thread retakes it at once: from here on the thread is
+ * stalled by the GIL protocol, not idle, so it counts as waiting. */
+static __attribute__((noinline)) void condwait_slow(pthread_cond_t *c)
+{
+    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE)
+        return;
+    if ((const void *)c == atomic_load_explicit(&gh.switch_cond, memory_order_relaxed))
+        record(GT_GIL_WANT);
+}
+
+/* The wait is over: a forced drop goes on to take_gil (which wants again), a voluntary
+ * drop that met a pending request goes on to its I/O: released either way. */
+static __attribute__((noinline)) void condwait_done(pthread_cond_t *c)
+{
+    if ((const void *)c == atomic_load_explicit(&gh.switch_cond, memory_order_relaxed))
+        record(GT_GIL_SWITCH_DONE);
+}
+
+static int hook_condwait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+    if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_OFF, 1))
+        return gh.next_condwait(c, m);
+    condwait_slow(c);
+    int rc = gh.next_condwait(c, m);
+    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
+        condwait_done(c);
+    return rc;
+}
+
+static int hook_lock(pthread_mutex_t *m)
+{
+    if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) != GH_OFF, 0))
+        lock_slow(m);
+    return gh.next_lock(m);
+}
+
+static int hook_signal(pthread_cond_t *c)
+{
+    if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) != GH_OFF, 0))
+        signal_slow(c);
+    return gh.next_signal(c);
+}
+
+static int hook_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime)
+{
+    if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_OFF, 1))
+        return gh.next_timedwait(c, m, abstime);
+    /* take_gil's saved_switchnum, read like take_gil under the GIL mutex. */
+    const unsigned long *sw = atomic_load_explicit(&gh.switch_number, memory_order_relaxed);
+    int known = sw && (const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed);
+    unsigned long before = known ? __atomic_load_n(sw, __ATOMIC_RELAXED) : 0;
+    int rc = gh.next_timedwait(c, m, abstime);
+    /* The wait itself reports through rc; errno is whatever it left (saved by
+     * record() around anything that could change it). */
+    timedwait_slow(c, m, rc, before, known);
+    return rc;
+}
+
+static void *const hook_of[GH_NFUNCS] = {
+    [GH_LOCK] = (void *)hook_lock,
+    [GH_SIGNAL] = (void *)hook_signal,
+    [GH_TIMEDWAIT] = (void *)hook_timedwait,
+    [GH_CONDWAIT] = (void *)hook_condwait,
+};
+
+/* ---- install ----------------------------------------------------------------- */
+
+#define MAX_SLOTS 8
+
+struct slot {
+    void **addr;
+    enum gh_func fn;
+    int prot; /* protection of its page as the loader left it */
+};
+
+static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int installed;
+static struct slot slots[MAX_SLOTS];
+static size_t nslots;
+static void *real_of[GH_NFUNCS];
+static _Atomic uint64_t slots_patched;
+static char object_path[PATH_MAX];
+static uintptr_t object_bias;
+
+static int add_slot(struct gt_elf_obj *o, const ElfW(Rela) *r, const char **why)
+{
+    /* ELF64_*: both supported architectures are 64-bit (others never get here). */
+    uint32_t type = (uint32_t)ELF64_R_TYPE(r->r_info);
+    size_t idx = ELF64_R_SYM(r->r_info);
+    if ((type != GH_R_JUMP_SLOT && type != GH_R_GLOB_DAT) || idx == 0)
+        return 0;
+    ElfW(Word) name = o->symtab[idx].st_name;
+    if (name >= o->strsz)
+        return 0;
+    const char *s = o->strtab + name;
+    for (int fn = 0; fn < GH_NFUNCS; fn++) {
+        if (strcmp(s, func_names[fn]) != 0)
+            continue;
+        void **addr = (void **)(o->bias + r->r_offset);
+        for (size_t i = 0; i < nslots; i++)
+            if (slots[i].addr == addr) /* listed in both DT_RELA and DT_JMPREL */
+                return 0;
+        if (nslots == MAX_SLOTS) {
+            *why = "too many GOT slots for the hooked functions";
+            return -E2BIG;
+        }
+        if (!real_of[fn]) {
+            const char *ver = gt_elf_obj__needed_version(o, idx);
+            real_of[fn] = ver ? dlvsym(RTLD_DEFAULT, s, ver) : NULL;
+            if (!real_of[fn])
+                real_of[fn] = dlsym(RTLD_DEFAULT, s);
+            if (!real_of[fn]) {
+                *why = "dlsym() cannot find a hooked pthread function";
+                return -ENOENT;
+            }
+        }
+        slots[nslots++] = (struct slot){addr, (enum gh_func)fn,
+                                        gt_elf_obj__page_prot(o, (uintptr_t)addr)};
+        return 0;
+    }
+    return 0;
+}
+
+/* Where a hook must forward to, given the slot's current value. The saved value may
+ * be the lazy-binding PLT stub inside the object itself (calling it would re-resolve
+ * and overwrite our slot), the real function, or another interposer that patched
+ * the slot before us (memray...): only the last one is worth chaining to. */
+static void *choose_next(const struct gt_elf_obj *o, enum gh_func fn, void *saved)
+{
+    struct link_map *lm = NULL;
+    Dl_info info;
+    if (saved == real_of[fn] || saved == hook_of[fn] || !saved)
+        return real_of[fn];
+    if (dladdr1(saved, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm == o->lm)
+        return real_of[fn];
+    return saved;
+}
+
+static void set_object_path(const struct link_map *lm)
+{
+    if (lm->l_name && lm->l_name[0]) {
+        snprintf(object_path, sizeof(object_path), "%s", lm->l_name);
+        return;
+    }
+    /* The executable's link map has an empty name. */
+    ssize_t n = readlink("/proc/self/exe", object_path, sizeof(object_path) - 1);
+    object_path[n > 0 ? n : 0] = '\0';
+}
+
+static void atfork_child(void)
+{
+    /* A thread calibrating at fork() held config_lock (and released the GIL to do it):
+     * it is not in the child, so neither is its hold. */
+    pthread_mutex_init(&config_lock, NULL);
+    atomic_store(&gh.mode, GH_OFF);
+    /* Only the forking thread exists here: the other slots' threads (maybe caught
+     * in flight by fork()) are gone. */
+    for (struct hook_slot *sl = atomic_load(&hook_slots); sl; sl = sl->next) {
+        atomic_store(&sl->in_flight, 0);
+        atomic_store(&sl->taken, sl == my_slot);
+    }
+}
+
+int gt_gilhook__install(const void *interp_symbol, const char **why)
+{
+    const char *dummy;
+    struct gt_elf_obj o = {0};
+    Dl_info info;
+    void *next[GH_NFUNCS] = {0};
+    int err = 0;
+
+    if (!why)
+        why = &dummy;
+    /* Installed already: no lock (a calibration holds it while it waits for the GIL,
+     * which this caller may hold). */
+    if (atomic_load(&installed))
+        return 0;
+    pthread_mutex_lock(&config_lock);
+    if (atomic_load(&installed))
+        goto cleanup;
+    if (!GH_SUPPORTED) {
+        *why = "GOT hooks are implemented for x86-64 and aarch64 only";
+        err = -ENOTSUP;
+        goto cleanup;
+    }
+    if (!dladdr1(interp_symbol, &info, (void **)&o.lm, RTLD_DL_LINKMAP) || !o.lm) {
+        *why = "the interpreter symbol is not inside any loaded object";
+        err = -ENOENT;
+        goto cleanup;
+    }
+    err = gt_elf_obj__open(&o, o.lm, why);
+    if (err < 0)
+        goto cleanup;
+
+    nslots = 0;
+    for (size_t i = 0; i < o.jmprel_n && err == 0; i++)
+        err = add_slot(&o, &o.jmprel[i], why);
+    for (size_t i = 0; i < o.rela_n && err == 0; i++) /* -fno-plt: GLOB_DAT */
+        err = add_slot(&o, &o.rela[i], why);
+    if (err < 0)
+        goto cleanup;
+    for (int fn = 0; fn < GH_CONDWAIT; fn++) {
+        int found = 0;
+        for (size_t i = 0; i < nslots; i++)
+            found |= slots[i].fn == (enum gh_func)fn;
+        if (!found) {
+            /* All three are needed to decode; patch nothing rather than half. */
+            *why = fn == GH_LOCK ? "no GOT slot for pthread_mutex_lock in the interpreter "
+                                   "object (static libc, or not the GIL's object?)"
+                   : fn == GH_SIGNAL ? "no GOT slot for pthread_cond_signal in the "
+                                       "interpreter object"
+                                     : "no GOT slot for pthread_cond_timedwait in the "
+                                       "interpreter object";
+            err = -ENOENT;
+            goto cleanup;
+        }
+    }
+
+    /* Decide every hook's target before any slot points at a hook. */
+    for (size_t i = 0; i < nslots; i++) {
+        void *saved = __atomic_load_n(slots[i].addr, __ATOMIC_ACQUIRE);
+        void *n = choose_next(&o, slots[i].fn, saved);
+        if (!next[slots[i].fn] || n != real_of[slots[i].fn])
+            next[slots[i].fn] = n;
+    }
+    /* Set once: after a failed install, live hooks keep their first target (a retry
+     * sees its own hooks in the slots and could no longer tell what was there). */
+    if (!gh.next_lock)
+        gh.next_lock = (lock_fn)next[GH_LOCK];
+    if (!gh.next_signal)
+        gh.next_signal = (signal_fn)next[GH_SIGNAL];
+    if (!gh.next_timedwait)
+        gh.next_timedwait = (timedwait_fn)next[GH_TIMEDWAIT];
+    if (!gh.next_condwait)
+        gh.next_condwait = (condwait_fn)next[GH_CONDWAIT];
+    atomic_thread_fence(memory_order_seq_cst);
+
+    for (size_t i = 0; i < nslots; i++) {
+        if (__atomic_load_n(slots[i].addr, __ATOMIC_ACQUIRE) == hook_of[slots[i].fn]) {
+            slots_patched++;
+            continue;
+        }
+        err = gt_got__store(slots[i].addr, slots[i].prot, hook_of[slots[i].fn]);
+        if (err < 0) {
+            /* Slots already patched keep forwarding correctly; leave them. */
+            *why = "mprotect() refused to make a read-only GOT page writable";
+            goto cleanup;
+        }
+        slots_patched++;
+    }
+    set_object_path(o.lm);
+    object_bias = o.bias;
+    /* A forked child has no session of its own: the parent's streams are copies it
+     * will never drain, and hooks caught mid-section by fork() would keep inflight
+     * nonzero forever. */
+    pthread_atfork(NULL, NULL, atfork_child);
+    atomic_store(&installed, 1);
+cleanup:
+    pthread_mutex_unlock(&config_lock);
+    return err;
+}
+
+/* A thread that was inside the lazy-binding resolver for one of our slots while we
+ * patched it may have stored the resolved function over our hook afterwards. Only
+ * that exact value is put back: anything else is an interposer installed after us,
+ * which chains to us. */
+static void repatch(void)
+{
+    if (!atomic_load(&installed))
+        return;
+    for (size_t i = 0; i < nslots; i++)
+        if (__atomic_load_n(slots[i].addr, __ATOMIC_ACQUIRE) == real_of[slots[i].fn])
+            gt_got__store(slots[i].addr, slots[i].prot, hook_of[slots[i].fn]);
+}
+
+/* ---- calibration --------------------------------------------------------------- */
+
+static char calib_why[256];
+
+/* Read the GIL's addresses off one drop+take by this thread:
+ *   drop: lock(M) signal(C) [lock(SM) wait(SC) if a drop request was pending]
+ *   take: lock(M) [timedwait(C, M)...] lock(SM) signal(SC)
+ * (unlock and cond_wait are not hooked). */
+static int calib_decode(struct gt_gil_addrs *a, const char **why)
+{
+    const void *m = NULL, *c = NULL, *sc = NULL, *last_lock = NULL;
+    const void *lock_before_c = NULL, *lock_before_sc = NULL;
+    unsigned m_locks = 0;
+
+    if (calib_n > CALIB_MAX) {
+        *why = "calibration: too many pthread calls during one GIL drop+take";
+        return -EPROTO;
+    }
+    for (unsigned i = 0; i < calib_n; i++) {
+        const struct calib_call *e = &calib_log[i];
+        switch (e->fn) {
+        case GH_LOCK:
+            if (!m)
+                m = e->a;
+            m_locks += e->a == m;
+            last_lock = e->a;
+            break;
+        case GH_SIGNAL:
+            if (!c) {
+                c = e->a;
+                lock_before_c = last_lock;
+            } else if (!sc) {
+                sc = e->a;
+                lock_before_sc = last_lock;
+            }
+            break;
+        case GH_TIMEDWAIT:
+            if (c && (e->a != c || e->b != m)) {
+                *why = "calibration: a timed wait on another cond/mutex than the GIL's";
+                return -EPROTO;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    if (calib_n == 0) {
+        *why = "calibration: no pthread calls during a GIL drop+take (free-threaded "
+               "build, or the GIL lives in another object)";
+        return -EPROTO;
+    }
+    if (!m || !c || !sc) {
+        snprintf(calib_why, sizeof(calib_why),
+                 "calibration: expected a mutex lock and two cond signals during a GIL "
+                 "drop+take, saw %u calls (lock %s, signals %s)",
+                 calib_n, m ? "yes" : "no", sc ? "2" : c ? "1" : "0");
+        *why = calib_why;
+        return -EPROTO;
+    }
+    if (m_locks < 2) {
+        *why = "calibration: the first mutex was locked only once (expected by both the "
+               "drop and the take)";
+        return -EPROTO;
+    }
+    if (lock_before_c != m) {
+        *why = "calibration: the drop's signal did not follow a lock of the first mutex";
+        return -EPROTO;
+    }
+    if (c == sc || (const void *)c == m || (const void *)sc == m) {
+        *why = "calibration: the drop and take signalled the same cond";
+        return -EPROTO;
+    }
+    if (lock_before_sc == m) {
+        *why = "calibration: no switch_mutex lock before the take's signal "
+               "(interpreter built without FORCE_SWITCHING?)";
+        return -EPROTO;
+    }
+    /* Fields of one struct _gil_runtime_state: far apart means we misread. */
+    intptr_t dm = (const char *)m - (const char *)c, ds = (const char *)sc - (const char *)c;
+    if (dm < -512 || dm > 512 || ds < -512 || ds > 512) {
+        *why = "calibration: the GIL's mutex and conds are not fields of one struct";
+        return -EPROTO;
+    }
+    a->mutex = m;
+    a->cond = c;
+    a->switch_cond = sc;
+    return 0;
+}
+
+int gt_gilhook__calibrate(void (*drop_and_retake)(void *ctx), void *ctx,
+                          struct gt_gil_addrs *out, const char **why)
+{
+    const char *dummy;
+    struct gt_gil_addrs first = {0};
+    int err = 0;
+
+    if (!why)
+        why = &dummy;
+    /* trylock: the caller holds the GIL, and another calibrating thread would need
+     * it back in order to finish and unlock. */
+    if (pthread_mutex_trylock(&config_lock) != 0) {
+        *why = "calibration already running";
+        return -EBUSY;
+    }
+    if (!atomic_load(&installed)) {
+        *why = "hooks not installed";
+        err = -ENOENT;
+        goto cleanup;
+    }
+    repatch();
+    gh.calib_thread = pthread_self(); /* published by the mode store below */
+    for (int round = 0; round < 3; round++) {
+        struct gt_gil_addrs a = {0};
+        int expected = GH_OFF;
+        calib_n = 0;
+        if (!atomic_compare_exchange_strong(&gh.mode, &expected, GH_CALIBRATE)) {
+            *why = "cannot calibrate while recording";
+            err = -EBUSY;
+            goto cleanup;
+        }
+        drop_and_retake(ctx);
+        expected = GH_CALIBRATE;
+        if (!atomic_compare_exchange_strong(&gh.mode, &expected, GH_OFF)) {
+            *why = "recording started during calibration";
+            err = -EBUSY;
+            goto cleanup;
+        }
+        err = calib_decode(&a, why);
+        if (err < 0)
+            goto cleanup;
+        if (round == 0) {
+            first = a;
+        } else if (memcmp(&a, &first, sizeof(a)) != 0) {
+            *why = "calibration: repeated GIL drop+take passed different addresses";
+            err = -EPROTO;
+            goto cleanup;
+        }
+    }
+    *out = first;
+    /* Informational on success: does the observed layout match the one known for
+     * 3.9-3.13 (cond, mutex, switch_cond consecutive)? Addresses come from the
+     * observation either way. */
+    {
+        intptr_t dm = (const char *)first.mutex - (const char *)first.cond;
+        intptr_t ds = (const char *)first.switch_cond - (const char *)first.cond;
+        intptr_t em = (intptr_t)sizeof(pthread_cond_t);
+        intptr_t es = em + (intptr_t)sizeof(pthread_mutex_t);
+        snprintf(calib_why, sizeof(calib_why),
+                 "layout %s: mutex = cond%+ld, switch_cond = cond%+ld "
+                 "(_gil_runtime_state: %+ld, %+ld)",
+                 dm == em && ds == es ? "matches _gil_runtime_state" : "differs",
+                 (long)dm, (long)ds, (long)em, (long)es);
+        *why = calib_why;
+    }
+cleanup:
+    pthread_mutex_unlock(&config_lock);
+    return err;
+}
+
+/* ---- control ------------------------------------------------------------------- */
+
+void gt_gilhook__set_addrs(const struct gt_gil_addrs *a)
+{
+    atomic_store(&gh.mutex, a->mutex);
+    atomic_store(&gh.cond, a->cond);
+    atomic_store(&gh.switch_cond, a->switch_cond);
+    /* _gil_runtime_state as in 3.9-3.13: ... int locked; unsigned long switch_number;
+     * cond; mutex; switch_cond ... (cond, mutex and switch_cond consecutive is what
+     * calibration can check; the two fields before cond come with that layout). */
+    const char *c = a->cond;
+    int layout = c && (const char *)a->mutex == c + sizeof(pthread_cond_t) &&
+                 (const char *)a->switch_cond ==
+                     c + sizeof(pthread_cond_t) + sizeof(pthread_mutex_t);
+    atomic_store(&gh.locked, layout ? (const int *)(c - 2 * sizeof(unsigned long)) : NULL);
+    atomic_store(&gh.switch_number,
+                 layout ? (const unsigned long *)(c - sizeof(unsigned long)) : NULL);
+}
+
+void gt_gilhook__set_recording(int on)
+{
+    if (on) {
+        repatch();
+        atomic_store(&gh.mode, GH_RECORD);
+        return;
+    }
+    int expected = GH_RECORD;
+    atomic_compare_exchange_strong(&gh.mode, &expected, GH_OFF);
+    /* Hooks that saw GH_RECORD may still be looking up or pushing: wait for every
+     * thread's mark. */
+    atomic_thread_fence(memory_order_seq_cst);
+    wait_hooks();
+}
+
+const char *gt_gilhook__object_path(void)
+{
+    return object_path;
+}
+
+void gt_gilhook__stats(struct gt_gilhook_stats *out)
+{
+    out->slots_patched = atomic_load(&slots_patched);
+}
+
+uintptr_t gt_gilhook__object_bias(void)
+{
+    return object_bias;
+}

@@ -1,0 +1,851 @@
+/* SPDX-License-Identifier: MIT */
+/* giltracer._core: the Python boundary. Types Session (start/stop/finish) and Result
+ * (the merged facts, exports). C errors become Python exceptions here, once. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bpfprobe.h"
+#include "emit.h"
+#include "gt_clock.h"
+#include "profile.h"
+#include "session.h"
+#include "tracer.h"
+#include "compat.h"
+
+typedef struct {
+    PyObject_HEAD
+    struct gt_session *s;
+} SessionObject;
+
+typedef struct {
+    PyObject_HEAD
+    struct gt_run *run;
+    struct gt_profile *prof; /* built on first use */
+} ResultObject;
+
+static PyTypeObject Session_Type;
+static PyTypeObject Result_Type;
+
+/* ------------------------------------------------------------------ Session */
+
+static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"functions", "c_calls", "max_depth", "max_events", "include",
+                             "exclude", "own_dir", "gil", "sched", "backend",
+                             "follow_children", "crosscheck", NULL};
+    int functions = 1, c_calls = 1, max_depth = 0, gil = 1, sched = 1, follow = 0, check = 0;
+    unsigned long long max_events = 0;
+    PyObject *include = Py_None, *exclude = Py_None, *own_dir = Py_None;
+    const char *backend = "auto";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppspp", kwlist, &functions, &c_calls,
+                                     &max_depth, &max_events, &include, &exclude, &own_dir, &gil,
+                                     &sched, &backend, &follow, &check))
+        return -1;
+    struct gt_session_opts o = {
+        .functions = functions,
+        .c_calls = c_calls,
+        .max_depth = max_depth,
+        .max_events = max_events,
+        .include = include == Py_None ? NULL : include,
+        .exclude = exclude == Py_None ? NULL : exclude,
+        .own_dir = own_dir == Py_None ? NULL : own_dir,
+        .own_type = &Session_Type,
+        .gil = gil,
+        .sched = sched,
+        .follow_children = follow,
+        .crosscheck = check,
+    };
+    if (strcmp(backend, "auto") == 0)
+        o.backend = GT_BACKEND_AUTO;
+    else if (strcmp(backend, "hooks") == 0)
+        o.backend = GT_BACKEND_HOOKS;
+    else if (strcmp(backend, "bpf") == 0)
+        o.backend = GT_BACKEND_BPF;
+    else {
+        PyErr_Format(PyExc_ValueError, "backend must be 'auto', 'hooks' or 'bpf', not %R",
+                     PyTuple_Size(args) > 9 ? PyTuple_GetItem(args, 9) : Py_None);
+        return -1;
+    }
+    if (max_depth < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_depth must be >= 0 (0 = unlimited)");
+        return -1;
+    }
+    if (self->s) {
+        PyErr_SetString(PyExc_RuntimeError, "Session is already initialised");
+        return -1;
+    }
+    self->s = gt_session__new(&o);
+    return self->s ? 0 : -1;
+}
+
+/* A Session freed while it records (e.g. `trace().start() + 1`: the temporary dies as
+ * the TypeError unwinds) is stopped here, so the exception being raised is set aside
+ * and put back afterwards: Python code runs here, and a pending exception would make
+ * it fail or be lost. The Python that still runs: the tracer's uninstall
+ * (sys.monitoring.set_events / free_tool_id on 3.12+, _PyEval_SetProfile and its
+ * "sys.setprofile" audit event before) and threading.setprofile to restore the
+ * previous thread hook, then the finalizers of the code objects the records held.
+ * It is safe: it runs with no exception pending, cannot reach this object (its
+ * refcount is 0 and nothing refers to it), and a failure is reported as unraisable
+ * with what failed; the hooks and records are released anyway. A stopped, finished
+ * or released session runs no Python here beyond those finalizers. */
+static void Session_dealloc(SessionObject *self)
+{
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (gt_session__free(self->s) < 0) {
+        /* At exit a trace still recording is torn down with the modules it needs
+         * (threading): nothing is left to tell the user about. */
+        if (gt_is_finalizing())
+            PyErr_Clear();
+        else
+            gt_write_unraisable("while giltracer stopped a trace freed while it was recording");
+    }
+    self->s = NULL;
+    PyErr_Restore(et, ev, tb);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Session_start(SessionObject *self, PyObject *args)
+{
+    PyObject *threads = Py_None;
+    if (!PyArg_ParseTuple(args, "|O", &threads))
+        return NULL;
+    if (!self->s) {
+        PyErr_SetString(PyExc_RuntimeError, "Session not initialised");
+        return NULL;
+    }
+    if (gt_session__start(self->s, threads == Py_None ? NULL : threads) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_stop(SessionObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (self->s && gt_session__stop(self->s) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_finish(SessionObject *self, PyObject *args)
+{
+    PyObject *names = Py_None;
+    const char *title = NULL;
+    if (!PyArg_ParseTuple(args, "|Oz", &names, &title))
+        return NULL;
+    if (!self->s) {
+        PyErr_SetString(PyExc_RuntimeError, "Session not initialised");
+        return NULL;
+    }
+    struct gt_run *run = gt_session__finish(self->s, names, title);
+    if (!run)
+        return NULL;
+    ResultObject *r = PyObject_New(ResultObject, &Result_Type);
+    if (!r) {
+        gt_run__free(run);
+        return NULL;
+    }
+    r->run = run;
+    r->prof = NULL;
+    return (PyObject *)r;
+}
+
+static PyObject *Session_get_state(SessionObject *self, void *c)
+{
+    (void)c;
+    static const char *const names[GT_SESSION_NSTATES] = {
+        [GT_SESSION_NEW] = "new",           [GT_SESSION_RECORDING] = "recording",
+        [GT_SESSION_STOPPED] = "stopped",   [GT_SESSION_FINISHED] = "finished",
+        [GT_SESSION_RELEASED] = "released",
+    };
+    return PyUnicode_FromString(names[self->s ? gt_session__state(self->s) : GT_SESSION_NEW]);
+}
+
+static PyMethodDef Session_methods[] = {
+    {"start", (PyCFunction)Session_start, METH_VARARGS,
+     "start(threads=None): start recording; threads = [(ident, native_id), ...]"},
+    {"stop", (PyCFunction)Session_stop, METH_NOARGS, "stop(): stop every probe"},
+    {"finish", (PyCFunction)Session_finish, METH_VARARGS,
+     "finish(names=None, title=None) -> Result: merge the streams"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Session_getset[] = {
+    {"state", (getter)Session_get_state, NULL,
+     "new, recording, stopped, finished or released (by stop_active())", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject Session_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "giltracer._core.Session",
+    .tp_basicsize = sizeof(SessionObject),
+    .tp_dealloc = (destructor)Session_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One tracing session (use giltracer.trace() instead).",
+    .tp_methods = Session_methods,
+    .tp_getset = Session_getset,
+    .tp_init = (initproc)Session_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------ Result */
+
+static void profile_free(struct gt_profile *p);
+
+/* Plain C only (a result holds no Python object): no exception can be disturbed. */
+static void Result_dealloc(ResultObject *self)
+{
+    profile_free(self->prof);
+    gt_run__free(self->run);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static const struct gt_result *R(ResultObject *self)
+{
+    return self->run->result;
+}
+
+static PyObject *thread_name(const struct gt_thread_result *t)
+{
+    if (t->name)
+        return PyUnicode_FromString(t->name);
+    return PyUnicode_FromFormat("thread %d", (int)t->tid);
+}
+
+static PyObject *Result_threads(ResultObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    const struct gt_result *r = R(self);
+    PyObject *out = PyList_New((Py_ssize_t)r->nthreads);
+    for (size_t i = 0; out && i < r->nthreads; i++) {
+        const struct gt_thread_result *t = &r->threads[i];
+        PyObject *d = Py_BuildValue("{s:i,s:i,s:K,s:N,s:n,s:K,s:K,s:O}", "tid", t->tid, "pid",
+                                    t->pid, "ident", (unsigned long long)t->ident, "name",
+                                    thread_name(t), "spans", (Py_ssize_t)t->nspans, "start_ns",
+                                    (unsigned long long)t->start_ns, "end_ns",
+                                    (unsigned long long)t->end_ns, "os_states",
+                                    t->has_sched ? Py_True : Py_False);
+        if (!d) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, d);
+    }
+    return out;
+}
+
+static PyObject *opt_ns(int64_t v)
+{
+    if (v < 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(v);
+}
+
+static PyObject *summaries(const struct gt_result *r)
+{
+    PyObject *out = PyList_New((Py_ssize_t)r->nthreads);
+    for (size_t i = 0; out && i < r->nthreads; i++) {
+        const struct gt_thread_result *t = &r->threads[i];
+        const struct gt_summary *s = &t->summary;
+        PyObject *d = Py_BuildValue(
+            "{s:i,s:i,s:K,s:N,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:K,s:K,s:d,s:d,s:d,s:n}", "tid",
+            t->tid, "pid", t->pid, "ident", (unsigned long long)t->ident, "name", thread_name(t),
+            "wall_ns", (unsigned long long)s->wall_ns, "held_ns", (unsigned long long)s->held_ns,
+            "wait_ns", (unsigned long long)s->wait_ns, "released_ns",
+            (unsigned long long)s->released_ns, "off_cpu_ns", opt_ns(s->off_cpu_ns),
+            "preempted_ns", opt_ns(s->preempted_ns), "acquisitions",
+            (unsigned long long)s->acquisitions, "longest_wait_ns",
+            (unsigned long long)s->longest_wait_ns, "drop_requests",
+            (unsigned long long)s->drop_requests, "held_pct", s->held_pct, "wait_pct",
+            s->wait_pct, "released_pct", s->released_pct, "spans", (Py_ssize_t)t->nspans);
+        if (!d) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, d);
+    }
+    return out;
+}
+
+static PyObject *Result_summary(ResultObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return summaries(R(self));
+}
+
+static PyObject *Result_crosscheck(ResultObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!self->run->check)
+        Py_RETURN_NONE;
+    return summaries(self->run->check);
+}
+
+static PyObject *func_name(const struct gt_result *r, uint32_t f)
+{
+    if (f == GT_UNKNOWN_FUNC) /* the holder's calls were truncated (max_events) */
+        return PyUnicode_FromString("unknown (calls truncated: max_events)");
+    if (f == GT_NO_FUNC || f >= r->nfuncs)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(r->funcs[f].name);
+}
+
+static PyObject *Result_blame(ResultObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    const struct gt_result *r = R(self);
+    PyObject *out = PyList_New((Py_ssize_t)r->nblame);
+    for (size_t i = 0; out && i < r->nblame; i++) {
+        const struct gt_blame *b = &r->blame[i];
+        const char *file = "";
+        uint32_t line = 0;
+        if (b->func != GT_NO_FUNC && b->func < r->nfuncs) {
+            file = r->funcs[b->func].file;
+            line = r->funcs[b->func].line;
+        }
+        PyObject *d = Py_BuildValue("{s:i,s:i,s:N,s:s,s:I,s:K,s:I}", "waiter", b->waiter_tid,
+                                    "holder", b->holder_tid, "function", func_name(r, b->func),
+                                    "file", file, "line", line, "wait_ns",
+                                    (unsigned long long)b->wait_ns, "count", b->count);
+        if (!d) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, d);
+    }
+    return out;
+}
+
+static const struct gt_thread_result *thread_arg(ResultObject *self, PyObject *args)
+{
+    int tid;
+    if (!PyArg_ParseTuple(args, "i", &tid))
+        return NULL;
+    const struct gt_result *r = R(self);
+    /* A tid reused within the session has two threads: the latest is the one meant. */
+    for (size_t i = r->nthreads; i-- > 0;)
+        if (r->threads[i].tid == tid)
+            return &r->threads[i];
+    PyErr_Format(PyExc_KeyError, "no thread with tid %d in this trace", tid);
+    return NULL;
+}
+
+static PyObject *Result_spans(ResultObject *self, PyObject *args)
+{
+    const struct gt_thread_result *t = thread_arg(self, args);
+    if (!t)
+        return NULL;
+    const struct gt_result *r = R(self);
+    PyObject *out = PyList_New((Py_ssize_t)t->nspans);
+    for (size_t i = 0; out && i < t->nspans; i++) {
+        const struct gt_span *s = &t->spans[i];
+        PyObject *v = Py_BuildValue("(KKNiI)", (unsigned long long)s->start,
+                                    (unsigned long long)s->end, func_name(r, s->func),
+                                    (int)s->depth, (unsigned)s->flags);
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    return out;
+}
+
+static PyObject *intervals(const struct gt_interval *iv, size_t n)
+{
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        PyObject *v = Py_BuildValue("(KKI)", (unsigned long long)iv[i].start,
+                                    (unsigned long long)iv[i].end, iv[i].state);
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    return out;
+}
+
+static PyObject *Result_gil_intervals(ResultObject *self, PyObject *args)
+{
+    const struct gt_thread_result *t = thread_arg(self, args);
+    return t ? intervals(t->gil, t->ngil) : NULL;
+}
+
+static PyObject *Result_os_intervals(ResultObject *self, PyObject *args)
+{
+    const struct gt_thread_result *t = thread_arg(self, args);
+    return t ? intervals(t->os, t->nos) : NULL;
+}
+
+static PyObject *Result_functions(ResultObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    const struct gt_result *r = R(self);
+    PyObject *out = PyList_New(r->nfuncs);
+    for (uint32_t i = 0; out && i < r->nfuncs; i++) {
+        const struct gt_func *f = &r->funcs[i];
+        PyObject *v = Py_BuildValue("(ssIO)", f->name, f->file, f->line,
+                                    (f->flags & GT_FUNC_C) ? Py_True : Py_False);
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    return out;
+}
+
+/* Profiles built and not freed yet, for tests (_core._live_profiles()): GIL held. */
+static long live_profiles;
+
+static void profile_free(struct gt_profile *p)
+{
+    if (p)
+        live_profiles--;
+    gt_profile__free(p);
+}
+
+/* The profile, built once; NULL with an exception set on failure. The build lets the
+ * GIL go, so threads asking at once may each build one: the first stored is kept, the
+ * others are freed. */
+static const struct gt_profile *profile_of(ResultObject *self)
+{
+    if (!self->prof) {
+        struct gt_profile *p = NULL;
+        int err;
+        Py_BEGIN_ALLOW_THREADS;
+        err = gt_profile__build(R(self), 0, &p);
+        Py_END_ALLOW_THREADS;
+        if (err < 0) {
+            errno = -err;
+            PyErr_SetFromErrno(err == -ENOMEM ? PyExc_MemoryError : PyExc_OSError);
+            return NULL;
+        }
+        live_profiles++;
+        if (self->prof)
+            profile_free(p);
+        else
+            self->prof = p;
+    }
+    return self->prof;
+}
+
+/* The tree of thread `tid` (None: the merged tree). */
+static const struct gt_ptree *ptree_arg(ResultObject *self, PyObject *args)
+{
+    PyObject *tid_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "|O", &tid_obj))
+        return NULL;
+    const struct gt_profile *p = profile_of(self);
+    if (!p)
+        return NULL;
+    if (tid_obj == Py_None)
+        return &p->merged;
+    long tid = PyLong_AsLong(tid_obj);
+    if (tid == -1 && PyErr_Occurred())
+        return NULL;
+    for (size_t i = p->nthreads; i-- > 0;) /* the latest thread of a reused tid */
+        if (p->threads[i].tid == tid)
+            return &p->threads[i];
+    PyErr_Format(PyExc_KeyError, "no thread with tid %ld in this trace", tid);
+    return NULL;
+}
+
+static PyObject *states5(const uint64_t *v)
+{
+    return Py_BuildValue("(KKKKK)", (unsigned long long)v[0], (unsigned long long)v[1],
+                         (unsigned long long)v[2], (unsigned long long)v[3],
+                         (unsigned long long)v[4]);
+}
+
+static long func_index(const struct gt_result *r, uint32_t f)
+{
+    return f < r->nfuncs ? (long)f : -1;
+}
+
+static PyObject *Result_profile(ResultObject *self, PyObject *args)
+{
+    const struct gt_ptree *t = ptree_arg(self, args);
+    if (!t)
+        return NULL;
+    const struct gt_result *r = R(self);
+    PyObject *out = PyList_New((Py_ssize_t)t->nnodes);
+    for (size_t i = 0; out && i < t->nnodes; i++) {
+        const struct gt_pnode *n = &t->nodes[i];
+        PyObject *v = Py_BuildValue("(llKKKNN)",
+                                    n->parent == GT_PNODE_NONE ? -1L : (long)n->parent,
+                                    func_index(r, n->func), (unsigned long long)n->calls,
+                                    (unsigned long long)n->total_ns,
+                                    (unsigned long long)n->self_ns, states5(n->total),
+                                    states5(n->self));
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    return out;
+}
+
+static PyObject *Result_profile_functions(ResultObject *self, PyObject *args)
+{
+    const struct gt_ptree *t = ptree_arg(self, args);
+    if (!t)
+        return NULL;
+    const struct gt_result *r = R(self);
+    struct gt_pfunc *rows = NULL;
+    size_t n = 0;
+    int err = gt_profile__functions(r, t, t->tid, &rows, &n);
+    if (err < 0) {
+        errno = -err;
+        return PyErr_SetFromErrno(err == -ENOMEM ? PyExc_MemoryError : PyExc_OSError);
+    }
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        const struct gt_pfunc *f = &rows[i];
+        PyObject *v = Py_BuildValue("(lKKKNNK)", func_index(r, f->func),
+                                    (unsigned long long)f->calls, (unsigned long long)f->total_ns,
+                                    (unsigned long long)f->self_ns, states5(f->total),
+                                    states5(f->self), (unsigned long long)f->wait_caused_ns);
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    free(rows);
+    return out;
+}
+
+static PyObject *Result_save(ResultObject *self, PyObject *args)
+{
+    PyObject *path_obj = NULL;
+    const char *format, *tab = NULL, *theme = NULL;
+    if (!PyArg_ParseTuple(args, "O&s|zz", PyUnicode_FSConverter, &path_obj, &format, &tab, &theme))
+        return NULL;
+    struct gt_emit_meta meta = self->run->meta;
+    meta.view = tab;
+    meta.theme = theme;
+    const char *path = PyBytes_AS_STRING(path_obj);
+    int kind = strcmp(format, "json") == 0 ? 0 : strcmp(format, "html") == 0 ? 1 : -1;
+    if (kind < 0) {
+        Py_DECREF(path_obj);
+        PyErr_Format(PyExc_ValueError, "format must be 'json' or 'html', not %s", format);
+        return NULL;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
+        Py_DECREF(path_obj);
+        return NULL;
+    }
+    int err;
+    Py_BEGIN_ALLOW_THREADS;
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    err = kind == 0 ? gt_emit__chrome_json(R(self), &meta, f) : gt_emit__html(R(self), &meta, f);
+    if (fclose(f) != 0 && err == 0)
+        err = -errno;
+    Py_END_ALLOW_THREADS;
+    if (err < 0) {
+        errno = -err;
+        PyErr_SetFromErrnoWithFilenameObject(err == -ENOMEM ? PyExc_MemoryError : PyExc_OSError,
+                                             path_obj);
+        Py_DECREF(path_obj);
+        return NULL;
+    }
+    Py_DECREF(path_obj);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Result_text(ResultObject *self, PyObject *args)
+{
+    int top = 5;
+    if (!PyArg_ParseTuple(args, "|i", &top))
+        return NULL;
+    char *s = NULL;
+    int err = gt_emit__text(R(self), &self->run->meta, top, &s);
+    if (err < 0) {
+        errno = -err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    PyObject *out = PyUnicode_FromString(s);
+    free(s);
+    return out;
+}
+
+static PyObject *Result_payload(ResultObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    int err = gt_emit__payload_json(R(self), &self->run->meta, f);
+    fclose(f);
+    if (err < 0) {
+        free(buf);
+        errno = -err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    PyObject *out = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)len);
+    free(buf);
+    return out;
+}
+
+#define META_STR(field)                                                                      \
+    static PyObject *Result_get_##field(ResultObject *self, void *c)                         \
+    {                                                                                        \
+        (void)c;                                                                             \
+        return PyUnicode_FromString(self->run->field);                                       \
+    }
+META_STR(backend)
+META_STR(backend_reason)
+META_STR(sched_status)
+META_STR(python)
+META_STR(title)
+
+static PyObject *Result_get_tracer_note(ResultObject *self, void *c)
+{
+    (void)c;
+    if (!self->run->tracer_note[0])
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(self->run->tracer_note);
+}
+
+#define RES_U64(name, expr)                                                                  \
+    static PyObject *Result_get_##name(ResultObject *self, void *c)                          \
+    {                                                                                        \
+        (void)c;                                                                             \
+        return PyLong_FromUnsignedLongLong((unsigned long long)(expr));                      \
+    }
+RES_U64(t0_ns, R(self)->t0)
+RES_U64(t1_ns, R(self)->t1)
+RES_U64(duration_ns, R(self)->t1 - R(self)->t0)
+RES_U64(event_count, self->run->meta.event_count)
+RES_U64(dropped_events, self->run->meta.dropped_events)
+RES_U64(gil_events, self->run->gil_events)
+RES_U64(gil_dropped, self->run->meta.gil_dropped)
+RES_U64(sched_lost, self->run->meta.sched_lost)
+
+static PyObject *Result_get_gil_known(ResultObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(R(self)->gil_known);
+}
+
+#define GET(name, doc) {#name, (getter)Result_get_##name, NULL, doc, NULL}
+static PyGetSetDef Result_getset[] = {
+    GET(backend, "GIL probe that ran: hooks, bpf or none"),
+    GET(backend_reason, "why that backend ran, or why another did not"),
+    GET(sched_status, "where OS states came from, or why they are missing"),
+    GET(python, "interpreter version"),
+    GET(title, "title of the trace"),
+    GET(t0_ns, "session start, CLOCK_MONOTONIC ns"),
+    GET(t1_ns, "session end, CLOCK_MONOTONIC ns"),
+    GET(duration_ns, "t1_ns - t0_ns"),
+    GET(event_count, "call events recorded"),
+    GET(dropped_events, "call events not recorded because max_events was reached"),
+    GET(gil_events, "GIL events recorded"),
+    GET(gil_dropped, "GIL events lost"),
+    GET(sched_lost, "scheduler records lost"),
+    GET(gil_known, "whether a GIL probe ran"),
+    GET(tracer_note, "threads the function tracer missed (a sentence), or None"),
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef Result_methods[] = {
+    {"threads", (PyCFunction)Result_threads, METH_NOARGS, "per-thread identity and counts"},
+    {"summary", (PyCFunction)Result_summary, METH_NOARGS, "per-thread GIL and OS summary"},
+    {"blame", (PyCFunction)Result_blame, METH_NOARGS, "GIL blame rows, largest first"},
+    {"crosscheck", (PyCFunction)Result_crosscheck, METH_NOARGS,
+     "per-thread summary from the bpf probe's view (crosscheck=True), else None"},
+    {"spans", (PyCFunction)Result_spans, METH_VARARGS,
+     "spans(tid) -> [(start_ns, end_ns, name, depth, flags)]"},
+    {"gil_intervals", (PyCFunction)Result_gil_intervals, METH_VARARGS,
+     "gil_intervals(tid) -> [(start_ns, end_ns, state)] (0 released, 1 wait, 2 held)"},
+    {"os_intervals", (PyCFunction)Result_os_intervals, METH_VARARGS,
+     "os_intervals(tid) -> [(start_ns, end_ns, state)] (0 on-cpu, 1 preempted, 2 blocked)"},
+    {"functions", (PyCFunction)Result_functions, METH_NOARGS,
+     "[(name, file, line, is_c)] indexed by function id"},
+    {"profile", (PyCFunction)Result_profile, METH_VARARGS,
+     "profile(tid=None) -> call-tree nodes (parent, func, calls, total_ns, self_ns, "
+     "total_states, self_states), parents first; None = merged over threads"},
+    {"profile_functions", (PyCFunction)Result_profile_functions, METH_VARARGS,
+     "profile_functions(tid=None) -> (func, calls, total_ns, self_ns, total_states, "
+     "self_states, wait_caused_ns) per function"},
+    {"save", (PyCFunction)Result_save, METH_VARARGS,
+     "save(path, format, tab=None, theme=None): 'json' or 'html' (opened on `tab`, in `theme`)"},
+    {"text", (PyCFunction)Result_text, METH_VARARGS, "text(top_n=5) -> summary table"},
+    {"payload", (PyCFunction)Result_payload, METH_NOARGS, "the viewer's JSON payload"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject Result_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "giltracer._core.Result",
+    .tp_basicsize = sizeof(ResultObject),
+    .tp_dealloc = (destructor)Result_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The merged result of a session.",
+    .tp_methods = Result_methods,
+    .tp_getset = Result_getset,
+};
+
+/* ------------------------------------------------------------------ module */
+
+static PyObject *mod_probe_info(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    return gt_session__probe_info();
+}
+
+static PyObject *mod_build_info(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    const char *why = NULL;
+    int bpf = gt_bpf__available(&why);
+    gt_clock__init();
+#ifdef Py_GIL_DISABLED
+    PyObject *free_threaded = Py_True;
+#else
+    PyObject *free_threaded = Py_False;
+#endif
+    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:O,s:s}", "clock", gt_clock__source(), "tracer",
+                         gt_tracer__mechanism(), "bpf_available", bpf == 0 ? Py_True : Py_False,
+                         "bpf_why", bpf == 0 ? "" : (why ? why : "unavailable"),
+                         "free_threaded", free_threaded, "free_threaded_refusal",
+                         gt_session__free_threaded_refusal());
+}
+
+static PyObject *mod_live_profiles(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    return PyLong_FromLong(live_profiles);
+}
+
+static PyObject *mod_stop_active(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    int rc = gt_session__stop_active();
+    if (rc < 0)
+        return NULL;
+    return PyBool_FromLong(rc);
+}
+
+/* run_code(code, globals, locals=None): exec/eval of a code object from C, so that the
+ * magics and the CLI add no frame of their own below the trace's start: the tracer
+ * excludes this module's C functions, and the user's code is depth 1 for max_depth. */
+static PyObject *mod_run_code(PyObject *m, PyObject *args)
+{
+    (void)m;
+    PyObject *code, *globals, *locals = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!|O:run_code", &PyCode_Type, &code, &PyDict_Type, &globals,
+                          &locals))
+        return NULL;
+    if (locals == Py_None)
+        locals = globals;
+    else if (!PyMapping_Check(locals)) {
+        PyErr_SetString(PyExc_TypeError, "run_code: locals must be a mapping or None");
+        return NULL;
+    }
+    if (PyDict_GetItemString(globals, "__builtins__") == NULL &&
+        PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) < 0)
+        return NULL;
+    return PyEval_EvalCode(code, globals, locals);
+}
+
+static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    gt_tracer__after_fork_child();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
+     "os.register_at_fork(after_in_child=...) hook: drop the parent's session"},
+    {"probe_info", mod_probe_info, METH_NOARGS,
+     "install the GIL hooks if needed and report what they found"},
+    {"build_info", mod_build_info, METH_NOARGS, "clock, tracer mechanism, bpf availability"},
+    {"_live_profiles", mod_live_profiles, METH_NOARGS,
+     "test-only: profiles built by Result.profile()/profile_functions() not freed yet"},
+    {"stop_active", mod_stop_active, METH_NOARGS,
+     "stop_active() -> bool: stop and release the process's active session, whoever holds "
+     "it (True if there was one)"},
+    {"run_code", mod_run_code, METH_VARARGS,
+     "run_code(code, globals, locals=None): exec (or eval) a code object; the tracer "
+     "does not record this call"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int module_exec(PyObject *m)
+{
+    if (PyType_Ready(&Session_Type) < 0 || PyType_Ready(&Result_Type) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(m, "Session", (PyObject *)&Session_Type) < 0 ||
+        PyModule_AddObjectRef(m, "Result", (PyObject *)&Result_Type) < 0)
+        return -1;
+    if (PyModule_AddIntConstant(m, "DEFAULT_MAX_EVENTS", 5000000) < 0 ||
+        PyModule_AddStringConstant(m, "RELEASED_MESSAGE", gt_session__released_message) < 0)
+        return -1;
+    /* A forked child (multiprocessing) must not keep the parent's profile hooks: say so
+     * once, here, whoever imports the core (the API or a raw Session). */
+    PyObject *os = PyImport_ImportModule("os"), *child = NULL, *r = NULL;
+    int err = -1;
+    if (!os)
+        goto cleanup;
+    child = PyObject_GetAttrString(m, "_after_fork_child");
+    if (!child)
+        goto cleanup;
+    if (PyObject_HasAttrString(os, "register_at_fork")) {
+        PyObject *reg = PyObject_GetAttrString(os, "register_at_fork");
+        PyObject *args = PyTuple_New(0), *kw = Py_BuildValue("{s:O}", "after_in_child", child);
+        if (reg && args && kw)
+            r = PyObject_Call(reg, args, kw);
+        Py_XDECREF(reg);
+        Py_XDECREF(args);
+        Py_XDECREF(kw);
+        if (!r)
+            goto cleanup;
+    }
+    gt_clock__init();
+    err = 0;
+cleanup:
+    Py_XDECREF(r);
+    Py_XDECREF(child);
+    Py_XDECREF(os);
+    return err;
+}
+
+/* No Py_mod_gil slot: the core is not safe without the GIL (see
+ * gt_session__free_threaded_refusal), so a free-threaded interpreter keeps (or turns
+ * on) the GIL when it imports this module, and trace() refuses there anyway. */
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, (void *)module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "giltracer._core",
+    .m_doc = "giltracer's C core: function tracer, GIL probes, merge and emitters.",
+    .m_size = 0,
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+};
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    return PyModuleDef_Init(&module_def);
+}

@@ -1,0 +1,871 @@
+/* SPDX-License-Identifier: MIT */
+/* Session orchestration (see session.h): choose the GIL backend and say why, start
+ * and stop the probes in a safe order, put every stream on one clock, merge. */
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "bpfprobe.h"
+#include "gilhook.h"
+#include "gt_clock.h"
+#include "gt_sched.h"
+#include "threads.h"
+
+enum { USED_NONE = 0, USED_HOOKS = 1, USED_BPF = 2 };
+
+struct gt_session {
+    struct gt_session_opts o; /* Python objects in it are strong references */
+    enum gt_session_state state; /* never GT_SESSION_RELEASED: that is `released` */
+    int used;
+    int registry_begun;
+    int hooks_started, bpf_started, check_started; /* what this session must stop */
+    char backend_reason[512];
+    char sched_status[256];
+    struct gt_sched *sched;
+    uint64_t t0_ticks, t1_ticks;
+    struct gt_clock_pair start_pair, stop_pair; /* the tick fit's anchors */
+    int check_bpf; /* bpf runs beside the hooks into gil_check */
+    int released;  /* released by gt_session__stop_active(), not by its owner */
+    int busy;      /* in stop or finish, which can let other threads run Python */
+    pid_t pid;     /* the process that started it */
+    int32_t start_tid; /* the thread that started the trace (the viewer's cell scope) */
+};
+
+/* In a forked child, the parent's session is a copy: the registry, the tracer and
+ * the probes it refers to are the parent's (or, by now, the child's own session's). */
+static int forked_copy(const struct gt_session *s)
+{
+    return s->state != GT_SESSION_NEW && s->pid != getpid();
+}
+
+/* Process-wide: the hooks stay installed once installed. A failed install is final
+ * (the same object, the same relocations); a failed calibration is retried by later
+ * sessions (it can fail transiently), at most GT_CALIBRATION_TRIES times. */
+#define GT_CALIBRATION_TRIES 8
+static struct {
+    int install_failed, ok;
+    unsigned calibration_failures;
+    uint64_t tried_in; /* 1 + the session start that tried last (one try per start) */
+    char why[256];
+    struct gt_gil_addrs addrs;
+} hooks;
+
+/* Counts session starts: prepare_hooks() calibrates at most once per start, whether the
+ * bpf probe (which needs the GIL's address) or the hooks asked first. */
+static uint64_t starts;
+
+/* The bpf object stays attached between sessions, except one attached system-wide for
+ * follow_children: that one is detached when its session ends (it would make every
+ * process on the machine pay the uprobe traps) and a session that wants the other
+ * kind reloads it. */
+static struct {
+    int tried, ok;
+    char why[256];
+    struct gt_bpf *obj;
+    pid_t owner;         /* the process that loaded obj */
+    int follow_children; /* obj's option */
+} bpf;
+
+/* The session from its start until it is finished (or freed), or NULL: one session at
+ * a time, and a stopped session's records and probes stay its own until it is finished.
+ * A forked child inherits the pointer but not the session (pid differs). */
+static struct {
+    struct gt_session *s;
+    pid_t pid;
+} active;
+
+static int another_session_active(const struct gt_session *s)
+{
+    return active.s && active.s != s && active.pid == getpid();
+}
+
+static void set_active(struct gt_session *s)
+{
+    active.s = s;
+    active.pid = s ? getpid() : 0;
+}
+
+const char *gt_session__free_threaded_refusal(void)
+{
+    return "giltracer: free-threaded Python builds (3.13t and later) are not supported: "
+           "the tracer reads other threads' frames and keeps unsynchronized state that "
+           "only the GIL protects. Use a default build of Python (with the GIL).";
+}
+
+/* Test-only: GILTRACER_TEST_FAIL_CALIBRATIONS=<n> makes the next n calibrations
+ * fail, so the retry can be tested. Read once. */
+static int forced_calibration_failure(void)
+{
+    static int left = -1;
+    if (left < 0) {
+        const char *env = getenv("GILTRACER_TEST_FAIL_CALIBRATIONS");
+        left = env && *env ? atoi(env) : 0;
+        if (left < 0)
+            left = 0;
+    }
+    if (left == 0)
+        return 0;
+    left--;
+    return 1;
+}
+
+static void drop_and_retake(void *ctx)
+{
+    (void)ctx;
+    Py_BEGIN_ALLOW_THREADS;
+    Py_END_ALLOW_THREADS;
+}
+
+/* The hooks will not be tried again in this process (hooks.why says why). */
+static int hooks_given_up(void)
+{
+    return hooks.install_failed || hooks.calibration_failures >= GT_CALIBRATION_TRIES;
+}
+
+static int prepare_hooks(void)
+{
+    if (hooks.ok)
+        return 0;
+    if (hooks_given_up())
+        return -1;
+    if (hooks.tried_in == starts + 1)
+        return -1; /* tried for this session already: the next session tries again */
+    hooks.tried_in = starts + 1;
+    const char *why = NULL;
+    int err = gt_gilhook__install((const void *)&PyEval_SaveThread, &why);
+    if (err < 0) {
+        hooks.install_failed = 1;
+        snprintf(hooks.why, sizeof(hooks.why), "hooks: %s (%s)",
+                 why ? why : "cannot interpose the interpreter's pthread calls", strerror(-err));
+        return -1;
+    }
+    if (forced_calibration_failure()) {
+        why = "calibration: forced failure (GILTRACER_TEST_FAIL_CALIBRATIONS)";
+        err = -EPROTO;
+    } else {
+        err = gt_gilhook__calibrate(drop_and_retake, NULL, &hooks.addrs, &why);
+    }
+    if (err < 0) {
+        /* A calibration running on another thread (probe_info() while a session starts)
+         * is no failure of this process's hooks. */
+        hooks.calibration_failures += err != -EBUSY;
+        snprintf(hooks.why, sizeof(hooks.why), "hooks: %s (%s; %s)",
+                 why ? why : "calibration failed", strerror(-err),
+                 hooks.calibration_failures < GT_CALIBRATION_TRIES
+                     ? "a later session tries again"
+                     : "gave up after repeated failures");
+        return -1;
+    }
+    gt_gilhook__set_addrs(&hooks.addrs);
+    hooks.ok = 1;
+    hooks.why[0] = '\0';
+    return 0;
+}
+
+/* Detach the bpf object (a no-op for the parent's object in a forked child, which
+ * only forgets it). The next prepare_bpf() loads a new one. */
+static void close_bpf(void)
+{
+    gt_bpf__free(bpf.obj);
+    bpf.obj = NULL;
+    bpf.ok = 0;
+    bpf.tried = 0;
+    bpf.why[0] = '\0';
+}
+
+static int prepare_bpf(int follow_children)
+{
+    if (bpf.ok && bpf.owner != getpid()) {
+        /* A forked child: the object, its ring and its gate are the parent's. */
+        snprintf(bpf.why, sizeof(bpf.why),
+                 "bpf: the probe belongs to the parent process (pid %d); a forked child "
+                 "cannot use it", (int)bpf.owner);
+        return -1;
+    }
+    if (bpf.ok && bpf.follow_children != (follow_children != 0))
+        close_bpf(); /* attached with the other option: reload */
+    if (bpf.tried)
+        return bpf.ok ? 0 : -1;
+    const char *why = NULL;
+    int err = gt_bpf__available(&why);
+    if (err < 0) { /* not permanent: privileges can differ later? no: same process */
+        bpf.tried = 1;
+        snprintf(bpf.why, sizeof(bpf.why), "%s", why ? why : "bpf: unavailable");
+        return -1;
+    }
+    /* The bpf probe filters drops on the GIL's cond: learn it with the hooks. A
+     * calibration that failed is tried again by a later session (not marked tried). */
+    if (prepare_hooks() < 0) {
+        if (hooks_given_up())
+            bpf.tried = 1;
+        snprintf(bpf.why, sizeof(bpf.why), "bpf: cannot find the GIL's address (%.200s)", hooks.why);
+        return -1;
+    }
+    bpf.tried = 1;
+    const char *path = gt_gilhook__object_path();
+    struct gt_bpf_opts o = {
+        .pid = (int32_t)getpid(),
+        .interp_path = path,
+        .interp_bias = gt_gilhook__object_bias(),
+        .gil_cond = hooks.addrs.cond,
+        .gil_switch_cond = hooks.addrs.switch_cond,
+        .follow_children = follow_children,
+        .sched = 1,
+    };
+    err = gt_bpf__open(&bpf.obj, &o, &why);
+    if (err < 0) {
+        snprintf(bpf.why, sizeof(bpf.why), "%s", why ? why : "bpf: could not load the probe");
+        return -1;
+    }
+    bpf.ok = 1;
+    bpf.owner = getpid();
+    bpf.follow_children = follow_children != 0;
+    return 0;
+}
+
+/* Decide the GIL backend. Returns 0, or -1 with a Python exception when an explicitly
+ * requested backend cannot run. */
+static int choose_backend(struct gt_session *s)
+{
+    s->used = USED_NONE;
+    if (!s->o.gil) {
+        snprintf(s->backend_reason, sizeof(s->backend_reason), "GIL probe off (gil=False)");
+        return 0;
+    }
+    if (s->o.crosscheck) {
+        if (prepare_bpf(0) < 0) {
+            PyErr_Format(PyExc_PermissionError, "giltracer: crosscheck needs the bpf probe: %s",
+                         bpf.why);
+            return -1;
+        }
+        if (prepare_hooks() < 0) {
+            PyErr_Format(PyExc_RuntimeError, "giltracer: crosscheck needs the hooks: %s",
+                         hooks.why);
+            return -1;
+        }
+        s->used = USED_HOOKS;
+        s->check_bpf = 1;
+        snprintf(s->backend_reason, sizeof(s->backend_reason),
+                 "hooks, cross-checked by the bpf probe on the same run");
+        return 0;
+    }
+    if (s->o.backend == GT_BACKEND_BPF || s->o.backend == GT_BACKEND_AUTO) {
+        if (prepare_bpf(s->o.follow_children) == 0) {
+            struct gt_bpf_stats st;
+            gt_bpf__stats(bpf.obj, &st);
+            s->used = USED_BPF;
+            snprintf(s->backend_reason, sizeof(s->backend_reason),
+                     "bpf: %s; uprobes on take_gil (found by %s), pthread_cond_signal%s",
+                     s->o.backend == GT_BACKEND_BPF ? "requested" : "permitted (running privileged)",
+                     st.take_gil_how ? st.take_gil_how : "symbol",
+                     st.switch_wait_probed ? " and pthread_cond_wait" : "");
+            return 0;
+        }
+        if (s->o.backend == GT_BACKEND_BPF) {
+            PyErr_Format(PyExc_PermissionError, "giltracer: backend='bpf' cannot run: %s. "
+                         "Use backend='hooks' (no privileges needed) or 'auto'.", bpf.why);
+            return -1;
+        }
+    }
+    if (prepare_hooks() == 0) {
+        s->used = USED_HOOKS;
+        if (s->o.backend == GT_BACKEND_HOOKS)
+            snprintf(s->backend_reason, sizeof(s->backend_reason),
+                     "hooks: requested; in-process interposition of %s's GIL pthread calls",
+                     *gt_gilhook__object_path() ? gt_gilhook__object_path() : "the interpreter");
+        else
+            snprintf(s->backend_reason, sizeof(s->backend_reason),
+                     "hooks: in-process, no privileges needed (%s)", bpf.why);
+        return 0;
+    }
+    if (s->o.backend == GT_BACKEND_HOOKS) {
+        PyErr_Format(PyExc_RuntimeError, "giltracer: backend='hooks' cannot run: %s", hooks.why);
+        return -1;
+    }
+    snprintf(s->backend_reason, sizeof(s->backend_reason), "no GIL probe could run: %.240s; %.240s",
+             bpf.why, hooks.why);
+    return 0;
+}
+
+/* Open the bpf probe's gate for this session (crosscheck: into gil_check). Returns 0,
+ * or -1 with a Python exception set and the tracer stopped. */
+static int start_bpf(int crosscheck)
+{
+    gt_bpf__set_crosscheck(bpf.obj, crosscheck);
+    int rc = gt_bpf__start(bpf.obj);
+    if (rc == 0)
+        return 0;
+    gt_tracer__stop();
+    PyErr_Clear(); /* the exception below says what went wrong */
+    PyErr_Format(PyExc_RuntimeError, "giltracer: the bpf probe failed to start (%s)",
+                 rc == -ECHILD ? "a forked child cannot use its parent's bpf probe; "
+                                 "use backend='hooks' here"
+                               : strerror(-rc));
+    return -1;
+}
+
+#define BUSY_MESSAGE                                                                 \
+    "giltracer: another session is active in this process (or stopped but not finished); " \
+    "stop it first (with its Trace's stop(), or giltracer.stop_active()); one session at a time"
+
+const char *const gt_session__released_message =
+    "giltracer: this trace was stopped by giltracer.stop_active(); its records were released";
+
+static int refuse_released(const struct gt_session *s)
+{
+    if (!s->released)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, gt_session__released_message);
+    return -1;
+}
+
+static void watch_thread(struct gt_thread *t, void *ctx)
+{
+    gt_sched__watch((struct gt_sched *)ctx, t);
+}
+
+struct gt_session *gt_session__new(const struct gt_session_opts *o)
+{
+    struct gt_session *s = calloc(1, sizeof(*s));
+    if (!s) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    s->o = *o;
+    Py_XINCREF(s->o.include);
+    Py_XINCREF(s->o.exclude);
+    Py_XINCREF(s->o.own_dir);
+    Py_XINCREF((PyObject *)s->o.own_type);
+    return s;
+}
+
+enum gt_session_state gt_session__state(const struct gt_session *s)
+{
+    return s->released ? GT_SESSION_RELEASED : s->state;
+}
+
+/* Stops what this session started, nothing else (a refused start must leave the
+ * running session's probes alone). */
+static void stop_probes(struct gt_session *s)
+{
+    if (s->check_started || s->bpf_started)
+        gt_bpf__stop(bpf.obj);
+    s->check_started = s->bpf_started = 0;
+    /* After this no GIL hook touches a registry record or the sched state. */
+    if (s->hooks_started)
+        gt_gilhook__set_recording(0);
+    s->hooks_started = 0;
+    if (s->sched)
+        gt_sched__stop(s->sched);
+}
+
+/* The end of a session that ran the bpf probe system-wide: detach it. */
+static void release_probes(struct gt_session *s)
+{
+    if (another_session_active(s)) /* the object may be the running session's now */
+        return;
+    if ((s->used == USED_BPF || s->check_bpf) && bpf.ok && bpf.follow_children)
+        close_bpf();
+}
+
+/* The session lets go of the process (finish, or free without finish): it is no longer
+ * the active one, its records and its OS-state watcher are released. Twice is harmless. */
+static void release_records(struct gt_session *s)
+{
+    /* Before the release: its finalizers may start a session of their own. */
+    if (active.s == s)
+        set_active(NULL);
+    /* A forked copy's records are the parent's: the registry is the child's own. */
+    if (s->registry_begun && !forked_copy(s))
+        gt_registry__release(gt_tracer__free_state);
+    s->registry_begun = 0;
+    gt_sched__free(s->sched);
+    s->sched = NULL;
+}
+
+int gt_session__start(struct gt_session *s, PyObject *threads)
+{
+    if (s->state != GT_SESSION_NEW) {
+        PyErr_SetString(PyExc_RuntimeError, "giltracer: a session can only be started once");
+        return -1;
+    }
+#ifdef Py_GIL_DISABLED
+    PyErr_SetString(PyExc_RuntimeError, gt_session__free_threaded_refusal());
+    return -1;
+#endif
+    /* Before choosing a backend: that prepares (and may reload) the process-wide
+     * probes the running session uses. */
+    if (another_session_active(s)) {
+        PyErr_SetString(PyExc_RuntimeError, BUSY_MESSAGE);
+        return -1;
+    }
+    set_active(s); /* calibration releases the GIL: claim first */
+    starts++;
+    s->pid = getpid();
+    gt_clock__init();
+    s->start_tid = (int32_t)syscall(SYS_gettid);
+    if (choose_backend(s) < 0)
+        goto fail;
+
+    if (!s->o.sched) {
+        snprintf(s->sched_status, sizeof(s->sched_status), "off (sched=False)");
+    } else if (s->used == USED_BPF) {
+        snprintf(s->sched_status, sizeof(s->sched_status), "bpf sched_switch (with reasons)");
+    } else {
+        const char *why = NULL;
+        int err = gt_sched__new(&s->sched, &why);
+        if (err == 0) {
+            /* Started before the registry can call gt_sched__watch(): a poller that
+             * cannot start (pids limit: EAGAIN) leaves no callback behind. */
+            err = gt_sched__start(s->sched);
+            if (err < 0) {
+                gt_sched__free(s->sched);
+                s->sched = NULL;
+                snprintf(s->sched_status, sizeof(s->sched_status),
+                         "unavailable: the scheduler poller thread could not start (%s)",
+                         strerror(-err));
+            } else {
+                snprintf(s->sched_status, sizeof(s->sched_status),
+                         "perf_event context switches (unprivileged)");
+            }
+        } else {
+            snprintf(s->sched_status, sizeof(s->sched_status), "unavailable: %s",
+                     why ? why : "perf_event_open refused");
+        }
+    }
+
+    /* max_events caps every kind of stream, with or without function tracing. */
+    int err = gt_registry__begin(s->o.max_events,
+                                 s->sched ? watch_thread : NULL, s->sched);
+    if (err < 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        err == -EBUSY ? BUSY_MESSAGE : "giltracer: cannot start the thread registry");
+        goto fail;
+    }
+    s->registry_begun = 1;
+    gt_clock__pair(&s->start_pair);
+    s->t0_ticks = gt_ticks();
+    struct gt_thread *me = gt_thread_current();
+    if (!me) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    me->flags |= GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START;
+    me->gil_held = 1;
+
+    struct gt_tracer_opts to = {
+        .functions = s->o.functions,
+        .c_calls = s->o.c_calls,
+        .max_depth = s->o.max_depth,
+        .include = s->o.include,
+        .exclude = s->o.exclude,
+        .own_dir = s->o.own_dir,
+        .own_type = s->o.own_type,
+    };
+    if (gt_tracer__start(&to, s->t0_ticks, threads) < 0)
+        goto fail;
+    if (s->check_bpf) {
+        if (start_bpf(1) < 0)
+            goto fail;
+        s->check_started = 1;
+    }
+    if (s->used == USED_HOOKS) {
+        gt_gilhook__set_recording(1);
+        s->hooks_started = 1;
+    } else if (s->used == USED_BPF) {
+        if (start_bpf(0) < 0)
+            goto fail;
+        s->bpf_started = 1;
+    }
+    atomic_store(&gt_recording, 1);
+    s->state = GT_SESSION_RECORDING;
+    return 0;
+fail:
+    stop_probes(s);
+    release_probes(s);
+    if (active.s == s)
+        set_active(NULL);
+    if (s->registry_begun) {
+        gt_registry__end();
+        gt_registry__release(gt_tracer__free_state);
+        s->registry_begun = 0;
+    }
+    gt_sched__free(s->sched);
+    s->sched = NULL;
+    return -1;
+}
+
+/* Did the thread end before stop? (Its /proc entry is gone once it has exited.) */
+static int thread_gone(int32_t pid, int32_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
+    return access(path, F_OK) != 0 && errno == ENOENT;
+}
+
+/* Has the thread of this record ended, as at stop (GIL held)? Its tid was reused by a
+ * later thread, or its /proc entry is gone, or it is a Python thread (it bound its
+ * record: only threads with a thread state run the hooks) whose thread state is gone:
+ * a joined thread's kernel thread can take a moment more to exit, and one joined just
+ * before stop would otherwise seem alive to t1. A record never bound (registered by
+ * tid: idle since start, or seen by the bpf probe only) counts by /proc alone; a C
+ * thread without a thread state between its PyGILState_Ensure calls ends at its last
+ * event. */
+static int thread_ended(const struct gt_thread *t)
+{
+    if (t->superseded || thread_gone(t->pid, t->tid))
+        return 1;
+    if (!t->bound)
+        return 0;
+    for (PyInterpreterState *in = PyInterpreterState_Head(); in; in = PyInterpreterState_Next(in))
+        for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts; ts = PyThreadState_Next(ts))
+            if ((uint64_t)ts->thread_id == t->ident)
+                return 0;
+    return 1;
+}
+
+int gt_session__stop(struct gt_session *s)
+{
+    if (refuse_released(s) < 0)
+        return -1;
+    if (s->state != GT_SESSION_RECORDING)
+        return 0;
+    if (forked_copy(s)) {
+        /* Stop nothing process-wide: a session of the child's own may be running.
+         * The copy is finished empty. */
+        gt_sched__free(s->sched); /* forgets the parent's events without touching them */
+        s->sched = NULL;
+        s->hooks_started = s->bpf_started = s->check_started = 0;
+        s->registry_begun = 0;
+        s->t1_ticks = s->t0_ticks;
+        s->stop_pair = s->start_pair;
+        s->state = GT_SESSION_STOPPED;
+        return 0;
+    }
+    s->t1_ticks = gt_ticks();
+    gt_clock__pair(&s->stop_pair);
+    s->busy++;
+    int err = gt_tracer__stop();
+    stop_probes(s);
+    gt_registry__end();
+    /* Which threads ended is decided now: one alive at stop runs to t1 even if it
+     * exits before finish. (No record is added after the registry's end.) */
+    for (struct gt_thread *t = gt_registry__threads(); t; t = t->next)
+        if (thread_ended(t))
+            t->flags |= GT_THREAD_ENDED;
+    s->state = GT_SESSION_STOPPED;
+    s->busy--;
+    return err; /* still the active session: its records are released by finish or free */
+}
+
+struct convert_ctx {
+    const struct gt_clock_fit *fit;
+};
+
+static void convert_block(void *events, size_t n, void *ctx)
+{
+    const struct gt_clock_fit *fit = ((struct convert_ctx *)ctx)->fit;
+    struct gt_gil_event *e = events; /* a GIL stream's */
+    for (size_t i = 0; i < n; i++)
+        e[i].ts = gt_clock__to_ns(fit, e[i].ts);
+}
+
+static struct gt_chunk *stream_chunks(const struct gt_stream *st, size_t *n)
+{
+    size_t need = gt_stream__chunks(st, NULL, 0);
+    struct gt_chunk *c = calloc(need ? need : 1, sizeof(*c));
+    if (c)
+        gt_stream__chunks(st, c, need);
+    *n = need;
+    return c;
+}
+
+static const char *name_for(PyObject *names, int32_t tid)
+{
+    PyObject *key = PyLong_FromLong(tid);
+    PyObject *v = NULL; /* borrowed */
+    if (key && names && PyDict_Check(names))
+        v = PyDict_GetItemWithError(names, key);
+    if (!v && !PyErr_Occurred() && key && gt_tracer__thread_names())
+        v = PyDict_GetItemWithError(gt_tracer__thread_names(), key);
+    Py_XDECREF(key);
+    if (!v || !PyUnicode_Check(v)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    const char *u = PyUnicode_AsUTF8(v);
+    if (!u)
+        PyErr_Clear();
+    return u;
+}
+
+static void fill_python(char *buf, size_t len)
+{
+    const char *v = Py_GetVersion();
+    size_t n = strcspn(v, " ");
+    snprintf(buf, len, "%.*s (%s%s)", (int)n, v,
+#ifdef Py_GIL_DISABLED
+             "free-threaded",
+#else
+             "with GIL",
+#endif
+             "");
+}
+
+static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title);
+
+struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title)
+{
+    s->busy++;
+    struct gt_run *run = finish(s, names, title);
+    s->busy--;
+    return run;
+}
+
+static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title)
+{
+    struct gt_run *run = NULL;
+    struct gt_thread_input *inputs = NULL;
+    size_t nthreads = 0;
+    if (refuse_released(s) < 0)
+        return NULL;
+    if (s->state == GT_SESSION_RECORDING && gt_session__stop(s) < 0)
+        PyErr_Clear(); /* stopping problems were already reported as unraisable */
+    if (s->state != GT_SESSION_STOPPED) {
+        PyErr_SetString(PyExc_RuntimeError, "giltracer: the session was never started "
+                                            "or is already finished");
+        return NULL;
+    }
+    run = calloc(1, sizeof(*run));
+    if (!run) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    /* A forked copy has no records here (the registry may be the child's own). */
+    struct gt_thread *threads = forked_copy(s) ? NULL : gt_registry__threads();
+    if (s->o.functions && gt_tracer__collect(threads, &run->funcs) < 0)
+        goto cleanup;
+
+    /* Anchored at this session's start and stop, not at import: in a long-lived
+     * kernel NTP slews CLOCK_MONOTONIC against the TSC, and a rate averaged over the
+     * process's life would skew this session's events. */
+    struct gt_clock_fit fit;
+    if (gt_clock_use_tsc)
+        gt_clock__fit_between(&fit, &s->start_pair, &s->stop_pair);
+    else
+        gt_clock__fit(&fit);
+    struct convert_ctx cc = {&fit};
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        /* (Call records are converted by merge, as it decodes them: calls_fit.) */
+        if (s->used == USED_HOOKS)
+            gt_stream__each(&t->gil, convert_block, &cc);
+        nthreads++;
+    }
+    uint64_t t0 = gt_clock__to_ns(&fit, s->t0_ticks);
+    uint64_t t1 = gt_clock__to_ns(&fit, s->t1_ticks);
+    if (t1 < t0)
+        t1 = t0;
+
+    inputs = calloc(nthreads ? nthreads : 1, sizeof(*inputs));
+    if (!inputs) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    /* Threads in registration order (the registry list is newest first). */
+    size_t i = nthreads;
+    size_t names_len = 0;
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        const char *nm = name_for(names, t->tid);
+        names_len += (nm ? strlen(nm) : 0) + 1;
+    }
+    run->names_arena = malloc(names_len ? names_len : 1);
+    if (!run->names_arena) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    char *np = run->names_arena;
+    uint64_t recorded = 0, dropped = 0;
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        struct gt_thread_input *in = &inputs[--i];
+        const char *nm = name_for(names, t->tid);
+        size_t l = nm ? strlen(nm) : 0;
+        memcpy(np, nm ? nm : "", l);
+        np[l] = '\0';
+        in->name = l ? np : NULL;
+        np += l + 1;
+        in->tid = t->tid;
+        in->pid = t->pid;
+        in->ident = t->ident;
+        in->flags = t->flags;
+        if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
+            in->flags |= GT_THREAD_HAS_SCHED;
+        in->calls = stream_chunks(&t->calls, &in->ncalls);
+        in->gil = stream_chunks(&t->gil, &in->ngil);
+        in->sched = stream_chunks(&t->sched, &in->nsched);
+        if (!in->calls || !in->gil || !in->sched) {
+            PyErr_NoMemory();
+            goto cleanup;
+        }
+        in->func_map = gt_tracer__func_map(t, &in->func_map_len);
+        if (t->calls.refused_at)
+            in->calls_truncated_at = gt_clock__to_ns(&fit, t->calls.refused_at);
+        recorded += gt_stream__events(&t->calls);
+        dropped += t->calls.dropped;
+        run->gil_events += gt_stream__count(&t->gil);
+        run->meta.gil_dropped += t->gil.dropped;
+        if (!s->sched) /* the perf poller counts its refused pushes in its own `lost` */
+            run->meta.sched_lost += t->sched.dropped;
+    }
+    struct gt_trace_input ti = {
+        .t0 = t0,
+        .t1 = t1,
+        .funcs = run->funcs.funcs,
+        .nfuncs = run->funcs.n,
+        .threads = inputs,
+        .nthreads = nthreads,
+        .gil_known = s->used != USED_NONE,
+        .calls_fit = &fit,
+    };
+    int err = gt_merge__run(&ti, &run->result);
+    if (err == 0 && s->check_bpf) {
+        /* The same threads with the bpf probe's GIL stream and nothing else. */
+        i = nthreads;
+        for (struct gt_thread *t = threads; t; t = t->next) {
+            struct gt_thread_input *in = &inputs[--i];
+            free((void *)in->gil);
+            in->gil = stream_chunks(&t->gil_check, &in->ngil);
+            in->ncalls = in->nsched = 0;
+            in->flags &= ~(uint32_t)GT_THREAD_HAS_SCHED;
+            if (!in->gil) {
+                err = -ENOMEM;
+                break;
+            }
+        }
+        if (err == 0)
+            err = gt_merge__run(&ti, &run->check);
+    }
+    if (err < 0) {
+        errno = -err;
+        PyErr_SetFromErrno(err == -ENOMEM ? PyExc_MemoryError : PyExc_RuntimeError);
+        goto cleanup;
+    }
+    snprintf(run->backend, sizeof(run->backend), "%s",
+             s->used == USED_BPF ? "bpf" : s->used == USED_HOOKS ? "hooks" : "none");
+    snprintf(run->backend_reason, sizeof(run->backend_reason), "%s", s->backend_reason);
+    snprintf(run->sched_status, sizeof(run->sched_status), "%s", s->sched_status);
+    snprintf(run->title, sizeof(run->title), "%s", title ? title : "giltracer");
+    fill_python(run->python, sizeof(run->python));
+    if (s->sched) {
+        struct gt_sched_stats st;
+        gt_sched__stats(s->sched, &st);
+        run->meta.sched_lost += st.lost;
+    }
+    if (s->used == USED_BPF) {
+        struct gt_bpf_stats st;
+        gt_bpf__stats(bpf.obj, &st);
+        run->meta.gil_dropped += st.lost;
+    }
+    run->meta.title = run->title;
+    run->meta.backend = run->backend;
+    run->meta.backend_reason = run->backend_reason;
+    run->meta.sched_status = run->sched_status;
+    run->meta.python = run->python;
+    run->meta.pid = (int32_t)getpid();
+    run->meta.scope_tid = s->start_tid;
+    run->meta.event_count = recorded;
+    run->meta.dropped_events = dropped;
+    run->meta.max_events = s->o.max_events;
+    if (s->o.functions && gt_tracer__untraced_note(run->tracer_note, sizeof(run->tracer_note)))
+        run->meta.tracer_note = run->tracer_note;
+    s->state = GT_SESSION_FINISHED;
+cleanup:
+    if (inputs) {
+        for (size_t k = 0; k < nthreads; k++) {
+            free((void *)inputs[k].calls);
+            free((void *)inputs[k].gil);
+            free((void *)inputs[k].sched);
+        }
+        free(inputs);
+    }
+    release_records(s);
+    release_probes(s);
+    if (s->state != GT_SESSION_FINISHED) {
+        s->state = GT_SESSION_FINISHED;
+        gt_run__free(run);
+        return NULL;
+    }
+    return run;
+}
+
+void gt_run__free(struct gt_run *run)
+{
+    if (!run)
+        return;
+    gt_result__free(run->result);
+    gt_result__free(run->check);
+    gt_functable__free(&run->funcs);
+    free(run->names_arena);
+    free(run);
+}
+
+int gt_session__free(struct gt_session *s)
+{
+    int err = 0;
+    if (!s)
+        return 0;
+    if (s->state == GT_SESSION_RECORDING)
+        err = gt_session__stop(s);
+    release_records(s);
+    if (s->state == GT_SESSION_STOPPED) /* finish did it otherwise */
+        release_probes(s);
+    Py_XDECREF(s->o.include);
+    Py_XDECREF(s->o.exclude);
+    Py_XDECREF(s->o.own_dir);
+    Py_XDECREF((PyObject *)s->o.own_type);
+    free(s);
+    return err;
+}
+
+int gt_session__stop_active(void)
+{
+    struct gt_session *s = active.s;
+    if (!s || active.pid != getpid())
+        return 0;
+    if (s->busy || (s->state != GT_SESSION_RECORDING && s->state != GT_SESSION_STOPPED)) {
+        /* Starting (the claim comes before the GIL is let go), stopping or finishing on
+         * another thread: its owner is letting go of it now. */
+        PyErr_SetString(PyExc_RuntimeError, "giltracer: the active session is starting, "
+                                            "stopping or finishing right now; try again");
+        return -1;
+    }
+    int err = s->state == GT_SESSION_RECORDING ? gt_session__stop(s) : 0;
+    /* Released whatever stop said: finishing it means letting go of the process. */
+    release_records(s);
+    release_probes(s);
+    s->state = GT_SESSION_FINISHED;
+    s->released = 1;
+    return err < 0 ? -1 : 1;
+}
+
+PyObject *gt_session__probe_info(void)
+{
+    if (!PyGILState_Check()) {
+        PyErr_SetString(PyExc_RuntimeError, "needs the GIL");
+        return NULL;
+    }
+    gt_clock__init();
+    int ok = prepare_hooks() == 0;
+    struct gt_gilhook_stats st;
+    gt_gilhook__stats(&st);
+    return Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:s}", "hooks_ok", ok ? Py_True : Py_False,
+                         "hooks_why", hooks.ok ? "" : hooks.why, "object",
+                         gt_gilhook__object_path(), "mutex", (unsigned long long)(uintptr_t)hooks.addrs.mutex,
+                         "cond", (unsigned long long)(uintptr_t)hooks.addrs.cond, "switch_cond",
+                         (unsigned long long)(uintptr_t)hooks.addrs.switch_cond, "slots_patched",
+                         (unsigned long long)st.slots_patched, "clock", gt_clock__source());
+}

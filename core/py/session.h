@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/* One tracing session: owns everything between start and stop (tracer, GIL probe,
+ * scheduler probe, thread registry generation) and produces a gt_run at finish. */
+#ifndef GT_SESSION_H
+#define GT_SESSION_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#include "emit.h"
+#include "merge.h"
+#include "tracer.h"
+
+enum gt_backend_choice { GT_BACKEND_AUTO = 0, GT_BACKEND_HOOKS = 1, GT_BACKEND_BPF = 2 };
+
+struct gt_session_opts {
+    int functions;  /* trace calls */
+    int c_calls;    /* ... including C functions */
+    int max_depth;  /* 0 = unlimited */
+    uint64_t max_events; /* call events kept; 0 = unlimited */
+    PyObject *include, *exclude; /* borrowed; sequences of globs or NULL */
+    PyObject *own_dir;           /* borrowed str */
+    PyTypeObject *own_type;      /* borrowed */
+    int gil;        /* probe the GIL */
+    int sched;      /* record OS scheduler states */
+    int backend;    /* enum gt_backend_choice */
+    int follow_children; /* bpf only */
+    int crosscheck; /* diagnostic: hooks as the backend, bpf beside them (root) */
+};
+
+/* The finished product of a session: plain C data plus the strings it points to. */
+struct gt_run {
+    struct gt_result *result;
+    struct gt_functable funcs;
+    char *names_arena;
+    struct gt_emit_meta meta;
+    char backend[16];
+    char backend_reason[512];
+    char sched_status[256];
+    char python[128];
+    char title[256];
+    char tracer_note[512]; /* threads the function tracer missed, or "" */
+    uint64_t gil_events;
+    struct gt_result *check; /* crosscheck: the bpf probe's view of the same run */
+};
+
+void gt_run__free(struct gt_run *run);
+
+struct gt_session;
+
+struct gt_session *gt_session__new(const struct gt_session_opts *o);
+/* Returns 0, or -1 with a Python exception set (nothing is left running). */
+int gt_session__start(struct gt_session *s, PyObject *threads);
+/* Stops every probe and decides which threads have ended (a thread alive now runs to
+ * t1 in the result); returns 0, or -1 with a Python exception set (all stopped anyway;
+ * or the session was released by gt_session__stop_active: nothing to stop). */
+int gt_session__stop(struct gt_session *s);
+/* Merges (after stop). `names`: dict native_id -> name, or NULL. Returns a run or NULL
+ * with a Python exception set (e.g. released by gt_session__stop_active). */
+struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title);
+/* Stops the session if it records and releases everything it holds. Returns 0, or -1
+ * with a Python exception set when stopping failed (all is released anyway). Runs
+ * Python only to stop a recording session (the tracer's uninstall) and in the
+ * finalizers of the references its records drop; the caller keeps any exception it
+ * had pending. */
+int gt_session__free(struct gt_session *s);
+/* A session's life, as gt_session__state() reports it. */
+enum gt_session_state {
+    GT_SESSION_NEW,
+    GT_SESSION_RECORDING,
+    GT_SESSION_STOPPED,
+    GT_SESSION_FINISHED,
+    GT_SESSION_RELEASED, /* by gt_session__stop_active(), not by its owner */
+    GT_SESSION_NSTATES,
+};
+enum gt_session_state gt_session__state(const struct gt_session *s);
+
+/* Stops and releases the process's active session, whoever holds it (e.g. a recording
+ * Trace that only sys.last_traceback keeps alive), without merging its records. Its
+ * owner's stop() and finish() then raise gt_session__released_message; freeing it does
+ * nothing more. Returns 1 if there was one, 0 if not, or -1 with a Python exception set
+ * (stopping failed, it is released anyway; or it is starting, stopping or finishing on
+ * another thread right now). */
+int gt_session__stop_active(void);
+extern const char *const gt_session__released_message;
+
+/* Why start() refuses on a free-threaded build (static text; start raises it there). */
+const char *gt_session__free_threaded_refusal(void);
+
+/* Process-wide facts for diagnostics and tests: the GIL addresses the hooks found. */
+PyObject *gt_session__probe_info(void);
+
+#endif /* GT_SESSION_H */

@@ -1,0 +1,685 @@
+/* SPDX-License-Identifier: MIT */
+/* Thread registry and block pool (see threads.h). */
+#define _GNU_SOURCE
+#include "threads.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "gt_trace.h"
+
+atomic_int gt_recording;
+_Atomic uint64_t gt_registry_gen;
+__thread struct gt_tls gt_tls;
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t last_gen;
+static struct gt_thread *threads;     /* records of the current/last generation */
+/* Records by tid, newest first in each chain: a session of many short threads finds
+ * a tid's record without walking them all (30 000 threads: 45 s of list walks). */
+#define TID_BUCKETS 4096
+static struct gt_thread *by_tid[TID_BUCKETS];
+static struct gt_block *pool;         /* free blocks */
+static size_t pool_size;
+static gt_thread_cb on_new_thread;
+static void *on_new_ctx;
+/* Per-kind event budgets (enum gt_budget), guarded by reg_lock. `budget_spent` is set
+ * once a budget is gone, so pushes past the cap are refused without the lock. */
+static uint64_t budget_left[GT_BUDGET_END]; /* by enum gt_budget; [GT_BUDGET_NONE] unused */
+static int budget_limited;
+static atomic_int budget_spent[GT_BUDGET_END];
+
+/* Blocks are carved out of 2 MiB arenas of small pages. (Transparent huge pages: one
+ * fault per arena, 0.1 ms where the kernel recycles a huge page, but 2.3-4.3 ms for
+ * memory the hypervisor had not backed yet, against 0.7 ms for 512 small faults: on a
+ * fresh VM the refiller fell behind a tight loop and the traced thread faulted arenas
+ * itself, a 5 ms stall; bench/gap_bench.py.) Between sessions the pool keeps POOL_KEEP
+ * blocks (64 MiB); up to LAZY_KEEP more arenas (256 MiB) are kept as MADV_FREE memory,
+ * which the kernel takes back when it needs it and which the next session reuses
+ * without a fault while it is still there (the refiller's CPU time on a big trace's
+ * later sessions: 80-90 ms -> 0 on 6M events); the rest is unmapped. */
+#define ARENA_BYTES (2u << 20)
+#define BLOCKS_PER_ARENA (ARENA_BYTES / GT_BLOCK_BYTES)
+#define POOL_KEEP 1024
+#define LAZY_KEEP 128
+
+struct arena {
+    struct arena *next;
+    void *base;
+};
+static struct arena *arenas;      /* their blocks are in the pool or in use */
+static size_t narenas;
+static struct arena *lazy_arenas; /* MADV_FREE'd, no block in the pool; reg_lock */
+static size_t nlazy;
+
+/* Touch every page of an arena: faults in what is not there (a new mapping, or lazy
+ * memory the kernel took back); on lazy memory still there it only marks it in use. */
+static void arena_touch(struct arena *a)
+{
+    for (size_t off = 0; off < ARENA_BYTES; off += 4096)
+        ((volatile char *)a->base)[off] = 0;
+}
+
+/* A lazy arena to use again, or NULL. reg_lock held. */
+static struct arena *lazy_pop(void)
+{
+    struct arena *a = lazy_arenas;
+    if (a) {
+        lazy_arenas = a->next;
+        a->next = NULL;
+        nlazy--;
+    }
+    return a;
+}
+
+/* Map a 2 MiB arena; with `populate`, fault it in (512 pages). Takes no lock: faulting
+ * takes about a millisecond, so the refiller does it beside the traced threads. */
+static struct arena *arena_map(int populate)
+{
+    char *base = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    struct arena *a = malloc(sizeof(*a));
+    if (!a) {
+        munmap(base, ARENA_BYTES);
+        return NULL;
+    }
+#ifdef MADV_NOHUGEPAGE
+    madvise(base, ARENA_BYTES, MADV_NOHUGEPAGE);
+#endif
+    a->base = base;
+    a->next = NULL;
+    if (populate)
+        arena_touch(a);
+    return a;
+}
+
+/* Hand a mapped arena's blocks to the pool. reg_lock held. */
+static void arena_link(struct arena *a)
+{
+    a->next = arenas;
+    arenas = a;
+    narenas++;
+    for (size_t i = 0; i < BLOCKS_PER_ARENA; i++) {
+        struct gt_block *b = (struct gt_block *)((char *)a->base + i * GT_BLOCK_BYTES);
+        b->next = pool;
+        pool = b;
+        pool_size++;
+    }
+}
+
+/* An arena ready for blocks: `lazy` (from lazy_pop(), or NULL), else a new one; NULL
+ * when out of memory. With `populate` its pages are faulted in now (lazy memory the
+ * kernel took back, or a new mapping); without, each page faults when a push first
+ * writes it (about a microsecond each: no stall) and a lazy page still there is simply
+ * written again. Takes no lock (see arena_map). */
+static struct arena *arena_ready(struct arena *lazy, int populate)
+{
+    if (!lazy)
+        return arena_map(populate);
+    if (populate)
+        arena_touch(lazy);
+    return lazy;
+}
+
+/* reg_lock held. */
+static int arena_add(int populate)
+{
+    struct arena *a = arena_ready(lazy_pop(), populate);
+    if (!a)
+        return -ENOMEM;
+    arena_link(a);
+    return 0;
+}
+
+/* The block reserve. Faulting a whole arena in on a traced thread, inside a push,
+ * stopped it for 0.3-10 ms each time it crossed 2 MiB of events (issue 12). While a
+ * generation is active a helper thread keeps free blocks ahead: a push that takes the
+ * pool below RESERVE_LOW wakes the refiller, which maps and faults in arenas outside
+ * reg_lock, one at a time, until the pool is back at RESERVE_LOW. It makes one in
+ * ~0.7 ms; half an arena is 1-2 ms of a tight loop of calls. Should a push still find
+ * the pool empty (the refiller woke late on a busy machine, or could not start: e.g. a
+ * pids limit), it maps an arena without faulting it in: its pages then fault one by
+ * one as they are written, about a microsecond each, never a stall.
+ * A bigger reserve only made a process's first session fault memory it did not use,
+ * which later sessions find in the pool (first / later session, CPU time on fib: 1.26x
+ * with 6-8 arenas ahead, 1.12x with 3-4). Begin faults RESERVE_START blocks in itself,
+ * before anything records. */
+#define RESERVE_START (2 * BLOCKS_PER_ARENA)
+#define RESERVE_LOW (BLOCKS_PER_ARENA / 2)
+
+static struct {
+    pthread_t thread;
+    pthread_cond_t wake; /* with reg_lock: the pool went low, the tid is known, or stop */
+    int running;         /* reg_lock: the thread exists and must be joined */
+    int stop;            /* reg_lock */
+    int failed;          /* reg_lock: out of memory, stop trying this generation */
+    _Atomic int32_t tid; /* the refiller's kernel tid, 0 when none */
+    /* The previous generation's refiller: joined, but its last context switch can come
+     * after the join (the kernel clears the tid before the thread's final schedule()). */
+    _Atomic int32_t prev_tid;
+} refill = {.wake = PTHREAD_COND_INITIALIZER};
+
+static void *refill_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&reg_lock);
+    atomic_store(&refill.tid, (int32_t)syscall(SYS_gettid));
+    pthread_cond_broadcast(&refill.wake); /* gt_registry__begin waits for the tid */
+    while (!refill.stop) {
+        if (refill.failed || pool_size >= RESERVE_LOW) {
+            pthread_cond_wait(&refill.wake, &reg_lock);
+            continue;
+        }
+        while (!refill.stop && pool_size < RESERVE_LOW) {
+            struct arena *a = lazy_pop();
+            pthread_mutex_unlock(&reg_lock);
+            a = arena_ready(a, 1);
+            pthread_mutex_lock(&reg_lock);
+            if (!a) {
+                refill.failed = 1;
+                break;
+            }
+            arena_link(a);
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return NULL;
+}
+
+/* Fill the pool to RESERVE_START now (before the generation records) and start the
+ * refiller. Without the thread, pushes map arenas themselves as before. reg_lock held. */
+static void refill_start_locked(void)
+{
+    sigset_t all, old;
+    while (pool_size < RESERVE_START && arena_add(1) == 0)
+        ;
+    refill.stop = refill.failed = 0;
+    atomic_store(&refill.tid, 0);
+    /* The refiller must never take the process's signals (e.g. SIGINT for Python). */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    refill.running = pthread_create(&refill.thread, NULL, refill_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!refill.running)
+        return;
+    pthread_setname_np(refill.thread, "gt-blocks");
+    /* Its tid is known before anything records (the bpf probe skips its events). */
+    while (atomic_load(&refill.tid) == 0)
+        pthread_cond_wait(&refill.wake, &reg_lock);
+}
+
+static void refill_stop(void)
+{
+    pthread_mutex_lock(&reg_lock);
+    int running = refill.running;
+    refill.running = 0;
+    refill.stop = 1;
+    pthread_cond_broadcast(&refill.wake);
+    pthread_mutex_unlock(&reg_lock);
+    if (running)
+        pthread_join(refill.thread, NULL);
+    int32_t tid = atomic_exchange(&refill.tid, 0);
+    if (tid)
+        atomic_store(&refill.prev_tid, tid);
+}
+
+int32_t gt_registry__helper_tid(void)
+{
+    return atomic_load(&refill.tid);
+}
+
+int gt_registry__is_helper(int32_t tid)
+{
+    return tid != 0 && (tid == atomic_load(&refill.tid) || tid == atomic_load(&refill.prev_tid));
+}
+
+static struct gt_block *block_get(void)
+{
+    if (!pool && arena_add(0) < 0)
+        return NULL;
+    struct gt_block *b = pool;
+    pool = b->next;
+    pool_size--;
+    if (pool_size < RESERVE_LOW && refill.running)
+        pthread_cond_signal(&refill.wake); /* no syscall while it is busy filling */
+    b->next = NULL;
+    b->n = 0;
+    return b;
+}
+
+static void block_put_list(struct gt_block *b)
+{
+    while (b) {
+        struct gt_block *next = b->next;
+        b->next = pool;
+        pool = b;
+        pool_size++;
+        b = next;
+    }
+}
+
+/* With no session active every block is in the pool: keep POOL_KEEP blocks' arenas,
+ * make up to LAZY_KEEP more lazy, unmap the rest, and rebuild the pool. reg_lock held. */
+static void pool_trim(void)
+{
+    size_t keep = POOL_KEEP / BLOCKS_PER_ARENA;
+    if (narenas <= keep)
+        return;
+    struct arena **pp = &arenas;
+    for (size_t i = 0; i < keep && *pp; i++)
+        pp = &(*pp)->next;
+    struct arena *drop = *pp;
+    *pp = NULL;
+    while (drop) {
+        struct arena *next = drop->next;
+        narenas--;
+#ifdef MADV_FREE
+        if (nlazy < LAZY_KEEP && madvise(drop->base, ARENA_BYTES, MADV_FREE) == 0) {
+            drop->next = lazy_arenas;
+            lazy_arenas = drop;
+            nlazy++;
+            drop = next;
+            continue;
+        }
+#endif
+        munmap(drop->base, ARENA_BYTES);
+        free(drop);
+        drop = next;
+    }
+    pool = NULL;
+    pool_size = 0;
+    for (struct arena *a = arenas; a; a = a->next)
+        for (size_t i = 0; i < BLOCKS_PER_ARENA; i++) {
+            struct gt_block *b = (struct gt_block *)((char *)a->base + i * GT_BLOCK_BYTES);
+            b->next = pool;
+            pool = b;
+            pool_size++;
+        }
+}
+
+static char *block_events(struct gt_block *b)
+{
+    return (char *)b + GT_BLOCK_HEADER;
+}
+
+int gt_stream__grow(struct gt_stream *s)
+{
+    int err = 0;
+    /* Refusals are decided without the lock: past the cap every push lands here. */
+    if (atomic_load_explicit(&gt_registry_gen, memory_order_relaxed) == 0)
+        return -ESRCH;
+    if (s->budget != GT_BUDGET_NONE &&
+        atomic_load_explicit(&budget_spent[s->budget], memory_order_relaxed))
+        return -ENOSPC;
+    pthread_mutex_lock(&reg_lock);
+    if (atomic_load(&gt_registry_gen) == 0) { /* the session ended */
+        err = -ESRCH;
+        goto cleanup;
+    }
+    const size_t cap = (GT_BLOCK_BYTES - GT_BLOCK_HEADER) / s->rec_size;
+    /* Records the tail block still has room for beyond what was granted: a grant goes
+     * there first (no new block; a call stream needs no new time base). */
+    size_t tail_free = s->tail && s->lim ? cap - (size_t)((char *)s->lim - block_events(s->tail)) / s->rec_size : 0;
+    size_t room = tail_free ? tail_free : cap;
+    uint64_t *left = s->budget != GT_BUDGET_NONE && budget_limited ? &budget_left[s->budget] : NULL;
+    if (left) {
+        if (*left == 0) {
+            atomic_store(&budget_spent[s->budget], 1);
+            err = -ENOSPC;
+            goto cleanup;
+        }
+        /* Grant as much as the stream was granted so far (256 at first: a thread that
+         * makes a few calls takes little), and at most a 16th of what is left (at least
+         * 256), so that threads that stop early, or a thousand alive at once, cannot
+         * strand much of the budget in their blocks. */
+        uint64_t share = s->granted < 256 ? 256 : s->granted;
+        if (share > *left / 16)
+            share = *left / 16 < 256 ? 256 : *left / 16;
+        if (share < room)
+            room = (size_t)share;
+        if (*left < room)
+            room = (size_t)*left;
+    }
+    if (tail_free) {
+        s->lim = (char *)s->lim + room * s->rec_size;
+    } else {
+        struct gt_block *b = block_get();
+        if (!b) {
+            err = -ENOMEM;
+            goto cleanup;
+        }
+        if (s->tail) {
+            s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / s->rec_size;
+            s->count += s->tail->n;
+            s->tail->next = b;
+        } else {
+            s->head = b;
+        }
+        s->tail = b;
+        s->cur = block_events(b);
+        s->lim = block_events(b) + room * s->rec_size; /* a grant may be less than a block */
+        s->ts_hi = UINT32_MAX; /* a call stream's block starts with a time base */
+    }
+    if (left) {
+        s->granted += room;
+        if ((*left -= room) == 0)
+            atomic_store(&budget_spent[s->budget], 1);
+    }
+cleanup:
+    pthread_mutex_unlock(&reg_lock);
+    return err;
+}
+
+static void stream_close(struct gt_stream *s)
+{
+    if (s->tail && s->cur) {
+        s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / s->rec_size;
+        s->count += s->tail->n;
+    }
+    /* Further pushes must grow (and will be refused once the generation ended). */
+    s->cur = s->lim = NULL;
+}
+
+uint64_t gt_stream__count(const struct gt_stream *s)
+{
+    return s->count;
+}
+
+void gt_stream__push_call_slow(struct gt_stream *s, uint64_t ts, uint32_t word)
+{
+    const uint32_t hi = (uint32_t)(ts >> 32);
+    for (;;) {
+        if (s->cur == s->lim && gt_stream__grow(s) < 0) {
+            if (!s->refused_at)
+                s->refused_at = ts;
+            s->dropped++;
+            return;
+        }
+        struct gt_call_rec *p = s->cur;
+        s->cur = p + 1;
+        if (hi != s->ts_hi) { /* (UINT32_MAX, a fresh block's, is no timestamp's) */
+            *p = gt_call_rec__base(hi);
+            s->ts_hi = hi;
+            s->bases++;
+            continue;
+        }
+        *p = (struct gt_call_rec){(uint32_t)ts, word};
+        return;
+    }
+}
+
+size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t max)
+{
+    size_t k = 0;
+    for (struct gt_block *b = s->head; b; b = b->next) {
+        if (b->n == 0)
+            continue;
+        if (k < max) {
+            out[k].data = block_events(b);
+            out[k].n = b->n;
+        }
+        k++;
+    }
+    return k;
+}
+
+void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx)
+{
+    for (struct gt_block *b = s->head; b; b = b->next)
+        if (b->n)
+            fn(block_events(b), b->n, ctx);
+}
+
+/* A forked child (e.g. a multiprocessing worker) records nothing of the parent's
+ * session: its copies of the parent's records are dropped (never freed: they are the
+ * parent's memory image) and the lock, possibly held by a parent thread at fork(), is
+ * made usable again, so the child can run a session of its own. */
+/* The child's copy of the parent's records stays reachable from here (a leak checker
+ * sees memory kept on purpose, not lost); at most one generation's worth. */
+static struct gt_thread *volatile abandoned_in_child;
+
+static void atfork_child(void)
+{
+    pthread_mutex_init(&reg_lock, NULL);
+    /* The refiller was not copied into the child (nothing to join). */
+    pthread_cond_init(&refill.wake, NULL);
+    refill.running = 0;
+    atomic_store(&refill.tid, 0);
+    atomic_store(&refill.prev_tid, 0);
+    atomic_store(&gt_recording, 0);
+    atomic_store(&gt_registry_gen, 0);
+    if (threads)
+        abandoned_in_child = threads;
+    threads = NULL;
+    memset(by_tid, 0, sizeof(by_tid));
+    on_new_thread = NULL;
+    on_new_ctx = NULL;
+}
+
+/* fork() waits until no thread is inside reg_lock (the refiller linking an arena, a
+ * push growing a stream), so the child's copy of the pool and the lists is whole. No
+ * holder of reg_lock waits for the GIL, which the forking thread may hold. */
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&reg_lock);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    int err = 0;
+    pthread_once(&once, register_atfork);
+    pthread_mutex_lock(&reg_lock);
+    if (atomic_load(&gt_registry_gen) != 0) {
+        err = -EBUSY;
+        goto cleanup;
+    }
+    if (threads) { /* the previous generation was not released */
+        err = -EBUSY;
+        goto cleanup;
+    }
+    budget_limited = max_call_events != 0;
+    for (int k = GT_BUDGET_CALLS; k < GT_BUDGET_END; k++) {
+        budget_left[k] = max_call_events;
+        atomic_store(&budget_spent[k], 0);
+    }
+    on_new_thread = on_new;
+    on_new_ctx = ctx;
+    if (!refill.running)
+        refill_start_locked();
+    atomic_store(&gt_registry_gen, ++last_gen);
+cleanup:
+    pthread_mutex_unlock(&reg_lock);
+    return err;
+}
+
+static struct gt_thread **tid_bucket(int32_t tid)
+{
+    return &by_tid[(uint32_t)tid % TID_BUCKETS];
+}
+
+static struct gt_thread *find_locked(int32_t tid)
+{
+    for (struct gt_thread *t = *tid_bucket(tid); t; t = t->hnext)
+        if (t->tid == tid)
+            return t;
+    return NULL;
+}
+
+/* The tid's record, new or its latest (chains are newest first); `bind`: for the
+ * calling thread, which never takes a record another thread bound (that thread ended
+ * and the kernel reused its tid). Returns the record and whether it is new. reg_lock
+ * held. */
+static struct gt_thread *register_locked(int32_t tid, uint32_t flags, int bind, int *is_new)
+{
+    struct gt_thread *old = find_locked(tid), *t = old;
+    *is_new = 0;
+    if (t && !(bind && t->bound)) {
+        t->flags |= flags;
+        t->bound |= bind;
+        return t;
+    }
+    t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    if (old)
+        old->superseded = 1;
+    t->bound = bind;
+    t->tid = tid;
+    t->pid = (int32_t)getpid();
+    t->flags = flags;
+    t->gen = atomic_load(&gt_registry_gen);
+    t->calls.budget = GT_BUDGET_CALLS;
+    t->calls.rec_size = sizeof(struct gt_call_rec);
+    t->calls.ts_hi = UINT32_MAX;
+    t->gil.rec_size = t->gil_check.rec_size = sizeof(struct gt_gil_event);
+    t->sched.rec_size = sizeof(struct gt_sched_event);
+    t->gil.budget = GT_BUDGET_GIL;
+    t->sched.budget = GT_BUDGET_SCHED;
+    t->gil_check.budget = GT_BUDGET_GIL_CHECK;
+    t->next = threads;
+    threads = t;
+    t->hnext = *tid_bucket(tid);
+    *tid_bucket(tid) = t;
+    *is_new = 1;
+    return t;
+}
+
+struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags)
+{
+    int is_new = 0;
+    pthread_mutex_lock(&reg_lock);
+    struct gt_thread *t = NULL;
+    if (atomic_load(&gt_registry_gen) == 0)
+        errno = ESRCH;
+    else if (!(t = register_locked(tid, flags, 0, &is_new)))
+        errno = ENOMEM;
+    gt_thread_cb cb = on_new_thread;
+    void *ctx = on_new_ctx;
+    pthread_mutex_unlock(&reg_lock);
+    if (t && is_new && cb)
+        cb(t, ctx);
+    return t;
+}
+
+struct gt_thread *gt_thread__current_slow(void)
+{
+    return gt_thread__bind_as((int32_t)syscall(SYS_gettid));
+}
+
+/* The calling thread reaches this once per generation (then its TLS holds the record):
+ * a record already bound belongs to an earlier thread with the same tid. */
+struct gt_thread *gt_thread__bind_as(int32_t tid)
+{
+    uint64_t gen = atomic_load(&gt_registry_gen);
+    if (gen == 0)
+        return NULL;
+    int is_new = 0;
+    pthread_mutex_lock(&reg_lock);
+    struct gt_thread *t = NULL;
+    if (atomic_load(&gt_registry_gen) == gen)
+        t = register_locked(tid, 0, 1, &is_new);
+    if (t)
+        t->ident = (uint64_t)pthread_self();
+    gt_thread_cb cb = on_new_thread;
+    void *ctx = on_new_ctx;
+    pthread_mutex_unlock(&reg_lock);
+    if (!t)
+        return NULL;
+    if (is_new && cb)
+        cb(t, ctx);
+    gt_tls.thread = t;
+    gt_tls.gen = gen;
+    return t;
+}
+
+void gt_registry__end(void)
+{
+    atomic_store(&gt_recording, 0);
+    pthread_mutex_lock(&reg_lock);
+    atomic_store(&gt_registry_gen, 0);
+    pthread_mutex_unlock(&reg_lock);
+    refill_stop();
+    /* A hook that read the generation just before may still be pushing; the GIL
+     * (for calls) and the caller's ordering (stop after disabling hooks) make that
+     * window empty for calls. GIL/sched producers are quiesced by their owners. */
+    pthread_mutex_lock(&reg_lock);
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        stream_close(&t->calls);
+        stream_close(&t->gil);
+        stream_close(&t->sched);
+        stream_close(&t->gil_check);
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+struct gt_thread *gt_registry__threads(void)
+{
+    return threads;
+}
+
+void gt_registry__totals(uint64_t *recorded, uint64_t *dropped)
+{
+    uint64_t r = 0, d = 0;
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        r += gt_stream__events(&t->calls);
+        d += t->calls.dropped;
+    }
+    *recorded = r;
+    *dropped = d;
+}
+
+void gt_registry__memory(size_t *pooled, size_t *lazy)
+{
+    pthread_mutex_lock(&reg_lock);
+    if (pooled)
+        *pooled = narenas * (size_t)ARENA_BYTES;
+    if (lazy)
+        *lazy = nlazy * (size_t)ARENA_BYTES;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+void gt_registry__release(void (*free_state)(struct gt_thread *t))
+{
+    pthread_mutex_lock(&reg_lock);
+    struct gt_thread *list = threads;
+    threads = NULL;
+    memset(by_tid, 0, sizeof(by_tid));
+    for (struct gt_thread *t = list; t; t = t->next) {
+        struct gt_stream *streams[] = {&t->calls, &t->gil, &t->sched, &t->gil_check};
+        for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++) {
+            block_put_list(streams[i]->head);
+            memset(streams[i], 0, sizeof(*streams[i]));
+        }
+    }
+    if (atomic_load(&gt_registry_gen) == 0)
+        pool_trim();
+    pthread_mutex_unlock(&reg_lock);
+    /* Outside the lock: free_state drops Python references, and the finalizers that
+     * run may take the lock again (e.g. start a session: gt_registry__begin). */
+    while (list) {
+        struct gt_thread *next = list->next;
+        if (free_state)
+            free_state(list);
+        free(list);
+        list = next;
+    }
+}

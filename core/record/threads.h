@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/* The thread registry: one record per kernel thread per session, each with its own
+ * event streams in fixed-size blocks. Each stream has exactly one producer (the
+ * owning thread for calls and GIL events, the scheduler poller for sched events),
+ * so pushes take no lock; blocks come from a pool recycled across sessions, kept
+ * ahead of the pushes by a helper thread while a generation is active (a push never
+ * faults in memory while the reserve lasts). Plain C: no Python. One session at a time
+ * per process. */
+#ifndef GT_THREADS_H
+#define GT_THREADS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gt_events.h"
+
+#define GT_BLOCK_BYTES (64 * 1024)
+
+struct gt_block {
+    struct gt_block *next;
+    size_t n; /* events used, set when the block is closed or at stop */
+    /* events follow, aligned to 16 */
+};
+
+#define GT_BLOCK_HEADER 16
+#define GT_BLOCK_EVENTS ((GT_BLOCK_BYTES - GT_BLOCK_HEADER) / 16) /* of 16 bytes */
+
+/* Each kind of stream has its own budget of max_events (gt_registry__begin); a stream
+ * of GT_BUDGET_NONE (a zeroed one) counts against none. */
+enum gt_budget {
+    GT_BUDGET_NONE,
+    GT_BUDGET_CALLS,
+    GT_BUDGET_GIL,
+    GT_BUDGET_SCHED,
+    GT_BUDGET_GIL_CHECK,
+    GT_BUDGET_END, /* one past the last budget */
+};
+
+/* A stream of 16-byte events (GIL, sched), or of 8-byte call records (see
+ * gt_stream__push_call). `cur`/`lim` point into the tail block. */
+struct gt_stream {
+    void *cur, *lim;
+    struct gt_block *head, *tail;
+    uint32_t rec_size; /* 16, or 8 for the call stream */
+    uint32_t ts_hi;    /* call stream: the bits 32-63 its last time base gave */
+    uint64_t bases;    /* call stream: time-base records in it (not events) */
+    uint64_t count;   /* records in closed blocks (see gt_stream__count) */
+    uint64_t dropped; /* events refused (cap reached or no memory) */
+    uint64_t refused_at; /* raw timestamp of the first refusal; 0 = never */
+    uint64_t granted;    /* records of the budget granted to it so far */
+    enum gt_budget budget; /* the registry budget it counts against */
+};
+
+
+struct gt_thread {
+    /* hot fields first */
+    struct gt_stream calls;
+    struct gt_stream gil;
+    struct gt_stream sched; /* produced by the sched poller only */
+    struct gt_stream gil_check; /* cross-check mode: a second GIL probe's view */
+    int gil_held;           /* GIL decode state (hooks backend) */
+    int depth;              /* call depth, for max_depth */
+    int32_t tid;
+    int32_t pid;
+    uint64_t ident;    /* pthread_self() of the thread, 0 until it binds */
+    uint64_t gen;      /* registry generation this record belongs to */
+    int bound;         /* a thread has bound to it (gt_thread_current): no other thread will */
+    int superseded;    /* its tid was reused by a later thread of the session: it ended */
+    uint32_t flags;    /* enum gt_thread_input_flags (gt_trace.h) */
+    void *tracer_state; /* owned by the tracer (freed through the registry hook) */
+    void *sched_state;  /* owned by the sched probe */
+    struct gt_thread *next;
+    struct gt_thread *hnext; /* the registry's tid hash chain, newest first */
+};
+
+/* Recording gate of the tracer's hooks: nonzero while a session records (the GIL
+ * hooks have their own gate, gt_gilhook__set_recording). */
+extern atomic_int gt_recording;
+
+/* Called (with the registry lock NOT held) for every newly registered thread, e.g. to
+ * open its scheduler event. May be NULL. `ctx` is used after the lock is dropped, so
+ * whoever frees it must first make sure no thread can still be registering: every
+ * caller of gt_thread_current() is a Python hook (the GIL keeps it out), a GIL hook
+ * (gt_gilhook__set_recording(0) waits for those in flight) or the bpf drain (joined),
+ * and all three are quiet before the session stops the sched state. A new caller
+ * outside these windows needs its own. */
+typedef void (*gt_thread_cb)(struct gt_thread *t, void *ctx);
+
+/**
+ * gt_registry__begin() - start a new generation: forget earlier threads' TLS bindings,
+ * allow at most `max_call_events` events in total in each kind of stream (calls, GIL,
+ * sched, GIL cross-check: enum gt_budget; 0 = unlimited). Past a budget, pushes to
+ * that kind of stream are counted as dropped without taking any lock.
+ * Returns 0 or -EBUSY when a generation is already active.
+ */
+int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx);
+
+/**
+ * gt_registry__register() - add a record for kernel thread `tid` (any thread, e.g. one
+ * that existed at start); it binds to that thread on its first gt_thread_current().
+ * Returns the record or NULL (errno set). Idempotent per tid: returns the tid's latest
+ * record. A record is bound by one thread only: a thread that binds when its tid's
+ * latest record was bound by another (ended) thread, the kernel having reused the tid,
+ * gets a record of its own (with its own on_new call); the old one is `superseded`.
+ * Consumers keyed by tid see both; lookups by tid mean the latest.
+ */
+struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags);
+
+/**
+ * gt_thread_current() - the calling thread's record in the active generation,
+ * registered on first use. NULL when no generation is active or out of memory.
+ * Async-signal-unsafe; safe to call from pthread interposers (uses no interpreter
+ * locks).
+ */
+struct gt_thread *gt_thread__current_slow(void);
+
+/* Test-only: the slow path of gt_thread_current() for a calling thread whose kernel tid
+ * were `tid` (kernels reuse tids only after a wrap of pid_max). */
+struct gt_thread *gt_thread__bind_as(int32_t tid);
+
+struct gt_tls {
+    struct gt_thread *thread;
+    uint64_t gen;
+};
+extern __thread struct gt_tls gt_tls;
+extern _Atomic uint64_t gt_registry_gen; /* 0 = no active generation */
+
+static inline struct gt_thread *gt_thread_current(void)
+{
+    uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
+    if (__builtin_expect(gt_tls.gen == gen && gen != 0, 1))
+        return gt_tls.thread;
+    return gt_thread__current_slow();
+}
+
+/**
+ * gt_registry__end() - stop the generation: gt_thread_current() returns NULL from now on.
+ * The records stay readable until gt_registry__release(). Closes every stream.
+ */
+void gt_registry__end(void);
+
+/**
+ * gt_registry__helper_tid() - the kernel tid of the registry's own helper thread (it
+ * maps event blocks ahead of the traced threads while a generation is active), or 0.
+ * It runs no Python and is no thread of interest: probes that see every thread of the
+ * process (bpf sched_switch) skip it.
+ */
+int32_t gt_registry__helper_tid(void);
+
+/**
+ * gt_registry__is_helper() - is `tid` the registry's helper thread, this generation's or
+ * the previous one's (whose exit can still be switching out when the next one starts)?
+ */
+int gt_registry__is_helper(int32_t tid);
+
+/** gt_registry__threads() - the first record of the ended (or active) generation. */
+struct gt_thread *gt_registry__threads(void);
+
+/**
+ * gt_registry__release() - return all blocks to the pool and free the records.
+ * `free_state` is called for each record (may be NULL), without the registry lock:
+ * it may run arbitrary code (Python finalizers), even start a new generation.
+ */
+void gt_registry__release(void (*free_state)(struct gt_thread *t));
+
+/**
+ * gt_registry__memory() - the event memory the process holds: `pooled`, bytes of block
+ * arenas in use or in the pool; `lazy`, bytes kept between sessions as MADV_FREE memory
+ * (the kernel may have taken some of it back already). Either pointer may be NULL.
+ */
+void gt_registry__memory(size_t *pooled, size_t *lazy);
+
+/* Slow path of a push: close the tail block, append a fresh one. 0 or -ENOSPC (budget
+ * spent), -ESRCH (no session) or -ENOMEM. The first two take no lock. */
+int gt_stream__grow(struct gt_stream *s);
+
+/* Records in a (closed) stream: its events, and for the call stream its time bases. */
+uint64_t gt_stream__count(const struct gt_stream *s);
+
+/* Events in a (closed) stream: records less time bases. */
+static inline uint64_t gt_stream__events(const struct gt_stream *s)
+{
+    return s->count - s->bases;
+}
+
+/* The stream as chunks: fills up to `max` chunks, returns how many it needs. */
+size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t max);
+
+/* Mutable access to each block's events, e.g. to convert ticks to ns in place. */
+typedef void (*gt_block_fn)(void *events, size_t n, void *ctx);
+void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx);
+
+static inline void gt_stream__push(struct gt_stream *s, uint64_t ts, uint32_t a, uint32_t b)
+{
+    if (__builtin_expect(s->cur == s->lim, 0)) {
+        if (gt_stream__grow(s) < 0) {
+            if (!s->refused_at)
+                s->refused_at = ts;
+            s->dropped++;
+            return;
+        }
+    }
+    uint32_t *p = (uint32_t *)s->cur;
+    *(uint64_t *)p = ts;
+    p[2] = a;
+    p[3] = b;
+    s->cur = (char *)s->cur + 16;
+}
+
+/* Slow path of gt_stream__push_call: a new block or a new time base first. */
+void gt_stream__push_call_slow(struct gt_stream *s, uint64_t ts, uint32_t word);
+
+/* One call event (gt_events.h's gt_call_rec) on a call stream: 8 bytes. */
+static inline void gt_stream__push_call(struct gt_stream *s, uint64_t ts, uint32_t func, uint32_t kind)
+{
+    uint32_t word = gt_call_rec__word(func, kind);
+    if (__builtin_expect(s->cur == s->lim || (uint32_t)(ts >> 32) != s->ts_hi, 0)) {
+        gt_stream__push_call_slow(s, ts, word);
+        return;
+    }
+    uint32_t *p = (uint32_t *)s->cur;
+    p[0] = (uint32_t)ts;
+    p[1] = word;
+    s->cur = (char *)s->cur + 8;
+}
+
+/* Registry-wide totals of call events recorded / dropped (after end). */
+void gt_registry__totals(uint64_t *recorded, uint64_t *dropped);
+
+#endif /* GT_THREADS_H */

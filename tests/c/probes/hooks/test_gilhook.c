@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit test of core/probes/hooks/gilhook.c against a fake interpreter object (fake_interp.c):
+ * install, calibrate, and the drop-request decode, which must follow take_gil's own
+ * rule: a timed-out wait asks the holder to drop only if the GIL is still locked and
+ * no other thread took it during the wait. Plain C. No timing is asserted: the test
+ * holds the GIL mutex past the waiter's deadline, so the waiter's timeout and the
+ * state it sees are fixed. Only if the test got the mutex after the deadline (a slow
+ * or loaded machine, valgrind) is the wait's outcome open: then it measures again. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_interp.h"
+#include "gilhook.h"
+#include "gt_events.h"
+#include "threads.h"
+
+#include "check.h"
+
+static void calib_cb(void *ctx)
+{
+    fake_drop_and_retake(ctx);
+}
+
+enum change { NOTHING, SWITCH, UNLOCK };
+
+struct waiter {
+    long timeout_ns;
+    struct timespec deadline; /* set by the waiter under the mutex */
+    int waiting;
+    int rc;
+    int32_t tid;
+};
+
+static void *waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    w->tid = (int32_t)syscall(SYS_gettid);
+    w->rc = fake_timed_wait(w->timeout_ns, &w->deadline, &w->waiting);
+    return NULL;
+}
+
+static int after(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
+}
+
+static size_t drop_requests_of(int32_t tid)
+{
+    size_t n = 0;
+    for (struct gt_thread *t = gt_registry__threads(); t; t = t->next) {
+        if (t->tid != tid)
+            continue;
+        struct gt_chunk c[64];
+        size_t k = gt_stream__chunks(&t->gil, c, 64);
+        for (size_t i = 0; i < k && i < 64; i++)
+            for (size_t j = 0; j < c[i].n; j++) {
+                const struct gt_gil_event *e = (const struct gt_gil_event *)c[i].data + j;
+                n += e->kind == GT_GIL_DROP_REQUEST;
+            }
+    }
+    return n;
+}
+
+/* Another thread "holds" the GIL while a waiter's timed wait runs out; during the
+ * wait the test changes nothing, switches the holder, or releases the GIL. Returns the
+ * waiter's drop requests, or -1 if the test got the mutex only after the deadline. */
+static long one_timed_wait(enum change what, long timeout_ns)
+{
+    static char holder_a, holder_b;
+    fake_take(&holder_a); /* locked, last_holder = a */
+    CHECK(gt_registry__begin(0, NULL, NULL) == 0, "registry begin");
+    gt_gilhook__set_recording(1);
+
+    struct waiter w = {.timeout_ns = timeout_ns};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, waiter_main, &w) == 0, "pthread_create");
+    while (!__atomic_load_n(&w.waiting, __ATOMIC_ACQUIRE))
+        sched_yield();
+    /* Direct calls (not through the fake object's GOT): no events of ours. The
+     * waiter set `waiting` under the mutex, so it is inside the wait once we get it;
+     * before its deadline, the wait cannot have ended. */
+    pthread_mutex_lock(&fake_gil.mutex);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int in_time = !after(&now, &w.deadline);
+    if (what == SWITCH) { /* another waiter took the GIL in the meantime */
+        fake_gil.last_holder = &holder_b;
+        fake_gil.switch_number++;
+    } else if (what == UNLOCK) {
+        fake_gil.locked = 0;
+    }
+    /* Keep the mutex until the deadline has passed: the wait can only time out, and
+     * only after the change. */
+    do {
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+        clock_gettime(CLOCK_REALTIME, &now);
+    } while (!after(&now, &w.deadline));
+    pthread_mutex_unlock(&fake_gil.mutex);
+    pthread_join(th, NULL);
+    CHECK(w.rc == ETIMEDOUT, "the wait timed out: %d", w.rc);
+
+    gt_gilhook__set_recording(0);
+    gt_registry__end();
+    size_t n = drop_requests_of(w.tid);
+    gt_registry__release(NULL);
+    fake_drop();
+    return in_time ? (long)n : -1;
+}
+
+/* one_timed_wait, measured again with a longer wait while the test was too late. */
+static long timed_wait_in_time(enum change what)
+{
+    long n = -1;
+    for (long timeout_ns = 20000000l; n < 0 && timeout_ns <= 2560000000l; timeout_ns *= 4)
+        n = one_timed_wait(what, timeout_ns);
+    CHECK(n >= 0, "the test took the mutex before the waiter's deadline (%ld)", n);
+    return n;
+}
+
+/* A thread that is calibrating when another thread forks: the child has no such
+ * thread, so the calibration lock it held must not stay held there (every later
+ * calibration in the child would fail "already running"). */
+static struct {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    int inside, forked;
+} fk = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+
+static void blocking_cb(void *ctx)
+{
+    (void)ctx; /* no drop and retake: this calibration fails, which is not the point */
+    pthread_mutex_lock(&fk.m);
+    fk.inside = 1;
+    pthread_cond_broadcast(&fk.c);
+    while (!fk.forked)
+        pthread_cond_wait(&fk.c, &fk.m);
+    pthread_mutex_unlock(&fk.m);
+}
+
+static void *calibrating_main(void *arg)
+{
+    struct gt_gil_addrs a;
+    const char *why = NULL;
+    (void)arg;
+    (void)gt_gilhook__calibrate(blocking_cb, NULL, &a, &why);
+    return NULL;
+}
+
+static void test_fork_during_calibration(void *tstate)
+{
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, calibrating_main, NULL) == 0, "pthread_create");
+    pthread_mutex_lock(&fk.m);
+    while (!fk.inside)
+        pthread_cond_wait(&fk.c, &fk.m);
+    pthread_mutex_unlock(&fk.m);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct gt_gil_addrs a;
+        const char *why = NULL;
+        int err = gt_gilhook__calibrate(calib_cb, tstate, &a, &why);
+        if (err)
+            fprintf(stderr, "child calibration: %d %s\n", err, why ? why : "");
+        _exit(err == 0 && a.mutex == (void *)&fake_gil.mutex ? 0 : 1);
+    }
+    pthread_mutex_lock(&fk.m);
+    fk.forked = 1;
+    pthread_cond_broadcast(&fk.c);
+    pthread_mutex_unlock(&fk.m);
+    pthread_join(th, NULL);
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork and wait");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "a child forked during a calibration calibrates (status %d)", status);
+}
+
+int main(void)
+{
+    const char *why = NULL;
+    int err = gt_gilhook__install((const void *)&fake_interp_symbol, &why);
+    CHECK(err == 0, "install: %d %s", err, why ? why : "");
+    if (err)
+        goto out;
+    static char me;
+    struct gt_gil_addrs a;
+    err = gt_gilhook__calibrate(calib_cb, &me, &a, &why);
+    CHECK(err == 0, "calibrate: %d %s", err, why ? why : "");
+    if (err)
+        goto out;
+    CHECK(a.mutex == (void *)&fake_gil.mutex && a.cond == (void *)&fake_gil.cond &&
+              a.switch_cond == (void *)&fake_gil.switch_cond,
+          "calibration found the fake GIL");
+    gt_gilhook__set_addrs(&a);
+
+    long n = timed_wait_in_time(NOTHING);
+    CHECK(n == 1, "held throughout, no switch: a drop request (%ld)", n);
+    n = timed_wait_in_time(SWITCH);
+    CHECK(n == 0, "another thread took the GIL during the wait: no request (%ld)", n);
+    n = timed_wait_in_time(UNLOCK);
+    CHECK(n == 0, "the GIL was free when the wait ended: no request (%ld)", n);
+    test_fork_during_calibration(&me);
+out:
+    printf("test_gilhook: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
