@@ -19,8 +19,9 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-DEFAULT_MAX_EVENTS = 5_000_000
-BACKENDS = ("auto", "hooks", "bpf")
+from . import options
+from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 GIL_STATES = ("released", "wait", "held")
@@ -29,19 +30,16 @@ OS_STATES = ("on-cpu", "preempted", "blocked")
 # held, OS state not recorded), held but preempted/blocked, waiting for the GIL,
 # released, and no GIL data.
 PROFILE_STATES = ("running", "held_off_cpu", "waiting", "released", "unknown")
-PROFILE_SORTS = ("wait", "held", "total", "self", "caused")
 VIEWER_TABS = ("timeline", "profile", "blame", "top")
-VIEWER_THEMES = ("auto", "light", "dark")  # auto follows prefers-color-scheme
-# The inline viewer's size budget in a notebook: above it, the page goes to a file.
-DEFAULT_MAX_OUTPUT = 20_000_000
 
 # A free-threaded build (3.13t+): the core relies on the GIL and is not loaded there
 # (importing it would switch the GIL back on, changing the very program one looks at).
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 FREE_THREADED_REFUSAL = (
     "giltracer: free-threaded Python builds (3.13t and later) are not supported: the "
-    "tracer relies on the GIL, and loading it would switch the GIL back on in this "
-    "process. Use a default build of Python (with the GIL) to see the GIL.")
+    "tracer reads other threads' frames and keeps state that only the GIL protects, and "
+    "loading it would switch the GIL back on in this process. Use a default build of Python "
+    "(with the GIL) to see the GIL.")
 
 _last: Optional["Trace"] = None
 
@@ -304,12 +302,9 @@ class Trace:
         crosscheck: bool = False,
         title: Optional[str] = None,
     ) -> None:
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-        if max_events is not None and (not isinstance(max_events, int) or max_events < 1):
-            raise ValueError(f"max_events must be a positive integer or None (unlimited), got {max_events!r}")
-        if max_depth is not None and (not isinstance(max_depth, int) or max_depth < 1):
-            raise ValueError(f"max_depth must be a positive integer or None (unlimited), got {max_depth!r}")
+        options.check_keyword("backend", backend)
+        options.check_keyword("max_events", max_events)
+        options.check_keyword("max_depth", max_depth)
         if follow_children and backend == "hooks":
             raise ValueError("follow_children needs the bpf backend (backend='bpf' or 'auto' as root)")
         self.options = dict(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.magic import (Magics, cell_magic, line_cell_magic, magics_class,
@@ -13,11 +13,11 @@ from IPython.core.magic import (Magics, cell_magic, line_cell_magic, magics_clas
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from . import api
-from .api import (BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES,
-                  Trace, parse_size)
+from . import api, options
+from .api import DEFAULT_MAX_OUTPUT, Trace, parse_size
 
 OUTPUT_SUFFIXES = (".html", ".htm", ".json", ".txt")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def viewer_bundle(t: Trace, height: int, text: Optional[str] = None,
@@ -57,6 +57,23 @@ def make_trace(args: Any, title: str) -> Trace:
 def check_var(name: Optional[str]) -> None:
     if name is not None and not name.isidentifier():
         raise UsageError(f"--var {name}: give a Python variable name, e.g. --var t")
+
+
+def magic_options(front: str) -> Callable[[F], F]:
+    """@magic_arguments() and an @argument for each of `front`'s options in the table."""
+    def decorate(func: F) -> F:
+        for o in reversed(list(options.of(front))):
+            func = argument(*o.flags, **o.argparse_kwargs())(func)
+        return magic_arguments()(func)  # type: ignore[no-any-return]
+    return decorate
+
+
+def check_options(args: Any, front: str) -> None:
+    """A parsed value out of range is a UsageError."""
+    bad = options.problem(args, front)
+    if bad:
+        raise UsageError(bad)
+    check_var(args.var)
 
 
 def untraced(args: Any, run: Any) -> Any:
@@ -152,8 +169,7 @@ def saved_page(args: Any) -> Optional[str]:
 
 
 # Options of %gilprofile that take a value: the statement starts after the options.
-_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--backend", "--top", "--sort", "--height", "--var",
-                          "--theme", "--max-output"}
+_PROFILE_VALUE_OPTIONS = options.value_flags(options.PROFILE)
 
 
 def split_statement(line: str) -> Tuple[str, str]:
@@ -179,44 +195,14 @@ def split_statement(line: str) -> Tuple[str, str]:
 
 @magics_class
 class GilTracerMagics(Magics):
-    @magic_arguments()
-    @argument("-o", "--output", metavar="PATH", help="also save the trace: .html, .json (Perfetto) or .txt")
-    @argument("--backend", choices=BACKENDS, default="auto",
-              help="GIL probe: auto (bpf when permitted, else hooks), hooks, bpf")
-    @argument("--no-c", dest="c_calls", action="store_false", help="do not record C function calls")
-    @argument("--no-functions", dest="functions", action="store_false", help="probe the GIL only")
-    @argument("--sched", dest="sched", action="store_true", default=True, help="record OS states (default)")
-    @argument("--no-sched", dest="sched", action="store_false", help="do not record OS scheduler states")
-    @argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS, metavar="N",
-              help=f"keep at most N call events (default {DEFAULT_MAX_EVENTS:,})")
-    @argument("--max-depth", type=int, default=None, metavar="N",
-              help="record calls up to N levels deep: 1 is the cell's own code, 2 the functions it calls")
-    @argument("--include", action="append", metavar="GLOB",
-              help="only trace functions whose file path or qualified name matches GLOB (C functions by name, e.g. time.sleep; C calls made by traced functions are kept)")
-    @argument("--exclude", action="append", metavar="GLOB",
-              help="do not trace functions whose file path or qualified name matches GLOB (C functions by name, e.g. time.sleep)")
-    @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
-    @argument("--theme", choices=VIEWER_THEMES, default="auto",
-              help="viewer colours: auto (follows the system's light/dark preference), light, dark")
-    @argument("-q", "--quiet", action="store_true",
-              help="no viewer and no messages (the trace: --var NAME or giltracer.last())")
-    @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
-    @argument("--max-output", default="20MB", metavar="SIZE",
-              help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
-                   "beside the notebook and linked")
+    @magic_options(options.CELL)
     @no_var_expand
     @cell_magic
     def giltracer(self, line: str, cell: str) -> None:
         """Run the cell while tracing every call in every thread and probing the GIL;
         show the timeline inline. A cell that raises still shows its trace."""
         args = parse_argstring(self.giltracer, line)
-        if args.max_events < 1:
-            raise UsageError("--max-events must be a positive number, e.g. --max-events 1000000")
-        if args.max_depth is not None and args.max_depth < 1:
-            raise UsageError("--max-depth must be a positive number, e.g. --max-depth 20")
-        if args.height < 100:
-            raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
-        check_var(args.var)
+        check_options(args, options.CELL)
         max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%%giltracer cell")
         code = self._compile(cell, "exec")
@@ -230,27 +216,7 @@ class GilTracerMagics(Magics):
             ns[args.var] = t
         deliver(t, args, error, "cell", Bundle(t, args, max_output))
 
-    @magic_arguments()
-    @argument("-o", "--output", metavar="PATH",
-              help="also save the trace: .html (opens on the Profile tab), .json (Perfetto) or .txt")
-    @argument("--backend", choices=BACKENDS, default="auto",
-              help="GIL probe: auto (bpf when permitted, else hooks), hooks, bpf")
-    @argument("--top", type=int, default=10, metavar="N", help="rows per table (default 10)")
-    @argument("--sort", choices=PROFILE_SORTS, default="wait",
-              help="order of the first table: self time waiting for the GIL (default), holding "
-                   "it, total, self, or GIL wait caused in other threads")
-    @argument("--no-c", dest="c_calls", action="store_false", help="do not record C function calls")
-    @argument("--no-sched", dest="sched", action="store_false",
-              help="do not record OS scheduler states (held is then one state)")
-    @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
-    @argument("--theme", choices=VIEWER_THEMES, default="auto",
-              help="viewer colours: auto (follows the system's light/dark preference), light, dark")
-    @argument("-q", "--quiet", action="store_true",
-              help="no profile and no messages (the trace: --var NAME or giltracer.last())")
-    @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
-    @argument("--max-output", default="20MB", metavar="SIZE",
-              help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
-                   "beside the notebook and linked")
+    @magic_options(options.PROFILE)
     @no_var_expand
     @needs_local_scope
     @line_cell_magic
@@ -260,16 +226,12 @@ class GilTracerMagics(Magics):
         GIL-wise: running, held off CPU, waiting for the GIL, released; plus the GIL wait
         it caused in other threads. A statement that raises still shows its profile.
         ``--`` ends the options, for a statement that starts with '-'."""
-        options, statement = (line, "") if cell is not None else split_statement(line)
-        args = parse_argstring(self.gilprofile, options)
+        words, statement = (line, "") if cell is not None else split_statement(line)
+        args = parse_argstring(self.gilprofile, words)
         if cell is None and not statement:
             raise UsageError("%gilprofile needs a statement, e.g. %gilprofile f(); "
                              "or use %%gilprofile on a cell")
-        if args.top < 1:
-            raise UsageError("--top must be a positive number, e.g. --top 10")
-        if args.height < 100:
-            raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
-        check_var(args.var)
+        check_options(args, options.PROFILE)
         max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%gilprofile " + statement if cell is None else "%%gilprofile cell")
         ns = self.shell.user_ns  # fetched before the trace: a property, a call of its own
