@@ -334,7 +334,7 @@ def test_a_c_thread_that_ran_untraced_is_reported(dyndef):
 def test_start_with_a_thread_list_that_is_not_a_sequence():
     # 3.9/3.10 look thread states up in this list: a failed len() left its error set,
     # and start() then failed with SystemError while the session kept recording.
-    core = giltracer.api._core()
+    from giltracer import _core as core
     s = core.Session(own_dir=giltracer.api._PACKAGE_DIR, sched=False)
     try:
         s.start(iter([(threading.get_ident(), threading.get_native_id())]))

@@ -17,7 +17,11 @@ import time
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple, Union)
+
+if TYPE_CHECKING:  # at run time the core is imported where it is used: importing giltracer
+    from . import _core  # stays cheap, and a free-threaded build never loads it
 
 from . import options
 from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
@@ -51,7 +55,9 @@ def stop_active() -> bool:
     alive by ``sys.last_traceback``. Returns True if there was one."""
     if FREE_THREADED:
         return False
-    return bool(_core().stop_active())
+    from . import _core
+
+    return _core.stop_active()
 
 
 def last() -> Optional["Trace"]:
@@ -77,17 +83,14 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 10**5 else f"{n / 1e3:.0f} kB"
 
 
-def _core():
-    from . import _core  # lazily: importing giltracer stays cheap (the core registers
-    return _core  # its own fork handler: a forked child drops the parent's hooks)
-
-
-def code_runner() -> Any:
+def code_runner() -> Callable[..., Any]:
     """``run(code, globals, locals=None)``: exec (or eval, for a code object compiled in
     "eval" mode) `code` from C. Get it before the trace starts, then call it inside: the
     tracer records neither the call nor a frame of ours, so the code's own ``<module>``
     is depth 1 for ``max_depth`` and no plumbing span (``exec``) appears in its trace."""
-    return _core().run_code
+    from . import _core
+
+    return _core.run_code
 
 
 def check_output_path(path: str) -> Optional[str]:
@@ -207,7 +210,7 @@ class FunctionRow:
         return self.self_states["running"] + self.self_states["held_off_cpu"]
 
 
-def _sort_key(sort: str):
+def _sort_key(sort: str) -> Callable[[FunctionRow], int]:
     return {
         "wait": lambda r: r.self_states["waiting"],
         "held": lambda r: r.held_ns,
@@ -228,10 +231,9 @@ def _location(file: str, line: int) -> str:
 def _check_globs(name: str, value: Union[None, str, Iterable[str]]) -> Optional[List[str]]:
     if value is None:
         return None
-    if isinstance(value, (str, bytes, os.PathLike)):
-        value = [value]  # type: ignore[list-item]
+    values: Iterable[object] = [value] if isinstance(value, (str, bytes, os.PathLike)) else value
     out = []
-    for v in value:  # type: ignore[union-attr]
+    for v in values:
         if not isinstance(v, str) or not v:
             raise ValueError(f"{name} takes filename globs such as '*/mypkg/*', got {v!r}")
         out.append(v)
@@ -307,7 +309,7 @@ class Trace:
         options.check_keyword("max_depth", max_depth)
         if follow_children and backend == "hooks":
             raise ValueError("follow_children needs the bpf backend (backend='bpf' or 'auto' as root)")
-        self.options = dict(
+        self.options: Dict[str, Any] = dict(
             functions=bool(functions),
             c_calls=bool(c_calls),
             max_events=max_events or 0,
@@ -322,10 +324,10 @@ class Trace:
         )
         self.max_events = max_events
         self.title = title
-        self._session: Any = None
+        self._session: Optional[_core.Session] = None
         self._ended_before: Iterable[threading.Thread] = ()
         self._names_at_start: Dict[int, str] = {}
-        self._result: Any = None
+        self._result: Optional[_core.Result] = None
         self._funcs: Optional[List[Tuple[str, str, int, bool]]] = None
 
     # -- lifecycle ---------------------------------------------------------------
@@ -334,15 +336,16 @@ class Trace:
             raise RuntimeError("this trace was already started; make a new giltracer.trace()")
         if FREE_THREADED:
             raise RuntimeError(FREE_THREADED_REFUSAL)
-        core = _core()
-        self._session = core.Session(own_dir=_PACKAGE_DIR, **self.options)
+        from . import _core
+
+        session = self._session = _core.Session(own_dir=_PACKAGE_DIR, **self.options)
         threads = [(t.ident, t.native_id) for t in threading.enumerate() if t.ident is not None]
         self._ended_before = _ended_threads()
         # Names of the threads running now: one that ends during the session and whose
         # Thread object is gone by stop is otherwise nameless.
         self._names_at_start = {t.native_id: t.name for t in threading.enumerate()
                                 if t.native_id is not None}
-        self._session.start(threads)
+        session.start(threads)
         return self
 
     def stop(self) -> "Trace":
@@ -352,7 +355,9 @@ class Trace:
         if session is None:
             raise RuntimeError("this trace was never started")
         if session.state == "released":
-            raise RuntimeError(_core().RELEASED_MESSAGE)
+            from . import _core
+
+            raise RuntimeError(_core.RELEASED_MESSAGE)
         self._session = None
         try:
             session.stop()
@@ -397,10 +402,12 @@ class Trace:
 
     # -- results -----------------------------------------------------------------
     @property
-    def result(self) -> Any:
+    def result(self) -> _core.Result:
         if self._result is None:
             if self._session is not None and self._session.state == "released":
-                raise RuntimeError(_core().RELEASED_MESSAGE)
+                from . import _core
+
+                raise RuntimeError(_core.RELEASED_MESSAGE)
             raise RuntimeError("results are available after the traced block has ended")
         return self._result
 
@@ -451,14 +458,14 @@ class Trace:
     def blame(self) -> List[BlameRow]:
         return [BlameRow(**d) for d in self.result.blame()]
 
-    def spans(self, thread: Union[int, str, threading.Thread]) -> list:
+    def spans(self, thread: Union[int, str, threading.Thread]) -> List[_core.Span]:
         """[(start_ns, end_ns, name, depth, flags)] of one thread, sorted by start."""
         return self.result.spans(self._tid(thread))
 
-    def gil_intervals(self, thread: Union[int, str, threading.Thread]) -> list:
+    def gil_intervals(self, thread: Union[int, str, threading.Thread]) -> List[Tuple[int, int, str]]:
         return [(a, b, GIL_STATES[s]) for a, b, s in self.result.gil_intervals(self._tid(thread))]
 
-    def os_intervals(self, thread: Union[int, str, threading.Thread]) -> list:
+    def os_intervals(self, thread: Union[int, str, threading.Thread]) -> List[Tuple[int, int, str]]:
         return [(a, b, OS_STATES[s]) for a, b, s in self.result.os_intervals(self._tid(thread))]
 
     # -- profile -----------------------------------------------------------------
@@ -540,7 +547,7 @@ class Trace:
                     f"{_ms(ss['released']):>8} {_ms(r.gil_wait_caused_ns):>8}")
         return "\n".join(out) + "\n" + self.summary_text(top)
 
-    def save(self, path: Union[str, os.PathLike], format: Optional[str] = None,
+    def save(self, path: Union[str, "os.PathLike[str]"], format: Optional[str] = None,
              tab: Optional[str] = None, theme: Optional[str] = None) -> str:
         """Write the trace: ``.html`` (self-contained viewer; ``tab`` = the tab it opens
         on: timeline, profile, blame or top; ``theme``: auto (default, follows the system's

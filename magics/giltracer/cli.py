@@ -16,7 +16,7 @@ import threading
 import traceback
 import types
 import zipfile
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 from . import api, options
 from .api import Trace
@@ -282,7 +282,8 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
         return 1
     run_code = api.code_runner()
     saved_argv, saved_main, saved_path = sys.argv, sys.modules.get("__main__"), list(sys.path)
-    sys.argv = [target if not a.module else prepared[1].__file__] + list(a.args)  # type: ignore[index]
+    main_file = target if prepared is None or not a.module else cast(str, prepared[1].__file__)
+    sys.argv = [main_file] + list(a.args)
     if not a.module:
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
     if prepared is not None:

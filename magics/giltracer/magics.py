@@ -5,24 +5,25 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, Callable, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import (Magics, cell_magic, line_cell_magic, magics_class,
                                 needs_local_scope, no_var_expand)
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
 from . import api, options
-from .api import DEFAULT_MAX_OUTPUT, Trace, parse_size
+from .api import Trace, parse_size
+from .options import DEFAULT_MAX_OUTPUT
 
 OUTPUT_SUFFIXES = (".html", ".htm", ".json", ".txt")
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def viewer_bundle(t: Trace, height: int, text: Optional[str] = None,
                   tab: Optional[str] = None, max_output: int = DEFAULT_MAX_OUTPUT,
-                  saved_html: Optional[str] = None, theme: Optional[str] = None) -> dict:
+                  saved_html: Optional[str] = None, theme: Optional[str] = None) -> Dict[str, str]:
     """The MIME bundle shown for a trace (Trace.display_bundle); a page over
     `max_output` bytes is saved in the working directory (the notebook's) and linked."""
     return t.display_bundle(height, text, tab, max_output=max_output, saved_html=saved_html,
@@ -59,9 +60,12 @@ def check_var(name: Optional[str]) -> None:
         raise UsageError(f"--var {name}: give a Python variable name, e.g. --var t")
 
 
-def magic_options(front: str) -> Callable[[F], F]:
+Magic = Callable[..., Any]
+
+
+def magic_options(front: str) -> Callable[[Magic], Magic]:
     """@magic_arguments() and an @argument for each of `front`'s options in the table."""
-    def decorate(func: F) -> F:
+    def decorate(func: Magic) -> Magic:
         for o in reversed(list(options.of(front))):
             func = argument(*o.flags, **o.argparse_kwargs())(func)
         return magic_arguments()(func)  # type: ignore[no-any-return]
@@ -152,11 +156,11 @@ def deliver(t: Trace, args: Any, error: Optional[BaseException], what: str, bund
 class Bundle:
     """The viewer bundle of a trace, made when shown (deliver() catches its failures)."""
 
-    def __init__(self, t: Trace, args: Any, max_output: int, text: Optional[str] = None,
-                 tab: Optional[str] = None) -> None:
+    def __init__(self, t: Trace, args: Any, max_output: int,
+                 text: Union[None, str, Callable[[], str]] = None, tab: Optional[str] = None) -> None:
         self.t, self.args, self.max_output, self.text, self.tab = t, args, max_output, text, tab
 
-    def __call__(self) -> dict:
+    def __call__(self) -> Dict[str, str]:
         a = self.args
         text = self.text() if callable(self.text) else self.text
         return viewer_bundle(self.t, a.height, text, tab=self.tab, max_output=self.max_output,
@@ -206,7 +210,7 @@ class GilTracerMagics(Magics):
         max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%%giltracer cell")
         code = self._compile(cell, "exec")
-        ns = self.shell.user_ns  # fetched before the trace: a property, a call of its own
+        ns = self._shell.user_ns  # fetched before the trace: a property, a call of its own
         if api.FREE_THREADED:
             untraced(args, lambda: exec(code, ns))
             return
@@ -234,7 +238,7 @@ class GilTracerMagics(Magics):
         check_options(args, options.PROFILE)
         max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%gilprofile " + statement if cell is None else "%%gilprofile cell")
-        ns = self.shell.user_ns  # fetched before the trace: a property, a call of its own
+        ns = self._shell.user_ns  # fetched before the trace: a property, a call of its own
         if cell is None:
             code, run_locals = self._statement(statement), local_ns
         else:
@@ -251,8 +255,14 @@ class GilTracerMagics(Magics):
         return value if cell is None else None
 
     # -- helpers -------------------------------------------------------------------
-    def _compile(self, source: str, mode: str) -> Any:
+    @property
+    def _shell(self) -> InteractiveShell:
         shell = self.shell
+        assert shell is not None, "the magics are used once registered in a shell"
+        return shell
+
+    def _compile(self, source: str, mode: str) -> Any:
+        shell = self._shell
         source = shell.transform_cell(source)
         return shell.compile(source, shell.compile.cache(source), mode)
 
