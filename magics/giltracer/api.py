@@ -7,13 +7,11 @@ dataclasses.
 
 from __future__ import annotations
 
-import html
 import os
 import re
 import sysconfig
 import tempfile
 import threading
-import time
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -23,7 +21,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 if TYPE_CHECKING:  # at run time the core is imported where it is used: importing giltracer
     from . import _core  # stays cheap, and a free-threaded build never loads it
 
-from . import options
+from . import options, render
 from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -78,9 +76,6 @@ def parse_size(text: str) -> int:
         raise ValueError(f"not a size: {text!r}; use e.g. 20MB, 500k or 1000000 (bytes)")
     return int(float(m.group(1)) * _SIZE_UNITS[unit])
 
-
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 10**5 else f"{n / 1e3:.0f} kB"
 
 
 def code_runner() -> Callable[..., Any]:
@@ -210,22 +205,8 @@ class FunctionRow:
         return self.self_states["running"] + self.self_states["held_off_cpu"]
 
 
-def _sort_key(sort: str) -> Callable[[FunctionRow], int]:
-    return {
-        "wait": lambda r: r.self_states["waiting"],
-        "held": lambda r: r.held_ns,
-        "total": lambda r: r.total_ns,
-        "self": lambda r: r.self_ns,
-        "caused": lambda r: r.gil_wait_caused_ns,
-    }[sort]
 
 
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:.1f}"
-
-
-def _location(file: str, line: int) -> str:
-    return f"{os.path.basename(file)}:{line}" if file else "(C)"
 
 
 def _check_globs(name: str, value: Union[None, str, Iterable[str]]) -> Optional[List[str]]:
@@ -508,44 +489,13 @@ class Trace:
         rows = [FunctionRow(*funcs[f][:4], calls, total, self_ns, _states(st), _states(sst), caused)
                 for f, calls, total, self_ns, st, sst, caused
                 in self.result.profile_functions(self._profile_tid(thread))]
-        rows.sort(key=_sort_key(sort), reverse=True)
+        rows.sort(key=render.sort_key(sort), reverse=True)
         return rows
 
     def profile_text(self, top: int = 10, sort: str = "wait") -> str:
         """Top functions by ``sort`` and by GIL held (self time split by GIL state), then
         the per-thread table and the GIL-blame rows."""
-        rows = self.functions(sort="total")
-        second = "held" if sort != "held" else "wait"
-        titles = {"wait": "GIL wait", "held": "GIL held", "total": "total time",
-                  "self": "self time", "caused": "GIL wait caused"}
-        tables = [(key, [r for r in sorted(rows, key=_sort_key(key), reverse=True)
-                         if _sort_key(key)(r) > 0][:top]) for key in (sort, second)]
-        shown = [r for _, picked in tables for r in picked]
-        width = max([8] + [len(r.name) for r in shown])
-        width = min(width, 40)
-        locw = min(max([8] + [len(_location(r.file, r.line)) for r in shown]), 28)
-        head = (f"  {'function':<{width}} {'location':<{locw}} {'calls':>8} {'total':>8} "
-                f"{'self':>8} {'running':>8} {'held-off':>8} {'waiting':>8} {'released':>8} "
-                f"{'caused':>8}")
-        out = [f"GIL profile of {self.result.title} (ms): each function's self time split by "
-               "GIL state; caused = other threads' GIL wait while it held the GIL"]
-        for key, picked in tables:
-            out.append(f"Top functions by {titles[key]}:")
-            if not picked:
-                out.append("  none")
-                continue
-            out.append(head)
-            for r in picked:
-                ss = r.self_states
-                name = r.name if len(r.name) <= width else r.name[: width - 1] + "…"
-                loc = _location(r.file, r.line)
-                loc = loc if len(loc) <= locw else "…" + loc[-(locw - 1):]
-                out.append(
-                    f"  {name:<{width}} {loc:<{locw}} {r.calls:>8} "
-                    f"{_ms(r.total_ns):>8} {_ms(r.self_ns):>8} {_ms(ss['running']):>8} "
-                    f"{_ms(ss['held_off_cpu']):>8} {_ms(ss['waiting']):>8} "
-                    f"{_ms(ss['released']):>8} {_ms(r.gil_wait_caused_ns):>8}")
-        return "\n".join(out) + "\n" + self.summary_text(top)
+        return render.profile_text(self, top, sort)
 
     def save(self, path: Union[str, "os.PathLike[str]"], format: Optional[str] = None,
              tab: Optional[str] = None, theme: Optional[str] = None) -> str:
@@ -585,33 +535,8 @@ class Trace:
         (default: the per-thread table) for text-only front ends. Above `max_output`
         bytes the page goes to a file in `save_dir` (or is `saved_html`, already
         written) and the bundle is one line with a link, plus the text."""
-        text = self.summary_text() if text is None else text
-        page = self.to_html(tab, theme)
-        frame = (
-            f'<iframe srcdoc="{html.escape(page, quote=True)}" '
-            f'style="width:100%;height:{height}px;border:1px solid #ccc;resize:vertical" '
-            'sandbox="allow-scripts allow-downloads" frameborder="0"></iframe>'
-        )
-        size = len(frame.encode("utf-8")) + len(text.encode("utf-8"))
-        if size <= max_output:
-            return {"text/html": frame, "text/plain": text}
-        path = saved_html
-        if path is None:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            path = os.path.join(save_dir, f"giltracer-{stamp}.html")
-            for k in range(2, 1000):
-                if not os.path.exists(path):
-                    break
-                path = os.path.join(save_dir, f"giltracer-{stamp}-{k}.html")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(page)
-        href = os.path.relpath(path, save_dir) if not os.path.isabs(save_dir) else path
-        line = (f"giltracer: the viewer is {_mb(size)}, over the {_mb(max_output)} inline budget "
-                f"(--max-output); saved it as {path}")
-        link = (f'<p>giltracer: the viewer is {_mb(size)}, over the {_mb(max_output)} inline budget '
-                f'(--max-output); open it: <a href="{html.escape(href.replace(os.sep, "/"), quote=True)}" '
-                f'target="_blank">{html.escape(os.path.basename(path))}</a></p>')
-        return {"text/html": f"{link}<pre>{html.escape(text)}</pre>", "text/plain": f"{line}\n{text}"}
+        return render.display_bundle(self, height, text, tab, max_output, save_dir, saved_html,
+                                     theme)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Optional[Dict[str, str]]:
         """A Trace as the last expression of a cell shows the viewer."""
