@@ -14,13 +14,13 @@ MATRIX ?= $(wildcard $(HOME)/.pyenv/versions/3.9*/bin/python3 $(HOME)/.pyenv/ver
 MATRIX_DIR ?= /tmp/giltracer-matrix
 APT_PACKAGES := build-essential pkg-config libjansson-dev libbpf-dev libelf-dev zlib1g-dev \
                 clang llvm bpftool python3-dev python3-venv chromium
-PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel websocket-client pybind11
+PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbformat ipykernel websocket-client pybind11 mypy
 # Only in the main venv (tests/browser/test_jupyterlab.py; skipped where it is missing): on
 # older interpreters (3.9) pip's resolver spends many minutes backtracking over its pins.
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot test test-c test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot test test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-matrix clean \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
 
@@ -64,12 +64,17 @@ lesson-shot: setup
 	$(PY) notebooks/lessons.py -o $(BUILD)/notebooks notebooks/01-meet-the-gil.ipynb
 	$(PY) notebooks/screenshot.py $(BUILD)/notebooks/01-meet-the-gil.html docs/lesson-1-meet-the-gil.png
 
-test: setup test-c test-py test-unprivileged
+test: setup test-c typecheck test-py test-unprivileged
 
 test-c: deps
 	cmake -S . -B $(BUILD)/ctest -DGT_BUILD_EXTENSION=OFF -DGT_BUILD_TESTS=ON -DGT_WERROR=$(GT_WERROR) >/dev/null
 	cmake --build $(BUILD)/ctest -j2
 	cd $(BUILD)/ctest && ctest --output-on-failure
+
+# mypy --strict on magics/ (pyproject.toml's [tool.mypy]; the core is typed by
+# magics/giltracer/_core.pyi).
+typecheck: venv
+	$(PY) -m mypy
 
 # What `make deps`/`install` brought must be used, not skipped (tests/test_environment.py).
 comma := ,

@@ -8,6 +8,8 @@
     t.save("trace.html")
 """
 
+from typing import Any
+
 from .api import (BlameRow, FunctionRow, ProfileNode, ThreadInfo, ThreadSummary, Trace, last, stop_active,
                   trace)
 
@@ -16,7 +18,7 @@ __all__ = ["trace", "last", "stop_active", "Trace", "ThreadInfo", "ThreadSummary
 __version__ = "0.1.0"
 
 
-def load_ipython_extension(ipython):  # pragma: no cover - exercised by the magic tests
+def load_ipython_extension(ipython: Any) -> None:  # pragma: no cover - exercised by the magic tests
     from .magics import GilTracerMagics
 
     ipython.register_magics(GilTracerMagics)

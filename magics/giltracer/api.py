@@ -7,20 +7,23 @@ dataclasses.
 
 from __future__ import annotations
 
-import html
 import os
 import re
 import sysconfig
 import tempfile
 import threading
-import time
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple, Union)
 
-DEFAULT_MAX_EVENTS = 5_000_000
-BACKENDS = ("auto", "hooks", "bpf")
+if TYPE_CHECKING:  # at run time the core is imported where it is used: importing giltracer
+    from . import _core  # stays cheap, and a free-threaded build never loads it
+
+from . import options, render
+from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 GIL_STATES = ("released", "wait", "held")
@@ -29,19 +32,16 @@ OS_STATES = ("on-cpu", "preempted", "blocked")
 # held, OS state not recorded), held but preempted/blocked, waiting for the GIL,
 # released, and no GIL data.
 PROFILE_STATES = ("running", "held_off_cpu", "waiting", "released", "unknown")
-PROFILE_SORTS = ("wait", "held", "total", "self", "caused")
 VIEWER_TABS = ("timeline", "profile", "blame", "top")
-VIEWER_THEMES = ("auto", "light", "dark")  # auto follows prefers-color-scheme
-# The inline viewer's size budget in a notebook: above it, the page goes to a file.
-DEFAULT_MAX_OUTPUT = 20_000_000
 
 # A free-threaded build (3.13t+): the core relies on the GIL and is not loaded there
 # (importing it would switch the GIL back on, changing the very program one looks at).
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 FREE_THREADED_REFUSAL = (
     "giltracer: free-threaded Python builds (3.13t and later) are not supported: the "
-    "tracer relies on the GIL, and loading it would switch the GIL back on in this "
-    "process. Use a default build of Python (with the GIL) to see the GIL.")
+    "tracer reads other threads' frames and keeps state that only the GIL protects, and "
+    "loading it would switch the GIL back on in this process. Use a default build of Python "
+    "(with the GIL) to see the GIL.")
 
 _last: Optional["Trace"] = None
 
@@ -53,7 +53,9 @@ def stop_active() -> bool:
     alive by ``sys.last_traceback``. Returns True if there was one."""
     if FREE_THREADED:
         return False
-    return bool(_core().stop_active())
+    from . import _core
+
+    return _core.stop_active()
 
 
 def last() -> Optional["Trace"]:
@@ -75,21 +77,15 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _SIZE_UNITS[unit])
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 10**5 else f"{n / 1e3:.0f} kB"
 
-
-def _core():
-    from . import _core  # lazily: importing giltracer stays cheap (the core registers
-    return _core  # its own fork handler: a forked child drops the parent's hooks)
-
-
-def code_runner() -> Any:
+def code_runner() -> Callable[..., Any]:
     """``run(code, globals, locals=None)``: exec (or eval, for a code object compiled in
     "eval" mode) `code` from C. Get it before the trace starts, then call it inside: the
     tracer records neither the call nor a frame of ours, so the code's own ``<module>``
     is depth 1 for ``max_depth`` and no plumbing span (``exec``) appears in its trace."""
-    return _core().run_code
+    from . import _core
+
+    return _core.run_code
 
 
 def check_output_path(path: str) -> Optional[str]:
@@ -209,31 +205,16 @@ class FunctionRow:
         return self.self_states["running"] + self.self_states["held_off_cpu"]
 
 
-def _sort_key(sort: str):
-    return {
-        "wait": lambda r: r.self_states["waiting"],
-        "held": lambda r: r.held_ns,
-        "total": lambda r: r.total_ns,
-        "self": lambda r: r.self_ns,
-        "caused": lambda r: r.gil_wait_caused_ns,
-    }[sort]
 
 
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:.1f}"
-
-
-def _location(file: str, line: int) -> str:
-    return f"{os.path.basename(file)}:{line}" if file else "(C)"
 
 
 def _check_globs(name: str, value: Union[None, str, Iterable[str]]) -> Optional[List[str]]:
     if value is None:
         return None
-    if isinstance(value, (str, bytes, os.PathLike)):
-        value = [value]  # type: ignore[list-item]
+    values: Iterable[object] = [value] if isinstance(value, (str, bytes, os.PathLike)) else value
     out = []
-    for v in value:  # type: ignore[union-attr]
+    for v in values:
         if not isinstance(v, str) or not v:
             raise ValueError(f"{name} takes filename globs such as '*/mypkg/*', got {v!r}")
         out.append(v)
@@ -304,15 +285,12 @@ class Trace:
         crosscheck: bool = False,
         title: Optional[str] = None,
     ) -> None:
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-        if max_events is not None and (not isinstance(max_events, int) or max_events < 1):
-            raise ValueError(f"max_events must be a positive integer or None (unlimited), got {max_events!r}")
-        if max_depth is not None and (not isinstance(max_depth, int) or max_depth < 1):
-            raise ValueError(f"max_depth must be a positive integer or None (unlimited), got {max_depth!r}")
+        options.check_keyword("backend", backend)
+        options.check_keyword("max_events", max_events)
+        options.check_keyword("max_depth", max_depth)
         if follow_children and backend == "hooks":
             raise ValueError("follow_children needs the bpf backend (backend='bpf' or 'auto' as root)")
-        self.options = dict(
+        self.options: Dict[str, Any] = dict(
             functions=bool(functions),
             c_calls=bool(c_calls),
             max_events=max_events or 0,
@@ -327,10 +305,10 @@ class Trace:
         )
         self.max_events = max_events
         self.title = title
-        self._session: Any = None
+        self._session: Optional[_core.Session] = None
         self._ended_before: Iterable[threading.Thread] = ()
         self._names_at_start: Dict[int, str] = {}
-        self._result: Any = None
+        self._result: Optional[_core.Result] = None
         self._funcs: Optional[List[Tuple[str, str, int, bool]]] = None
 
     # -- lifecycle ---------------------------------------------------------------
@@ -339,15 +317,16 @@ class Trace:
             raise RuntimeError("this trace was already started; make a new giltracer.trace()")
         if FREE_THREADED:
             raise RuntimeError(FREE_THREADED_REFUSAL)
-        core = _core()
-        self._session = core.Session(own_dir=_PACKAGE_DIR, **self.options)
+        from . import _core
+
+        session = self._session = _core.Session(own_dir=_PACKAGE_DIR, **self.options)
         threads = [(t.ident, t.native_id) for t in threading.enumerate() if t.ident is not None]
         self._ended_before = _ended_threads()
         # Names of the threads running now: one that ends during the session and whose
         # Thread object is gone by stop is otherwise nameless.
         self._names_at_start = {t.native_id: t.name for t in threading.enumerate()
                                 if t.native_id is not None}
-        self._session.start(threads)
+        session.start(threads)
         return self
 
     def stop(self) -> "Trace":
@@ -357,7 +336,9 @@ class Trace:
         if session is None:
             raise RuntimeError("this trace was never started")
         if session.state == "released":
-            raise RuntimeError(_core().RELEASED_MESSAGE)
+            from . import _core
+
+            raise RuntimeError(_core.RELEASED_MESSAGE)
         self._session = None
         try:
             session.stop()
@@ -402,10 +383,12 @@ class Trace:
 
     # -- results -----------------------------------------------------------------
     @property
-    def result(self) -> Any:
+    def result(self) -> _core.Result:
         if self._result is None:
             if self._session is not None and self._session.state == "released":
-                raise RuntimeError(_core().RELEASED_MESSAGE)
+                from . import _core
+
+                raise RuntimeError(_core.RELEASED_MESSAGE)
             raise RuntimeError("results are available after the traced block has ended")
         return self._result
 
@@ -456,14 +439,14 @@ class Trace:
     def blame(self) -> List[BlameRow]:
         return [BlameRow(**d) for d in self.result.blame()]
 
-    def spans(self, thread: Union[int, str, threading.Thread]) -> list:
+    def spans(self, thread: Union[int, str, threading.Thread]) -> List[_core.Span]:
         """[(start_ns, end_ns, name, depth, flags)] of one thread, sorted by start."""
         return self.result.spans(self._tid(thread))
 
-    def gil_intervals(self, thread: Union[int, str, threading.Thread]) -> list:
+    def gil_intervals(self, thread: Union[int, str, threading.Thread]) -> List[Tuple[int, int, str]]:
         return [(a, b, GIL_STATES[s]) for a, b, s in self.result.gil_intervals(self._tid(thread))]
 
-    def os_intervals(self, thread: Union[int, str, threading.Thread]) -> list:
+    def os_intervals(self, thread: Union[int, str, threading.Thread]) -> List[Tuple[int, int, str]]:
         return [(a, b, OS_STATES[s]) for a, b, s in self.result.os_intervals(self._tid(thread))]
 
     # -- profile -----------------------------------------------------------------
@@ -506,46 +489,15 @@ class Trace:
         rows = [FunctionRow(*funcs[f][:4], calls, total, self_ns, _states(st), _states(sst), caused)
                 for f, calls, total, self_ns, st, sst, caused
                 in self.result.profile_functions(self._profile_tid(thread))]
-        rows.sort(key=_sort_key(sort), reverse=True)
+        rows.sort(key=render.sort_key(sort), reverse=True)
         return rows
 
     def profile_text(self, top: int = 10, sort: str = "wait") -> str:
         """Top functions by ``sort`` and by GIL held (self time split by GIL state), then
         the per-thread table and the GIL-blame rows."""
-        rows = self.functions(sort="total")
-        second = "held" if sort != "held" else "wait"
-        titles = {"wait": "GIL wait", "held": "GIL held", "total": "total time",
-                  "self": "self time", "caused": "GIL wait caused"}
-        tables = [(key, [r for r in sorted(rows, key=_sort_key(key), reverse=True)
-                         if _sort_key(key)(r) > 0][:top]) for key in (sort, second)]
-        shown = [r for _, picked in tables for r in picked]
-        width = max([8] + [len(r.name) for r in shown])
-        width = min(width, 40)
-        locw = min(max([8] + [len(_location(r.file, r.line)) for r in shown]), 28)
-        head = (f"  {'function':<{width}} {'location':<{locw}} {'calls':>8} {'total':>8} "
-                f"{'self':>8} {'running':>8} {'held-off':>8} {'waiting':>8} {'released':>8} "
-                f"{'caused':>8}")
-        out = [f"GIL profile of {self.result.title} (ms): each function's self time split by "
-               "GIL state; caused = other threads' GIL wait while it held the GIL"]
-        for key, picked in tables:
-            out.append(f"Top functions by {titles[key]}:")
-            if not picked:
-                out.append("  none")
-                continue
-            out.append(head)
-            for r in picked:
-                ss = r.self_states
-                name = r.name if len(r.name) <= width else r.name[: width - 1] + "…"
-                loc = _location(r.file, r.line)
-                loc = loc if len(loc) <= locw else "…" + loc[-(locw - 1):]
-                out.append(
-                    f"  {name:<{width}} {loc:<{locw}} {r.calls:>8} "
-                    f"{_ms(r.total_ns):>8} {_ms(r.self_ns):>8} {_ms(ss['running']):>8} "
-                    f"{_ms(ss['held_off_cpu']):>8} {_ms(ss['waiting']):>8} "
-                    f"{_ms(ss['released']):>8} {_ms(r.gil_wait_caused_ns):>8}")
-        return "\n".join(out) + "\n" + self.summary_text(top)
+        return render.profile_text(self, top, sort)
 
-    def save(self, path: Union[str, os.PathLike], format: Optional[str] = None,
+    def save(self, path: Union[str, "os.PathLike[str]"], format: Optional[str] = None,
              tab: Optional[str] = None, theme: Optional[str] = None) -> str:
         """Write the trace: ``.html`` (self-contained viewer; ``tab`` = the tab it opens
         on: timeline, profile, blame or top; ``theme``: auto (default, follows the system's
@@ -583,33 +535,8 @@ class Trace:
         (default: the per-thread table) for text-only front ends. Above `max_output`
         bytes the page goes to a file in `save_dir` (or is `saved_html`, already
         written) and the bundle is one line with a link, plus the text."""
-        text = self.summary_text() if text is None else text
-        page = self.to_html(tab, theme)
-        frame = (
-            f'<iframe srcdoc="{html.escape(page, quote=True)}" '
-            f'style="width:100%;height:{height}px;border:1px solid #ccc;resize:vertical" '
-            'sandbox="allow-scripts allow-downloads" frameborder="0"></iframe>'
-        )
-        size = len(frame.encode("utf-8")) + len(text.encode("utf-8"))
-        if size <= max_output:
-            return {"text/html": frame, "text/plain": text}
-        path = saved_html
-        if path is None:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            path = os.path.join(save_dir, f"giltracer-{stamp}.html")
-            for k in range(2, 1000):
-                if not os.path.exists(path):
-                    break
-                path = os.path.join(save_dir, f"giltracer-{stamp}-{k}.html")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(page)
-        href = os.path.relpath(path, save_dir) if not os.path.isabs(save_dir) else path
-        line = (f"giltracer: the viewer is {_mb(size)}, over the {_mb(max_output)} inline budget "
-                f"(--max-output); saved it as {path}")
-        link = (f'<p>giltracer: the viewer is {_mb(size)}, over the {_mb(max_output)} inline budget '
-                f'(--max-output); open it: <a href="{html.escape(href.replace(os.sep, "/"), quote=True)}" '
-                f'target="_blank">{html.escape(os.path.basename(path))}</a></p>')
-        return {"text/html": f"{link}<pre>{html.escape(text)}</pre>", "text/plain": f"{line}\n{text}"}
+        return render.display_bundle(self, height, text, tab, max_output, save_dir, saved_html,
+                                     theme)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Optional[Dict[str, str]]:
         """A Trace as the last expression of a cell shows the viewer."""

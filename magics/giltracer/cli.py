@@ -16,10 +16,10 @@ import threading
 import traceback
 import types
 import zipfile
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
-from . import api
-from .api import BACKENDS, DEFAULT_MAX_EVENTS, PROFILE_SORTS, Trace
+from . import api, options
+from .api import Trace
 
 PROFILE_COMMAND = "profile"
 
@@ -46,37 +46,7 @@ def build_parser(profile: bool = False) -> argparse.ArgumentParser:
             "  giltracer profile examples/threads_demo.py\n",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-    p.add_argument("-o", "--output", metavar="PATH",
-                   help="where to write the trace: .html (default: <script>.giltracer.html "
-                        "in the current directory) or .json (Perfetto / chrome://tracing)")
-    p.add_argument("--backend", choices=BACKENDS, default="auto",
-                   help="GIL probe: auto (bpf when permitted, else hooks), hooks (in-process, "
-                        "no privileges) or bpf (needs root or CAP_BPF+CAP_PERFMON)")
-    p.add_argument("--no-c", dest="c_calls", action="store_false", help="do not record C function calls")
-    p.add_argument("--no-functions", dest="functions", action="store_false",
-                   help="probe the GIL only; record no function calls")
-    p.add_argument("--no-sched", dest="sched", action="store_false", help="do not record OS scheduler states")
-    p.add_argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS, metavar="N",
-                   help=f"keep at most N events of each kind: calls, GIL events, scheduler records "
-                        f"(default {DEFAULT_MAX_EVENTS:,}); drops are counted and reported")
-    p.add_argument("--max-depth", type=int, default=None, metavar="N",
-                   help="record calls up to N levels deep: 1 is the script's module code, 2 the "
-                        "functions it calls, and so on")
-    p.add_argument("--include", action="append", metavar="GLOB",
-                   help="only trace functions whose file path or qualified name matches GLOB (C functions by name, e.g. time.sleep; C calls made by traced functions are kept) (repeatable)")
-    p.add_argument("--exclude", action="append", metavar="GLOB",
-                   help="do not trace functions whose file path or qualified name matches GLOB (C functions by name, e.g. time.sleep) (repeatable)")
-    p.add_argument("--follow-children", action="store_true",
-                   help="also probe forked child processes (bpf backend only)")
-    if profile:
-        p.add_argument("--top", type=int, default=10, metavar="N",
-                       help="functions (and GIL-blame rows) per table (default 10)")
-        p.add_argument("--sort", choices=PROFILE_SORTS, default="wait",
-                       help="order of the first table: self time waiting for the GIL (default), "
-                            "holding it, total, self, or GIL wait caused in other threads")
-    else:
-        p.add_argument("--top", type=int, default=5, metavar="N", help="GIL-blame rows to print (default 5)")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the output path")
+    options.add_arguments(p, options.CLI_PROFILE if profile else options.CLI)
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a script (like python -m)")
     p.add_argument("target", nargs="?", help="the script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -85,8 +55,7 @@ def build_parser(profile: bool = False) -> argparse.ArgumentParser:
 
 # Options of ours that take a value: everything after the script (or -m MODULE) belongs
 # to the script, even when it looks like one of our options (e.g. `-m json.tool --help`).
-_VALUE_OPTIONS = {"-o", "--output", "--backend", "--max-events", "--max-depth", "--include",
-                  "--exclude", "--top", "--sort"}
+_VALUE_OPTIONS = options.value_flags(*options.COMMANDS)
 
 
 def split_argv(argv: List[str]) -> Tuple[List[str], List[str]]:
@@ -280,12 +249,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         target, run_name = a.target, os.path.basename(a.target)
     else:
         p.error("give a script to run, or -m MODULE")
-    if a.max_events is not None and a.max_events < 1:
-        p.error("--max-events must be a positive number")
-    if a.max_depth is not None and a.max_depth < 1:
-        p.error("--max-depth must be a positive number")
-    if profile and a.top < 1:
-        p.error("--top must be a positive number, e.g. --top 10")
+    bad = options.problem(a, options.CLI_PROFILE if profile else options.CLI)
+    if bad:
+        p.error(bad)
     out = a.output or (os.path.splitext(os.path.basename(target))[0] + ".giltracer.html")
     if not out.lower().endswith((".html", ".htm", ".json", ".txt")):
         p.error(f"cannot tell the format of {out!r}: use a .html, .json or .txt path")
@@ -316,7 +282,8 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
         return 1
     run_code = api.code_runner()
     saved_argv, saved_main, saved_path = sys.argv, sys.modules.get("__main__"), list(sys.path)
-    sys.argv = [target if not a.module else prepared[1].__file__] + list(a.args)  # type: ignore[index]
+    main_file = target if prepared is None or not a.module else cast(str, prepared[1].__file__)
+    sys.argv = [main_file] + list(a.args)
     if not a.module:
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
     if prepared is not None:

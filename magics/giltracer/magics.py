@@ -5,24 +5,25 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import (Magics, cell_magic, line_cell_magic, magics_class,
                                 needs_local_scope, no_var_expand)
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from . import api
-from .api import (BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES,
-                  Trace, parse_size)
+from . import api, options
+from .api import Trace, parse_size
+from .options import DEFAULT_MAX_OUTPUT
 
 OUTPUT_SUFFIXES = (".html", ".htm", ".json", ".txt")
 
 
 def viewer_bundle(t: Trace, height: int, text: Optional[str] = None,
                   tab: Optional[str] = None, max_output: int = DEFAULT_MAX_OUTPUT,
-                  saved_html: Optional[str] = None, theme: Optional[str] = None) -> dict:
+                  saved_html: Optional[str] = None, theme: Optional[str] = None) -> Dict[str, str]:
     """The MIME bundle shown for a trace (Trace.display_bundle); a page over
     `max_output` bytes is saved in the working directory (the notebook's) and linked."""
     return t.display_bundle(height, text, tab, max_output=max_output, saved_html=saved_html,
@@ -57,6 +58,26 @@ def make_trace(args: Any, title: str) -> Trace:
 def check_var(name: Optional[str]) -> None:
     if name is not None and not name.isidentifier():
         raise UsageError(f"--var {name}: give a Python variable name, e.g. --var t")
+
+
+Magic = Callable[..., Any]
+
+
+def magic_options(front: str) -> Callable[[Magic], Magic]:
+    """@magic_arguments() and an @argument for each of `front`'s options in the table."""
+    def decorate(func: Magic) -> Magic:
+        for o in reversed(list(options.of(front))):
+            func = argument(*o.flags, **o.argparse_kwargs())(func)
+        return magic_arguments()(func)  # type: ignore[no-any-return]
+    return decorate
+
+
+def check_options(args: Any, front: str) -> None:
+    """A parsed value out of range is a UsageError."""
+    bad = options.problem(args, front)
+    if bad:
+        raise UsageError(bad)
+    check_var(args.var)
 
 
 def untraced(args: Any, run: Any) -> Any:
@@ -135,11 +156,11 @@ def deliver(t: Trace, args: Any, error: Optional[BaseException], what: str, bund
 class Bundle:
     """The viewer bundle of a trace, made when shown (deliver() catches its failures)."""
 
-    def __init__(self, t: Trace, args: Any, max_output: int, text: Optional[str] = None,
-                 tab: Optional[str] = None) -> None:
+    def __init__(self, t: Trace, args: Any, max_output: int,
+                 text: Union[None, str, Callable[[], str]] = None, tab: Optional[str] = None) -> None:
         self.t, self.args, self.max_output, self.text, self.tab = t, args, max_output, text, tab
 
-    def __call__(self) -> dict:
+    def __call__(self) -> Dict[str, str]:
         a = self.args
         text = self.text() if callable(self.text) else self.text
         return viewer_bundle(self.t, a.height, text, tab=self.tab, max_output=self.max_output,
@@ -152,8 +173,7 @@ def saved_page(args: Any) -> Optional[str]:
 
 
 # Options of %gilprofile that take a value: the statement starts after the options.
-_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--backend", "--top", "--sort", "--height", "--var",
-                          "--theme", "--max-output"}
+_PROFILE_VALUE_OPTIONS = options.value_flags(options.PROFILE)
 
 
 def split_statement(line: str) -> Tuple[str, str]:
@@ -179,48 +199,18 @@ def split_statement(line: str) -> Tuple[str, str]:
 
 @magics_class
 class GilTracerMagics(Magics):
-    @magic_arguments()
-    @argument("-o", "--output", metavar="PATH", help="also save the trace: .html, .json (Perfetto) or .txt")
-    @argument("--backend", choices=BACKENDS, default="auto",
-              help="GIL probe: auto (bpf when permitted, else hooks), hooks, bpf")
-    @argument("--no-c", dest="c_calls", action="store_false", help="do not record C function calls")
-    @argument("--no-functions", dest="functions", action="store_false", help="probe the GIL only")
-    @argument("--sched", dest="sched", action="store_true", default=True, help="record OS states (default)")
-    @argument("--no-sched", dest="sched", action="store_false", help="do not record OS scheduler states")
-    @argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS, metavar="N",
-              help=f"keep at most N call events (default {DEFAULT_MAX_EVENTS:,})")
-    @argument("--max-depth", type=int, default=None, metavar="N",
-              help="record calls up to N levels deep: 1 is the cell's own code, 2 the functions it calls")
-    @argument("--include", action="append", metavar="GLOB",
-              help="only trace functions whose file path or qualified name matches GLOB (C functions by name, e.g. time.sleep; C calls made by traced functions are kept)")
-    @argument("--exclude", action="append", metavar="GLOB",
-              help="do not trace functions whose file path or qualified name matches GLOB (C functions by name, e.g. time.sleep)")
-    @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
-    @argument("--theme", choices=VIEWER_THEMES, default="auto",
-              help="viewer colours: auto (follows the system's light/dark preference), light, dark")
-    @argument("-q", "--quiet", action="store_true",
-              help="no viewer and no messages (the trace: --var NAME or giltracer.last())")
-    @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
-    @argument("--max-output", default="20MB", metavar="SIZE",
-              help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
-                   "beside the notebook and linked")
+    @magic_options(options.CELL)
     @no_var_expand
     @cell_magic
     def giltracer(self, line: str, cell: str) -> None:
         """Run the cell while tracing every call in every thread and probing the GIL;
         show the timeline inline. A cell that raises still shows its trace."""
         args = parse_argstring(self.giltracer, line)
-        if args.max_events < 1:
-            raise UsageError("--max-events must be a positive number, e.g. --max-events 1000000")
-        if args.max_depth is not None and args.max_depth < 1:
-            raise UsageError("--max-depth must be a positive number, e.g. --max-depth 20")
-        if args.height < 100:
-            raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
-        check_var(args.var)
+        check_options(args, options.CELL)
         max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%%giltracer cell")
         code = self._compile(cell, "exec")
-        ns = self.shell.user_ns  # fetched before the trace: a property, a call of its own
+        ns = self._shell.user_ns  # fetched before the trace: a property, a call of its own
         if api.FREE_THREADED:
             untraced(args, lambda: exec(code, ns))
             return
@@ -230,27 +220,7 @@ class GilTracerMagics(Magics):
             ns[args.var] = t
         deliver(t, args, error, "cell", Bundle(t, args, max_output))
 
-    @magic_arguments()
-    @argument("-o", "--output", metavar="PATH",
-              help="also save the trace: .html (opens on the Profile tab), .json (Perfetto) or .txt")
-    @argument("--backend", choices=BACKENDS, default="auto",
-              help="GIL probe: auto (bpf when permitted, else hooks), hooks, bpf")
-    @argument("--top", type=int, default=10, metavar="N", help="rows per table (default 10)")
-    @argument("--sort", choices=PROFILE_SORTS, default="wait",
-              help="order of the first table: self time waiting for the GIL (default), holding "
-                   "it, total, self, or GIL wait caused in other threads")
-    @argument("--no-c", dest="c_calls", action="store_false", help="do not record C function calls")
-    @argument("--no-sched", dest="sched", action="store_false",
-              help="do not record OS scheduler states (held is then one state)")
-    @argument("--height", type=int, default=600, metavar="PX", help="height of the inline viewer (default 600)")
-    @argument("--theme", choices=VIEWER_THEMES, default="auto",
-              help="viewer colours: auto (follows the system's light/dark preference), light, dark")
-    @argument("-q", "--quiet", action="store_true",
-              help="no profile and no messages (the trace: --var NAME or giltracer.last())")
-    @argument("--var", metavar="NAME", help="store the Trace in the variable NAME, for the next cells")
-    @argument("--max-output", default="20MB", metavar="SIZE",
-              help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
-                   "beside the notebook and linked")
+    @magic_options(options.PROFILE)
     @no_var_expand
     @needs_local_scope
     @line_cell_magic
@@ -260,19 +230,15 @@ class GilTracerMagics(Magics):
         GIL-wise: running, held off CPU, waiting for the GIL, released; plus the GIL wait
         it caused in other threads. A statement that raises still shows its profile.
         ``--`` ends the options, for a statement that starts with '-'."""
-        options, statement = (line, "") if cell is not None else split_statement(line)
-        args = parse_argstring(self.gilprofile, options)
+        words, statement = (line, "") if cell is not None else split_statement(line)
+        args = parse_argstring(self.gilprofile, words)
         if cell is None and not statement:
             raise UsageError("%gilprofile needs a statement, e.g. %gilprofile f(); "
                              "or use %%gilprofile on a cell")
-        if args.top < 1:
-            raise UsageError("--top must be a positive number, e.g. --top 10")
-        if args.height < 100:
-            raise UsageError("--height is in pixels and must be at least 100, e.g. --height 600")
-        check_var(args.var)
+        check_options(args, options.PROFILE)
         max_output = max_output_arg(args.max_output)
         t = make_trace(args, "%gilprofile " + statement if cell is None else "%%gilprofile cell")
-        ns = self.shell.user_ns  # fetched before the trace: a property, a call of its own
+        ns = self._shell.user_ns  # fetched before the trace: a property, a call of its own
         if cell is None:
             code, run_locals = self._statement(statement), local_ns
         else:
@@ -289,8 +255,14 @@ class GilTracerMagics(Magics):
         return value if cell is None else None
 
     # -- helpers -------------------------------------------------------------------
-    def _compile(self, source: str, mode: str) -> Any:
+    @property
+    def _shell(self) -> InteractiveShell:
         shell = self.shell
+        assert shell is not None, "the magics are used once registered in a shell"
+        return shell
+
+    def _compile(self, source: str, mode: str) -> Any:
+        shell = self._shell
         source = shell.transform_cell(source)
         return shell.compile(source, shell.compile.cache(source), mode)
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Test helper (built by tests/test_hardening_tracer.py): C functions whose PyMethodDef
+/* Test helper (built by tests/test_tracer_robustness.py): C functions whose PyMethodDef
  * is allocated per function and freed with it, bound to a capsule (pybind11 2) or to a
  * record object (pybind11 3);
  * and Python code run in a thread that C started. */

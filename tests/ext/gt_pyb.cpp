@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Test helper (built by tests/test_hardening_tracer.py when pybind11 is installed):
+// Test helper (built by tests/test_tracer_robustness.py when pybind11 is installed):
 // pybind11 functions, including ones made and freed at run time.
 #include <pybind11/pybind11.h>
 

@@ -1,5 +1,5 @@
-"""Hardening of the probes and the session lifecycle (issue 8): fork inside a trace, a
-refused nested start, a poller that cannot start, the GIL hooks racing stop, the
+"""The probes and the session lifecycle where they are easy to get wrong: fork inside a
+trace, a refused nested start, a poller that cannot start, the GIL hooks racing stop, the
 free-threaded refusal, calibration retries, bpf options per session, finalizers at
 release, drop-request decoding.
 
@@ -68,7 +68,7 @@ def sched_works():
     return t.sched_status.startswith("perf_event")
 
 
-# -- item 1: fork inside a trace ---------------------------------------------------------
+# -- fork inside a trace ---------------------------------------------------------
 
 FORK_IN_TRACE = """
     import os, sys, threading, time, warnings
@@ -129,7 +129,7 @@ def test_fork_inside_a_trace(mode, backend):
     assert later >= 10, p.stdout
 
 
-# -- item 2: a refused nested start ------------------------------------------------------
+# -- a refused nested start ------------------------------------------------------
 
 @pytest.mark.parametrize("backend", ["hooks", "default"])
 def test_refused_nested_start_leaves_the_outer_session_intact(backend):
@@ -185,7 +185,7 @@ def test_an_interrupted_stop_still_finishes_the_session(monkeypatch):
     assert sum(r.acquisitions for r in again.summary()) > 0
 
 
-# -- item 3: the sched poller thread cannot start ----------------------------------------
+# -- the sched poller thread cannot start ----------------------------------------
 
 FAIL_OUR_THREADS = r"""
     #define _GNU_SOURCE
@@ -244,7 +244,7 @@ def test_sched_poller_cannot_start(tmp_path):
     assert "THREADS 9 GIL True" in p.stdout, p.stdout
 
 
-# -- item 4: GIL hooks racing stop/finish -------------------------------------------------
+# -- GIL hooks racing stop/finish -------------------------------------------------
 
 SLOW_PERF_OPEN = r"""
     #define _GNU_SOURCE
@@ -363,7 +363,7 @@ def test_stress_threads_and_sessions():
     assert threads > 100, p.stdout
 
 
-# -- item 6: free-threaded builds ----------------------------------------------------------
+# -- free-threaded builds ----------------------------------------------------------
 
 def test_free_threaded_builds_are_refused_with_a_clear_message():
     free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
@@ -380,7 +380,7 @@ def test_free_threaded_builds_are_refused_with_a_clear_message():
         assert t.duration_ns > 0
 
 
-# -- item 7: calibration is retried ------------------------------------------------------
+# -- calibration is retried ------------------------------------------------------
 
 CALIBRATION = """
     import giltracer
@@ -505,7 +505,7 @@ def test_a_stopped_session_keeps_its_probes_until_it_is_finished(backend):
     assert lines[2] == f"THIRD {backend}", lines
 
 
-# -- lower severity: finalizers at release ----------------------------------------------
+# -- finalizers at release ----------------------------------------------
 
 FINALIZER_AT_RELEASE = """
     import os, threading, weakref
@@ -538,7 +538,7 @@ def test_finalizer_that_starts_a_session_at_release():
     assert "FINALIZER [True] True" in p.stdout, p.stdout
 
 
-# -- item 10: bpf options per session, forked children ----------------------------------
+# -- bpf options per session, forked children ----------------------------------
 
 needs_bpf = pytest.mark.skipif(
     not _INFO["bpf_available"],

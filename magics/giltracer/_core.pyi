@@ -1,0 +1,120 @@
+# The C core (core/module.c) as Python sees it. The aliases and TypedDicts name the
+# shapes of its values; they exist only here.
+from types import CodeType
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, final
+
+RELEASED_MESSAGE: str
+
+SessionState = Literal["new", "recording", "stopped", "finished", "released"]
+# (start_ns, end_ns, state): GIL 0 released, 1 wait, 2 held; OS 0 on-cpu, 1 preempted, 2 blocked
+Interval = Tuple[int, int, int]
+# (start_ns, end_ns, name, depth, flags)
+Span = Tuple[int, int, str, int, int]
+# (name, file, line, is_c), indexed by function id
+Function = Tuple[str, str, int, bool]
+# Time per profile state (running, held_off_cpu, waiting, released, unknown).
+States = Tuple[int, int, int, int, int]
+# (parent, func, calls, total_ns, self_ns, total_states, self_states); -1: the root
+ProfileNode = Tuple[int, int, int, int, int, States, States]
+# (func, calls, total_ns, self_ns, total_states, self_states, wait_caused_ns)
+ProfileFunction = Tuple[int, int, int, int, States, States, int]
+
+class ThreadRow(TypedDict):
+    tid: int
+    pid: int
+    ident: int
+    name: str
+    spans: int
+    start_ns: int
+    end_ns: int
+    os_states: bool
+
+class SummaryRow(TypedDict):
+    tid: int
+    pid: int
+    ident: int
+    name: str
+    wall_ns: int
+    held_ns: int
+    wait_ns: int
+    released_ns: int
+    off_cpu_ns: Optional[int]
+    preempted_ns: Optional[int]
+    acquisitions: int
+    longest_wait_ns: int
+    drop_requests: int
+    held_pct: float
+    wait_pct: float
+    released_pct: float
+    spans: int
+
+class BlameDict(TypedDict):
+    waiter: int
+    holder: int
+    function: Optional[str]
+    file: str
+    line: int
+    wait_ns: int
+    count: int
+
+class BuildInfo(TypedDict):
+    clock: str
+    tracer: str
+    bpf_available: bool
+    bpf_why: str
+    free_threaded: bool
+    free_threaded_refusal: str
+
+@final
+class Result:
+    backend: str
+    backend_reason: str
+    sched_status: str
+    python: str
+    title: str
+    t0_ns: int
+    t1_ns: int
+    duration_ns: int
+    event_count: int
+    dropped_events: int
+    gil_events: int
+    gil_dropped: int
+    sched_lost: int
+    gil_known: bool
+    tracer_note: Optional[str]
+    def threads(self) -> List[ThreadRow]: ...
+    def summary(self) -> List[SummaryRow]: ...
+    def blame(self) -> List[BlameDict]: ...
+    def crosscheck(self) -> Optional[List[SummaryRow]]: ...
+    def spans(self, tid: int, /) -> List[Span]: ...
+    def gil_intervals(self, tid: int, /) -> List[Interval]: ...
+    def os_intervals(self, tid: int, /) -> List[Interval]: ...
+    def functions(self) -> List[Function]: ...
+    def profile(self, tid: Optional[int] = None, /) -> List[ProfileNode]: ...
+    def profile_functions(self, tid: Optional[int] = None, /) -> List[ProfileFunction]: ...
+    def save(self, path: str, format: str, tab: Optional[str] = None,
+             theme: Optional[str] = None, /) -> None: ...
+    def text(self, top_n: int = 5, /) -> str: ...
+    def payload(self) -> str: ...
+
+@final
+class Session:
+    state: SessionState
+    def __init__(self, *, functions: bool = True, c_calls: bool = True, max_depth: int = 0,
+                 max_events: int = 0, include: Optional[Sequence[str]] = None,
+                 exclude: Optional[Sequence[str]] = None, own_dir: Optional[str] = None,
+                 gil: bool = True, sched: bool = True, backend: str = "auto",
+                 follow_children: bool = False, crosscheck: bool = False) -> None: ...
+    # (ident, native_id) of each running thread
+    def start(self, threads: Optional[Sequence[Tuple[int, Optional[int]]]] = None, /) -> None: ...
+    def stop(self) -> None: ...
+    def finish(self, names: Optional[Mapping[int, str]] = None, title: Optional[str] = None,
+               /) -> Result: ...
+
+def probe_info() -> Dict[str, Any]: ...
+def build_info() -> BuildInfo: ...
+def stop_active() -> bool: ...
+def run_code(code: CodeType, globals: Dict[str, Any],
+             locals: Optional[Mapping[str, Any]] = None, /) -> Any: ...
+def _after_fork_child() -> None: ...
+def _live_profiles() -> int: ...

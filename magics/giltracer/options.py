@@ -1,0 +1,189 @@
+"""The options of a trace and of its front ends, each declared once.
+
+``OPTIONS`` is the one table: from it come the arguments of ``%%giltracer``,
+``%gilprofile``, ``giltracer`` and ``giltracer profile`` (one help text each), the options
+that take a value (which end the options before a script or a statement), the range
+checks and their messages, and the checks of ``Trace``'s keywords (its signature stays
+written out, typed; tests/test_options.py holds it to this table).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, FrozenSet, Iterator, Optional, Tuple
+
+# The front ends, as an option's `fronts` names them.
+API = "giltracer.trace()"
+CELL = "%%giltracer"
+PROFILE = "%gilprofile"
+CLI = "giltracer"
+CLI_PROFILE = "giltracer profile"
+FRONTS = (API, CELL, PROFILE, CLI, CLI_PROFILE)
+MAGICS = (CELL, PROFILE)
+COMMANDS = (CLI, CLI_PROFILE)
+
+DEFAULT_MAX_EVENTS = 5_000_000
+# The inline viewer's size budget in a notebook: above it, the page goes to a file.
+DEFAULT_MAX_OUTPUT = 20_000_000
+BACKENDS = ("auto", "hooks", "bpf")
+PROFILE_SORTS = ("wait", "held", "total", "self", "caused")
+VIEWER_THEMES = ("auto", "light", "dark")  # auto follows prefers-color-scheme
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. `flags` are its command-line spellings (none for a keyword only the
+    API has); `keyword` the Trace keyword it sets (None: it is about the output);
+    `action` None for an option that takes a value. `minimum` is checked after parsing
+    (`unit` and `example` word the message)."""
+
+    name: str
+    flags: Tuple[str, ...]
+    help: str
+    fronts: Tuple[str, ...]
+    keyword: Optional[str] = None
+    action: Optional[str] = None
+    type: Optional[Callable[[str], Any]] = None
+    default: Any = None
+    choices: Optional[Tuple[str, ...]] = None
+    metavar: Optional[str] = None
+    minimum: Optional[int] = None
+    unit: str = ""
+    example: str = ""
+
+    @property
+    def takes_value(self) -> bool:
+        return self.action in (None, "append")
+
+    def argparse_kwargs(self) -> Dict[str, Any]:
+        kw: Dict[str, Any] = {"dest": self.name, "help": self.help}
+        for key in ("action", "type", "choices", "metavar"):
+            if getattr(self, key) is not None:
+                kw[key] = getattr(self, key)
+        if self.default is not None or self.action in ("store_true", "store_false"):
+            kw["default"] = self.default
+        return kw
+
+    def problem(self, value: Any) -> Optional[str]:
+        """Why `value`, as parsed from the command line, is out of range, or None."""
+        if self.minimum is None or value is None or value >= self.minimum:
+            return None
+        flag = self.flags[-1]
+        if self.unit:
+            return (f"{flag} is in {self.unit} and must be at least {self.minimum}, "
+                    f"e.g. {flag} {self.example}")
+        return f"{flag} must be a positive number, e.g. {flag} {self.example}"
+
+
+_OUTPUT_FORMATS = ".json (Perfetto / chrome://tracing) or .txt (the per-thread table)"
+
+OPTIONS: Tuple[Option, ...] = (
+    Option("output", ("-o", "--output"), fronts=COMMANDS, metavar="PATH",
+           help="where to write the trace: .html, the viewer (default: <script>.giltracer.html "
+                "in the current directory), " + _OUTPUT_FORMATS),
+    Option("output", ("-o", "--output"), fronts=MAGICS, metavar="PATH",
+           help="also save the trace: .html, the viewer (the profile's opens on its Profile "
+                "tab), " + _OUTPUT_FORMATS),
+    Option("backend", ("--backend",), fronts=FRONTS, keyword="backend", choices=BACKENDS,
+           default="auto",
+           help="GIL probe: auto (bpf when permitted, else hooks), hooks (in-process, no "
+                "privileges) or bpf (needs root or CAP_BPF+CAP_PERFMON)"),
+    Option("c_calls", ("--no-c",), fronts=FRONTS, keyword="c_calls", action="store_false",
+           default=True, help="do not record C function calls"),
+    Option("functions", ("--no-functions",), fronts=(API, CELL) + COMMANDS, keyword="functions",
+           action="store_false", default=True,
+           help="probe the GIL only; record no function calls"),
+    Option("gil", (), fronts=(API,), keyword="gil", default=True,
+           help="probe the GIL (False: record function calls only)"),
+    Option("sched", ("--sched",), fronts=(CELL,), keyword="sched", action="store_true",
+           default=True, help="record OS scheduler states (the default)"),
+    Option("sched", ("--no-sched",), fronts=FRONTS, keyword="sched", action="store_false",
+           default=True,
+           help="do not record OS scheduler states (time holding the GIL is then one state)"),
+    Option("max_events", ("--max-events",), fronts=(API, CELL) + COMMANDS, keyword="max_events",
+           type=int, default=DEFAULT_MAX_EVENTS, metavar="N", minimum=1, example="1000000",
+           help=f"keep at most N events of each kind: calls, GIL events, scheduler records "
+                f"(default {DEFAULT_MAX_EVENTS:,}); drops are counted and reported"),
+    Option("max_depth", ("--max-depth",), fronts=(API, CELL) + COMMANDS, keyword="max_depth",
+           type=int, metavar="N", minimum=1, example="20",
+           help="record calls up to N levels deep: 1 is the cell's or the script's own code, "
+                "2 the functions it calls, and so on"),
+    Option("include", ("--include",), fronts=(API, CELL) + COMMANDS, keyword="include",
+           action="append", metavar="GLOB",
+           help="only trace functions whose file path or qualified name matches GLOB (C "
+                "functions by name, e.g. time.sleep; C calls made by traced functions are "
+                "kept) (repeatable)"),
+    Option("exclude", ("--exclude",), fronts=(API, CELL) + COMMANDS, keyword="exclude",
+           action="append", metavar="GLOB",
+           help="do not trace functions whose file path or qualified name matches GLOB (C "
+                "functions by name, e.g. time.sleep) (repeatable)"),
+    Option("follow_children", ("--follow-children",), fronts=(API, CLI, CLI_PROFILE),
+           keyword="follow_children", action="store_true", default=False,
+           help="also probe forked child processes (bpf backend only)"),
+    Option("crosscheck", (), fronts=(API,), keyword="crosscheck", default=False,
+           help="also run the bpf probe beside the hooks, to compare (root)"),
+    Option("top", ("--top",), fronts=(CLI,), type=int, default=5, metavar="N",
+           help="GIL-blame rows to print (default 5)"),
+    Option("top", ("--top",), fronts=(PROFILE, CLI_PROFILE), type=int, default=10, metavar="N",
+           minimum=1, example="10",
+           help="functions (and GIL-blame rows) per table (default 10)"),
+    Option("sort", ("--sort",), fronts=(PROFILE, CLI_PROFILE), choices=PROFILE_SORTS,
+           default="wait",
+           help="order of the first table: self time waiting for the GIL (default), holding "
+                "it, total, self, or GIL wait caused in other threads"),
+    Option("height", ("--height",), fronts=MAGICS, type=int, default=600, metavar="PX",
+           minimum=100, unit="pixels", example="600",
+           help="height of the inline viewer (default 600)"),
+    Option("theme", ("--theme",), fronts=MAGICS, choices=VIEWER_THEMES, default="auto",
+           help="viewer colours: auto (follows the system's light/dark preference), light, dark"),
+    Option("quiet", ("-q", "--quiet"), fronts=COMMANDS, action="store_true", default=False,
+           help="print only the output path"),
+    Option("quiet", ("-q", "--quiet"), fronts=MAGICS, action="store_true", default=False,
+           help="no viewer, no profile and no messages (the trace: --var NAME or "
+                "giltracer.last())"),
+    Option("var", ("--var",), fronts=MAGICS, metavar="NAME",
+           help="store the Trace in the variable NAME, for the next cells"),
+    Option("max_output", ("--max-output",), fronts=MAGICS, default="20MB", metavar="SIZE",
+           help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
+                "beside the notebook and linked"),
+)
+
+
+def of(front: str) -> Iterator[Option]:
+    """The options `front` has, in the table's order."""
+    return (o for o in OPTIONS if front in o.fronts)
+
+
+def add_arguments(parser: argparse.ArgumentParser, front: str) -> None:
+    for o in of(front):
+        parser.add_argument(*o.flags, **o.argparse_kwargs())
+
+
+def value_flags(*fronts: str) -> FrozenSet[str]:
+    """The spellings of the options of `fronts` that take a value: a command's or a
+    statement's options end at the first word that is neither one nor its value."""
+    return frozenset(f for front in fronts for o in of(front) if o.takes_value for f in o.flags)
+
+
+def problem(args: argparse.Namespace, front: str) -> Optional[str]:
+    """The first of `front`'s parsed options that is out of range, said, or None."""
+    for o in of(front):
+        why = o.problem(getattr(args, o.name, None))
+        if why:
+            return why
+    return None
+
+
+_KEYWORDS = {o.keyword: o for o in of(API) if o.keyword}
+
+
+def check_keyword(keyword: str, value: Any) -> None:
+    """Raise ValueError for a bad value of Trace's `keyword`."""
+    o = _KEYWORDS[keyword]
+    if o.choices is not None and value not in o.choices:
+        raise ValueError(f"{keyword} must be one of {', '.join(o.choices)}; got {value!r}")
+    if o.minimum is not None and value is not None and (not isinstance(value, int)
+                                                         or value < o.minimum):
+        raise ValueError(f"{keyword} must be a positive integer or None (unlimited), "
+                         f"got {value!r}")

@@ -1,0 +1,107 @@
+"""What a finished Trace looks like: the GIL-split profile as text, and the viewer as a
+notebook's MIME bundle (inline, or saved beside the notebook and linked)."""
+
+from __future__ import annotations
+
+import html
+import os
+import time
+from typing import TYPE_CHECKING, Callable, Dict, Optional
+
+from .options import DEFAULT_MAX_OUTPUT
+
+if TYPE_CHECKING:
+    from .api import FunctionRow, Trace
+
+
+def sort_key(sort: str) -> Callable[[FunctionRow], int]:
+    """The figure rows are ordered by for `sort` (one of PROFILE_SORTS)."""
+    return {
+        "wait": lambda r: r.self_states["waiting"],
+        "held": lambda r: r.held_ns,
+        "total": lambda r: r.total_ns,
+        "self": lambda r: r.self_ns,
+        "caused": lambda r: r.gil_wait_caused_ns,
+    }[sort]
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 10**5 else f"{n / 1e3:.0f} kB"
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.1f}"
+
+
+def _location(file: str, line: int) -> str:
+    return f"{os.path.basename(file)}:{line}" if file else "(C)"
+
+
+def profile_text(t: Trace, top: int = 10, sort: str = "wait") -> str:
+    """Trace.profile_text."""
+    rows = t.functions(sort="total")
+    second = "held" if sort != "held" else "wait"
+    titles = {"wait": "GIL wait", "held": "GIL held", "total": "total time",
+              "self": "self time", "caused": "GIL wait caused"}
+    tables = [(key, [r for r in sorted(rows, key=sort_key(key), reverse=True)
+                     if sort_key(key)(r) > 0][:top]) for key in (sort, second)]
+    shown = [r for _, picked in tables for r in picked]
+    width = max([8] + [len(r.name) for r in shown])
+    width = min(width, 40)
+    locw = min(max([8] + [len(_location(r.file, r.line)) for r in shown]), 28)
+    head = (f"  {'function':<{width}} {'location':<{locw}} {'calls':>8} {'total':>8} "
+            f"{'self':>8} {'running':>8} {'held-off':>8} {'waiting':>8} {'released':>8} "
+            f"{'caused':>8}")
+    out = [f"GIL profile of {t.result.title} (ms): each function's self time split by "
+           "GIL state; caused = other threads' GIL wait while it held the GIL"]
+    for key, picked in tables:
+        out.append(f"Top functions by {titles[key]}:")
+        if not picked:
+            out.append("  none")
+            continue
+        out.append(head)
+        for r in picked:
+            ss = r.self_states
+            name = r.name if len(r.name) <= width else r.name[: width - 1] + "…"
+            loc = _location(r.file, r.line)
+            loc = loc if len(loc) <= locw else "…" + loc[-(locw - 1):]
+            out.append(
+                f"  {name:<{width}} {loc:<{locw}} {r.calls:>8} "
+                f"{_ms(r.total_ns):>8} {_ms(r.self_ns):>8} {_ms(ss['running']):>8} "
+                f"{_ms(ss['held_off_cpu']):>8} {_ms(ss['waiting']):>8} "
+                f"{_ms(ss['released']):>8} {_ms(r.gil_wait_caused_ns):>8}")
+    return "\n".join(out) + "\n" + t.summary_text(top)
+
+
+def display_bundle(t: Trace, height: int = 600, text: Optional[str] = None,
+                   tab: Optional[str] = None, max_output: int = DEFAULT_MAX_OUTPUT,
+                   save_dir: str = ".", saved_html: Optional[str] = None,
+                   theme: Optional[str] = None) -> Dict[str, str]:
+    """Trace.display_bundle."""
+    text = t.summary_text() if text is None else text
+    page = t.to_html(tab, theme)
+    frame = (
+        f'<iframe srcdoc="{html.escape(page, quote=True)}" '
+        f'style="width:100%;height:{height}px;border:1px solid #ccc;resize:vertical" '
+        'sandbox="allow-scripts allow-downloads" frameborder="0"></iframe>'
+    )
+    size = len(frame.encode("utf-8")) + len(text.encode("utf-8"))
+    if size <= max_output:
+        return {"text/html": frame, "text/plain": text}
+    path = saved_html
+    if path is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = os.path.join(save_dir, f"giltracer-{stamp}.html")
+        for k in range(2, 1000):
+            if not os.path.exists(path):
+                break
+            path = os.path.join(save_dir, f"giltracer-{stamp}-{k}.html")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
+    href = os.path.relpath(path, save_dir) if not os.path.isabs(save_dir) else path
+    line = (f"giltracer: the viewer is {_mb(size)}, over the {_mb(max_output)} inline budget "
+            f"(--max-output); saved it as {path}")
+    link = (f'<p>giltracer: the viewer is {_mb(size)}, over the {_mb(max_output)} inline budget '
+            f'(--max-output); open it: <a href="{html.escape(href.replace(os.sep, "/"), quote=True)}" '
+            f'target="_blank">{html.escape(os.path.basename(path))}</a></p>')
+    return {"text/html": f"{link}<pre>{html.escape(text)}</pre>", "text/plain": f"{line}\n{text}"}
