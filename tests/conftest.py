@@ -19,3 +19,25 @@ def leaves_interpreter_clean():
 
 def is_root():
     return os.geteuid() == 0
+
+
+@pytest.fixture(scope="session")
+def ip():
+    """A real IPython shell with giltracer's magics loaded (one per test run: the
+    first get_ipython() starts it, later calls return None)."""
+    IPython = pytest.importorskip("IPython")
+    from IPython.testing.globalipapp import get_ipython
+
+    shell = get_ipython() or IPython.get_ipython()
+    shell.run_line_magic("load_ext", "giltracer")
+    return shell
+
+
+@pytest.fixture
+def outputs(ip, monkeypatch):
+    """What the magics display, instead of displaying it."""
+    shown = []
+    import giltracer.magics as m
+
+    monkeypatch.setattr(m, "display", lambda obj, raw=False: shown.append(obj))
+    return shown

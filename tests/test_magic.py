@@ -6,23 +6,6 @@ import pytest
 
 IPython = pytest.importorskip("IPython")
 from IPython.core.error import UsageError  # noqa: E402
-from IPython.testing.globalipapp import get_ipython  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def ip():
-    shell = get_ipython() or IPython.get_ipython()  # the first call starts it, later ones return None
-    shell.run_line_magic("load_ext", "giltracer")
-    return shell
-
-
-@pytest.fixture
-def outputs(ip, monkeypatch):
-    shown = []
-    import giltracer.magics as m
-
-    monkeypatch.setattr(m, "display", lambda obj, raw=False: shown.append(obj))
-    return shown
 
 
 CELL = """

@@ -9,7 +9,6 @@ import pytest
 
 IPython = pytest.importorskip("IPython")
 from IPython.core.error import UsageError  # noqa: E402
-from IPython.testing.globalipapp import get_ipython  # noqa: E402
 
 import giltracer  # noqa: E402
 
@@ -18,21 +17,9 @@ pytestmark = pytest.mark.skipif(giltracer.api.FREE_THREADED, reason="no tracing 
 PLUMBING = ("exec", "eval", "user_ns", "run_code", "<lambda>")
 
 
-@pytest.fixture(scope="module")
-def ip():
-    shell = get_ipython() or IPython.get_ipython()  # the first call starts it, later ones return None
-    shell.run_line_magic("load_ext", "giltracer")
-    shell.run_cell("def depth_f():\n    return depth_g()\ndef depth_g():\n    return 1\n")
-    return shell
-
-
-@pytest.fixture
-def outputs(ip, monkeypatch):
-    shown = []
-    import giltracer.magics as m
-
-    monkeypatch.setattr(m, "display", lambda obj, raw=False: shown.append(obj))
-    return shown
+@pytest.fixture(scope="module", autouse=True)
+def depth_functions(ip):
+    ip.run_cell("def depth_f():\n    return depth_g()\ndef depth_g():\n    return 1\n")
 
 
 def recorded(t):

@@ -14,17 +14,9 @@ from giltracer.options import API, CELL, CLI, CLI_PROFILE, OPTIONS, PROFILE
 
 IPython = pytest.importorskip("IPython")
 from IPython.core.error import UsageError  # noqa: E402
-from IPython.testing.globalipapp import get_ipython  # noqa: E402
 
 # The command's own arguments, not options of a trace: the script and its arguments.
 CLI_OWN = {"help", "module", "target", "args"}
-
-
-@pytest.fixture(scope="module")
-def ip():
-    shell = get_ipython() or IPython.get_ipython()
-    shell.run_line_magic("load_ext", "giltracer")
-    return shell
 
 
 def magic_parser(front):
