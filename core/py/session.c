@@ -90,13 +90,6 @@ static void set_active(struct gt_session *s)
     active.pid = s ? getpid() : 0;
 }
 
-const char *gt_session__free_threaded_refusal(void)
-{
-    return "giltracer: free-threaded Python builds (3.13t and later) are not supported: "
-           "the tracer reads other threads' frames and keeps unsynchronized state that "
-           "only the GIL protects. Use a default build of Python (with the GIL).";
-}
-
 /* Test-only: GILTRACER_TEST_FAIL_CALIBRATIONS=<n> makes the next n calibrations
  * fail, so the retry can be tested. Read once. */
 static int forced_calibration_failure(void)
@@ -394,10 +387,6 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         PyErr_SetString(PyExc_RuntimeError, "giltracer: a session can only be started once");
         return -1;
     }
-#ifdef Py_GIL_DISABLED
-    PyErr_SetString(PyExc_RuntimeError, gt_session__free_threaded_refusal());
-    return -1;
-#endif
     /* Before choosing a backend: that prepares (and may reload) the process-wide
      * probes the running session uses. */
     if (another_session_active(s)) {

@@ -85,9 +85,6 @@ enum gt_session_state gt_session__state(const struct gt_session *s);
 int gt_session__stop_active(void);
 extern const char *const gt_session__released_message;
 
-/* Why start() refuses on a free-threaded build (static text; start raises it there). */
-const char *gt_session__free_threaded_refusal(void);
-
 /* Process-wide facts for diagnostics and tests: the GIL addresses the hooks found. */
 PyObject *gt_session__probe_info(void);
 

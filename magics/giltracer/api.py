@@ -88,6 +88,14 @@ def code_runner() -> Callable[..., Any]:
     return _core.run_code
 
 
+def start_failure(e: BaseException) -> str:
+    """The one line that says a trace could not start (Trace.start() raised `e`), for the
+    front ends that report it instead of a traceback."""
+    why = str(e)
+    why = why[len("giltracer: "):] if why.startswith("giltracer: ") else why
+    return f"giltracer: could not start the trace: {why}"
+
+
 def check_output_path(path: str) -> Optional[str]:
     """Why `path` cannot be written (its directory is missing or not writable, or it
     is a directory), or None; checked before the traced code runs, so its work is not

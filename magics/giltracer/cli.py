@@ -296,9 +296,7 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
             t.start()
         except Exception as e:  # nothing ran: one line, no traceback
             guard.restore()
-            why = str(e)
-            why = why[len("giltracer: "):] if why.startswith("giltracer: ") else why
-            write(stderr, 2, f"giltracer: could not start the trace: {why}\n")
+            write(stderr, 2, api.start_failure(e) + "\n")
             return EXIT_USAGE
         try:
             try:

@@ -96,9 +96,7 @@ def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
     try:
         t.start()
     except RuntimeError as e:
-        why = str(e)
-        why = why[len("giltracer: "):] if why.startswith("giltracer: ") else why
-        raise UsageError(f"giltracer: could not start the trace: {why}") from None
+        raise UsageError(api.start_failure(e)) from None
     try:
         value, error = run(), None
     except BaseException as e:  # shown after the trace, then re-raised
