@@ -22,13 +22,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CELL_TIMEOUT_S = 300
 
 
+def kernel_env() -> dict:
+    """The kernel's environment: this one, with notebooks/ importable (the lessons import
+    their checks, claims.py, as Jupyter started in this folder would) and without writing
+    __pycache__ into it."""
+    path = os.environ.get("PYTHONPATH")
+    return dict(os.environ, PYTHONPATH=HERE + (os.pathsep + path if path else ""),
+                PYTHONDONTWRITEBYTECODE="1")
+
+
 def execute(nb: nbformat.NotebookNode, workdir: str) -> None:
     """Execute `nb` in place, top to bottom, in a fresh python3 kernel whose working
     directory is `workdir`. Raises nbclient's CellExecutionError at the first failing cell
     (its outputs so far stay in `nb`)."""
     client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                                      resources={"metadata": {"path": workdir}})
-    client.execute()
+    client.execute(env=kernel_env())
 
 
 def to_html(nb: nbformat.NotebookNode) -> str:

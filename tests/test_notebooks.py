@@ -42,12 +42,23 @@ def test_every_lesson_is_here():
     assert {"01", "02", "03", "04", "05", "06", "07"} <= {n[:2] for n in names}, names
 
 
+TRACED = ("%%giltracer", "%gilprofile", "viewer_bundle(", "display_bundle(")
+
+
+def is_check(cell):
+    return "check" in cell.metadata.get("tags", [])
+
+
+def is_traced(cell):
+    return cell.cell_type == "code" and not is_check(cell) and any(m in cell.source for m in TRACED)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_notebook_is_stored_without_outputs(path):
     nb = nbformat.read(path, as_version=4)
     for cell in code_cells(nb):
         assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
-    assert any("check" in c.metadata.get("tags", []) for c in code_cells(nb)), "no check cell"
+    assert any(is_check(c) for c in code_cells(nb)), "no check cell"
 
 
 def files_under(root):
@@ -73,24 +84,32 @@ def test_lesson_runs_and_its_checks_pass(path, tmp_path, monkeypatch):
     left = {f for f in files_under(tmp) if not f.startswith("ipykernel_")}
     assert left == set(), left
 
-    checks = [c for c in code_cells(nb) if "check" in c.metadata.get("tags", [])]
+    def frames(cell):
+        return [o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {})]
+
+    checks = [c for c in code_cells(nb) if is_check(c)]
     assert checks
     for cell in checks:
         assert "check passed" in text_of(cell), text_of(cell)
+        # A check that measured again shows the run it accepted; one that did not shows none.
+        assert bool(frames(cell)) == ("measuring again" in text_of(cell)), text_of(cell)
     again = sum(text_of(c).count("measuring again") for c in checks)
-    print(f"{os.path.basename(path)}: checks passed ({again} disturbed runs measured again)")
+    busy = sum(text_of(c).count("The machine was busy") + text_of(c).count("No speed-up table")
+               for c in code_cells(nb))
+    print(f"{os.path.basename(path)}: checks passed ({again} disturbed runs measured again, "
+          f"{busy} load notices)")
 
-    traced = [c for c in code_cells(nb)
-              if any(m in c.source for m in ("%%giltracer", "%gilprofile", "viewer_bundle("))]
+    traced = [c for c in code_cells(nb) if is_traced(c)]
     assert traced
-    for cell in traced:  # each traced cell shows the viewer inline
-        frames = [o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {})]
-        assert len(frames) == 1 and frames[0].startswith("<iframe srcdoc="), cell.source[:60]
-        assert "gt-data" in frames[0]
+    for cell in traced + [c for c in checks if frames(c)]:  # each shows its viewer inline
+        assert frames(cell) and all(f.startswith("<iframe srcdoc=") and "gt-data" in f
+                                    for f in frames(cell)), cell.source[:60]
+    assert all(len(frames(c)) == 1 for c in traced)
 
     page = lessons.to_html(nb)
     (tmp_path / "lesson.html").write_text(page, encoding="utf-8")
-    assert len(re.findall(r"<iframe[^>]*\ssrcdoc=", page)) == len(traced)  # nbconvert reorders attributes
+    shown = sum(len(frames(c)) for c in traced + checks)
+    assert len(re.findall(r"<iframe[^>]*\ssrcdoc=", page)) == shown  # nbconvert reorders attributes
     assert "gt-data" in page and "check passed" in page
 
     shot = load_script("screenshot")
