@@ -15,7 +15,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import giltracer
 
@@ -132,7 +132,8 @@ def say_busy(why: str, claim: str) -> None:
 # -- one check, measured again when disturbed -------------------------------------------------
 
 def accept(claims: Callable[[Any], None], measured: Any, again: Callable[[], Any],
-           passed: str, viewers: Callable[[Any], List[Any]] = lambda m: [m],
+           passed: Union[str, Callable[[Any], str]],
+           viewers: Callable[[Any], List[Any]] = lambda m: [m],
            height: int = 600) -> Any:
     """Check `claims` on `measured`; when they fail, measure `again()` (up to ATTEMPTS runs
     in all). Returns what the check accepted, and shows its viewer when that is not the run
@@ -153,12 +154,13 @@ def accept(claims: Callable[[Any], None], measured: Any, again: Callable[[], Any
         print("The viewer above shows a disturbed run; this is the run the check accepted:")
         for t in shown:
             display(t.display_bundle(height), raw=True)
-    print("check passed: " + passed)
+    print("check passed: " + (passed if isinstance(passed, str) else passed(measured)))
     return measured
 
 
 def _trace(fn: Callable[[], Any], **options: Any) -> giltracer.Trace:
-    with giltracer.trace(include="*ipykernel_*", **options) as t:
+    options.setdefault("include", "*ipykernel_*")  # as the lessons' traced cells
+    with giltracer.trace(**options) as t:
         fn()
     return t
 
@@ -296,8 +298,9 @@ def lesson3(py_trace: giltracer.Trace, c_trace: giltracer.Trace,
                       lambda: _trace(lambda: run(python_unit), c_calls=False),
                       "pure Python took turns: never two threads running Python at once")
     c_trace = accept(c_claims, c_trace, lambda: _trace(lambda: run(c_unit)),
-                     "hashlib, zlib and NumPy released the GIL"
-                     + ("" if busy_notice(c_trace, rows(c_trace, "c_unit-")) else
+                     lambda t: "hashlib, zlib and NumPy released the GIL"
+                     + (" (running at once not checked: a busy machine)"
+                        if busy_notice(t, rows(t, "c_unit-")) else
                         ", and both threads ran on two CPUs at once"))
     return py_trace, c_trace
 
@@ -351,3 +354,204 @@ def lesson4(alone: int, slow_trips: int, slow: giltracer.Trace, fast_trips: int,
     return accept(claims, (alone, slow_trips, slow, fast_trips, fast), again,
                   "the io thread waited at least one switch interval per round trip; "
                   "a shorter interval cut the wait", lambda m: [m[2], m[4]])
+
+
+# -- lesson 5 ---------------------------------------------------------------------------------
+
+def lesson5(threads_trace: giltracer.Trace, processes: Tuple[giltracer.Trace, List[Any], Machine],
+            in_threads: Callable[[], Any], in_processes: Callable[[], Any],
+            follow: bool) -> Tuple[giltracer.Trace, Tuple[giltracer.Trace, List[Any], Machine]]:
+    """Threads share one GIL and never run at once; processes each have their own GIL,
+    and (given two free CPUs) their workers run at once: on-CPU time that overlaps."""
+    me = os.getpid()
+
+    def thread_claims(t: giltracer.Trace) -> None:
+        a, b = workers = rows(t, "pool_")
+        for r in workers:
+            print(f"thread {r.name}: held {r.held_pct:5.1f} %, waited {r.wait_pct:5.1f} %")
+        for r in workers:
+            assert r.wait_pct >= 20, r
+        assert length(intersect(gil(t, a.tid, "held"), gil(t, b.tid, "held"))) == 0
+        both = both_running(t, a, b)
+        if both is not None:
+            print(f"both threads on a CPU at once: {100 * both:.0f} % of the time")
+            assert both <= 0.15, both
+
+    def process_claims(m: Tuple[giltracer.Trace, List[Any], Machine]) -> None:
+        t, results, machine = m
+        machine.compared = False
+        pids = [r["pid"] for r in results]
+        assert len(set(pids)) == 2 and me not in pids  # two worker processes did the work
+        pid_of = {th.tid: th.pid for th in t.threads}
+        children = [r for r in t.summary() if pid_of[r.tid] != me]
+        if follow:  # what this notebook's eBPF probe saw in the workers
+            reports = []
+            for pid in pids:
+                r = max((r for r in children if r.pid == pid), key=lambda r: r.held_ns)
+                reports.append(dict(pid=pid, held=gil(t, r.tid, "held"), wait=gil(t, r.tid, "wait"),
+                                    on_cpu=on_cpu(t, r.tid), preempted=r.preempted_ns,
+                                    wall=r.wall_ns))
+        else:  # the in-process probe sees this process only, which waited for the workers ...
+            assert not children
+            main = next(r for r in t.summary() if r.name == "MainThread")
+            print(f"MainThread released the GIL {main.released_pct:.1f} % of the time "
+                  "(it waited for the workers' results)")
+            assert main.released_pct >= 80, main
+            reports = results  # ... which traced themselves
+        for r, result in zip(reports, results):
+            span = [result["span"]]  # while the task computed (after the barrier)
+            held = length(intersect(r["held"], span)) / (span[0][1] - span[0][0])
+            wait = length(intersect(r["wait"], span)) / (span[0][1] - span[0][0])
+            print(f"process {r['pid']}, while its task computed: held its GIL {100 * held:5.1f} %, "
+                  f"waited {100 * wait:4.1f} %")
+            assert held >= 0.7 and wait <= 0.1, (r["pid"], held, wait)
+        a, b = reports
+        print(f"both processes held their own GIL at the same time for "
+              f"{length(intersect(a['held'], b['held'])) / 1e6:.0f} ms")
+        if a["on_cpu"] is None or b["on_cpu"] is None:
+            print("no OS states for the workers: running at once is not measured")
+            return
+        both = length(intersect(a["on_cpu"], b["on_cpu"]))
+        shorter = min(length(a["on_cpu"]), length(b["on_cpu"]))
+        print(f"both worker processes on a CPU at once for {both / 1e6:.0f} ms "
+              f"({100 * both / max(shorter, 1):.0f} % of the shorter one's CPU time)")
+        preempted = None if None in (a["preempted"], b["preempted"]) else \
+            (a["preempted"] + b["preempted"]) / max(a["wall"] + b["wall"], 1)
+        if not machine.quiet or (preempted is not None and preempted >= QUIET_PREEMPTED):
+            why = machine.notice() + (f"; the workers were preempted {100 * preempted:.0f} % of "
+                                      "their time" if preempted is not None else "")
+            say_busy(why, "Running at once")
+            return
+        machine.compared = True
+        assert both >= 0.5 * shorter, (both, shorter)
+
+    def again_processes() -> Tuple[giltracer.Trace, List[Any], Machine]:
+        with Machine() as machine:
+            with giltracer.trace(c_calls=False, include="*ipykernel_*", follow_children=follow) as t:
+                results = in_processes()
+        return t, results, machine
+
+    threads_trace = accept(thread_claims, threads_trace,
+                           lambda: _trace(in_threads, c_calls=False),
+                           "threads shared one GIL: never both running Python at once")
+    processes = accept(process_claims, processes, again_processes,
+                       lambda m: "each process held its own GIL" + (
+                           ", and both ran at once" if getattr(m[2], "compared", False) else
+                           " (running at once not checked: a busy machine or no OS states)"),
+                       lambda m: [m[0]])
+    return threads_trace, processes
+
+
+# -- lesson 6 ---------------------------------------------------------------------------------
+
+RELEASING = ("zlib.compress", "_hashlib.openssl_sha256", "posix.pread")
+
+
+def workers_wait(t: giltracer.Trace) -> Tuple[int, float]:
+    """How long the workers waited for the GIL in all (ns), and the share of their lifetime."""
+    found = rows(t, "stage_")
+    waited = sum(r.wait_ns for r in found)
+    return waited, waited / max(sum(r.wall_ns for r in found), 1)
+
+
+def _caused_share(t: giltracer.Trace, name: str) -> float:
+    found = t.functions(sort="caused")
+    return next((r.gil_wait_caused_ns for r in found if r.name == name), 0) / max(
+        sum(r.gil_wait_caused_ns for r in found), 1)
+
+
+def _waiting_share(t: giltracer.Trace, names: Sequence[str]) -> float:
+    """Of all the self time spent waiting for the GIL, the share inside the functions `names`."""
+    found = t.functions()
+    return sum(r.self_states["waiting"] for r in found if r.name in names) / max(
+        sum(r.self_states["waiting"] for r in found), 1)
+
+
+def lesson6_diagnosis(before: giltracer.Trace, run: Callable[[], Any]) -> giltracer.Trace:
+    """The workers wait for the GIL a large share of their time; the profile, the "GIL wait
+    caused" column and the blame table all name checksum."""
+    def claims(t: giltracer.Trace) -> None:
+        waited, share = workers_wait(t)
+        top = t.functions(sort="caused")[0]
+        caused = _caused_share(t, "checksum")
+        blame = t.blame()
+        blamed = sum(r.wait_ns for r in blame if r.function == "checksum") / max(
+            sum(r.wait_ns for r in blame), 1)
+        inside, returning = _waiting_share(t, ["checksum"]), _waiting_share(t, RELEASING)
+        print(f"the workers waited for the GIL {waited / 1e6:.0f} ms, {100 * share:.1f} % of their time")
+        print(f"most GIL wait caused by {top.name} ({100 * caused:.0f} % by checksum, "
+              f"{100 * blamed:.0f} % of the blame table's wait)")
+        print(f"where the waiting was: {100 * inside:.0f} % in checksum, {100 * returning:.0f} % "
+              "on return from the C calls that release the GIL")
+        assert len(rows(t, "stage_")) == 4
+        assert share >= 0.25, share
+        assert top.name == "checksum" and caused >= 0.7, top
+        assert blamed >= 0.7, blamed
+        split = next(r for r in t.functions() if r.name == "checksum").self_states
+        assert split["waiting"] >= 0.2 * sum(split.values()), split  # checksum: running and waiting
+        # The victims are elsewhere too: the GIL-releasing calls waited to take it back, and
+        # caused no waiting themselves.
+        assert returning >= 0.1, returning
+        assert sum(_caused_share(t, name) for name in RELEASING) <= 0.05
+
+    return accept(claims, before, lambda: _trace(run, include=None), "the profile named checksum")
+
+
+def lesson6_fix(before: giltracer.Trace, after: giltracer.Trace, run: Callable[[], Any]) -> giltracer.Trace:
+    """With a checksum in C the workers wait far less for the GIL, in all and as a share of
+    their time, and the pipeline takes far less wall time."""
+    def claims(after: giltracer.Trace) -> None:
+        (waited_before, slow), (waited_after, fast) = workers_wait(before), workers_wait(after)
+        print(f"workers' GIL wait: {waited_before / 1e6:.0f} ms ({100 * slow:.1f} %) before, "
+              f"{waited_after / 1e6:.0f} ms ({100 * fast:.1f} %) after; "
+              f"wall {before.duration_ns / 1e6:.0f} ms before, {after.duration_ns / 1e6:.0f} ms after")
+        assert waited_after <= waited_before / 3, (waited_after, waited_before)
+        assert fast <= 0.75 * slow, (fast, slow)
+        assert after.duration_ns <= 0.7 * before.duration_ns, (after.duration_ns, before.duration_ns)
+
+    return accept(claims, after, lambda: _trace(run, include=None),
+                  "fixing checksum cut the workers' GIL wait and the wall time")
+
+
+# -- lesson 7 ---------------------------------------------------------------------------------
+
+def lesson7(timing: Tuple[float, float, Machine], t: Optional[giltracer.Trace],
+            one_vs_two: Callable[[], Tuple[float, float]], run_counters: Callable[[int], Any],
+            gil_enabled: bool, free_threaded_build: bool) -> Tuple[Tuple[float, float, Machine], Any]:
+    """With a GIL two counters take turns, and their fixed work takes about twice as long as
+    one counter's; with no GIL (and two free CPUs) about as long."""
+    def timing_claims(m: Tuple[float, float, Machine]) -> None:
+        one, two, machine = m
+        ratio = two / one
+        print(f"two counters took {ratio:.2f} x as long as one ({machine.notice()})")
+        if not machine.quiet:
+            say_busy(machine.notice(), "Comparing the wall times")
+        elif gil_enabled:
+            assert ratio >= 1.4, ratio  # the two counters' work did not overlap
+        else:
+            assert ratio <= 1.5, ratio  # no GIL and two free CPUs: both ran at once
+
+    def again_timing() -> Tuple[float, float, Machine]:
+        with Machine() as machine:
+            one, two = one_vs_two()
+        return one, two, machine
+
+    def trace_claims(t: giltracer.Trace) -> None:
+        assert t.gil_known and t.backend in ("hooks", "bpf"), t.backend_reason
+        by = {r.name: r for r in t.summary()}
+        counters = [by["counter-0"], by["counter-1"]]
+        for r in counters:
+            print(f"{r.name}: held {r.held_pct:4.1f} %, waited {r.wait_pct:4.1f} %")
+            assert 30 <= r.held_pct <= 70 and r.wait_pct >= 20, r
+        assert length(intersect(gil(t, counters[0].tid, "held"), gil(t, counters[1].tid, "held"))) == 0
+
+    timing = accept(timing_claims, timing, again_timing,
+                    lambda m: "the wall times agree with the build" if m[2].quiet else
+                    "the wall times were not compared (a busy machine)", lambda m: [])
+    if t is None:  # a free-threaded build: giltracer ran nothing, and said so
+        assert free_threaded_build, "no trace, yet not a free-threaded build"
+        print("check passed: no trace on a free-threaded build, as it said")
+        return timing, None
+    t = accept(trace_claims, t, lambda: _trace(lambda: run_counters(2), c_calls=False),
+               "a GIL: the two counters took turns")
+    return timing, t

@@ -61,6 +61,31 @@ def test_notebook_is_stored_without_outputs(path):
     assert any(is_check(c) for c in code_cells(nb)), "no check cell"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_lesson_asks_lets_the_learner_predict_then_shows(path):
+    """question -> the learner's prediction -> the trace -> its check (one hidden line
+    calling claims.py) -> what to look for -> exercise."""
+    cells = nbformat.read(path, as_version=4).cells
+    first = cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith("# Lesson ")
+    assert "**The question.**" in first.source
+    predict = [i for i, c in enumerate(cells) if "prediction" in c.metadata.get("tags", [])]
+    traced = [i for i, c in enumerate(cells) if is_traced(c)]
+    checks = [i for i, c in enumerate(cells) if is_check(c)]
+    look = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and "## What to look for" in c.source]
+    exercise = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## Exercise")]
+    assert len(predict) == 1 and cells[predict[0]].cell_type == "markdown", predict
+    assert "prediction" in cells[predict[0]].source.lower()
+    assert traced and checks and look and len(exercise) == 1, (traced, checks, look, exercise)
+    assert predict[0] < traced[0] < checks[0] < look[0] < exercise[0], (predict, traced, checks, look, exercise)
+    for i in checks:
+        c = cells[i]
+        assert c.metadata.get("jupyter", {}).get("source_hidden") is True, c.source
+        assert len(c.source.strip().splitlines()) == 1 and "claims." in c.source, c.source
+    # Every answer comes after the trace: the question cell asks, it does not tell.
+    assert not re.search(r"\b(Yes|No)[:,.]", first.source), first.source
+
+
 def files_under(root):
     return {os.path.relpath(os.path.join(d, n), root)
             for d, dirs, files in os.walk(root) for n in dirs + files}
