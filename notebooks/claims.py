@@ -558,3 +558,89 @@ def lesson7(timing: Tuple[float, float, Machine], t: Optional[giltracer.Trace],
     t = accept(trace_claims, t, lambda: _trace(lambda: run_counters(2), c_calls=False),
                "a GIL: the two counters took turns")
     return timing, t
+
+
+# -- lesson 8 ---------------------------------------------------------------------------------
+
+def lesson8(measured: Tuple[int, int, giltracer.Trace], expected: int, run: Callable[[bool], int]
+            ) -> Tuple[int, int, giltracer.Trace]:
+    """Without a lock, read-modify-write in threads loses updates, because the GIL changes
+    hands between the read and the write; with a lock, none is lost."""
+    def claims(m: Tuple[int, int, giltracer.Trace]) -> None:
+        unlocked, locked, t = m
+        print(f"expected {expected}: without a lock {unlocked} ({expected - unlocked} lost), "
+              f"with a lock {locked}")
+        assert locked == expected, locked
+        assert unlocked < expected, unlocked
+        # Each hand-off of the GIL is a chance to fall between a read and its write.
+        handoffs = sum(r.acquisitions for r in rows(t, "teller-"))
+        print(f"the GIL changed hands between the tellers {handoffs} times")
+        assert handoffs > len(rows(t, "teller-")), handoffs  # more than each first turn
+
+    def again() -> Tuple[int, int, giltracer.Trace]:
+        out: Dict[str, int] = {}
+        t = _trace(lambda: out.__setitem__("unlocked", run(False)), c_calls=False)
+        return out["unlocked"], run(True), t
+
+    return accept(claims, measured, again,
+                  "without a lock updates were lost where the GIL changed hands; with a lock "
+                  "none was", lambda m: [m[2]])
+
+
+# -- lesson 9 ---------------------------------------------------------------------------------
+
+def lesson9(one: giltracer.Trace, chunked: giltracer.Trace, run: Callable[[Callable[[], Any]], Any],
+            one_call: Callable[[], Any], in_chunks: Callable[[], Any]
+            ) -> Tuple[giltracer.Trace, giltracer.Trace]:
+    """One long C call holds the GIL from start to end: the switch interval cannot cut it.
+    In chunks, the waiting thread gets turns again."""
+    interval_ms = sys.getswitchinterval() * 1e3
+
+    def longest_wait_ms(t: giltracer.Trace) -> float:
+        return next(r for r in t.summary() if r.name == "ticker").longest_wait_ns / 1e6
+
+    def claims(m: Tuple[giltracer.Trace, giltracer.Trace]) -> None:
+        one, chunked = m
+        worker = next(r for r in one.summary() if r.name == "worker")
+        calls = [s[1] - s[0] for s in one.spans(worker.tid) if s[2] == "sum"]
+        call_ms = max(calls) / 1e6
+        print(f"one call to sum: {call_ms:.0f} ms; the ticker's longest wait for the GIL meanwhile "
+              f"{longest_wait_ms(one):.0f} ms; in chunks: {longest_wait_ms(chunked):.1f} ms "
+              f"(switch interval {interval_ms:g} ms)")
+        assert longest_wait_ms(one) >= 0.8 * call_ms and longest_wait_ms(one) >= 20 * interval_ms
+        assert longest_wait_ms(chunked) <= 0.3 * longest_wait_ms(one), longest_wait_ms(chunked)
+
+    def again() -> Tuple[giltracer.Trace, giltracer.Trace]:
+        return _trace(lambda: run(one_call)), _trace(lambda: run(in_chunks))
+
+    return accept(claims, (one, chunked), again,
+                  "one C call kept the GIL far longer than the switch interval; chunks gave it back",
+                  lambda m: list(m))
+
+
+# -- lesson 10 --------------------------------------------------------------------------------
+
+def lesson10(measured: Dict[str, Tuple[float, float, giltracer.Trace]],
+             again: Callable[[], Dict[str, Tuple[float, float, giltracer.Trace]]]
+             ) -> Dict[str, Tuple[float, float, giltracer.Trace]]:
+    """CPU work in a coroutine stalls every task for as long as it runs. In a thread
+    (to_thread) the loop keeps ticking, but where the work holds the GIL, each wake-up of
+    the loop waits for it; work that releases the GIL costs the loop next to nothing."""
+    def loop_wait_ms(t: giltracer.Trace) -> float:
+        return next(r for r in t.summary() if r.name == "event-loop").wait_ns / 1e6
+
+    def claims(m: Dict[str, Tuple[float, float, giltracer.Trace]]) -> None:
+        for kind, (late, took, t) in m.items():
+            print(f"{kind:24} work {took * 1e3:4.0f} ms; the ticker's worst lateness {late * 1e3:5.1f} ms; "
+                  f"the loop's thread waited for the GIL {loop_wait_ms(t):5.1f} ms")
+        late, took, _ = m["in the coroutine"]
+        assert late >= 0.8 * took, (late, took)
+        py_late, py_took, py = m["to_thread, Python"]
+        c_late, c_took, c = m["to_thread, hashlib"]
+        assert py_late <= 0.3 * late and c_late <= 0.3 * late, (py_late, c_late, late)
+        assert loop_wait_ms(py) >= 0.2 * py_took * 1e3, loop_wait_ms(py)
+        assert loop_wait_ms(c) <= 0.1 * loop_wait_ms(py), (loop_wait_ms(c), loop_wait_ms(py))
+
+    return accept(claims, measured, again,
+                  "work in the coroutine stalled the loop; to_thread kept it ticking, paying the GIL "
+                  "for Python work and next to nothing for hashlib", lambda m: [v[2] for v in m.values()])

@@ -39,7 +39,7 @@ def text_of(cell):
 def test_every_lesson_is_here():
     names = [os.path.basename(p) for p in NOTEBOOKS]
     assert all(re.fullmatch(r"\d\d-[a-z0-9-]+\.ipynb", n) for n in names), names
-    assert {"01", "02", "03", "04", "05", "06", "07"} <= {n[:2] for n in names}, names
+    assert {f"{i:02}" for i in range(1, 11)} <= {n[:2] for n in names}, names
 
 
 TRACED = ("%%giltracer", "%gilprofile", "viewer_bundle(", "display_bundle(")
@@ -129,7 +129,7 @@ def test_lesson_runs_and_its_checks_pass(path, tmp_path, monkeypatch):
     for cell in traced + [c for c in checks if frames(c)]:  # each shows its viewer inline
         assert frames(cell) and all(f.startswith("<iframe srcdoc=") and "gt-data" in f
                                     for f in frames(cell)), cell.source[:60]
-    assert all(len(frames(c)) == 1 for c in traced)
+    assert all(len(frames(c)) == 1 for c in traced if "%%giltracer" in c.source or "%gilprofile" in c.source)
 
     page = lessons.to_html(nb)
     (tmp_path / "lesson.html").write_text(page, encoding="utf-8")
