@@ -644,3 +644,60 @@ def lesson10(measured: Dict[str, Tuple[float, float, giltracer.Trace]],
     return accept(claims, measured, again,
                   "work in the coroutine stalled the loop; to_thread kept it ticking, paying the GIL "
                   "for Python work and next to nothing for hashlib", lambda m: [v[2] for v in m.values()])
+
+
+# -- lesson 11 --------------------------------------------------------------------------------
+
+def skipped(reason: str) -> None:
+    print(f"check skipped: {reason}")
+
+
+def lesson11(t: giltracer.Trace, runs: Dict[str, Dict[str, Any]],
+             run_both: Callable[[], Dict[str, Dict[str, Any]]]) -> Any:
+    """Threads share one GIL and wait for it; workers in interpreters of their own each have
+    their own GIL, never wait for one, and (given two free CPUs) run at once."""
+    def claims(m: Tuple[giltracer.Trace, Dict[str, Dict[str, Any]]]) -> None:
+        t, runs = m
+        for kind, prefix in (("threads", "thread"), ("interpreters", "interp")):
+            if kind not in runs:
+                continue
+            found = rows(t, prefix + "_")
+            for r in found:
+                print(f"{kind:12} {r.name:9} held {r.held_pct:5.1f} %  waited {r.wait_pct:5.1f} %  "
+                      f"released {r.released_pct:5.1f} %")
+            assert len(found) == 2, found
+            if kind == "threads":
+                assert all(r.wait_pct >= 20 for r in found), found  # one GIL, shared
+            else:
+                assert all(r.wait_pct <= 10 for r in found), found  # nobody to wait for
+        if "interpreters" not in runs:
+            return
+        interp = rows(t, "interp_")
+        if t.backend == "hooks":
+            print("(The in-process probe of this build follows the main interpreter's GIL only: a "
+                  "worker that switches to its own interpreter lets that GIL go, so it shows "
+                  "*released*; the eBPF probe, with root, shows each worker *holding* its own.)")
+        (a0, a1, acpu), (b0, b1, bcpu) = runs["interpreters"]["spans"]
+        overlap = max(0, min(a1, b1) - max(a0, b0)) / max(min(a1 - a0, b1 - b0), 1)
+        running = min(acpu / max(a1 - a0, 1), bcpu / max(b1 - b0, 1))
+        print(f"the two interpreters' tasks overlapped {100 * overlap:.0f} % of the shorter one, "
+              f"each on a CPU at least {100 * running:.0f} % of its time")
+        why = busy_notice(t, interp)
+        if why:
+            say_busy(why, "Running at once")
+        else:
+            assert overlap >= 0.7 and running >= 0.7, (overlap, running)
+
+    def again() -> Tuple[giltracer.Trace, Dict[str, Dict[str, Any]]]:
+        out: Dict[str, Any] = {}
+        t = _trace(lambda: out.update(run_both()), c_calls=False, include=None)
+        return t, out
+
+    accepted = accept(claims, (t, runs), again,
+                      lambda m: "threads waited for one GIL" + (
+                          "; the interpreters' workers never waited for theirs"
+                          if "interpreters" in m[1] else ""), lambda m: [m[0]])
+    if "interpreters" not in runs:
+        skipped(f"the interpreter pool: InterpreterPoolExecutor is new in Python 3.14; this is "
+                f"{sys.version.split()[0]}")
+    return accepted
