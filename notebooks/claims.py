@@ -299,9 +299,10 @@ def lesson3(py_trace: giltracer.Trace, c_trace: giltracer.Trace,
                       "pure Python took turns: never two threads running Python at once")
     c_trace = accept(c_claims, c_trace, lambda: _trace(lambda: run(c_unit)),
                      lambda t: "hashlib, zlib and NumPy released the GIL"
-                     + (" (running at once not checked: a busy machine)"
-                        if busy_notice(t, rows(t, "c_unit-")) else
-                        ", and both threads ran on two CPUs at once"))
+                     + (", and both threads ran on two CPUs at once"
+                        if both_running(t, *rows(t, "c_unit-")) is not None
+                        and not busy_notice(t, rows(t, "c_unit-")) else
+                        " (running at once not checked: a busy machine or no OS states)"))
     return py_trace, c_trace
 
 
