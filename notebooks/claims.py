@@ -621,30 +621,36 @@ def lesson9(one: giltracer.Trace, chunked: giltracer.Trace, run: Callable[[Calla
 
 # -- lesson 10 --------------------------------------------------------------------------------
 
-def lesson10(measured: Dict[str, Tuple[float, float, giltracer.Trace]],
-             again: Callable[[], Dict[str, Tuple[float, float, giltracer.Trace]]]
-             ) -> Dict[str, Tuple[float, float, giltracer.Trace]]:
+def lesson10(measured: Dict[str, Tuple[float, float, int, giltracer.Trace]],
+             again: Callable[[], Dict[str, Tuple[float, float, int, giltracer.Trace]]]
+             ) -> Dict[str, Tuple[float, float, int, giltracer.Trace]]:
     """CPU work in a coroutine stalls every task for as long as it runs. In a thread
     (to_thread) the loop keeps ticking, but where the work holds the GIL, each wake-up of
     the loop waits for it; work that releases the GIL costs the loop next to nothing."""
     def loop_wait_ms(t: giltracer.Trace) -> float:
         return next(r for r in t.summary() if r.name == "event-loop").wait_ns / 1e6
 
-    def claims(m: Dict[str, Tuple[float, float, giltracer.Trace]]) -> None:
-        for kind, (late, took, t) in m.items():
-            print(f"{kind:24} work {took * 1e3:4.0f} ms; the ticker's worst lateness {late * 1e3:5.1f} ms; "
-                  f"the loop's thread waited for the GIL {loop_wait_ms(t):5.1f} ms")
-        late, took, _ = m["in the coroutine"]
-        assert late >= 0.8 * took, (late, took)
-        py_late, py_took, py = m["to_thread, Python"]
-        c_late, c_took, c = m["to_thread, hashlib"]
-        assert py_late <= 0.3 * late and c_late <= 0.3 * late, (py_late, c_late, late)
-        assert loop_wait_ms(py) >= 0.2 * py_took * 1e3, loop_wait_ms(py)
-        assert loop_wait_ms(c) <= 0.1 * loop_wait_ms(py), (loop_wait_ms(c), loop_wait_ms(py))
+    def claims(m: Dict[str, Tuple[float, float, int, giltracer.Trace]]) -> None:
+        for kind, (late, took, ticks, t) in m.items():
+            print(f"{kind:19} work {took * 1e3:4.0f} ms, {ticks:3} ticks meanwhile, the worst "
+                  f"{late * 1e3:5.1f} ms late; the loop's thread waited for the GIL {loop_wait_ms(t):5.1f} ms")
+        late, took, ticks, _ = m["in the coroutine"]
+        assert ticks <= 1 and late >= 0.8 * took, (ticks, late, took)  # the loop stood still
+        # In a thread the ticker keeps ticking: a tenth of the ticks it would make alone at
+        # the least (beside Python work each tick also waits for the GIL, lesson 4's convoy,
+        # and on a busy machine for a CPU), and never stalls for the whole work.
+        for kind in ("to_thread, Python", "to_thread, hashlib"):
+            late, took, ticks, _ = m[kind]
+            assert ticks >= 0.1 * took / 0.005 and late <= 0.5 * took, (kind, ticks, late, took)
+        py, c = m["to_thread, Python"][3], m["to_thread, hashlib"][3]
+        assert loop_wait_ms(py) >= 0.2 * m["to_thread, Python"][1] * 1e3, loop_wait_ms(py)
+        # (A quarter: in most runs here it was 0.1-2 %, but on a busy machine the OS can preempt the hashing
+        # thread in the moment it holds the GIL between two calls.)
+        assert loop_wait_ms(c) <= 0.25 * loop_wait_ms(py), (loop_wait_ms(c), loop_wait_ms(py))
 
     return accept(claims, measured, again,
                   "work in the coroutine stalled the loop; to_thread kept it ticking, paying the GIL "
-                  "for Python work and next to nothing for hashlib", lambda m: [v[2] for v in m.values()])
+                  "for Python work and next to nothing for hashlib", lambda m: [v[3] for v in m.values()])
 
 
 # -- lesson 11 --------------------------------------------------------------------------------
