@@ -333,7 +333,8 @@ def lesson4(alone: int, slow_trips: int, slow: giltracer.Trace, fast_trips: int,
         print(f"round trips in 0.5 s: alone {alone}, next to cpu {slow_trips} ({interval_ms:g} ms "
               f"interval), {fast_trips} ({fast_interval * 1e3:g} ms interval)")
         print(f"io's wait for the GIL, mean per acquisition and median behind cpu: "
-              f"{mean_wait_ms(slow):.2f} and {median_wait_ms(slow):.2f} ms ({interval_ms:g} ms interval), {mean_wait_ms(fast):.2f} "
+              f"{mean_wait_ms(slow):.2f} and {median_wait_ms(slow):.2f} ms ({interval_ms:g} ms interval), "
+              f"{mean_wait_ms(fast):.2f} "
               f"and {median_wait_ms(fast):.2f} ms ({fast_interval * 1e3:g} ms interval)")
         # The convoy: each round trip waits at least one switch interval for the GIL.
         assert slow_trips <= 0.5 * alone, (slow_trips, alone)
@@ -633,7 +634,8 @@ def lesson10(measured: Dict[str, Tuple[float, float, int, giltracer.Trace]],
     def claims(m: Dict[str, Tuple[float, float, int, giltracer.Trace]]) -> None:
         for kind, (late, took, ticks, t) in m.items():
             print(f"{kind:19} work {took * 1e3:4.0f} ms, {ticks:3} ticks meanwhile, the worst "
-                  f"{late * 1e3:5.1f} ms late; the loop's thread waited for the GIL {loop_wait_ms(t):5.1f} ms")
+                  f"{late * 1e3:5.1f} ms late; the loop's thread waited for the GIL "
+                  f"{loop_wait_ms(t):5.1f} ms")
         late, took, ticks, _ = m["in the coroutine"]
         assert ticks <= 1 and late >= 0.8 * took, (ticks, late, took)  # the loop stood still
         # In a thread the ticker keeps ticking: a tenth of the ticks it would make alone at
@@ -644,8 +646,8 @@ def lesson10(measured: Dict[str, Tuple[float, float, int, giltracer.Trace]],
             assert ticks >= 0.1 * took / 0.005 and late <= 0.5 * took, (kind, ticks, late, took)
         py, c = m["to_thread, Python"][3], m["to_thread, hashlib"][3]
         assert loop_wait_ms(py) >= 0.2 * m["to_thread, Python"][1] * 1e3, loop_wait_ms(py)
-        # (A quarter: in most runs here it was 0.1-2 %, but on a busy machine the OS can preempt the hashing
-        # thread in the moment it holds the GIL between two calls.)
+        # (A quarter: in most runs here it was 0.1-2 %, but on a busy machine the OS can
+        # preempt the hashing thread in the moment it holds the GIL between two calls.)
         assert loop_wait_ms(c) <= 0.25 * loop_wait_ms(py), (loop_wait_ms(c), loop_wait_ms(py))
 
     return accept(claims, measured, again,
