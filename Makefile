@@ -20,7 +20,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot test test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-matrix clean \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
 
@@ -63,6 +63,13 @@ notebooks: setup
 lesson-shot: setup
 	$(PY) notebooks/lessons.py -o $(BUILD)/notebooks notebooks/01-meet-the-gil.ipynb
 	$(PY) notebooks/screenshot.py $(BUILD)/notebooks/01-meet-the-gil.html docs/lesson-1-meet-the-gil.png
+
+# Every lesson run and rendered, and a picture of its first viewer in docs/ (lesson 1's
+# checked as lesson-shot checks it).
+lesson-shots: notebooks
+	for page in $(BUILD)/notebooks/[0-9][0-9]-*.html; do n=$$(basename $$page .html); \
+	  $(PY) notebooks/screenshot.py $$([ $$n = 01-meet-the-gil ] || echo --any) $$page \
+	    docs/lesson-$$(echo $$n | sed 's/^0//').png || exit 1; done
 
 test: setup test-c typecheck test-py test-unprivileged
 
