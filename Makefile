@@ -20,7 +20,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot test test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot test test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-bytes bench-matrix clean \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
 
@@ -235,6 +235,11 @@ bench: setup
 	$(PY) bench/profile_bench.py
 	$(PY) bench/payload_bench.py
 	$(PY) bench/gap_bench.py
+
+# Bytes of a traced cell's output (tiny and 1M calls) -> bench/results/output-bytes.md;
+# BEFORE_PY=<an older build's python> (e.g. main's .venv/bin/python) adds its column.
+bench-bytes: setup
+	$(PY) bench/output_bytes.py $(if $(BEFORE_PY),--before $(BEFORE_PY))
 
 # Issue 12's evidence: the overhead suite and the stall benchmark on each of BENCH_MATRIX
 # (pyenv's 3.11, 3.12, 3.13), each in its own venv in MATRIX_DIR with viztracer; reports in
