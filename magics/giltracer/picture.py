@@ -120,7 +120,7 @@ def svg(t: "Trace", max_lanes: int = MAX_LANES) -> str:
         sy = y + (ROW_H - STRIP_H) / 2
         out.append(f'<rect x="{x_strip}" y="{sy:g}" width="{STRIP_W}" height="{STRIP_H}" fill="{UNKNOWN}"/>')
         if r.gil_known:
-            out.append(_strip_paths(columns(r_gil(t, s.tid), t0, t1), x_strip, sy))
+            out.append(_strip_paths(columns(_gil(t, s.tid), t0, t1), x_strip, sy))
         nums = ([_pct(s.held_ns, s.wall_ns), _pct(s.wait_ns, s.wall_ns), _pct(s.released_ns, s.wall_ns)]
                 if r.gil_known else ["\u2014"] * 3)
         nums.append(_pct(s.off_cpu_ns, s.wall_ns))
@@ -132,18 +132,19 @@ def svg(t: "Trace", max_lanes: int = MAX_LANES) -> str:
         out.append(f'<text x="8" y="{y + 16}" fill="#656d76">+ {len(more)} more threads ({_esc(names, 80)})</text>')
         y += ROW_H
     ly = y + 20
-    x = 8
+    x = 8.0
     for col, name in ((HELD, "GIL held"), (WAIT, "waiting for the GIL"), (RELEASED, "released")):
-        out.append(f'<rect x="{x}" y="{ly - 9}" width="12" height="10" fill="{col}"/>'
-                   f'<text x="{x + 16}" y="{ly}">{name}</text>')
+        out.append(f'<rect x="{x:g}" y="{ly - 9}" width="12" height="10" fill="{col}"/>'
+                   f'<text x="{x + 16:g}" y="{ly}">{name}</text>')
         x += 30 + 6.5 * len(name)
-    out.append(f'<text x="{x + 8}" y="{ly}" fill="#656d76">held + waiting + released = the thread\'s time; '
+    out.append(f'<text x="{x + 8:g}" y="{ly}" fill="#656d76">held + waiting + released = the thread\'s time; '
                'off CPU (OS) overlaps them</text>')
     out.append("</g></svg>")
     return "".join(out)
 
 
-def r_gil(t: "Trace", tid: int) -> List[Tuple[int, int, str]]:
+def _gil(t: "Trace", tid: int) -> List[Tuple[int, int, str]]:
+    """A thread's GIL intervals by tid (Trace.gil_intervals takes a name or Thread too)."""
     from .api import GIL_STATES
 
     return [(a, b, GIL_STATES[q]) for a, b, q in t.result.gil_intervals(tid)]
