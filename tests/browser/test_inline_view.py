@@ -1,8 +1,9 @@
 """The notebook output as a user sees it, in headless Chromium: at the default height
 (600 px) the viewer in its iframe shows every worker's lane with a GIL strip in view (found
 by pixels: horizontal bands of the held and waiting colours), the thread table folded to one
-line; and the static picture (image/svg+xml in the bundle) shows the same strips with
-scripts disabled. Also: the bundle of a tiny cell stays under 60 KB.
+line; the static picture (image/svg+xml in the bundle) shows the same strips with scripts
+disabled; off CPU reads as its own axis (tooltip, table). Also: the bundle of a tiny cell
+stays under 60 KB.
 GT_INLINE_SHOT=path writes the screenshots."""
 
 import base64
@@ -17,7 +18,7 @@ from giltracer.magics import run_traced
 
 import devtools
 from devtools import png_pixels
-from test_profile_tab import CHROMIUM, open_chromium, worker
+from test_profile_tab import CHROMIUM, Page, open_chromium, worker
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 
@@ -155,3 +156,33 @@ def test_a_tiny_cells_output_is_small():
     size = sum(len(v.encode("utf-8")) for v in bundle.values())
     assert size <= TINY_MAX, {k: len(v) for k, v in bundle.items()}
     assert set(bundle) == {"text/html", "image/svg+xml", "text/plain"}
+
+
+def test_off_cpu_is_a_separate_axis_in_the_tooltip_and_the_table(tmp_path):
+    t = giltracer.Trace(backend="hooks", title="%%giltracer cell")
+    _, error = run_traced(t, workload)
+    assert error is None
+    if not t.threads[0].os_states:
+        pytest.skip(f"no OS states here: {t.sched_status}")
+    p = Page("file://" + t.save(str(tmp_path / "page.html"), theme="light"), str(tmp_path / "chromium"))
+    try:
+        p.js("gtViewer.spanAt('worker-0', 'worker')")  # scrolls its lane into view
+        time.sleep(0.3)
+        where = p.js("gtViewer.spanAt('worker-0', 'worker')")
+        assert where and where["visible"]
+        p.call("Input.dispatchMouseEvent", type="mouseMoved", x=where["x"], y=where["y"])
+        p.wait_for("!document.getElementById('gt-tip').hidden", timeout=10)
+        # the rows in order: the GIL heading, its three states, then the OS heading, off CPU
+        rows = p.js("Array.from(document.querySelectorAll('#gt-tip .gt-split tr')).map(function(tr){"
+                    "return tr.classList.contains('gt-axis') ? 'axis:' + tr.textContent : "
+                    "(tr.querySelector('td[data-key]') || {dataset: {}}).dataset.key})")
+        assert rows[:4] == ["axis:GIL", "held", "wait", "released"], rows
+        axis = rows.index("off_cpu") - 1
+        assert rows[axis].startswith("axis:OS") and "separate axis" in rows[axis], rows
+        # the table: the off-CPU column set apart, its header saying it overlaps the GIL's three
+        head = p.js("Array.from(document.querySelectorAll('#gt-summary th')).filter(function(h){"
+                    "return h.textContent === 'Off-CPU'}).map(function(h){return [h.className, h.title]})[0]")
+        assert "gt-ax" in head[0] and "overlapping" in head[1], head
+        assert not p.errors, p.errors
+    finally:
+        p.close()
