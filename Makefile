@@ -20,7 +20,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-bytes readme-picture bench-matrix clean \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
 
@@ -127,7 +127,7 @@ test-matrix: deps
 	if [ -n "$$failed" ]; then echo "test-matrix: FAILED on:$$failed"; exit 1; fi; \
 	echo "test-matrix: all interpreters passed"
 
-# ---- hardening: sanitizers, valgrind, fuzzing, stress (README.md "Hardening checks") ----
+# ---- hardening: sanitizers, valgrind, fuzzing, stress (docs/DEVELOPING.md "Hardening checks") ----
 SANITIZE := address,undefined
 ASAN_VENV ?= $(BUILD)/asan-venv
 # UBSan reports abort (-fno-sanitize-recover); ASan stops at the first report anyway.
@@ -242,6 +242,15 @@ bench: setup
 	$(PY) bench/profile_bench.py
 	$(PY) bench/payload_bench.py
 	$(PY) bench/gap_bench.py
+
+# The README's picture (docs/threads-demo.svg): the demo traced, drawn as a cell's static picture.
+readme-picture: setup
+	$(PY) docs/make_picture.py
+
+# Bytes of a traced cell's output (tiny and 1M calls) -> bench/results/output-bytes.md;
+# BEFORE_PY=<an older build's python> (e.g. main's .venv/bin/python) adds its column.
+bench-bytes: setup
+	$(PY) bench/output_bytes.py $(if $(BEFORE_PY),--before $(BEFORE_PY))
 
 # Issue 12's evidence: the overhead suite and the stall benchmark on each of BENCH_MATRIX
 # (pyenv's 3.11, 3.12, 3.13), each in its own venv in MATRIX_DIR with viztracer; reports in

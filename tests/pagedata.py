@@ -172,3 +172,11 @@ def with_spans(page, thread, spans):
     page = page[:m.start(2)] + "\n" + data + "\n" + page[m.end(2):]
     b = re.search(r'(id="gt-bin">)(.*?)(</script>)', page, re.S)
     return page[:b.start(2)] + "\n" + base64.b64encode(blob).decode() + "\n" + page[b.end(2):]
+
+
+def code(page):
+    """(css, script) the page carries compressed in #gt-code (base64 of zlib of the CSS, a
+    NUL, the script as shipped: without indentation and comment lines)."""
+    m = re.search(r'<script type="application/octet-stream" id="gt-code">\s*(.*?)\s*</script>', page, re.S)
+    css, _, js = zlib.decompress(base64.b64decode(m.group(1))).decode("utf-8").partition("\0")
+    return css, js

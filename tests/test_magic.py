@@ -118,7 +118,7 @@ def with_pair(ip):
 
 def check_profile_bundle(bundle):
     assert bundle["text/html"].startswith("<iframe srcdoc=")
-    assert "&quot;view&quot;:&quot;profile&quot;" in bundle["text/html"]  # opens on Profile
+    assert '"view":"profile"' in bundle["text/html"]  # opens on Profile (srcdoc is single-quoted)
     assert "<script" not in bundle["text/html"]
     text = bundle["text/plain"]
     assert "Top functions by GIL wait:" in text and "Top functions by GIL held:" in text

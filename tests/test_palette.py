@@ -11,6 +11,7 @@ import re
 import pytest
 
 import giltracer
+import pagedata
 
 MIN_DELTA_E = 30.0
 
@@ -32,9 +33,9 @@ def palettes(tmp_path_factory):
     with giltracer.trace(backend="hooks", sched=False) as t:
         pass
     with open(t.save(os.path.join(tmp_path_factory.mktemp("palette"), "p.html")), encoding="utf-8") as f:
-        src = f.read()
+        _, src = pagedata.code(f.read())  # the script as the page carries it (compressed)
     out = {}
-    for name, body in re.findall(r"\b(light|dark): \{(.*?)\n  \}", src, re.S):
+    for name, body in re.findall(r"\b(light|dark): \{(.*?)\n\s*\}", src, re.S):
         out[name] = dict(re.findall(r"(\w+): '(#[0-9a-fA-F]{6})'", body))
     return out
 

@@ -512,7 +512,7 @@ cleanup:
 /* ---- HTML --------------------------------------------------------------- */
 
 /* The template's placeholders, in the order they are looked up. */
-enum piece_kind { PIECE_CSS, PIECE_JS, PIECE_PAYLOAD, PIECE_TITLE, PIECE_BINARY, NPIECES };
+enum piece_kind { PIECE_CODE, PIECE_PAYLOAD, PIECE_TITLE, PIECE_BINARY, NPIECES };
 
 struct piece {
     size_t start, end; /* the part of the template it replaces */
@@ -544,6 +544,77 @@ static void w_base64(struct wr *w, const uint8_t *p, size_t n)
         w->len += (size_t)(o - o0);
         p += take;
         n -= take;
+    }
+}
+
+/* The viewer's style and script are most of a small page: the page carries them as base64
+ * of one zlib stream, the CSS, a NUL, then the script (the template's loader inflates it with
+ * DecompressionStream, as the columns). Compressed once per process, at level 9. */
+static struct {
+    pthread_once_t once;
+    unsigned char *z;
+    size_t n;
+    int err;
+} code_z = {PTHREAD_ONCE_INIT, NULL, 0, 0};
+
+/* The script without indentation, blank lines and whole-line comments (a tenth of the
+ * compressed bytes). Only lines that start with a comment go: the script has no multi-line
+ * strings (core/viewer/README.md), so such a line is never inside one. */
+static size_t js_strip(char *out, const char *js, size_t n)
+{
+    size_t o = 0;
+    int in_block = 0;
+    for (size_t i = 0; i < n;) {
+        size_t e = i;
+        while (e < n && js[e] != '\n')
+            e++;
+        size_t a = i;
+        while (a < e && (js[a] == ' ' || js[a] == '\t'))
+            a++;
+        const char *t = js + a;
+        size_t len = e - a;
+        const char *close = len >= 2 ? memmem(t, len, "*/", 2) : NULL;
+        int keep = 0;
+        if (in_block) {
+            in_block = !close;
+        } else if (len >= 2 && t[0] == '/' && t[1] == '*') {
+            close = len >= 4 ? memmem(t + 2, len - 2, "*/", 2) : NULL;
+            if (!close)
+                in_block = 1;
+            else
+                for (const char *q = close + 2; q < t + len; q++)
+                    keep |= *q != ' ' && *q != '\t' && *q != '\r'; /* code after the comment */
+        } else if (!(len >= 2 && t[0] == '/' && t[1] == '/')) {
+            keep = len > 0;
+        }
+        if (keep) {
+            memcpy(out + o, t, len);
+            out[o + len] = '\n';
+            o += len + 1;
+        }
+        i = e + 1;
+    }
+    return o;
+}
+
+static void code_compress(void)
+{
+    size_t css = gt_asset_viewer_css_len, n = css + 1 + gt_asset_viewer_js_len + 1;
+    char *src = malloc(n);
+    uLongf zn = compressBound((uLong)n);
+    code_z.z = malloc(zn);
+    if (src && code_z.z) {
+        memcpy(src, gt_asset_viewer_css, css);
+        src[css] = '\0';
+        n = css + 1 + js_strip(src + css + 1, gt_asset_viewer_js, gt_asset_viewer_js_len);
+        if (compress2(code_z.z, &zn, (const Bytef *)src, (uLong)n, 9) == Z_OK)
+            code_z.n = zn;
+    }
+    free(src);
+    if (!code_z.n) { /* compress2 fails only for lack of memory here */
+        free(code_z.z);
+        code_z.z = NULL;
+        code_z.err = -ENOMEM;
     }
 }
 
@@ -608,8 +679,7 @@ int gt_emit__html(const struct gt_result *r, const struct gt_emit_meta *m, FILE 
     err = check_result(r);
     if (err)
         return err;
-    if (find_piece(tpl, len, "/*GT_CSS*/", 1, PIECE_CSS, &pc[PIECE_CSS]) ||
-        find_piece(tpl, len, "/*GT_JS*/", 1, PIECE_JS, &pc[PIECE_JS]) ||
+    if (find_piece(tpl, len, "GT_CODE", 1, PIECE_CODE, &pc[PIECE_CODE]) ||
         find_piece(tpl, len, "GT_PAYLOAD", 0, PIECE_PAYLOAD, &pc[PIECE_PAYLOAD]) ||
         find_piece(tpl, len, "GT_TITLE", 0, PIECE_TITLE, &pc[PIECE_TITLE]) ||
         find_piece(tpl, len, "GT_BINARY", 0, PIECE_BINARY, &pc[PIECE_BINARY]))
@@ -635,16 +705,14 @@ int gt_emit__html(const struct gt_result *r, const struct gt_emit_meta *m, FILE 
         w_mem(&w, tpl + at, pc[i].start - at);
         at = pc[i].end;
         switch (pc[i].what) {
-        case PIECE_CSS:
-        case PIECE_JS: {
-            int js = pc[i].what == PIECE_JS;
-            const char *s = js ? gt_asset_viewer_js : gt_asset_viewer_css;
-            size_t n = js ? gt_asset_viewer_js_len : gt_asset_viewer_css_len;
-            w_mem(&w, s, n);
-            if (n && s[n - 1] != '\n')
-                w_mem(&w, "\n", 1);
+        case PIECE_CODE:
+            if (pthread_once(&code_z.once, code_compress) || code_z.err) {
+                err = code_z.err ? code_z.err : -ENOMEM;
+                break;
+            }
+            w_base64(&w, code_z.z, code_z.n);
+            w_mem(&w, "\n", 1);
             break;
-        }
         case PIECE_PAYLOAD:
             err = payload_write(&w, r, m, &z);
             payload_done = 1;

@@ -118,6 +118,11 @@ function init(payload) {
   gutterW = Math.round(Math.max(130, Math.min(230, mw + 56)));
   $('gt-loading').hidden = true;
   buildHeader(); buildSummary(); scopeSummary(); buildBlame(); buildLegend(); buildTopCtl(); details(null);
+  /* inline (in a notebook's iframe) the lanes come first: the table folds to one line */
+  var inFrame = false;
+  try { inFrame = window.self !== window.top; } catch (e) { inFrame = true; }
+  if (inFrame) { $('gt-overview').open = false; fitLanes = true; }
+  $('gt-sumnote').textContent = '(' + plural(threads.length, 'thread') + ': held / waiting / released, off CPU, blame)';
   if (typeof ResizeObserver === 'function') new ResizeObserver(function () { resize(); }).observe(tl);
   else window.addEventListener('resize', resize);
   resize();
@@ -147,6 +152,7 @@ window.gtViewer = {
   lanes: function () {
     return threads.map(function (th) {
       return { name: th.name, tid: th.tid, idle: !!th.idle, hidden: !!th.hidden, outer: th.outer || 0, y0: th.y0, h: th.h,
+        shownRows: th.nRows,
         rows: th.rows.map(function (r) { var n = []; for (var i = 0; i < Math.min(r.n, 50); i++) n.push(fName[r.f[i]]); return n; }) };
     });
   },
@@ -158,6 +164,7 @@ window.gtViewer = {
     threads.forEach(function (th) {
       if (th.name !== name || th.hidden || th.collapsed) return;
       th.rows.forEach(function (r, d) {
+        if (d >= th.nRows) return;
         for (var i = 0; i < r.n; i++) if (fName[r.f[i]] === func && (!best || r.e[i] - r.s[i] > best.e - best.s)) best = { th: th, d: d, i: i, s: r.s[i], e: r.e[i] };
       });
     });

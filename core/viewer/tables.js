@@ -15,14 +15,16 @@ function buildHeader() {
   var nSp = threads.reduce(function (a, t) { return a + t.nSpans; }, 0);
   el('b', null, fmtDur(num(meta.duration_ns, span)), st);
   st.appendChild(D.createTextNode(' \u00b7 ' + plural(threads.length, 'thread') + ' \u00b7 ' + plural(nSp, 'call')));
-  var m = $('gt-meta');
-  var be = kv(m, 'GIL probe:', String(meta.backend || '?'), meta.backend_reason || '');
-  if (meta.backend_reason) be.appendChild(D.createTextNode(' (' + meta.backend_reason + ')'));
-  kv(m, 'OS states:', String(meta.sched || 'unknown'), meta.sched || '');
-  if (meta.python) kv(m, 'Python', String(meta.python), String(meta.python));
-  if (meta.pid != null) kv(m, 'pid', String(meta.pid));
-  kv(m, 'events', fmtInt(num(meta.event_count, 0)));
-  m.title = m.textContent;
+  /* one short line (GIL probe and OS-state source); the probe's details in its tooltip */
+  var m = $('gt-meta'), sched = String(meta.sched || 'unknown'), full = [];
+  kv(m, 'GIL probe:', String(meta.backend || '?'), meta.backend_reason || '');
+  kv(m, 'OS states:', /^perf/.test(sched) ? 'perf' : sched.split(/[\s:(]/)[0] || sched, sched);
+  if (meta.backend_reason) full.push('GIL probe: ' + meta.backend + ' (' + meta.backend_reason + ')');
+  full.push('OS states: ' + sched);
+  if (meta.python) full.push('Python ' + meta.python);
+  if (meta.pid != null) full.push('pid ' + meta.pid);
+  full.push(fmtInt(num(meta.event_count, 0)) + ' call events');
+  m.title = full.join('\n');
   var b = $('gt-banners');
   function banner(cls, strong, text) {
     var d = el('div', 'gt-banner ' + cls, null, b);
@@ -64,10 +66,11 @@ var sumRows = [];
 function buildSummary() {
   var tbl = $('gt-summary');
   var hd = thead(tbl, [['Thread'], ['TID', 'n'], ['Wall', 'n'], ['GIL'], ['Held', 'n'], ['Wait', 'n'],
-    ['Released', 'n'], ['Off-CPU', 'n'], ['Acq.', 'n'], ['Longest wait', 'n'], ['Waited mostly on', 'fill']]);
+    ['Released', 'n'], ['Off-CPU', 'n gt-ax'], ['Acq.', 'n'], ['Longest wait', 'n'], ['Waited mostly on', 'fill']]);
   hd[10].title = 'the GIL holder and function this thread waited on most (GIL blame)';
   hd[3].title = 'held / waiting / released, as a share of the thread\'s traced life';
   hd[8].title = 'GIL acquisitions';
+  hd[7].title = 'time off CPU (preempted or blocked): the OS\'s axis, overlapping held / waiting / released, which add up to Wall';
   var top = {};
   (Array.isArray(P.blame) ? P.blame : []).forEach(function (r) {
     var w = r.waiter, t = top[w] || (top[w] = { tot: 0, best: null });
@@ -87,7 +90,7 @@ function buildSummary() {
       cell(tr, gilKnown ? fmtPct(s[q + '_pct']) : '\u2014', 'n', gilKnown ? fmtDur(s[q + '_ns']) : '');
     });
     var off = s.off_cpu_ns == null ? null : 100 * s.off_cpu_ns / (num(s.wall_ns, 0) || 1);
-    cell(tr, fmtPct(off), 'n', s.off_cpu_ns == null ? 'no OS-state data' :
+    cell(tr, fmtPct(off), 'n gt-ax', s.off_cpu_ns == null ? 'no OS-state data' :
       fmtDur(s.off_cpu_ns) + ' off CPU' + (s.preempted_ns != null ? ', of which ' + fmtDur(s.preempted_ns) + ' preempted' : ''));
     cell(tr, gilKnown ? fmtInt(s.acquisitions) : '\u2014', 'n');
     cell(tr, gilKnown ? fmtDur(s.longest_wait_ns) : '\u2014', 'n',

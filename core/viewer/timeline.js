@@ -3,14 +3,39 @@
 var tl = $('gt-tl'), stick = $('gt-stick'), cv = $('gt-cv'), ov = $('gt-ov'), tip = $('gt-tip'), spacer = $('gt-spacer');
 var ctx = cv.getContext('2d'), octx = ov.getContext('2d');
 var W = 300, H = 200, dpr = 1, gutterW = 150, plotW = 150;
-var AXIS_H = 24, ROW_H = 16, GIL_H = 10, OS_H = 6, PAD = 5, MINW = 2;
+var AXIS_H = 24, ROW_H = 16, GIL_H = 16, OS_H = 6, PAD = 5, MINW = 2;
 var FAM = 'system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif', FONT = '11px ' + FAM, FONT_B = '600 12px ' + FAM;
 var contentH = 0, selThread = -1, selSpan = null, hover = null, mouse = null, rangeSel = null;
 var nameW = null, ELL_W = 8, searchQ = '';
 
 var idleY = -1, IDLE_H = 24;
+/* Inline (fitLanes) every lane fits the view: the lanes' call rows share the height left
+ * after their GIL and OS strips, shallow stacks whole and the rest cut to an equal depth
+ * (at least MIN_ROWS); a click on a cut lane's name shows all its rows. */
+var fitLanes = false, MIN_ROWS = 3;
+function rowBudget() {
+  var fixed = 0, open = [];
+  threads.forEach(function (th) {
+    if (th.idle && !showIdle) return;
+    var strips = PAD * 2 + (gilKnown ? GIL_H + 2 : 0) + (hasOS ? OS_H + 3 : 0) + 1;
+    if (th.collapsed) { fixed += 37; return; }
+    if (th.full) { fixed += strips + th.rows.length * ROW_H; return; }
+    fixed += strips;
+    open.push(Math.max(1, th.rows.length));
+  });
+  if (threads.some(function (th) { return th.idle; })) fixed += IDLE_H + 1;
+  var left = Math.floor((H - AXIS_H - fixed - 8) / ROW_H), cap = MIN_ROWS, i; /* 8: the spacer's margin */
+  open.sort(function (a, b) { return a - b; });
+  for (i = 0; i < open.length; i++) { /* water-filling: the shallow lanes first */
+    cap = Math.max(MIN_ROWS, Math.floor(left / (open.length - i)));
+    if (open[i] > cap) break;
+    left -= open[i];
+  }
+  if (i === open.length) return { cap: Infinity, extra: 0 };
+  return { cap: cap, extra: Math.max(0, left - cap * (open.length - i)) }; /* one more row for the first cut lanes */
+}
 function layout() {
-  var y = 0;
+  var y = 0, budget = fitLanes ? rowBudget() : { cap: Infinity, extra: 0 };
   idleY = -1;
   threads.forEach(function (th) {
     if (th.idle && idleY < 0) { idleY = y; y += IDLE_H + 1; }
@@ -22,7 +47,9 @@ function layout() {
     if (hasOS) { th.osY = yy; yy += OS_H + 3; } else th.osY = -1;
     if (!gilKnown && !hasOS) yy += 2;
     th.flameY = yy;
-    var rows = th.collapsed ? 0 : Math.max(1, th.rows.length);
+    th.nRows = th.collapsed ? 0 : th.full ? th.rows.length : Math.min(th.rows.length, budget.cap);
+    if (th.nRows < th.rows.length && !th.collapsed && !th.full && budget.extra > 0) { th.nRows++; budget.extra--; }
+    var rows = th.collapsed ? 0 : Math.max(1, th.nRows);
     th.h = Math.max(yy + rows * ROW_H + PAD - y, 36);
     y += th.h + 1;
   });
@@ -202,7 +229,7 @@ function draw() {
         c.fillStyle = C.faint;
         c.fillText('no calls recorded in this thread', gutterW + 6, fy + 11.5);
       }
-      var d0 = Math.max(0, Math.floor((AXIS_H - fy) / ROW_H)), d1 = Math.min(th.rows.length, Math.ceil((H - fy) / ROW_H));
+      var d0 = Math.max(0, Math.floor((AXIS_H - fy) / ROW_H)), d1 = Math.min(th.nRows, Math.ceil((H - fy) / ROW_H));
       for (var d = d0; d < d1; d++) drawRow(c, th.rows[d], fy + d * ROW_H, k);
     }
     c.fillStyle = C.sep; c.fillRect(gutterW, y + th.h, plotW, 1);
@@ -227,8 +254,12 @@ function draw() {
     var sub = 'tid ' + th.tid;
     if (gilKnown && th.sum.held_pct != null) sub += ' \u00b7 held ' + fmtPct(th.sum.held_pct);
     c.fillText(sub, 18, y + 31);
+    if (!th.collapsed && th.nRows < th.rows.length && th.h >= 52) {
+      c.fillStyle = C.acc;
+      c.fillText('+' + plural(th.rows.length - th.nRows, 'deeper level') + ' \u25be', 18, y0 + th.h - 7);
+    }
     c.font = '9px ' + FAM; c.textAlign = 'right'; c.fillStyle = C.faint;
-    if (th.gilY >= 0) c.fillText('GIL', gutterW - 5, AXIS_H + th.gilY - sy + 8.5);
+    if (th.gilY >= 0) c.fillText('GIL', gutterW - 5, AXIS_H + th.gilY - sy + GIL_H / 2 + 3);
     if (th.osY >= 0) c.fillText('OS', gutterW - 5, AXIS_H + th.osY - sy + 6);
     c.textAlign = 'left';
   });
@@ -367,7 +398,7 @@ function hit(x, y) {
     return i < 0 ? { kind: 'lane', th: ti } : { kind: 'os', th: ti, i: i, t: t };
   }
   var d = Math.floor((cy - th.flameY) / ROW_H);
-  if (!th.collapsed && d >= 0 && d < th.rows.length) {
+  if (!th.collapsed && d >= 0 && d < th.nRows) {
     var r = th.rows[d];
     i = findIn(r.s, r.e, r.me, r.n, t, tol);
     if (i >= 0) return { kind: 'span', th: ti, d: d, i: i, t: t };
@@ -447,11 +478,17 @@ function splitTable(box, th, a, b) {
     v.setAttribute('data-ns', String(Math.round(ns))); v.setAttribute('data-key', key);
     el('td', 'n gt-muted', fmtPct(100 * ns / tot), tr);
   }
+  function axis(text, title) { var th = el('th', null, text, el('tr', 'gt-axis', null, tb)); th.colSpan = 3; th.title = title; }
+  axis('GIL', 'these add up to the call\'s time');
   row('GIL held', sp.held, 'held', GIL_COL[2]);
   row('waiting for the GIL', sp.wait, 'wait', GIL_COL[1], 'gt-swwait');
   row('GIL released', sp.rel, 'released', GIL_COL[0]);
   if (sp.unk > 0.5) row('GIL unknown', sp.unk, 'unknown', null);
-  if (sp.off != null) row('off CPU', sp.off, 'off_cpu', OS_COL[1]);
+  if (sp.off != null) {
+    /* another axis: time off CPU overlaps the GIL states (a thread waits for the GIL asleep) */
+    axis('OS \u00b7 separate axis, overlaps the GIL states', 'the OS scheduler\'s view of the same time');
+    row('off CPU', sp.off, 'off_cpu', OS_COL[1]);
+  }
   if (sp.holder) {
     var hl = line(box, null, (sp.approx ? '\u2248 ' : '') + 'waited longest on \u2190 ' + sp.holder.th.name + ' (' + fmtDur(sp.holder.ns) + ')');
     hl.setAttribute('data-holder', sp.holder.th.name);
@@ -517,8 +554,7 @@ function showTip(h, x, y) {
   var ly = y + 16 + thh > H ? Math.max(0, y - thh - 8) : y + 16;
   tip.style.left = lx + 'px'; tip.style.top = ly + 'px';
 }
-var HINT = 'Click: details \u00b7 Ctrl+wheel, W/S: zoom \u00b7 drag, shift+wheel, A/D: pan \u00b7 ? keys \u00b7 ' +
-  'double-click: zoom to call \u00b7 drag the time axis: zoom to range \u00b7 click a thread name: fold';
+var HINT = 'Click: details \u00b7 Ctrl+wheel: zoom \u00b7 drag: pan \u00b7 click a thread name: more rows, fold \u00b7 ? all keys';
 function details(h) {
   var box = $('gt-details');
   box.textContent = '';
@@ -611,7 +647,7 @@ function nextMatch(dir) {
   });
   if (!best) { matchEl.textContent = matchEl.textContent.replace(/ \u00b7 .*$/, '') + ' \u00b7 no more'; return; }
   var th = threads[best.th], r = th.rows[best.d], a = r.s[best.i], b = r.e[best.i], w = ve - vs;
-  if (th.collapsed) { th.collapsed = false; layout(); }
+  if (th.collapsed || best.d >= th.nRows) { th.collapsed = false; th.full = true; layout(); }
   if (b - a > w * 0.9 || (b - a) * plotW / w < 3) zoomTo(a, b);
   else if (a < vs || b > ve) setView((a + b) / 2 - w / 2, (a + b) / 2 + w / 2);
   selSpan = { kind: 'span', th: best.th, d: best.d, i: best.i };
@@ -681,7 +717,9 @@ window.addEventListener('mouseup', function (ev) {
   if (!h) return;
   if (h.kind === 'idle') { setShowIdle(!showIdle); return; }
   if (h.kind === 'gutter') {
-    threads[h.th].collapsed = !threads[h.th].collapsed;
+    var g = threads[h.th];
+    if (!g.collapsed && g.nRows < g.rows.length) g.full = true; /* a cut lane: all its rows */
+    else g.collapsed = !g.collapsed;
     if (selSpan && selSpan.th === h.th) selSpan = null;
     selectThread(h.th, false);
     layout(); requestDraw();

@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Dict, Optional
 
 from .options import DEFAULT_MAX_OUTPUT
+from .picture import svg
 
 if TYPE_CHECKING:
     from .api import FunctionRow, Trace
@@ -80,14 +81,19 @@ def display_bundle(t: Trace, height: int = 600, text: Optional[str] = None,
     """Trace.display_bundle."""
     text = t.summary_text() if text is None else text
     page = t.to_html(tab, theme)
+    # single quotes around srcdoc: the payload's many double quotes then stay one byte each
+    doc = html.escape(page, quote=False).replace("'", "&#x27;")
     frame = (
-        f'<iframe srcdoc="{html.escape(page, quote=True)}" '
+        f"<iframe srcdoc='{doc}' "
         f'style="width:100%;height:{height}px;border:1px solid #ccc;resize:vertical" '
         'sandbox="allow-scripts allow-downloads" frameborder="0"></iframe>'
     )
-    size = len(frame.encode("utf-8")) + len(text.encode("utf-8"))
+    # the picture for front ends that run no script (GitHub, nbviewer, PDF); JupyterLab
+    # shows the richer text/html
+    picture = svg(t)
+    size = len(frame.encode("utf-8")) + len(text.encode("utf-8")) + len(picture.encode("utf-8"))
     if size <= max_output:
-        return {"text/html": frame, "text/plain": text}
+        return {"text/html": frame, "image/svg+xml": picture, "text/plain": text}
     path = saved_html
     if path is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -104,4 +110,5 @@ def display_bundle(t: Trace, height: int = 600, text: Optional[str] = None,
     link = (f'<p>giltracer: the viewer is {_mb(size)}, over the {_mb(max_output)} inline budget '
             f'(--max-output); open it: <a href="{html.escape(href.replace(os.sep, "/"), quote=True)}" '
             f'target="_blank">{html.escape(os.path.basename(path))}</a></p>')
-    return {"text/html": f"{link}<pre>{html.escape(text)}</pre>", "text/plain": f"{line}\n{text}"}
+    return {"text/html": f"{link}<pre>{html.escape(text)}</pre>", "image/svg+xml": picture,
+            "text/plain": f"{line}\n{text}"}

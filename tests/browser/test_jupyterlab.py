@@ -1,6 +1,7 @@
 """%%giltracer in real JupyterLab: a server from PyPI on 127.0.0.1 (bounded, stopped by the
 test), a notebook opened in headless Chromium, cells run on a two-thread workload. The
-output iframe shows the lanes (GIL colours in a screenshot), `--theme dark` renders dark,
+output iframe shows the lanes (GIL colours in a screenshot; at the default height every
+worker's GIL strip in view), each output carries the static picture (image/svg+xml), `--theme dark` renders dark,
 the console stays clean in every frame, and the browser asks nothing of any host but the
 server; and a cell of a million calls keeps its output inline, the notebook saved through
 the page growing by at most 8 MB.
@@ -27,6 +28,7 @@ pytest.importorskip("ipykernel", reason="pip install ipykernel")
 import devtools  # noqa: E402  (same directory)
 from test_environment import required  # noqa: E402
 from test_profile_tab import CHROMIUM, open_chromium  # noqa: E402
+from test_inline_view import gil_bands  # noqa: E402
 from test_viewer_ux import luminance as median_luminance, png_pixels  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
@@ -34,7 +36,7 @@ pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get insta
 WIDTH, HEIGHT = 1280, 1000
 CELLS = [
     "%load_ext giltracer",
-    "%%giltracer --theme light --height 500\n"
+    "%%giltracer --theme light\n"  # the default height, 600 px
     "import threading\n"
     "def spin(n):\n"
     "    return sum(i * i for i in range(n))\n"
@@ -243,6 +245,9 @@ def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
         light, dark = shoot(b, 0), shoot(b, 1)
         held, waiting = colour_pixels(light, (0x00, 0x72, 0xb2)), colour_pixels(light, (0xd5, 0x5e, 0x00))
         assert held > 200 and waiting > 50, (held, waiting)  # the GIL strips of the lanes
+        # at the default height both workers' GIL strips are in view, each a band >= 12 px tall
+        strips = [b for b in gil_bands(light) if b[1] - b[0] >= 12]
+        assert len(strips) >= 2, strips
         assert median_luminance(light) > 200
         assert median_luminance(dark) < 60 and colour_pixels(dark, (0x56, 0xb4, 0xe9)) > 100  # dark, with lanes
         assert not b.errors, b.errors
@@ -254,6 +259,9 @@ def test_giltracer_cell_in_jupyterlab(lab, tmp_path):
         (shown,) = [o for o in nb["cells"][MILLION]["outputs"] if o["output_type"] == "display_data"]
         html, text = "".join(shown["data"]["text/html"]), "".join(shown["data"]["text/plain"])
         assert html.startswith("<iframe srcdoc=") and "inline budget" not in text
+        for c in nb["cells"][1:len(CELLS)]:  # the static picture, for viewers without scripts
+            (out,) = [o for o in c["outputs"] if o["output_type"] == "display_data"]
+            assert "".join(out["data"]["image/svg+xml"]).startswith("<svg")
         events = int(re.search(r"(\d+) call events", text).group(1))
         assert events >= 2_000_000, text  # an enter and an exit per call
         cell_bytes = len(json.dumps(nb["cells"][MILLION]["outputs"]))
