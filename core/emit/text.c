@@ -76,8 +76,13 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
 
     /* Table. */
     int namew = 4;
+    size_t nbg = 0;
     for (size_t i = 0; i < r->nthreads; i++) {
         const char *nm = r->threads[i].name ? r->threads[i].name : "?";
+        if (r->threads[i].background && !m->all_threads) {
+            nbg++;
+            continue;
+        }
         int l = (int)strlen(nm);
         if (l > namew)
             namew = l < 32 ? l : 32;
@@ -88,6 +93,8 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
         const struct gt_thread_result *t = &r->threads[i];
         const struct gt_summary *s = &t->summary;
         char tid[16];
+        if (t->background && !m->all_threads)
+            continue;
         snprintf(tid, sizeof(tid), "%" PRId32, t->tid);
         int g = r->gil_known;
         double off = s->off_cpu_ns < 0 ? NAN
@@ -105,6 +112,14 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
                   fmt_pct(c2, sizeof(c2), s->wait_pct, g),
                   fmt_pct(c3, sizeof(c3), s->released_pct, g),
                   fmt_pct(c4, sizeof(c4), off, s->off_cpu_ns >= 0), c5, c6);
+    }
+
+    if (nbg) { /* threads that only sat in a call open at the start, without the GIL */
+        sb_printf(&b, " %zu background thread%s:", nbg, nbg == 1 ? "" : "s");
+        for (size_t i = 0, k = 0; i < r->nthreads; i++)
+            if (r->threads[i].background)
+                sb_printf(&b, "%s %s", k++ ? "," : "", r->threads[i].name ? r->threads[i].name : "?");
+        sb_str(&b, "\n");
     }
 
     /* GIL blame. */

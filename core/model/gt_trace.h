@@ -123,6 +123,15 @@ struct gt_thread_result {
     size_t nos;
     int has_sched;
     struct gt_summary summary;
+    /* The cell's scope, one rule for every view (set by the merge). A background thread
+     * only sat in calls already open at its start (C calls aside) and held the GIL under
+     * 1 % of its life (in a kernel: the shell channel, IOPub, heartbeat, pollers). In the
+     * thread that started
+     * the session, the first outer_depth depths are frames outside the traced code (open
+     * at the start, runpy's, or C functions); the innermost spans [outer_start, outer_end]. */
+    int background;
+    uint16_t outer_depth;
+    uint64_t outer_start, outer_end;
 };
 
 /* Time thread `waiter_tid` waited for the GIL while `holder_tid` held it and

@@ -606,17 +606,20 @@ static void fill_python(char *buf, size_t len)
              "");
 }
 
-static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title);
+static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title,
+                             PyObject *file_labels);
 
-struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title)
+struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title,
+                                  PyObject *file_labels)
 {
     s->busy++;
-    struct gt_run *run = finish(s, names, title);
+    struct gt_run *run = finish(s, names, title, file_labels);
     s->busy--;
     return run;
 }
 
-static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title)
+static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title,
+                             PyObject *file_labels)
 {
     struct gt_run *run = NULL;
     struct gt_thread_input *inputs = NULL;
@@ -637,7 +640,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     }
     /* A forked copy has no records here (the registry may be the child's own). */
     struct gt_thread *threads = forked_copy(s) ? NULL : gt_registry__threads();
-    if (s->o.functions && gt_tracer__collect(threads, &run->funcs) < 0)
+    if (s->o.functions && gt_tracer__collect(threads, file_labels, &run->funcs) < 0)
         goto cleanup;
 
     /* Anchored at this session's start and stop, not at import: in a long-lived

@@ -325,7 +325,7 @@ static void test_thread_alone(void)
     CHECK(gt_profile__build(&r, GT_PROFILE_THREADS_ONLY, &p) == 0);
     for (size_t i = 0; p && i < 2; i++) {
         struct gt_ptree t = {.nnodes = 7};
-        CHECK(gt_profile__thread(&r, i, &t) == 0);
+        CHECK(gt_profile__thread(&r, i, 0, &t) == 0);
         CHECK(t.tid == th[i].tid && t.nnodes == p->threads[i].nnodes && t.nnodes > 2);
         CHECK(t.nodes && !memcmp(t.nodes, p->threads[i].nodes, t.nnodes * sizeof(*t.nodes)));
         gt_ptree__free(&t);
@@ -333,9 +333,9 @@ static void test_thread_alone(void)
     }
     gt_profile__free(p);
     struct gt_ptree t = {.nnodes = 7};
-    CHECK(gt_profile__thread(&r, 2, &t) == -EINVAL && t.nodes == NULL && t.nnodes == 0);
-    CHECK(gt_profile__thread(NULL, 0, &t) == -EINVAL);
-    CHECK(gt_profile__thread(&r, 0, NULL) == -EINVAL);
+    CHECK(gt_profile__thread(&r, 2, 0, &t) == -EINVAL && t.nodes == NULL && t.nnodes == 0);
+    CHECK(gt_profile__thread(NULL, 0, 0, &t) == -EINVAL);
+    CHECK(gt_profile__thread(&r, 0, 0, NULL) == -EINVAL);
     gt_ptree__free(NULL);
 }
 
