@@ -860,17 +860,23 @@ static void outer_frames(const struct gt_result *r, struct gt_thread_result *t)
     }
 }
 
-/* No Python function began in it during the trace (only calls open at its start, and C
- * calls: a poller's sleep, a selector's poll), and it held the GIL under 1 % of its life:
- * a poller that wakes now and then to look (and may wait a switch interval for the GIL)
- * takes no part in the traced code; a thread that runs Python or holds the GIL does. */
+/* Background: it was already in a call when first seen (not started during the trace)
+ * and held the GIL under 1 % of its traced life (with no GIL probe: no Python call began
+ * in it). Sitting in a poll or a sleep releases the GIL; a kernel's IOPub thread sending a
+ * status message or a poller that wakes now and then to look (and may wait a switch
+ * interval for the GIL) holds it for microseconds. A thread that runs the traced code
+ * holds it; one started during the trace is the traced code's. The cost: a thread made
+ * before the trace that only waits on I/O for it is folded too (named in the line). */
 static int is_background(const struct gt_result *r, const struct gt_thread_result *t)
 {
-    for (size_t i = 0; i < t->nspans; i++)
-        if (!(t->spans[i].flags & (GT_SPAN_CLIPPED_START | GT_SPAN_C)))
-            return 0;
-    if (!r->gil_known)
+    if (t->nspans && !(t->spans[0].flags & GT_SPAN_CLIPPED_START))
+        return 0; /* its first call began during the trace: started by it */
+    if (!r->gil_known) {
+        for (size_t i = 0; i < t->nspans; i++)
+            if (!(t->spans[i].flags & (GT_SPAN_CLIPPED_START | GT_SPAN_C)))
+                return 0;
         return 1;
+    }
     const struct gt_summary *s = &t->summary;
     return !s->held_ns || s->held_ns < s->wall_ns / 100;
 }
