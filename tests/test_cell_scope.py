@@ -1,5 +1,5 @@
 """The cell's threads and the frames above the cell, decided once by the merge and used by
-every view: background threads (not started during the trace, GIL held under 1 %) and the frames
+every view: background threads (not started during the trace, GIL held under 1 % or 1 ms) and the frames
 that were open when the trace started are folded out of the summary, the text, the
 profile and the function rows by default, and given back on request."""
 

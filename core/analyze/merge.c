@@ -861,12 +861,15 @@ static void outer_frames(const struct gt_result *r, struct gt_thread_result *t)
 }
 
 /* Background: it was already in a call when first seen (not started during the trace)
- * and held the GIL under 1 % of its traced life (with no GIL probe: no Python call began
- * in it). Sitting in a poll or a sleep releases the GIL; a kernel's IOPub thread sending a
- * status message or a poller that wakes now and then to look (and may wait a switch
- * interval for the GIL) holds it for microseconds. A thread that runs the traced code
+ * and held the GIL under 1 % of its traced life or under 1 ms (with no GIL probe: no
+ * Python call began in it). Sitting in a poll or a sleep releases the GIL; a kernel's
+ * IOPub thread sending the cell's busy status and input (0.2-0.6 ms at the start of a
+ * cell) or a poller that wakes now and then to look (and may wait a switch interval for
+ * the GIL) holds it briefly. A thread that runs the traced code
  * holds it; one started during the trace is the traced code's. The cost: a thread made
  * before the trace that only waits on I/O for it is folded too (named in the line). */
+#define BACKGROUND_HELD_NS 1000000u
+
 static int is_background(const struct gt_result *r, const struct gt_thread_result *t)
 {
     if (t->nspans && !(t->spans[0].flags & GT_SPAN_CLIPPED_START))
@@ -878,7 +881,7 @@ static int is_background(const struct gt_result *r, const struct gt_thread_resul
         return 1;
     }
     const struct gt_summary *s = &t->summary;
-    return !s->held_ns || s->held_ns < s->wall_ns / 100;
+    return s->held_ns < s->wall_ns / 100 || s->held_ns < BACKGROUND_HELD_NS;
 }
 
 /* Which threads are the cell's, and the frames above it; when no thread would be left,

@@ -124,7 +124,8 @@ struct gt_thread_result {
     int has_sched;
     struct gt_summary summary;
     /* The cell's scope, one rule for every view (set by the merge). A background thread
-     * was in a call already when first seen and held the GIL under 1 % of its life (in a
+     * was in a call already when first seen and held the GIL under 1 % of its life or
+     * under 1 ms (in a
      * kernel: the shell channel, IOPub, heartbeat, pollers). In the thread that started
      * the session, the first outer_depth depths are frames outside the traced code (open
      * at the start, runpy's, or C functions); the innermost spans [outer_start, outer_end]. */

@@ -8,7 +8,7 @@
  * root span named after the trace (meta.title) in the timeline, and out of the Profile and
  * Top functions (thread.profile is folded, thread.profile_outer is not), unfolded by the
  * "outer frames" toggle. thread.background: not started during the trace, and it held the
- * GIL under 1 % of its life; such threads fold into one "N background threads"
+ * GIL under 1 % of its life or under 1 ms; such threads fold into one "N background threads"
  * row without a lane, and out of the merged Profile and Top functions, shown by "Show
  * background threads". */
 /* == scope == */
@@ -136,7 +136,7 @@ function setShowIdle(on) {
   idleButton(); scopeChanged(); layout(); requestDraw();
 }
 function idleText() {
-  return plural(nIdle, 'background thread') + ' (not started by the traced code, GIL held under 1 %): ' +
+  return plural(nIdle, 'background thread') + ' (not started by the traced code, GIL held under 1 % or 1 ms): ' +
     threads.filter(function (th) { return th.idle; }).map(function (th) { return th.name; }).join(', ');
 }
 /* the summary table: idle threads behind one row */

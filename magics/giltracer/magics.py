@@ -7,6 +7,7 @@ import ast
 import inspect
 import re
 import sys
+from types import FrameType
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from IPython.core.error import UsageError
@@ -140,7 +141,7 @@ async def run_traced_async(t: Trace, run: Any) -> Tuple[Any, Optional[BaseExcept
 # CO_COROUTINE: what a code object compiled with PyCF_ALLOW_TOP_LEVEL_AWAIT is flagged with
 # when it awaits at the top level (its run gives a coroutine).
 _CO_COROUTINE = inspect.CO_COROUTINE
-_TOP_LEVEL_AWAIT = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0x2000)
+_TOP_LEVEL_AWAIT: int = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0x2000)
 
 
 def awaits(code: Any) -> bool:
@@ -159,11 +160,13 @@ def await_cells(lines: List[str]) -> List[str]:
         tree = ast.parse(text)
     except SyntaxError:
         return lines
-    call = tree.body[0].value if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr) else None
-    if not (isinstance(call, ast.Call) and len(call.args) == 3 and not call.keywords
-            and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in call.args)):
+    stmt = tree.body[0] if len(tree.body) == 1 else None
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    args = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+            ] if isinstance(call, ast.Call) and not call.keywords else []
+    if len(args) != 3 or len(args) != len(call.args):  # type: ignore[union-attr]
         return lines
-    name, _, body = (a.value for a in call.args)  # type: ignore[union-attr]
+    name, body = str(args[0]), str(args[2])
     if name not in ("giltracer", "gilprofile"):
         return lines
     try:
@@ -186,7 +189,7 @@ def current_cell(shell: InteractiveShell) -> int:
     from a function): the nearest caller's frame whose file IPython's compiler cached for a
     cell. (shell.execution_count moves before or after the cell, by IPython's version.)"""
     numbers = getattr(shell.compile, "_filename_map", None) or {}
-    frame = sys._getframe(1)
+    frame: Optional[FrameType] = sys._getframe(1)
     while frame is not None:
         n = numbers.get(frame.f_code.co_filename)
         if isinstance(n, int) and n > 0:

@@ -1245,7 +1245,8 @@ cleanup:
 
 /* The cell's scope: the starting thread's frames open at the start are outer (the
  * innermost one's span is the window); a thread first seen in a call that holds no GIL
- * (or holds it under 1 % of its life) is background; one started during the trace is not. */
+ * (or holds it under 1 % of its life or 1 ms) is background; one started during the
+ * trace is not. */
 static void test_scope(void)
 {
     static const struct gt_call_event main_ev[] = {
@@ -1283,7 +1284,7 @@ static void test_scope(void)
     CHECK(t[0].outer_depth == 2 && t[0].outer_start == 0 && t[0].outer_end == 40);
     CHECK(!t[0].background);
     CHECK(t[1].background && t[1].outer_depth == 0);
-    CHECK(t[2].background); /* held 5 ns of 1000: a poller's look */
+    CHECK(t[2].background); /* held 5 ns: a poller's look */
     CHECK(!t[3].background); /* started during the trace */
     gt_result__free(r);
 
@@ -1293,6 +1294,25 @@ static void test_scope(void)
     if (!r)
         return;
     CHECK(r->threads[1].background && r->threads[2].background && !r->threads[3].background);
+    gt_result__free(r);
+
+    /* Over a second: 2 ms held is under 1 % (background), 20 ms is not. */
+    static const struct gt_gil_event little[] = {
+        {100000000, GT_GIL_WANT, 0}, {100000000, GT_GIL_ACQUIRED, 0}, {102000000, GT_GIL_RELEASED, 0},
+    };
+    static const struct gt_gil_event much[] = {
+        {100000000, GT_GIL_WANT, 0}, {100000000, GT_GIL_ACQUIRED, 0}, {120000000, GT_GIL_RELEASED, 0},
+    };
+    struct gt_chunk gl = {little, N(little)}, gm = {much, N(much)};
+    struct gt_thread_input two[2] = {
+        {.tid = 5, .flags = GT_THREAD_EXISTED_AT_START, .calls = &ci, .ncalls = 1, .gil = &gl, .ngil = 1},
+        {.tid = 6, .flags = GT_THREAD_EXISTED_AT_START, .calls = &ci, .ncalls = 1, .gil = &gm, .ngil = 1},
+    };
+    in = mk_input(0, 1000000000, two, 2, 1);
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(r->threads[0].background && !r->threads[1].background);
     gt_result__free(r);
 
     /* Every thread background: none is. */
