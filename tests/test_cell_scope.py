@@ -91,3 +91,32 @@ def test_background_threads_leave_the_merged_profile(trace):
     assert not {r.name for r in trace.functions()} & {"Event.wait"} or all(
         r.calls for r in trace.functions() if r.name == "Event.wait")
     assert trace.profile_text().count("background thread") == 1
+
+
+def test_blame_leaves_out_background_waiters():
+    """A background thread that waited for the GIL now and then (a poller waking during a
+    busy cell) is folded in the blame rows too, text and API; all_threads gives it back."""
+    stop = threading.Event()
+
+    def poller():  # wakes every 20 ms for a look: waits behind the CPU-bound threads
+        while not stop.wait(0.02):
+            pass
+
+    th = threading.Thread(target=poller, name="poller")
+    th.start()
+    try:
+        with giltracer.trace(sched=False) as t:
+            with ThreadPoolExecutor(2, thread_name_prefix="pool") as ex:
+                list(ex.map(cpu, [300_000] * 4))
+    finally:
+        stop.set()
+        th.join()
+    poll = next(x for x in t.threads if x.name == "poller")
+    if not poll.background:
+        pytest.skip("the poller held the GIL over 1 ms in this run (a busy machine)")
+    everyone = t.blame(all_threads=True)
+    if not any(b.waiter == poll.tid for b in everyone):
+        pytest.skip("the poller never waited for the GIL in this run")
+    assert not any(b.waiter == poll.tid for b in t.blame())
+    assert f"  poller ({poll.tid}) waited" not in t.summary_text(top=1000)
+    assert f"  poller ({poll.tid}) waited" in t.summary_text(top=1000, all_threads=True)

@@ -34,6 +34,15 @@ static const char *fmt_pct(char *buf, size_t n, double pct, int known)
     return buf;
 }
 
+/* The latest thread of `tid` (a reused tid: the one blame rows name) is background. */
+static int background_tid(const struct gt_result *r, int32_t tid)
+{
+    for (size_t i = r->nthreads; i-- > 0;)
+        if (r->threads[i].tid == tid)
+            return r->threads[i].background;
+    return 0;
+}
+
 #define ROW_FMT " %-8s %-*s %9s %6s %6s %8s %8s %6s %12s\n"
 
 int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int top_n, char **out)
@@ -124,12 +133,18 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
 
     /* GIL blame. */
     if (r->gil_known && top_n > 0) {
-        if (!r->nblame)
+        size_t nrows = 0;
+        for (size_t i = 0; i < r->nblame; i++) /* a background thread's waits fold with it */
+            nrows += m->all_threads || !background_tid(r, r->blame[i].waiter_tid);
+        if (!nrows)
             sb_str(&b, "Top GIL waits: none\n");
         else
             sb_str(&b, "Top GIL waits (waiter <- holder in function):\n");
-        for (size_t i = 0; i < r->nblame && i < (size_t)top_n; i++) {
+        for (size_t i = 0, shown = 0; i < r->nblame && shown < (size_t)top_n; i++) {
             const struct gt_blame *bl = &r->blame[i];
+            if (!m->all_threads && background_tid(r, bl->waiter_tid))
+                continue;
+            shown++;
             lbl.len = 0;
             sb_str(&lbl, "  ");
             sb_thread_label(&lbl, r, bl->waiter_tid);

@@ -112,6 +112,7 @@ function scopeChanged() {
   threads.forEach(function (th) { th.ptree = null; });
   if (pf.built) { pf.zoom = 0; pf.sw = null; if (!$('gt-tab-profile').hidden) drawProfile(); }
   if (!$('gt-tab-top').hidden) renderTop();
+  buildBlame();
 }
 function scopeButton() {
   var btn = $('gt-scope');

@@ -463,8 +463,11 @@ class Trace:
         rows = self.result.crosscheck()
         return None if rows is None else [ThreadSummary(**d) for d in rows]
 
-    def blame(self) -> List[BlameRow]:
-        return [BlameRow(**d) for d in self.result.blame()]
+    def blame(self, all_threads: bool = False) -> List[BlameRow]:
+        """Who waited for the GIL, on whom, in which function (largest first); a background
+        thread's own waits only with ``all_threads=True``."""
+        folded = set() if all_threads else {t["tid"] for t in self.result.threads() if t["background"]}
+        return [BlameRow(**d) for d in self.result.blame() if d["waiter"] not in folded]
 
     def spans(self, thread: Union[int, str, threading.Thread]) -> List[_core.Span]:
         """[(start_ns, end_ns, name, depth, flags)] of one thread, sorted by start."""
