@@ -860,8 +860,8 @@ static void outer_frames(const struct gt_result *r, struct gt_thread_result *t)
     }
 }
 
-/* Background: it was already in a call when first seen (not started during the trace)
- * and held the GIL under 1 % of its traced life or under 1 ms (with no GIL probe: no
+/* Background: it was already in a call when first seen (not started during the trace;
+ * with no calls recorded: alive at the start, or no threading thread, unnamed) and held the GIL under 1 % of its traced life or under 1 ms (with no GIL probe: no
  * Python call began in it). Sitting in a poll or a sleep releases the GIL; a kernel's
  * IOPub thread sending the cell's busy status and input (0.2-0.6 ms at the start of a
  * cell) or a poller that wakes now and then to look (and may wait a switch interval for
@@ -870,10 +870,14 @@ static void outer_frames(const struct gt_result *r, struct gt_thread_result *t)
  * before the trace that only waits on I/O for it is folded too (named in the line). */
 #define BACKGROUND_HELD_NS 1000000u
 
-static int is_background(const struct gt_result *r, const struct gt_thread_result *t)
+static int is_background(const struct gt_result *r, const struct gt_thread_input *ti,
+                         const struct gt_thread_result *t)
 {
     if (t->nspans && !(t->spans[0].flags & GT_SPAN_CLIPPED_START))
         return 0; /* its first call began during the trace: started by it */
+    if (!t->nspans && t->name &&
+        !(ti->flags & (GT_THREAD_ALIVE_AT_START | GT_THREAD_EXISTED_AT_START)))
+        return 0; /* no calls recorded (functions off): a named thread new since the start */
     if (!r->gil_known) {
         for (size_t i = 0; i < t->nspans; i++)
             if (!(t->spans[i].flags & (GT_SPAN_CLIPPED_START | GT_SPAN_C)))
@@ -894,7 +898,7 @@ static void scope_threads(const struct gt_trace_input *in, struct gt_result *r)
         int scope = (in->threads[i].flags & GT_THREAD_HELD_GIL_AT_START) != 0;
         if (scope)
             outer_frames(r, t);
-        t->background = !scope && is_background(r, t);
+        t->background = !scope && is_background(r, &in->threads[i], t);
         kept += !t->background;
     }
     for (size_t i = 0; !kept && i < r->nthreads; i++)
