@@ -457,11 +457,15 @@ class Trace:
         and the top GIL-blame rows."""
         return self.result.text(top, all_threads)
 
-    def crosscheck(self) -> Optional[List[ThreadSummary]]:
+    def crosscheck(self, all_threads: bool = False) -> Optional[List[ThreadSummary]]:
         """With ``crosscheck=True`` (root): the bpf probe's per-thread summary of the same
-        run, to compare with ``summary()`` from the hooks."""
+        run, to compare with ``summary()`` from the hooks (the same threads: those the
+        hooks' result folds as background are left out unless ``all_threads``)."""
         rows = self.result.crosscheck()
-        return None if rows is None else [ThreadSummary(**d) for d in rows]
+        if rows is None:
+            return None
+        folded = set() if all_threads else {t["tid"] for t in self.result.threads() if t["background"]}
+        return [ThreadSummary(**d) for d in rows if d["tid"] not in folded]
 
     def blame(self, all_threads: bool = False) -> List[BlameRow]:
         """Who waited for the GIL, on whom, in which function (largest first); a background
