@@ -123,9 +123,11 @@ def test_states_add_up_in_every_node(workload):
         for node in root.walk():  # within 1 % (they are exact: every slice has one state)
             assert abs(sum(node.states.values()) - node.total_ns) <= 0.01 * node.total_ns
         check_tree(root)
-    merged = trees[0]
-    assert merged.total_ns == sum(t.total_ns for t in trees[1:])
-    by_name = {s.name: s for s in workload.summary()}
+    merged = trees[0]  # the cell's threads: background ones are left out of the merged tree
+    cell = [workload.profile(t.tid) for t in workload.threads if not t.background]
+    assert merged.total_ns == sum(t.total_ns for t in cell)
+    assert workload.profile(all_threads=True).total_ns == sum(t.total_ns for t in trees[1:])
+    by_name = {s.name: s for s in workload.summary(all_threads=True)}
     for t in workload.threads:  # a thread's root is its traced life, split like its summary
         root = workload.profile(t.tid)
         s = by_name[t.name]

@@ -812,6 +812,99 @@ static int input_ok(const struct gt_trace_input *in)
     return 1;
 }
 
+/* runpy's frames (the CLI's harness), and C functions, never begin the traced code. */
+static int harness_func(const struct gt_result *r, uint32_t f)
+{
+    if (f >= r->nfuncs)
+        return 0;
+    const char *file = r->funcs[f].file ? r->funcs[f].file : "";
+    size_t n = strlen(file);
+    if (r->funcs[f].flags & GT_FUNC_C)
+        return 1;
+    if (strcmp(file, "<frozen runpy>") == 0)
+        return 1;
+    return n >= 8 && strcmp(file + n - 8, "runpy.py") == 0 &&
+           (n == 8 || file[n - 9] == '/' || file[n - 9] == '\\');
+}
+
+#define OUTER_MAX 512
+
+/* The frames above the traced code in the thread that started the session: follow the
+ * longest span of each depth while it was open at the start or is harness. */
+static void outer_frames(const struct gt_result *r, struct gt_thread_result *t)
+{
+    size_t best[OUTER_MAX];
+    uint16_t maxd = 0;
+    for (size_t i = 0; i < t->nspans; i++) {
+        const struct gt_span *s = &t->spans[i];
+        if (s->depth >= OUTER_MAX)
+            continue;
+        if (s->depth >= maxd) {
+            for (uint16_t d = maxd; d <= s->depth; d++)
+                best[d] = i;
+            maxd = (uint16_t)(s->depth + 1);
+        } else if (s->end - s->start > t->spans[best[s->depth]].end - t->spans[best[s->depth]].start) {
+            best[s->depth] = i;
+        }
+    }
+    uint16_t d = 0;
+    while (d < maxd && t->spans[best[d]].depth == d &&
+           ((t->spans[best[d]].flags & GT_SPAN_CLIPPED_START) || harness_func(r, t->spans[best[d]].func)))
+        d++;
+    if (d == maxd) /* nothing of the traced code's own: show everything */
+        d = 0;
+    t->outer_depth = d;
+    if (d) {
+        t->outer_start = t->spans[best[d - 1]].start;
+        t->outer_end = t->spans[best[d - 1]].end;
+    }
+}
+
+/* Background: it was already in a call when first seen (not started during the trace;
+ * with no calls recorded: alive at the start, or no threading thread, unnamed) and held the GIL under 1 % of its traced life or under 1 ms (with no GIL probe: no
+ * Python call began in it). Sitting in a poll or a sleep releases the GIL; a kernel's
+ * IOPub thread sending the cell's busy status and input (0.2-0.6 ms at the start of a
+ * cell) or a poller that wakes now and then to look (and may wait a switch interval for
+ * the GIL) holds it briefly. A thread that runs the traced code
+ * holds it; one started during the trace is the traced code's. The cost: a thread made
+ * before the trace that only waits on I/O for it is folded too (named in the line). */
+#define BACKGROUND_HELD_NS 1000000u
+
+static int is_background(const struct gt_result *r, const struct gt_thread_input *ti,
+                         const struct gt_thread_result *t)
+{
+    if (t->nspans && !(t->spans[0].flags & GT_SPAN_CLIPPED_START))
+        return 0; /* its first call began during the trace: started by it */
+    if (!t->nspans && t->name &&
+        !(ti->flags & (GT_THREAD_ALIVE_AT_START | GT_THREAD_EXISTED_AT_START)))
+        return 0; /* no calls recorded (functions off): a named thread new since the start */
+    if (!r->gil_known) {
+        for (size_t i = 0; i < t->nspans; i++)
+            if (!(t->spans[i].flags & (GT_SPAN_CLIPPED_START | GT_SPAN_C)))
+                return 0;
+        return 1;
+    }
+    const struct gt_summary *s = &t->summary;
+    return s->held_ns < s->wall_ns / 100 || s->held_ns < BACKGROUND_HELD_NS;
+}
+
+/* Which threads are the cell's, and the frames above it; when no thread would be left,
+ * none is background. */
+static void scope_threads(const struct gt_trace_input *in, struct gt_result *r)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < r->nthreads; i++) {
+        struct gt_thread_result *t = &r->threads[i];
+        int scope = (in->threads[i].flags & GT_THREAD_HELD_GIL_AT_START) != 0;
+        if (scope)
+            outer_frames(r, t);
+        t->background = !scope && is_background(r, &in->threads[i], t);
+        kept += !t->background;
+    }
+    for (size_t i = 0; !kept && i < r->nthreads; i++)
+        r->threads[i].background = 0;
+}
+
 int gt_merge__run(const struct gt_trace_input *in, struct gt_result **out)
 {
     struct scratch x = {0};
@@ -865,6 +958,7 @@ int gt_merge__run(const struct gt_trace_input *in, struct gt_result **out)
     }
     if (in->gil_known && (err = build_blame(in, r)))
         goto cleanup;
+    scope_threads(in, r);
     *out = r;
     r = NULL;
 cleanup:

@@ -170,10 +170,13 @@ static const uint8_t state_of[4][4] = {
 /* One thread: a single sweep over its spans (a stack of open frames) and its GIL and OS
  * intervals; each stretch between two boundaries goes to the innermost open frame's
  * self time, in the state of that stretch. */
-static int build_thread(const struct gt_result *r, const struct gt_thread_result *t,
+static int build_thread(const struct gt_result *r, const struct gt_thread_result *t, int flags,
                         uint32_t *in_path, struct pframe **stp, size_t *st_cap,
                         struct gt_ptree *out)
 {
+    /* Folded, the frames above the traced code are left out: the root's children are what
+     * began inside the innermost outer frame, one level below it. */
+    unsigned fold = (flags & GT_PROFILE_OUTER_FRAMES) ? 0 : t->outer_depth;
     const struct gt_span *sp = t->spans;
     const struct gt_interval *gil = r->gil_known ? t->gil : NULL, *os = t->has_sched ? t->os : NULL;
     size_t n = t->nspans, ngil = gil ? t->ngil : 0, nos = os ? t->nos : 0;
@@ -192,9 +195,15 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
             const struct gt_span *s = &sp[i];
             struct pframe *st = *stp;
             uint32_t f = s->func, node;
+            unsigned depth = s->depth;
             if (f >= r->nfuncs)
                 continue;
-            while (d && ((s->depth != UINT16_MAX && d > s->depth) || st[d - 1].end < s->start))
+            if (fold && depth != UINT16_MAX) {
+                if (depth < fold || s->start < t->outer_start || s->start >= t->outer_end)
+                    continue;
+                depth -= fold;
+            }
+            while (d && ((depth != UINT16_MAX && d > depth) || st[d - 1].end < s->start))
                 in_path[st[--d].func]--;
             cur = d ? st[d - 1].node : 0;
             if ((err = tb_child(&b, cur, f, in_path[f] != 0, &node)))
@@ -302,7 +311,7 @@ int gt_profile__build(const struct gt_result *r, int flags, struct gt_profile **
     }
     p->nthreads = r->nthreads;
     for (size_t i = 0; i < r->nthreads; i++) {
-        if ((err = build_thread(r, &r->threads[i], in_path, &st, &st_cap, &p->threads[i])))
+        if ((err = build_thread(r, &r->threads[i], flags, in_path, &st, &st_cap, &p->threads[i])))
             goto cleanup;
         if (p->threads[i].nnodes > maxn)
             maxn = p->threads[i].nnodes;
@@ -319,8 +328,9 @@ int gt_profile__build(const struct gt_result *r, int flags, struct gt_profile **
         goto cleanup;
     }
     for (size_t i = 0; i < p->nthreads; i++)
-        if ((err = merge_into(&m, &p->threads[i], map)))
-            goto cleanup;
+        if ((flags & GT_PROFILE_ALL_THREADS) || !r->threads[i].background)
+            if ((err = merge_into(&m, &p->threads[i], map)))
+                goto cleanup;
     /* The thread trees are final already; only the merged one needs its totals. */
     tb_finish(&m, &p->merged);
     p->merged.tid = 0;
@@ -335,7 +345,7 @@ cleanup:
     return err;
 }
 
-int gt_profile__thread(const struct gt_result *r, size_t i, struct gt_ptree *out)
+int gt_profile__thread(const struct gt_result *r, size_t i, int flags, struct gt_ptree *out)
 {
     struct pframe *st = NULL;
     size_t st_cap = 0;
@@ -348,7 +358,7 @@ int gt_profile__thread(const struct gt_result *r, size_t i, struct gt_ptree *out
         return -EINVAL;
     if (!(in_path = calloc((size_t)r->nfuncs + 1, sizeof(*in_path))))
         return -ENOMEM;
-    err = build_thread(r, &r->threads[i], in_path, &st, &st_cap, out);
+    err = build_thread(r, &r->threads[i], flags, in_path, &st, &st_cap, out);
     free(st);
     free(in_path);
     return err;

@@ -73,6 +73,8 @@ int gt_profile__build(const struct gt_result *r, int flags, struct gt_profile **
 
 enum gt_profile_flags {
     GT_PROFILE_THREADS_ONLY = 1, /* leave the merged tree empty (nnodes 0) */
+    GT_PROFILE_OUTER_FRAMES = 2, /* keep the frames above the traced code (outer_depth) */
+    GT_PROFILE_ALL_THREADS = 4,  /* merge background threads too */
 };
 
 /** gt_profile__free() - free a profile; accepts NULL. */
@@ -80,10 +82,11 @@ void gt_profile__free(struct gt_profile *p);
 
 /**
  * gt_profile__thread() - the call tree of r->threads[i] alone, the same as
- * gt_profile__build's threads[i] (for a caller that handles one thread at a time).
+ * gt_profile__build's threads[i] with the same `flags` (for a caller that handles one
+ * thread at a time).
  * Returns 0 and fills *out (free with gt_ptree__free), or -errno (-EINVAL, -ENOMEM).
  */
-int gt_profile__thread(const struct gt_result *r, size_t i, struct gt_ptree *out);
+int gt_profile__thread(const struct gt_result *r, size_t i, int flags, struct gt_ptree *out);
 
 /** gt_ptree__free() - free a tree's nodes and empty it; accepts NULL. */
 void gt_ptree__free(struct gt_ptree *t);

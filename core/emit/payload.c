@@ -246,6 +246,21 @@ static int w_profile(struct wr *w, const struct gt_result *r, const struct gt_th
     return 0;
 }
 
+/* ,"profile_outer": thread i's tree with the frames above the traced code kept (the
+ * viewer's "Show outer frames"). */
+static int w_profile_outer(struct wr *w, const struct gt_result *r, size_t i, struct zout *z,
+                           struct sbuf *c)
+{
+    struct gt_ptree tree;
+    int err = gt_profile__thread(r, i, GT_PROFILE_OUTER_FRAMES, &tree);
+    if (err)
+        return err;
+    w_str(w, ",\"profile_outer\":");
+    err = w_profile(w, r, &r->threads[i], &tree, z, c);
+    gt_ptree__free(&tree);
+    return err;
+}
+
 /* The profile trees of the page, built on a thread of their own ahead of the writer
  * (about a third of the write), in thread order; inline when no thread can start. */
 struct ptrees {
@@ -267,7 +282,7 @@ static void *ptrees_thread(void *arg)
         pthread_mutex_unlock(&p->mu);
         if (stop)
             break;
-        int err = gt_profile__thread(p->r, i, &p->trees[i]);
+        int err = gt_profile__thread(p->r, i, 0, &p->trees[i]);
         pthread_mutex_lock(&p->mu);
         if (err)
             p->err = err;
@@ -305,7 +320,7 @@ static int ptrees_start(struct ptrees *p, const struct gt_result *r)
 static const struct gt_ptree *ptrees_get(struct ptrees *p, size_t i, int *err)
 {
     if (!p->threaded) {
-        *err = gt_profile__thread(p->r, i, &p->trees[i]);
+        *err = gt_profile__thread(p->r, i, 0, &p->trees[i]);
         return *err ? NULL : &p->trees[i];
     }
     pthread_mutex_lock(&p->mu);
@@ -393,9 +408,16 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
             w_json_str(w, &b, t->name, 1);
         else
             w_str(w, "null");
-        snprintf(num, sizeof(num), ",\"start\":%" PRId64 ",\"end\":%" PRId64 ",\"summary\":",
-                 (int64_t)(t->start_ns - r->t0), (int64_t)(t->end_ns - r->t0));
+        snprintf(num, sizeof(num), ",\"start\":%" PRId64 ",\"end\":%" PRId64, (int64_t)(t->start_ns - r->t0),
+                 (int64_t)(t->end_ns - r->t0));
         w_str(w, num);
+        if (t->background)
+            w_str(w, ",\"background\":true");
+        if (t->outer_depth) {
+            snprintf(num, sizeof(num), ",\"outer\":%u", (unsigned)t->outer_depth);
+            w_str(w, num);
+        }
+        w_str(w, ",\"summary\":");
         err = w_json(w, json_pack("{s:I,s:I,s:I,s:I,s:o,s:o,s:I,s:I,s:I,s:o,s:o,s:o}",
                                   "wall_ns", (json_int_t)s->wall_ns,
                                   "held_ns", (json_int_t)s->held_ns,
@@ -425,6 +447,8 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
             w_str(w, num);
             err = w_profile(w, r, t, tr, z, c);
             gt_ptree__free(&pt.trees[i]);
+            if (!err && t->outer_depth) /* the tree with the frames above the traced code */
+                err = w_profile_outer(w, r, i, z, c);
             if (err || (err = zout_error(z)))
                 goto cleanup;
             w_str(w, "}");
@@ -445,10 +469,12 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         w_str(w, ",\"os\":");
         w_intervals(w, r, t->has_sched ? t->os : NULL, t->has_sched ? t->nos : 0);
         w_str(w, ",\"profile\":");
-        if ((err = gt_profile__thread(r, i, &tree)))
+        if ((err = gt_profile__thread(r, i, 0, &tree)))
             goto cleanup;
         err = w_profile(w, r, t, &tree, NULL, NULL);
         gt_ptree__free(&tree);
+        if (!err && t->outer_depth)
+            err = w_profile_outer(w, r, i, NULL, NULL);
         if (err)
             goto cleanup;
         w_str(w, "}");

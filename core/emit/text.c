@@ -34,6 +34,15 @@ static const char *fmt_pct(char *buf, size_t n, double pct, int known)
     return buf;
 }
 
+/* The latest thread of `tid` (a reused tid: the one blame rows name) is background. */
+static int background_tid(const struct gt_result *r, int32_t tid)
+{
+    for (size_t i = r->nthreads; i-- > 0;)
+        if (r->threads[i].tid == tid)
+            return r->threads[i].background;
+    return 0;
+}
+
 #define ROW_FMT " %-8s %-*s %9s %6s %6s %8s %8s %6s %12s\n"
 
 int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int top_n, char **out)
@@ -76,8 +85,13 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
 
     /* Table. */
     int namew = 4;
+    size_t nbg = 0;
     for (size_t i = 0; i < r->nthreads; i++) {
         const char *nm = r->threads[i].name ? r->threads[i].name : "?";
+        if (r->threads[i].background && !m->all_threads) {
+            nbg++;
+            continue;
+        }
         int l = (int)strlen(nm);
         if (l > namew)
             namew = l < 32 ? l : 32;
@@ -88,6 +102,8 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
         const struct gt_thread_result *t = &r->threads[i];
         const struct gt_summary *s = &t->summary;
         char tid[16];
+        if (t->background && !m->all_threads)
+            continue;
         snprintf(tid, sizeof(tid), "%" PRId32, t->tid);
         int g = r->gil_known;
         double off = s->off_cpu_ns < 0 ? NAN
@@ -107,14 +123,28 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
                   fmt_pct(c4, sizeof(c4), off, s->off_cpu_ns >= 0), c5, c6);
     }
 
+    if (nbg) { /* threads that only sat in a call open at the start, without the GIL */
+        sb_printf(&b, " %zu background thread%s:", nbg, nbg == 1 ? "" : "s");
+        for (size_t i = 0, k = 0; i < r->nthreads; i++)
+            if (r->threads[i].background)
+                sb_printf(&b, "%s %s", k++ ? "," : "", r->threads[i].name ? r->threads[i].name : "?");
+        sb_str(&b, "\n");
+    }
+
     /* GIL blame. */
     if (r->gil_known && top_n > 0) {
-        if (!r->nblame)
+        size_t nrows = 0;
+        for (size_t i = 0; i < r->nblame; i++) /* a background thread's waits fold with it */
+            nrows += m->all_threads || !background_tid(r, r->blame[i].waiter_tid);
+        if (!nrows)
             sb_str(&b, "Top GIL waits: none\n");
         else
             sb_str(&b, "Top GIL waits (waiter <- holder in function):\n");
-        for (size_t i = 0; i < r->nblame && i < (size_t)top_n; i++) {
+        for (size_t i = 0, shown = 0; i < r->nblame && shown < (size_t)top_n; i++) {
             const struct gt_blame *bl = &r->blame[i];
+            if (!m->all_threads && background_tid(r, bl->waiter_tid))
+                continue;
+            shown++;
             lbl.len = 0;
             sb_str(&lbl, "  ");
             sb_thread_label(&lbl, r, bl->waiter_tid);

@@ -34,6 +34,8 @@ enum gt_thread_input_flags {
     GT_THREAD_ENDED = 2,            /* ended before t1: life ends at its last event */
     GT_THREAD_HELD_GIL_AT_START = 4,/* the thread that started the session: holds at t0 */
     GT_THREAD_HAS_SCHED = 8,        /* OS states were recorded for this thread */
+    GT_THREAD_ALIVE_AT_START = 16,  /* a threading thread alive when the session started
+                                       (its life still starts at its first event) */
 };
 
 struct gt_thread_input {
@@ -123,6 +125,16 @@ struct gt_thread_result {
     size_t nos;
     int has_sched;
     struct gt_summary summary;
+    /* The cell's scope, one rule for every view (set by the merge). A background thread
+     * was not started during the trace (its first call was open when first seen; without
+     * calls: it was alive at the start, or is no threading thread) and held the GIL under
+     * 1 % of its life or under 1 ms (in a
+     * kernel: the shell channel, IOPub, heartbeat, pollers). In the thread that started
+     * the session, the first outer_depth depths are frames outside the traced code (open
+     * at the start, runpy's, or C functions); the innermost spans [outer_start, outer_end]. */
+    int background;
+    uint16_t outer_depth;
+    uint64_t outer_start, outer_end;
 };
 
 /* Time thread `waiter_tid` waited for the GIL while `holder_tid` held it and

@@ -24,7 +24,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     struct gt_run *run;
-    struct gt_profile *prof; /* built on first use */
+    struct gt_profile *prof[4]; /* per enum gt_profile_flags OUTER_FRAMES|ALL_THREADS (>> 1), built on first use */
 } ResultObject;
 
 static PyTypeObject Session_Type;
@@ -161,15 +161,19 @@ static PyObject *Session_stop(SessionObject *self, PyObject *noargs)
 
 static PyObject *Session_finish(SessionObject *self, PyObject *args)
 {
-    PyObject *names = Py_None;
+    PyObject *names = Py_None, *files = Py_None;
     const char *title = NULL;
-    if (!PyArg_ParseTuple(args, "|Oz", &names, &title))
+    if (!PyArg_ParseTuple(args, "|OzO", &names, &title, &files))
         return NULL;
+    if (files != Py_None && !PyDict_Check(files)) {
+        PyErr_SetString(PyExc_TypeError, "finish(): files must be a dict (file name -> shown name) or None");
+        return NULL;
+    }
     if (!self->s) {
         PyErr_SetString(PyExc_RuntimeError, "Session not initialised");
         return NULL;
     }
-    struct gt_run *run = gt_session__finish(self->s, names, title);
+    struct gt_run *run = gt_session__finish(self->s, names, title, files == Py_None ? NULL : files);
     if (!run)
         return NULL;
     ResultObject *r = PyObject_New(ResultObject, &Result_Type);
@@ -178,7 +182,7 @@ static PyObject *Session_finish(SessionObject *self, PyObject *args)
         return NULL;
     }
     r->run = run;
-    r->prof = NULL;
+    memset(r->prof, 0, sizeof(r->prof));
     return (PyObject *)r;
 }
 
@@ -198,7 +202,8 @@ static PyMethodDef Session_methods[] = {
      "start(threads=None): start recording; threads = [(ident, native_id), ...]"},
     {"stop", (PyCFunction)Session_stop, METH_NOARGS, "stop(): stop every probe"},
     {"finish", (PyCFunction)Session_finish, METH_VARARGS,
-     "finish(names=None, title=None) -> Result: merge the streams"},
+     "finish(names=None, title=None, files=None) -> Result: merge the streams; files: "
+     "{file name: name shown instead} (a notebook cell's file -> 'In [5]')"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -227,7 +232,8 @@ static void profile_free(struct gt_profile *p);
 /* Plain C only (a result holds no Python object): no exception can be disturbed. */
 static void Result_dealloc(ResultObject *self)
 {
-    profile_free(self->prof);
+    for (int k = 0; k < 4; k++)
+        profile_free(self->prof[k]);
     gt_run__free(self->run);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -251,12 +257,13 @@ static PyObject *Result_threads(ResultObject *self, PyObject *noargs)
     PyObject *out = PyList_New((Py_ssize_t)r->nthreads);
     for (size_t i = 0; out && i < r->nthreads; i++) {
         const struct gt_thread_result *t = &r->threads[i];
-        PyObject *d = Py_BuildValue("{s:i,s:i,s:K,s:N,s:n,s:K,s:K,s:O}", "tid", t->tid, "pid",
+        PyObject *d = Py_BuildValue("{s:i,s:i,s:K,s:N,s:n,s:K,s:K,s:O,s:O}", "tid", t->tid, "pid",
                                     t->pid, "ident", (unsigned long long)t->ident, "name",
                                     thread_name(t), "spans", (Py_ssize_t)t->nspans, "start_ns",
                                     (unsigned long long)t->start_ns, "end_ns",
                                     (unsigned long long)t->end_ns, "os_states",
-                                    t->has_sched ? Py_True : Py_False);
+                                    t->has_sched ? Py_True : Py_False, "background",
+                                    t->background ? Py_True : Py_False);
         if (!d) {
             Py_CLEAR(out);
             break;
@@ -280,7 +287,7 @@ static PyObject *summaries(const struct gt_result *r)
         const struct gt_thread_result *t = &r->threads[i];
         const struct gt_summary *s = &t->summary;
         PyObject *d = Py_BuildValue(
-            "{s:i,s:i,s:K,s:N,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:K,s:K,s:d,s:d,s:d,s:n}", "tid",
+            "{s:i,s:i,s:K,s:N,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:K,s:K,s:d,s:d,s:d,s:n,s:O}", "tid",
             t->tid, "pid", t->pid, "ident", (unsigned long long)t->ident, "name", thread_name(t),
             "wall_ns", (unsigned long long)s->wall_ns, "held_ns", (unsigned long long)s->held_ns,
             "wait_ns", (unsigned long long)s->wait_ns, "released_ns",
@@ -289,7 +296,8 @@ static PyObject *summaries(const struct gt_result *r)
             (unsigned long long)s->acquisitions, "longest_wait_ns",
             (unsigned long long)s->longest_wait_ns, "drop_requests",
             (unsigned long long)s->drop_requests, "held_pct", s->held_pct, "wait_pct",
-            s->wait_pct, "released_pct", s->released_pct, "spans", (Py_ssize_t)t->nspans);
+            s->wait_pct, "released_pct", s->released_pct, "spans", (Py_ssize_t)t->nspans,
+            "background", t->background ? Py_True : Py_False);
         if (!d) {
             Py_CLEAR(out);
             break;
@@ -441,13 +449,14 @@ static void profile_free(struct gt_profile *p)
 /* The profile, built once; NULL with an exception set on failure. The build lets the
  * GIL go, so threads asking at once may each build one: the first stored is kept, the
  * others are freed. */
-static const struct gt_profile *profile_of(ResultObject *self)
+static const struct gt_profile *profile_of(ResultObject *self, int flags)
 {
-    if (!self->prof) {
+    struct gt_profile **slot = &self->prof[(flags >> 1) & 3];
+    if (!*slot) {
         struct gt_profile *p = NULL;
         int err;
         Py_BEGIN_ALLOW_THREADS;
-        err = gt_profile__build(R(self), 0, &p);
+        err = gt_profile__build(R(self), flags, &p);
         Py_END_ALLOW_THREADS;
         if (err < 0) {
             errno = -err;
@@ -455,21 +464,24 @@ static const struct gt_profile *profile_of(ResultObject *self)
             return NULL;
         }
         live_profiles++;
-        if (self->prof)
+        if (*slot)
             profile_free(p);
         else
-            self->prof = p;
+            *slot = p;
     }
-    return self->prof;
+    return *slot;
 }
 
-/* The tree of thread `tid` (None: the merged tree). */
+/* The tree of thread `tid` (None: the merged tree); outer_frames keeps the frames above
+ * the traced code, all_threads merges the background threads too. */
 static const struct gt_ptree *ptree_arg(ResultObject *self, PyObject *args)
 {
     PyObject *tid_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "|O", &tid_obj))
+    int outer = 0, all = 0;
+    if (!PyArg_ParseTuple(args, "|Opp", &tid_obj, &outer, &all))
         return NULL;
-    const struct gt_profile *p = profile_of(self);
+    const struct gt_profile *p =
+        profile_of(self, (outer ? GT_PROFILE_OUTER_FRAMES : 0) | (all ? GT_PROFILE_ALL_THREADS : 0));
     if (!p)
         return NULL;
     if (tid_obj == Py_None)
@@ -592,11 +604,13 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
 
 static PyObject *Result_text(ResultObject *self, PyObject *args)
 {
-    int top = 5;
-    if (!PyArg_ParseTuple(args, "|i", &top))
+    int top = 5, all = 0;
+    if (!PyArg_ParseTuple(args, "|ip", &top, &all))
         return NULL;
     char *s = NULL;
-    int err = gt_emit__text(R(self), &self->run->meta, top, &s);
+    struct gt_emit_meta meta = self->run->meta;
+    meta.all_threads = all;
+    int err = gt_emit__text(R(self), &meta, top, &s);
     if (err < 0) {
         errno = -err;
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -702,14 +716,14 @@ static PyMethodDef Result_methods[] = {
     {"functions", (PyCFunction)Result_functions, METH_NOARGS,
      "[(name, file, line, is_c)] indexed by function id"},
     {"profile", (PyCFunction)Result_profile, METH_VARARGS,
-     "profile(tid=None) -> call-tree nodes (parent, func, calls, total_ns, self_ns, "
+     "profile(tid=None, outer_frames=False, all_threads=False) -> call-tree nodes (parent, func, calls, total_ns, self_ns, "
      "total_states, self_states), parents first; None = merged over threads"},
     {"profile_functions", (PyCFunction)Result_profile_functions, METH_VARARGS,
-     "profile_functions(tid=None) -> (func, calls, total_ns, self_ns, total_states, "
+     "profile_functions(tid=None, outer_frames=False, all_threads=False) -> (func, calls, total_ns, self_ns, total_states, "
      "self_states, wait_caused_ns) per function"},
     {"save", (PyCFunction)Result_save, METH_VARARGS,
      "save(path, format, tab=None, theme=None): 'json' or 'html' (opened on `tab`, in `theme`)"},
-    {"text", (PyCFunction)Result_text, METH_VARARGS, "text(top_n=5) -> summary table"},
+    {"text", (PyCFunction)Result_text, METH_VARARGS, "text(top_n=5, all_threads=False) -> summary table"},
     {"payload", (PyCFunction)Result_payload, METH_NOARGS, "the viewer's JSON payload"},
     {NULL, NULL, 0, NULL},
 };

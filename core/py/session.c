@@ -34,7 +34,43 @@ struct gt_session {
     int busy;      /* in stop or finish, which can let other threads run Python */
     pid_t pid;     /* the process that started it */
     int32_t start_tid; /* the thread that started the trace (the viewer's cell scope) */
+    int32_t *alive_tids; /* the threads start() was told of (alive then), for the merge */
+    size_t nalive;
 };
+
+/* The native ids of start()'s (ident, native_id) pairs; a pair it cannot read is left
+ * out (the tracer reports it). Returns 0 or -1 (no memory) with an exception set. */
+static int note_alive(struct gt_session *s, PyObject *threads)
+{
+    Py_ssize_t n = threads && threads != Py_None ? PySequence_Size(threads) : 0;
+    if (n < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (n && !(s->alive_tids = calloc((size_t)n, sizeof(*s->alive_tids)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PySequence_GetItem(threads, i);
+        unsigned long ident = 0;
+        long native = 0;
+        if (pair && PyArg_ParseTuple(pair, "kl", &ident, &native))
+            s->alive_tids[s->nalive++] = (int32_t)native;
+        else
+            PyErr_Clear();
+        Py_XDECREF(pair);
+    }
+    return 0;
+}
+
+static int was_alive(const struct gt_session *s, int32_t tid)
+{
+    for (size_t i = 0; i < s->nalive; i++)
+        if (s->alive_tids[i] == tid)
+            return 1;
+    return 0;
+}
 
 /* In a forked child, the parent's session is a copy: the registry, the tracer and
  * the probes it refers to are the parent's (or, by now, the child's own session's). */
@@ -398,6 +434,8 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     s->pid = getpid();
     gt_clock__init();
     s->start_tid = (int32_t)syscall(SYS_gettid);
+    if (note_alive(s, threads) < 0)
+        goto fail;
     if (choose_backend(s) < 0)
         goto fail;
 
@@ -606,17 +644,20 @@ static void fill_python(char *buf, size_t len)
              "");
 }
 
-static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title);
+static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title,
+                             PyObject *file_labels);
 
-struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title)
+struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title,
+                                  PyObject *file_labels)
 {
     s->busy++;
-    struct gt_run *run = finish(s, names, title);
+    struct gt_run *run = finish(s, names, title, file_labels);
     s->busy--;
     return run;
 }
 
-static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title)
+static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title,
+                             PyObject *file_labels)
 {
     struct gt_run *run = NULL;
     struct gt_thread_input *inputs = NULL;
@@ -637,7 +678,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     }
     /* A forked copy has no records here (the registry may be the child's own). */
     struct gt_thread *threads = forked_copy(s) ? NULL : gt_registry__threads();
-    if (s->o.functions && gt_tracer__collect(threads, &run->funcs) < 0)
+    if (s->o.functions && gt_tracer__collect(threads, file_labels, &run->funcs) < 0)
         goto cleanup;
 
     /* Anchored at this session's start and stop, not at import: in a long-lived
@@ -691,6 +732,8 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         in->pid = t->pid;
         in->ident = t->ident;
         in->flags = t->flags;
+        if (was_alive(s, t->tid))
+            in->flags |= GT_THREAD_ALIVE_AT_START;
         if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
             in->flags |= GT_THREAD_HAS_SCHED;
         in->calls = stream_chunks(&t->calls, &in->ncalls);
@@ -816,6 +859,7 @@ int gt_session__free(struct gt_session *s)
     Py_XDECREF(s->o.exclude);
     Py_XDECREF(s->o.own_dir);
     Py_XDECREF((PyObject *)s->o.own_type);
+    free(s->alive_tids);
     free(s);
     return err;
 }

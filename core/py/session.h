@@ -56,9 +56,11 @@ int gt_session__start(struct gt_session *s, PyObject *threads);
  * t1 in the result); returns 0, or -1 with a Python exception set (all stopped anyway;
  * or the session was released by gt_session__stop_active: nothing to stop). */
 int gt_session__stop(struct gt_session *s);
-/* Merges (after stop). `names`: dict native_id -> name, or NULL. Returns a run or NULL
+/* Merges (after stop). `names`: dict native_id -> name, or NULL; `file_labels`: dict
+ * file name -> name shown instead, or NULL. Returns a run or NULL
  * with a Python exception set (e.g. released by gt_session__stop_active). */
-struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title);
+struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title,
+                                  PyObject *file_labels);
 /* Stops the session if it records and releases everything it holds. Returns 0, or -1
  * with a Python exception set when stopping failed (all is released anyway). Runs
  * Python only to stop a recording session (the tracer's uninstall) and in the

@@ -184,6 +184,7 @@ function decodeColumns(p, u) {
     if (isRef(t.gil)) t.gil = binIntervals(u, offs, t.gil);
     if (isRef(t.os)) t.os = binIntervals(u, offs, t.os);
     if (isRef(t.profile)) t.profile = binProfile(u, offs, t.profile);
+    if (isRef(t.profile_outer)) t.profile_outer = binProfile(u, offs, t.profile_outer);
   });
 }
 /* For tests: thread i as laid out for drawing, {tid, t0, spans: [[start, end, name, depth,
@@ -201,7 +202,7 @@ window.gtPayload = {
 };
 /* Unpacking in a worker keeps the page responsive on big traces: the same functions,
  * their source joined into a blob; the typed arrays come back transferred, not copied. */
-var BLOCKS = ['spans', 'gil', 'os', 'profile'];
+var BLOCKS = ['spans', 'gil', 'os', 'profile', 'profile_outer'];
 function workerSource() {
   var fns = [b64bytes, inflate, chunkTable, uvCol, deltaCol, binSpans, binIntervals, binProfile, isRef, decodeColumns,
     arr, num, prefixMax, sortRow, layoutSpans];

@@ -34,12 +34,12 @@ function topCols() {
 function renderTop() {
   var tbl = $('gt-top'), ti = +$('gt-topthread').value, rows = [];
   threads.forEach(function (th) {
-    if (ti >= 0 && th.idx !== ti) return;
+    if (ti >= 0 ? th.idx !== ti : th.idle && !showIdle) return;
     var st = th.stats, wall = num(th.sum.wall_ns, th.end - th.start) || 1;
-    var sp = funcSplit(threadTree(th)), caused = waitCaused(th.tid);
+    var sp = funcSplit(threadTree(th)), caused = waitCaused(th.tid), outer = outerOnly(th);
     for (var k = 0; k < st.f.length; k++) {
       var f = st.f[k];
-      if (fMatch && !fMatch[f]) continue;
+      if ((fMatch && !fMatch[f]) || (outer && outer[f] === 1)) continue;
       rows.push({ f: f, th: th, name: fName[f], loc: fnLoc(f), thread: th.name, n: st.n[k], tot: st.tot[k],
         self: st.self[k], pct: 100 * st.self[k] / wall, avg: st.tot[k] / st.n[k],
         s0: sp.self[0][f], s1: sp.self[1][f], s2: sp.self[2][f], s3: sp.self[3][f], caused: caused[f] });

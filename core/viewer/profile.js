@@ -56,7 +56,8 @@ function treeFinish(T) {
 }
 function threadTree(th) {
   if (th.ptree) return th.ptree;
-  var raw = (P.threads[th.src] || {}).profile || {}, f = arr(raw, 'func'), par = arr(raw, 'parent');
+  var pt = P.threads[th.src] || {}, raw = (!scopeFolded && pt.profile_outer) || pt.profile || {};
+  var f = arr(raw, 'func'), par = arr(raw, 'parent');
   var T = { n: Math.max(1, f.length), parent: [], func: [], calls: [], self: [] }, s, i;
   for (i = 0; i < T.n; i++) { T.parent.push(i ? num(par[i], 0) : -1); T.func.push(i ? num(f[i], nF - 1) : -1); T.calls.push(num(arr(raw, 'calls')[i], 0)); }
   for (s = 0; s < NPS; s++) { var c = arr(raw, PS_KEYS[s]); T.self.push([]); for (i = 0; i < T.n; i++) T.self[s].push(num(c[i], 0)); }
@@ -68,6 +69,7 @@ function allTree() {
   if (mergedTree) return mergedTree;
   var M = treeNew();
   threads.forEach(function (th) {
+    if (th.idle && !showIdle) return; /* background threads (scope.js) */
     var T = threadTree(th), map = new Int32Array(T.n);
     for (var i = 0; i < T.n; i++) {
       var m = map[i] = i ? treeAdd(M, map[T.parent[i]], T.func[i]) : 0;

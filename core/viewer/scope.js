@@ -1,28 +1,40 @@
-/* viewer.js part: the cell's scope: frames outside the traced code, idle threads, lane order.
- * Joined with the other parts (CMakeLists.txt GT_VIEWER_JS) inside one closure.
+/* viewer.js part: the cell's scope: frames outside the traced code, background threads, lane
+ * order. Joined with the other parts (CMakeLists.txt GT_VIEWER_JS) inside one closure.
  *
- * Frames outside the traced code: in the thread that started the trace (meta.scope_tid),
- * the leading depths whose longest span was open when the trace started (clipped at start),
- * or ran in runpy, or is a C function (giltracer's own frames are not recorded at all). That
- * is the kernel's stack above a %%giltracer cell and the CLI's runpy frames; they fold into
- * one root span named after the trace (meta.title), unfolded by the "outer frames" toggle.
- * Idle threads: no call started during the trace and no GIL activity (nothing held or
- * waited); they fold into one "N idle threads" row without a lane. */
+ * Both are decided once by the merge (core/analyze/merge.c) and carried in the payload:
+ * thread.outer, the leading depths of the thread that started the trace (meta.scope_tid)
+ * that lie outside the traced code (open when the trace started, runpy's, or C functions:
+ * the kernel's stack above a %%giltracer cell, the CLI's runpy frames); they fold into one
+ * root span named after the trace (meta.title) in the timeline, and out of the Profile and
+ * Top functions (thread.profile is folded, thread.profile_outer is not), unfolded by the
+ * "outer frames" toggle. thread.background: not started during the trace, and it held the
+ * GIL under 1 % of its life or under 1 ms; such threads fold into one "N background threads"
+ * row without a lane, and out of the merged Profile and Top functions, shown by "Show
+ * background threads". */
 /* == scope == */
 var scopeFolded = true, showIdle = false, SCOPE_F = -1, nIdle = 0, nOuter = 0;
 var HARNESS_RE = /(^|[\/\\])runpy\.py$|^<frozen runpy>$/;
 function harness(f) { return f >= 0 && f < nF && (fIsC[f] === 1 || HARNESS_RE.test(fFile[f])); }
 /* {depth, s, e}: the first depth of the traced code and the time of the outer span above it */
 function outerDepth(th) {
-  var none = { depth: 0, s: 0, e: 0 }, a = 0, b = 0;
-  if (meta.scope_tid == null || +th.tid !== +meta.scope_tid) return none;
+  var none = { depth: 0, s: 0, e: 0 }, raw = P.threads[th.src] || {}, k = num(raw.outer, -1);
+  if (k < 0 && (meta.scope_tid == null || +th.tid !== +meta.scope_tid)) return none;
+  var a = 0, b = 0;
   for (var d = 0; d < th.rows.length; d++) { /* follow the longest span of each depth */
     var r = th.rows[d], m = 0;
     for (var i = 1; i < r.n; i++) if (r.e[i] - r.s[i] > r.e[m] - r.s[m]) m = i;
-    if (!r.n || (!(r.fl[m] & 1) && !harness(r.f[m]))) return d ? { depth: d, s: a, e: b } : none;
+    if (d === k || (k < 0 && (!r.n || (!(r.fl[m] & 1) && !harness(r.f[m]))))) return d ? { depth: d, s: a, e: b } : none;
     a = r.s[m]; b = r.e[m];
   }
   return none; /* nothing of the traced code's own: show everything */
+}
+/* functions seen only in the folded frames above the traced code (left out of Top functions) */
+function outerOnly(th) {
+  if (!scopeFolded || !(th.outer > 0)) return null;
+  if (th.outerOnly) return th.outerOnly;
+  var m = new Uint8Array(nF);
+  th.fullRows.forEach(function (r, d) { for (var i = 0; i < r.n; i++) m[r.f[i]] |= d < th.outer ? 1 : 2; });
+  return (th.outerOnly = m);
 }
 /* a row's spans that start in [a, b), as views on its arrays */
 function rowWithin(r, a, b) {
@@ -32,6 +44,8 @@ function rowWithin(r, a, b) {
   return q;
 }
 function isIdle(th) {
+  var raw = P.threads[th.src] || {};
+  if ('outer' in raw || 'background' in raw || meta.scope_tid != null) return !!raw.background;
   for (var d = 0; d < th.rows.length; d++) {
     var r = th.rows[d];
     for (var i = 0; i < r.n; i++) if (!(r.fl[i] & 1)) return false;
@@ -76,7 +90,29 @@ function scopeThreads() {
     btn.hidden = !nOuter;
     btn.onclick = function () { setScopeFolded(!scopeFolded); };
     scopeButton();
+    if (nIdle) {
+      var bg = D.createElement('button');
+      bg.type = 'button'; bg.id = 'gt-background'; bg.className = 'gt-btn';
+      bg.onclick = function () { setShowIdle(!showIdle); };
+      btn.parentNode.insertBefore(bg, btn.nextSibling);
+      idleButton();
+    }
   }
+}
+function idleButton() {
+  var bg = $('gt-background');
+  if (!bg) return;
+  bg.textContent = showIdle ? 'Fold background threads' : 'Show background threads';
+  bg.classList.toggle('on', showIdle);
+  bg.title = idleText() + ': ' + (showIdle ? 'shown in every view' : 'folded out of the lanes, Profile and Top functions');
+}
+/* the merged profile and the per-thread trees follow the two toggles */
+function scopeChanged() {
+  mergedTree = null;
+  threads.forEach(function (th) { th.ptree = null; });
+  if (pf.built) { pf.zoom = 0; pf.sw = null; if (!$('gt-tab-profile').hidden) drawProfile(); }
+  if (!$('gt-tab-top').hidden) renderTop();
+  buildBlame();
 }
 function scopeButton() {
   var btn = $('gt-scope');
@@ -91,17 +127,17 @@ function setScopeFolded(on) {
   threads.forEach(function (th) { if (th.outer > 0) th.rows = scopeFolded ? th.scopeRows : th.fullRows; });
   selSpan = null; hover = null; tip.hidden = true; details(null);
   searchQ = '\u0000'; applySearch();
-  scopeButton(); layout(); requestDraw();
+  scopeButton(); scopeChanged(); layout(); requestDraw();
 }
 function setShowIdle(on) {
   showIdle = !!on;
   sumRows.forEach(function (tr, k) { if (threads[k].idle) tr.hidden = !showIdle; });
   var t = $('gt-idlerow');
   if (t) t.firstChild.textContent = (showIdle ? '\u25be ' : '\u25b8 ') + idleText();
-  layout(); requestDraw();
+  idleButton(); scopeChanged(); layout(); requestDraw();
 }
 function idleText() {
-  return plural(nIdle, 'idle thread') + ' (no calls, no GIL activity): ' +
+  return plural(nIdle, 'background thread') + ' (not started by the traced code, GIL held under 1 % or 1 ms): ' +
     threads.filter(function (th) { return th.idle; }).map(function (th) { return th.name; }).join(', ');
 }
 /* the summary table: idle threads behind one row */
@@ -109,7 +145,7 @@ function scopeSummary() {
   if (!nIdle) return;
   var tb = $('gt-summary').querySelector('tbody');
   var tr = el('tr', 'gt-idle', null, tb), td = el('td', null, '\u25b8 ' + idleText(), tr);
-  tr.id = 'gt-idlerow'; td.colSpan = 11; td.title = 'Click to show or hide the idle threads';
+  tr.id = 'gt-idlerow'; td.colSpan = 11; td.title = 'Click to show or hide the background threads';
   tr.addEventListener('click', function () { setShowIdle(!showIdle); });
   sumRows.forEach(function (r, k) { if (threads[k].idle) { r.hidden = true; tb.appendChild(r); } });
 }

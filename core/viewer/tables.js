@@ -119,6 +119,8 @@ function shareBar(td, frac) {
 }
 function buildBlame() {
   var tbl = $('gt-blame'), rows = Array.isArray(P.blame) ? P.blame.slice() : [];
+  tbl.textContent = ''; /* rebuilt when background threads are shown or folded (scope.js) */
+  rows = rows.filter(function (r) { var w = byTid[r.waiter]; return showIdle || !(w && w.idle); });
   thead(tbl, [['Waiter'], ['Holder'], ['Holder was in'], ['Location'], ['Wait', 'n'], ['Count', 'n'], ['Avg wait', 'n'],
     ['Share', 'n']]);
   var tb = el('tbody', null, null, tbl);

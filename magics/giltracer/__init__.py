@@ -19,6 +19,9 @@ __version__ = "0.1.0"
 
 
 def load_ipython_extension(ipython: Any) -> None:  # pragma: no cover - exercised by the magic tests
-    from .magics import GilTracerMagics
+    from .magics import GilTracerMagics, await_cells
 
     ipython.register_magics(GilTracerMagics)
+    post = getattr(ipython, "input_transformers_post", None)
+    if post is not None and await_cells not in post:  # %%giltracer cells with a top-level await
+        post.append(await_cells)

@@ -123,6 +123,9 @@ class ThreadInfo:
     start_ns: int
     end_ns: int
     os_states: bool
+    # Only sat in a call already open at the start, with no GIL activity (in a kernel:
+    # the shell channel, IOPub, heartbeat, pollers): folded in every view by default.
+    background: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ class ThreadSummary:
     wait_pct: float
     released_pct: float
     spans: int
+    background: bool = False
 
 
 @dataclass(frozen=True)
@@ -318,6 +322,8 @@ class Trace:
         self._names_at_start: Dict[int, str] = {}
         self._result: Optional[_core.Result] = None
         self._funcs: Optional[List[Tuple[str, str, int, bool]]] = None
+        # At stop: {file name: name shown instead}, e.g. a notebook cell's -> "In [5]" (magics).
+        self.file_labels: Optional[Callable[[], Dict[str, str]]] = None
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> "Trace":
@@ -357,7 +363,7 @@ class Trace:
             try:
                 names.update(_thread_names(self._ended_before))
             finally:
-                self._result = session.finish(names, self.title)
+                self._result = session.finish(names, self.title, self._labels())
         global _last
         _last = self
         dropped = self.dropped
@@ -382,6 +388,15 @@ class Trace:
                 stacklevel=3,
             )
         return self
+
+    def _labels(self) -> Optional[Dict[str, str]]:
+        """file_labels(), or None when there are none or they cannot be had (names are a
+        nicety: the trace is finished without them)."""
+        try:
+            labels = self.file_labels() if self.file_labels is not None else None
+            return {str(k): str(v) for k, v in labels.items()} if labels else None
+        except Exception:
+            return None
 
     def __enter__(self) -> "Trace":
         return self.start()
@@ -432,20 +447,31 @@ class Trace:
     sched_status = property(lambda self: self.result.sched_status, doc="OS-state source")
     gil_known = property(lambda self: self.result.gil_known, doc="a GIL probe ran")
 
-    def summary(self) -> List[ThreadSummary]:
-        return [ThreadSummary(**d) for d in self.result.summary()]
+    def summary(self, all_threads: bool = False) -> List[ThreadSummary]:
+        """Per-thread GIL and OS figures of the cell's threads; ``all_threads=True`` adds
+        the background threads (``ThreadSummary.background``)."""
+        return [ThreadSummary(**d) for d in self.result.summary() if all_threads or not d["background"]]
 
-    def summary_text(self, top: int = 5) -> str:
-        return self.result.text(top)
+    def summary_text(self, top: int = 5, all_threads: bool = False) -> str:
+        """The per-thread table (background threads on one line unless ``all_threads``)
+        and the top GIL-blame rows."""
+        return self.result.text(top, all_threads)
 
-    def crosscheck(self) -> Optional[List[ThreadSummary]]:
+    def crosscheck(self, all_threads: bool = False) -> Optional[List[ThreadSummary]]:
         """With ``crosscheck=True`` (root): the bpf probe's per-thread summary of the same
-        run, to compare with ``summary()`` from the hooks."""
+        run, to compare with ``summary()`` from the hooks (the same threads: those the
+        hooks' result folds as background are left out unless ``all_threads``)."""
         rows = self.result.crosscheck()
-        return None if rows is None else [ThreadSummary(**d) for d in rows]
+        if rows is None:
+            return None
+        folded = set() if all_threads else {t["tid"] for t in self.result.threads() if t["background"]}
+        return [ThreadSummary(**d) for d in rows if d["tid"] not in folded]
 
-    def blame(self) -> List[BlameRow]:
-        return [BlameRow(**d) for d in self.result.blame()]
+    def blame(self, all_threads: bool = False) -> List[BlameRow]:
+        """Who waited for the GIL, on whom, in which function (largest first); a background
+        thread's own waits only with ``all_threads=True``."""
+        folded = set() if all_threads else {t["tid"] for t in self.result.threads() if t["background"]}
+        return [BlameRow(**d) for d in self.result.blame() if d["waiter"] not in folded]
 
     def spans(self, thread: Union[int, str, threading.Thread]) -> List[_core.Span]:
         """[(start_ns, end_ns, name, depth, flags)] of one thread, sorted by start."""
@@ -466,17 +492,22 @@ class Trace:
     def _profile_tid(self, thread: Union[None, int, str, threading.Thread]) -> Optional[int]:
         return None if thread is None else self._tid(thread)
 
-    def profile(self, thread: Union[None, int, str, threading.Thread] = None) -> ProfileNode:
-        """The call tree split by GIL state: merged over threads (``thread=None``) or of one
-        thread (tid, name or Thread). The root is the traced time of the thread(s)."""
+    def profile(self, thread: Union[None, int, str, threading.Thread] = None,
+                outer_frames: bool = False, all_threads: bool = False) -> ProfileNode:
+        """The call tree split by GIL state: merged over the cell's threads (``thread=None``;
+        ``all_threads=True`` adds the background ones) or of one thread (tid, name or
+        Thread). The root is the traced time of the thread(s); its children start at the
+        traced code (``outer_frames=True`` keeps the frames above it, e.g. the kernel's)."""
         funcs = self._func_table()
         tid = self._profile_tid(thread)
         if tid is None:
-            root_name = f"all {len(self.result.threads())} threads"
+            n = sum(1 for t in self.result.threads() if all_threads or not t["background"])
+            root_name = f"all {n} threads" if all_threads else f"{n} threads of the traced code"
         else:
             root_name = next((t.name for t in self.threads if t.tid == tid), f"thread {tid}")
         nodes: List[ProfileNode] = []
-        for parent, func, calls, total, self_ns, states, self_states in self.result.profile(tid):
+        for parent, func, calls, total, self_ns, states, self_states in self.result.profile(
+                tid, outer_frames, all_threads):
             name, file, line, is_c = funcs[func] if func >= 0 else (root_name, "", 0, False)
             node = ProfileNode(name, file, line, is_c, calls, total, self_ns, _states(states),
                                _states(self_states), [])
@@ -488,22 +519,28 @@ class Trace:
         return nodes[0]
 
     def functions(self, thread: Union[None, int, str, threading.Thread] = None,
-                  sort: str = "total") -> List[FunctionRow]:
-        """Per-function rows (merged over call paths; over threads unless ``thread``),
-        largest first by ``sort``: wait, held, total, self or caused."""
+                  sort: str = "total", outer_frames: bool = False,
+                  all_threads: bool = False) -> List[FunctionRow]:
+        """Per-function rows (merged over call paths; over the cell's threads unless
+        ``thread``), largest first by ``sort``: wait, held, total, self or caused. As in
+        ``profile()``, frames above the traced code and background threads are left out
+        unless ``outer_frames`` / ``all_threads``."""
         if sort not in PROFILE_SORTS:
             raise ValueError(f"sort must be one of {', '.join(PROFILE_SORTS)}; got {sort!r}")
         funcs = self._func_table()
         rows = [FunctionRow(*funcs[f][:4], calls, total, self_ns, _states(st), _states(sst), caused)
                 for f, calls, total, self_ns, st, sst, caused
-                in self.result.profile_functions(self._profile_tid(thread))]
+                in self.result.profile_functions(self._profile_tid(thread), outer_frames, all_threads)
+                # a function only in the folded frames above the traced code has no time
+                # here, only the GIL wait it caused (blame): folded with them
+                if outer_frames or total or calls]
         rows.sort(key=render.sort_key(sort), reverse=True)
         return rows
 
-    def profile_text(self, top: int = 10, sort: str = "wait") -> str:
+    def profile_text(self, top: int = 10, sort: str = "wait", all_threads: bool = False) -> str:
         """Top functions by ``sort`` and by GIL held (self time split by GIL state), then
         the per-thread table and the GIL-blame rows."""
-        return render.profile_text(self, top, sort)
+        return render.profile_text(self, top, sort, all_threads)
 
     def save(self, path: Union[str, "os.PathLike[str]"], format: Optional[str] = None,
              tab: Optional[str] = None, theme: Optional[str] = None) -> str:

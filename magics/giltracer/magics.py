@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 import sys
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from types import FrameType
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -111,6 +114,90 @@ def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
     return value, error
 
 
+async def run_traced_async(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
+    """run_traced() for code with a top-level await: run() gives a coroutine, awaited
+    inside the trace on the loop that awaits this (IPython's, as for any such cell)."""
+    try:
+        t.start()
+    except RuntimeError as e:
+        raise UsageError(api.start_failure(e)) from None
+    try:
+        value = run()
+        if inspect.isawaitable(value):
+            value = await value
+        error = None
+    except BaseException as e:  # shown after the trace, then re-raised
+        value, error = None, e
+    try:
+        t.stop()
+    except Exception as e:
+        if error is None:
+            raise
+        output_failed(error, f"could not end the trace: {type(e).__name__}: {e}")
+        raise error
+    return value, error
+
+
+# CO_COROUTINE: what a code object compiled with PyCF_ALLOW_TOP_LEVEL_AWAIT is flagged with
+# when it awaits at the top level (its run gives a coroutine).
+_CO_COROUTINE = inspect.CO_COROUTINE
+_TOP_LEVEL_AWAIT: int = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0x2000)
+
+
+def awaits(code: Any) -> bool:
+    return bool(code.co_flags & _CO_COROUTINE)
+
+
+def await_cells(lines: List[str]) -> List[str]:
+    """IPython post-input transformer: a %%giltracer or %%gilprofile cell whose body awaits
+    at the top level becomes ``await get_ipython().run_cell_magic(...)``, so IPython runs the
+    cell as it runs any cell with a top-level await (on its loop, with autoawait) and awaits
+    the coroutine the magic returns for such a body."""
+    text = "".join(lines)
+    if not text.startswith("get_ipython().run_cell_magic(") or "await" not in text:
+        return lines
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return lines
+    stmt = tree.body[0] if len(tree.body) == 1 else None
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    args = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+            ] if isinstance(call, ast.Call) and not call.keywords else []
+    if len(args) != 3 or len(args) != len(call.args):  # type: ignore[union-attr]
+        return lines
+    name, body = str(args[0]), str(args[2])
+    if name not in ("giltracer", "gilprofile"):
+        return lines
+    try:
+        if not awaits(compile(body, "<cell>", "exec", flags=_TOP_LEVEL_AWAIT, dont_inherit=True)):
+            return lines
+    except (SyntaxError, ValueError):
+        return lines  # IPython syntax in the body (say !cmd): compiled, and reported, by the magic
+    return ["await " + text.lstrip()]
+
+
+def cell_labels(shell: InteractiveShell) -> Dict[str, str]:
+    """The file names IPython's compiler gave the notebook's cells -> "In [N]" (the cells
+    whose execution count it knows)."""
+    numbers = getattr(shell.compile, "_filename_map", None) or {}
+    return {f: f"In [{n}]" for f, n in list(numbers.items()) if isinstance(n, int) and n > 0}
+
+
+def current_cell(shell: InteractiveShell) -> int:
+    """The execution count of the cell that called the magic (0 when unknown, e.g. called
+    from a function): the nearest caller's frame whose file IPython's compiler cached for a
+    cell. (shell.execution_count moves before or after the cell, by IPython's version.)"""
+    numbers = getattr(shell.compile, "_filename_map", None) or {}
+    frame: Optional[FrameType] = sys._getframe(1)
+    while frame is not None:
+        n = numbers.get(frame.f_code.co_filename)
+        if isinstance(n, int) and n > 0:
+            return n
+        frame = frame.f_back
+    return 0
+
+
 def output_failed(error: BaseException, message: str) -> None:
     """Say that the trace could not be saved or shown, beside the code's own exception
     `error`: a note on it (3.11+) and a line on stderr (every version)."""
@@ -200,23 +287,29 @@ class GilTracerMagics(Magics):
     @magic_options(options.CELL)
     @no_var_expand
     @cell_magic
-    def giltracer(self, line: str, cell: str) -> None:
+    def giltracer(self, line: str, cell: str) -> Any:
         """Run the cell while tracing every call in every thread and probing the GIL;
         show the timeline inline. A cell that raises still shows its trace."""
         args = parse_argstring(self.giltracer, line)
         check_options(args, options.CELL)
         max_output = max_output_arg(args.max_output)
-        t = make_trace(args, "%%giltracer cell")
-        code = self._compile(cell, "exec")
+        code = self._compile(cell, "exec", cell_body=True)
+        t = make_trace(args, self._title("%%giltracer"))
+        t.file_labels = lambda: cell_labels(self._shell)
         ns = self._shell.user_ns  # fetched before the trace: a property, a call of its own
         if api.FREE_THREADED:
+            if awaits(code):
+                return untraced(args, lambda: eval(code, ns))  # a coroutine: IPython awaits it
             untraced(args, lambda: exec(code, ns))
-            return
+            return None
         run = api.code_runner()
+        if awaits(code):
+            return self._await(t, args, lambda: run(code, ns), ns, "cell", Bundle(t, args, max_output))
         _, error = run_traced(t, lambda: run(code, ns))
         if args.var is not None:
             ns[args.var] = t
         deliver(t, args, error, "cell", Bundle(t, args, max_output))
+        return None
 
     @magic_options(options.PROFILE)
     @no_var_expand
@@ -235,16 +328,21 @@ class GilTracerMagics(Magics):
                              "or use %%gilprofile on a cell")
         check_options(args, options.PROFILE)
         max_output = max_output_arg(args.max_output)
-        t = make_trace(args, "%gilprofile " + statement if cell is None else "%%gilprofile cell")
         ns = self._shell.user_ns  # fetched before the trace: a property, a call of its own
         if cell is None:
             code, run_locals = self._statement(statement), local_ns
         else:
-            code, run_locals = self._compile(cell, "exec"), None
+            code, run_locals = self._compile(cell, "exec", cell_body=True), None
+        t = make_trace(args, "%gilprofile " + statement if cell is None else self._title("%%gilprofile"))
+        t.file_labels = lambda: cell_labels(self._shell)
         if api.FREE_THREADED:
             value = untraced(args, lambda: eval(code, ns, run_locals))
-            return value if cell is None else None
+            return value if cell is None or awaits(code) else None
         run = api.code_runner()
+        if cell is not None and awaits(code):
+            return self._await(t, args, lambda: run(code, ns), ns, "cell",
+                               Bundle(t, args, max_output, lambda: t.profile_text(args.top, args.sort),
+                                      tab="profile"))
         value, error = run_traced(t, lambda: run(code, ns, run_locals))
         if args.var is not None:
             ns[args.var] = t
@@ -259,10 +357,34 @@ class GilTracerMagics(Magics):
         assert shell is not None, "the magics are used once registered in a shell"
         return shell
 
-    def _compile(self, source: str, mode: str) -> Any:
+    def _title(self, magic: str) -> str:
+        n = current_cell(self._shell)
+        return f"{magic} In [{n}]" if n > 0 else f"{magic} cell"
+
+    async def _await(self, t: Trace, args: Any, run: Any, ns: Dict[str, Any], what: str,
+                     bundle: Bundle) -> None:
+        """The magic of a cell with a top-level await: IPython awaits this (await_cells)."""
+        _, error = await run_traced_async(t, run)
+        if args.var is not None:
+            ns[args.var] = t
+        deliver(t, args, error, what, bundle)
+
+    def _compile(self, source: str, mode: str, cell_body: bool = False) -> Any:
+        """`source` compiled as IPython compiles cells. A cell magic's body is cached under
+        the running cell's number and one line down (below the %%magic line), so its
+        code reads "In [N]" with the cell's line numbers, in the trace and in tracebacks;
+        a top-level await is allowed (the code then gives a coroutine: see await_cells)."""
         shell = self._shell
         source = shell.transform_cell(source)
-        return shell.compile(source, shell.compile.cache(source), mode)
+        if not cell_body:
+            return shell.compile(source, shell.compile.cache(source), mode)
+        source = "\n" + source
+        name = shell.compile.cache(source, current_cell(shell))
+        try:
+            return shell.compile(source, name, mode)
+        except SyntaxError:
+            flags = shell.compile.flags | _TOP_LEVEL_AWAIT
+            return compile(source, name, mode, flags=flags, dont_inherit=True)
 
     def _statement(self, statement: str) -> Any:
         """`statement` compiled: in "eval" mode for an expression (running it gives its

@@ -38,9 +38,9 @@ def _location(file: str, line: int) -> str:
     return f"{os.path.basename(file)}:{line}" if file else "(C)"
 
 
-def profile_text(t: Trace, top: int = 10, sort: str = "wait") -> str:
+def profile_text(t: Trace, top: int = 10, sort: str = "wait", all_threads: bool = False) -> str:
     """Trace.profile_text."""
-    rows = t.functions(sort="total")
+    rows = t.functions(sort="total", all_threads=all_threads)
     second = "held" if sort != "held" else "wait"
     titles = {"wait": "GIL wait", "held": "GIL held", "total": "total time",
               "self": "self time", "caused": "GIL wait caused"}
@@ -71,7 +71,7 @@ def profile_text(t: Trace, top: int = 10, sort: str = "wait") -> str:
                 f"{_ms(r.total_ns):>8} {_ms(r.self_ns):>8} {_ms(ss['running']):>8} "
                 f"{_ms(ss['held_off_cpu']):>8} {_ms(ss['waiting']):>8} "
                 f"{_ms(ss['released']):>8} {_ms(r.gil_wait_caused_ns):>8}")
-    return "\n".join(out) + "\n" + t.summary_text(top)
+    return "\n".join(out) + "\n" + t.summary_text(top, all_threads)
 
 
 def display_bundle(t: Trace, height: int = 600, text: Optional[str] = None,

@@ -116,13 +116,48 @@ def test_idle_threads_fold_into_one_row(page):
     ours = [lane["name"] for lane in ls if lane["name"] in ("MainThread", "w0", "w1") + IDLE]
     assert ours[0] == "MainThread" and set(ours[1:3]) == {"w0", "w1"}, ours
     row = p.js("document.getElementById('gt-idlerow').textContent")
-    assert row.startswith(f"\u25b8 {len(idle)} idle threads") and all(n in row for n in IDLE)
+    assert row.startswith(f"\u25b8 {len(idle)} background threads") and all(n in row for n in IDLE)
     hidden = p.js("Array.from(document.querySelectorAll('#gt-summary tbody tr')).filter("
                   "function(r){return r.hidden}).map(function(r){return r.firstChild.textContent})")
     assert sorted(hidden) == sorted(idle)
     p.js("document.getElementById('gt-idlerow').click()")
     assert not any(lane["hidden"] for lane in p.js("gtViewer.lanes()"))
     p.js("document.getElementById('gt-idlerow').click()")
+    assert not p.errors, p.errors
+
+
+def profile_names(p, root_only=False):
+    p.js("gtViewer.showTab('profile')")
+    frames = p.js("gtViewer.profileFrames()")
+    return [f["name"] for f in frames if not root_only or f["row"] == 1]
+
+
+def top_rows(p):
+    p.js("gtViewer.showTab('top')")
+    return p.js("Array.from(document.querySelectorAll('#gt-top tbody tr')).map("
+                "function(r){return [r.children[0].textContent, r.children[2].textContent]})")
+
+
+def test_profile_and_top_functions_fold_like_the_timeline(page):
+    t, p = page
+    assert p.js("gtViewer.scopeFolded()") is True
+    # traced() was open when the trace started (giltracer's own frames are not recorded)
+    first = profile_names(p, root_only=True)  # the root's children: the traced code's calls
+    assert "workload" in first and not any(n.startswith("test_") or n == "traced" for n in first), first
+    assert {r[1] for r in top_rows(p)}.isdisjoint(IDLE)
+    assert "traced" not in {r[0] for r in top_rows(p)}
+    p.js("gtViewer.scopeFolded(false)")
+    assert "traced" in profile_names(p) and "traced" in {r[0] for r in top_rows(p)}
+    p.js("gtViewer.scopeFolded(true)")
+    assert "traced" not in profile_names(p)
+    button = "document.getElementById('gt-background')"
+    assert p.js(button + ".textContent") == "Show background threads"
+    p.js(button + ".click()")
+    assert set(IDLE) <= {r[1] for r in top_rows(p)}
+    assert not any(lane["hidden"] for lane in p.js("gtViewer.lanes()"))
+    p.js(button + ".click()")
+    assert {r[1] for r in top_rows(p)}.isdisjoint(IDLE)
+    p.js("gtViewer.showTab('timeline')")
     assert not p.errors, p.errors
 
 

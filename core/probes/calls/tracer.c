@@ -1608,7 +1608,7 @@ struct gkey {
     uint32_t gid;
 };
 
-int gt_tracer__collect(struct gt_thread *threads, struct gt_functable *out)
+int gt_tracer__collect(struct gt_thread *threads, PyObject *file_labels, struct gt_functable *out)
 {
     int err = -1;
     struct gkey *table = NULL;
@@ -1669,6 +1669,16 @@ int gt_tracer__collect(struct gt_thread *threads, struct gt_functable *out)
                 }
                 if (!file)
                     file = PyUnicode_FromString("");
+                if (file && file_labels) { /* e.g. a notebook cell's file -> "In [5]" */
+                    PyObject *label = PyDict_GetItemWithError(file_labels, file);
+                    if (label && PyUnicode_Check(label)) {
+                        Py_INCREF(label);
+                        Py_DECREF(file);
+                        file = label;
+                    } else if (!label) {
+                        PyErr_Clear();
+                    }
+                }
                 if (!file || PyList_Append(names, name) < 0 || PyList_Append(files, file) < 0) {
                     Py_DECREF(name);
                     Py_XDECREF(file);

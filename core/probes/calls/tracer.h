@@ -78,9 +78,10 @@ struct gt_functable {
  * gt_tracer__collect() - after stop: build the global function table from every
  * thread's intern table, give each thread its local->global map (see
  * gt_tracer__func_map), and release every Python reference the tracer held.
- * Returns 0, or -1 with a Python exception set.
+ * `file_labels` (a dict, or NULL): file name -> the name shown instead (a notebook
+ * cell's file -> "In [5]"). Returns 0, or -1 with a Python exception set.
  */
-int gt_tracer__collect(struct gt_thread *threads, struct gt_functable *out);
+int gt_tracer__collect(struct gt_thread *threads, PyObject *file_labels, struct gt_functable *out);
 
 /** gt_tracer__func_map() - a thread's local->global function id map (after collect). */
 const uint32_t *gt_tracer__func_map(const struct gt_thread *t, size_t *len);

@@ -1242,6 +1242,89 @@ cleanup:
     free(ch);
 }
 
+
+/* The cell's scope: the starting thread's frames open at the start are outer (the
+ * innermost one's span is the window); a thread first seen in a call that holds no GIL
+ * (or holds it under 1 % of its life or 1 ms) is background; one started during the
+ * trace is not. */
+static void test_scope(void)
+{
+    static const struct gt_call_event main_ev[] = {
+        {0, F_F, GT_CALL | GT_CALL_OPEN_AT_START}, {0, F_G, GT_CALL | GT_CALL_OPEN_AT_START},
+        {20, F_H, GT_CALL}, {30, F_H, GT_RETURN}, {40, F_G, GT_RETURN},
+    };
+    static const struct gt_call_event idle_ev[] = {{0, F_K, GT_CALL | GT_CALL_OPEN_AT_START}};
+    static const struct gt_call_event poll_ev[] = {
+        {0, F_K, GT_CALL | GT_CALL_OPEN_AT_START}, {500, F_LEN, GT_CCALL}, {500, F_LEN, GT_CRETURN},
+    };
+    static const struct gt_call_event new_ev[] = {{100, F_K, GT_CALL}, {900, F_K, GT_RETURN}};
+    static const struct gt_gil_event poll_gil[] = {
+        {500, GT_GIL_WANT, 0}, {500, GT_GIL_ACQUIRED, 0}, {505, GT_GIL_RELEASED, 0},
+    };
+    static const struct gt_gil_event new_gil[] = {
+        {100, GT_GIL_WANT, 0}, {100, GT_GIL_ACQUIRED, 0}, {105, GT_GIL_RELEASED, 0},
+    };
+    struct gt_chunk cm = calls_chunk(main_ev, N(main_ev)), ci = calls_chunk(idle_ev, N(idle_ev)),
+                    cp = calls_chunk(poll_ev, N(poll_ev)), cn = calls_chunk(new_ev, N(new_ev));
+    struct gt_chunk gp = {poll_gil, N(poll_gil)}, gn = {new_gil, N(new_gil)};
+    struct gt_thread_input th[4] = {
+        {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START,
+         .calls = &cm, .ncalls = 1},
+        {.tid = 2, .flags = GT_THREAD_EXISTED_AT_START, .calls = &ci, .ncalls = 1},
+        {.tid = 3, .flags = GT_THREAD_EXISTED_AT_START, .calls = &cp, .ncalls = 1,
+         .gil = &gp, .ngil = 1},
+        {.tid = 4, .calls = &cn, .ncalls = 1, .gil = &gn, .ngil = 1},
+    };
+    struct gt_trace_input in = mk_input(0, 1000, th, 4, 1);
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    const struct gt_thread_result *t = r->threads;
+    CHECK(t[0].outer_depth == 2 && t[0].outer_start == 0 && t[0].outer_end == 40);
+    CHECK(!t[0].background);
+    CHECK(t[1].background && t[1].outer_depth == 0);
+    CHECK(t[2].background); /* held 5 ns: a poller's look */
+    CHECK(!t[3].background); /* started during the trace */
+    gt_result__free(r);
+
+    /* Without a GIL probe, a new C call is sitting; a new Python call is running code. */
+    in = mk_input(0, 1000, th, 4, 0);
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(r->threads[1].background && r->threads[2].background && !r->threads[3].background);
+    gt_result__free(r);
+
+    /* Over a second: 2 ms held is under 1 % (background), 20 ms is not. */
+    static const struct gt_gil_event little[] = {
+        {100000000, GT_GIL_WANT, 0}, {100000000, GT_GIL_ACQUIRED, 0}, {102000000, GT_GIL_RELEASED, 0},
+    };
+    static const struct gt_gil_event much[] = {
+        {100000000, GT_GIL_WANT, 0}, {100000000, GT_GIL_ACQUIRED, 0}, {120000000, GT_GIL_RELEASED, 0},
+    };
+    struct gt_chunk gl = {little, N(little)}, gm = {much, N(much)};
+    struct gt_thread_input two[2] = {
+        {.tid = 5, .flags = GT_THREAD_EXISTED_AT_START, .calls = &ci, .ncalls = 1, .gil = &gl, .ngil = 1},
+        {.tid = 6, .flags = GT_THREAD_EXISTED_AT_START, .calls = &ci, .ncalls = 1, .gil = &gm, .ngil = 1},
+    };
+    in = mk_input(0, 1000000000, two, 2, 1);
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(r->threads[0].background && !r->threads[1].background);
+    gt_result__free(r);
+
+    /* Every thread background: none is. */
+    in = mk_input(0, 1000, th + 1, 2, 1);
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(!r->threads[0].background && !r->threads[1].background);
+    gt_result__free(r);
+    free_packed();
+}
+
 int main(void)
 {
     static const struct {
@@ -1277,6 +1360,7 @@ int main(void)
         T(test_einval_beyond_int64),
         T(test_timing),
         T(test_call_time_bases),
+        T(test_scope),
 #undef T
     };
     int passed = 0, failed = 0;

@@ -325,7 +325,7 @@ static void test_thread_alone(void)
     CHECK(gt_profile__build(&r, GT_PROFILE_THREADS_ONLY, &p) == 0);
     for (size_t i = 0; p && i < 2; i++) {
         struct gt_ptree t = {.nnodes = 7};
-        CHECK(gt_profile__thread(&r, i, &t) == 0);
+        CHECK(gt_profile__thread(&r, i, 0, &t) == 0);
         CHECK(t.tid == th[i].tid && t.nnodes == p->threads[i].nnodes && t.nnodes > 2);
         CHECK(t.nodes && !memcmp(t.nodes, p->threads[i].nodes, t.nnodes * sizeof(*t.nodes)));
         gt_ptree__free(&t);
@@ -333,10 +333,54 @@ static void test_thread_alone(void)
     }
     gt_profile__free(p);
     struct gt_ptree t = {.nnodes = 7};
-    CHECK(gt_profile__thread(&r, 2, &t) == -EINVAL && t.nodes == NULL && t.nnodes == 0);
-    CHECK(gt_profile__thread(NULL, 0, &t) == -EINVAL);
-    CHECK(gt_profile__thread(&r, 0, NULL) == -EINVAL);
+    CHECK(gt_profile__thread(&r, 2, 0, &t) == -EINVAL && t.nodes == NULL && t.nnodes == 0);
+    CHECK(gt_profile__thread(NULL, 0, 0, &t) == -EINVAL);
+    CHECK(gt_profile__thread(&r, 0, 0, NULL) == -EINVAL);
     gt_ptree__free(NULL);
+}
+
+
+/* The frames above the traced code fold out (the root's children are what began inside
+ * the innermost outer frame) unless GT_PROFILE_OUTER_FRAMES; a background thread stays out
+ * of the merged tree unless GT_PROFILE_ALL_THREADS. */
+static void test_outer_frames_and_background(void)
+{
+    struct gt_span sp[] = {{0, 100, F_F, 0, GT_SPAN_CLIPPED_START}, {0, 90, F_G, 1, GT_SPAN_CLIPPED_START},
+                           {10, 30, F_A, 2, 0}, {30, 60, F_B, 2, 0}, {40, 50, F_C, 3, GT_SPAN_C}};
+    struct gt_span bg[] = {{0, 100, F_G, 0, GT_SPAN_CLIPPED_START}};
+    struct gt_thread_result th[2] = {mk_thread(1, 0, 100, sp, N(sp)), mk_thread(2, 0, 100, bg, N(bg))};
+    th[0].outer_depth = 2;
+    th[0].outer_start = 0;
+    th[0].outer_end = 90;
+    th[1].background = 1;
+    struct gt_result r = mk_result(0, 100, th, 2, 0);
+    struct gt_profile *p = NULL, *q = NULL;
+    CHECK(gt_profile__build(&r, 0, &p) == 0);
+    CHECK(gt_profile__build(&r, GT_PROFILE_OUTER_FRAMES | GT_PROFILE_ALL_THREADS, &q) == 0);
+    if (!p || !q)
+        goto out;
+    const struct gt_ptree *t = &p->threads[0], *m = &p->merged;
+    check_tree(t);
+    check_tree(m);
+    uint32_t a = child(t, 0, F_A), b = child(t, 0, F_B);
+    CHECK(nchildren(t, 0) == 2 && a != GT_PNODE_NONE && b != GT_PNODE_NONE);
+    if (b != GT_PNODE_NONE)
+        CHECK(child(t, b, F_C) != GT_PNODE_NONE && t->nodes[b].total_ns == 30);
+    CHECK(t->nodes[0].total_ns == 100 && t->nodes[0].self_ns == 50); /* the outer frames' own time */
+    CHECK(m->nodes[0].total_ns == 100 && nchildren(m, 0) == 2); /* thread 2 left out */
+    const struct gt_ptree *u = &q->threads[0], *all = &q->merged;
+    uint32_t f = child(u, 0, F_F);
+    CHECK(nchildren(u, 0) == 1 && f != GT_PNODE_NONE);
+    if (f != GT_PNODE_NONE)
+        CHECK(child(u, f, F_G) != GT_PNODE_NONE);
+    CHECK(all->nodes[0].total_ns == 200 && child(all, 0, F_G) != GT_PNODE_NONE);
+    struct gt_ptree one;
+    CHECK(gt_profile__thread(&r, 0, GT_PROFILE_OUTER_FRAMES, &one) == 0);
+    CHECK(one.nnodes == u->nnodes);
+    gt_ptree__free(&one);
+out:
+    gt_profile__free(p);
+    gt_profile__free(q);
 }
 
 int main(void)
@@ -352,6 +396,7 @@ int main(void)
         T(test_ties_use_depth),
         T(test_empty_and_einval),
         T(test_thread_alone),
+        T(test_outer_frames_and_background),
 #undef T
     };
     int failed = 0;
