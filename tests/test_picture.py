@@ -50,4 +50,4 @@ def test_the_picture_is_plain_svg_with_a_strip_per_thread():
 def test_threads_past_the_cap_are_counted():
     t = traced([f"t{i}" for i in range(5)])
     svg = picture.svg(t, max_lanes=3)
-    assert f"+ {len(t.threads) - 3} more threads" in svg
+    assert f"+ {len(t.summary()) - 3} more threads" in svg  # the cell's threads, as drawn
