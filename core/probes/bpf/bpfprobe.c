@@ -259,50 +259,170 @@ static int take_gil_heuristic(const struct gtp_elf *e, uint64_t *vaddr)
     return 0;
 }
 
+/* Stripped LTO builds of 3.13+ (Debian's python3.14 without -dbg): calibration saw
+ * where the GIL was taken, i.e. the return addresses of take_gil's
+ * pthread_mutex_lock(gil mutex) and pthread_cond_signal(gil switch_cond). The
+ * unwind table names the function around each (return address - 1: the call
+ * itself); both must be the same function (an unwind entry starts at an
+ * instruction boundary), not exported (else take_gil was inlined into a caller
+ * whose entry and return would not be the take's). */
+static char calib_why[256];
+static int take_gil_by_calibration(const struct gtp_elf *e, const struct gt_bpf_opts *o,
+                                   uint64_t *vaddr, const char **why)
+{
+    uint64_t s1, s2, a0, a1, b0, b1;
+    int err;
+
+    if (!o->take_lock_site || !o->take_signal_site) {
+        *why = "no calibrated call sites";
+        return -ENOENT;
+    }
+    s1 = (uint64_t)(uintptr_t)o->take_lock_site - o->interp_bias - 1;
+    s2 = (uint64_t)(uintptr_t)o->take_signal_site - o->interp_bias - 1;
+    if ((err = gtp_elf__func_bounds(e, s1, &a0, &a1)) != 0 ||
+        (err = gtp_elf__func_bounds(e, s2, &b0, &b1)) != 0) {
+        snprintf(calib_why, sizeof(calib_why),
+                 "the unwind table does not cover the calibrated call sites %#llx, %#llx (%s)",
+                 (unsigned long long)s1 + 1, (unsigned long long)s2 + 1, strerror(-err));
+        *why = calib_why;
+        return -ENOENT;
+    }
+    if (a0 != b0) {
+        snprintf(calib_why, sizeof(calib_why),
+                 "the take's mutex lock (in the function at %#llx) and its switch_cond "
+                 "signal (at %#llx) are in different functions",
+                 (unsigned long long)a0, (unsigned long long)b0);
+        *why = calib_why;
+        return -ENOENT;
+    }
+    if (gtp_elf__exports_at(e, a0)) {
+        snprintf(calib_why, sizeof(calib_why),
+                 "the GIL is taken in an exported function (at %#llx): take_gil is "
+                 "inlined there", (unsigned long long)a0);
+        *why = calib_why;
+        return -ENOENT;
+    }
+    *vaddr = a0;
+    return 0;
+}
+
+const char *const gt_bpf__take_gil_how_names[GT_BPF_TG_N] = {
+    [GT_BPF_TG_SYMBOL] = "symbol",
+    [GT_BPF_TG_DEBUG_FILE] = "debug file",
+    [GT_BPF_TG_HINT] = "hint",
+    [GT_BPF_TG_HEURISTIC] = "PyEval_RestoreThread heuristic",
+    [GT_BPF_TG_CALIBRATION] = "calibration",
+};
+
+/* take_gil's link-time address by one way. */
+static int take_gil_by(const struct gtp_elf *e, const struct gt_bpf_opts *o,
+                       enum gt_bpf_take_gil_how how, uint64_t *va, const char **why)
+{
+    switch (how) {
+    case GT_BPF_TG_SYMBOL:
+        *why = "no take_gil in the object's .symtab (stripped)";
+        return gtp_elf__find_func(e, GTP_ELF_SYMTAB, "take_gil", 1, va);
+    case GT_BPF_TG_DEBUG_FILE:
+        *why = "no debug file with take_gil under /usr/lib/debug/.build-id/ (e.g. "
+               "Debian's python3.X-dbg)";
+        return find_in_debug_file(e, va);
+    case GT_BPF_TG_HINT:
+        *why = "no hint";
+        if (!o->take_gil_hint)
+            return -ENOENT;
+        *va = (uint64_t)(uintptr_t)o->take_gil_hint - o->interp_bias;
+        return 0;
+    case GT_BPF_TG_HEURISTIC:
+        *why = "PyEval_RestoreThread's first call is no private function (3.13+)";
+        return take_gil_heuristic(e, va);
+    case GT_BPF_TG_CALIBRATION:
+        return take_gil_by_calibration(e, o, va, why);
+    default:
+        return -EINVAL;
+    }
+}
+
+static int object_path(const struct gt_bpf_opts *o, char *path, size_t size,
+                       const char **why)
+{
+    if (o->interp_path && o->interp_path[0]) {
+        if (strlen(o->interp_path) >= size) {
+            *why = "bpf: interpreter path too long";
+            return -ENAMETOOLONG;
+        }
+        strcpy(path, o->interp_path);
+        return 0;
+    }
+    ssize_t n = readlink("/proc/self/exe", path, size - 1);
+    if (n <= 0) {
+        *why = "bpf: cannot read /proc/self/exe";
+        return -errno;
+    }
+    path[n] = '\0';
+    return 0;
+}
+
+int gt_bpf__find_take_gil(const struct gt_bpf_opts *o, uint64_t addr[GT_BPF_TG_N],
+                          const char *why[GT_BPF_TG_N])
+{
+    char path[PATH_MAX];
+    const char *err_why = NULL;
+    struct gtp_elf *e = NULL;
+    int err = object_path(o, path, sizeof(path), &err_why);
+
+    for (int h = 0; h < GT_BPF_TG_N; h++) {
+        addr[h] = 0;
+        why[h] = err_why;
+    }
+    if (err)
+        return err;
+    err = gtp_elf__open(&e, path);
+    if (err)
+        return err;
+    for (int h = 0; h < GT_BPF_TG_N; h++) {
+        uint64_t va;
+        if (take_gil_by(e, o, (enum gt_bpf_take_gil_how)h, &va, &why[h]) == 0) {
+            addr[h] = va + o->interp_bias;
+            why[h] = NULL;
+        }
+    }
+    gtp_elf__free(e);
+    return 0;
+}
+
 static int find_take_gil(const struct gt_bpf_opts *o, struct site *s, const char **how,
                          const char **why)
 {
     struct gtp_elf *e = NULL;
     uint8_t code[16];
     uint64_t va = 0;
-    int exec = 0, skip, err;
+    const char *calib = NULL;
+    int exec = 0, skip, err, h;
 
-    if (o->interp_path && o->interp_path[0]) {
-        if (strlen(o->interp_path) >= sizeof(s->path)) {
-            *why = "bpf: interpreter path too long";
-            return -ENAMETOOLONG;
-        }
-        strcpy(s->path, o->interp_path);
-    } else {
-        ssize_t n = readlink("/proc/self/exe", s->path, sizeof(s->path) - 1);
-        if (n <= 0) {
-            err = -errno;
-            *why = "bpf: cannot read /proc/self/exe";
-            return err;
-        }
-        s->path[n] = '\0';
-    }
+    err = object_path(o, s->path, sizeof(s->path), why);
+    if (err)
+        return err;
     err = gtp_elf__open(&e, s->path);
     if (err) {
         *why = why_fmt("bpf: cannot read %s: %s", s->path, strerror(-err));
         goto cleanup;
     }
-    if (gtp_elf__find_func(e, GTP_ELF_SYMTAB, "take_gil", 1, &va) == 0) {
-        *how = "symbol";
-    } else if (find_in_debug_file(e, &va) == 0) {
-        *how = "debug file";
-    } else if (o->take_gil_hint) {
-        va = (uint64_t)(uintptr_t)o->take_gil_hint - o->interp_bias;
-        *how = "hint";
-    } else if (take_gil_heuristic(e, &va) == 0) {
-        *how = "PyEval_RestoreThread heuristic";
-    } else {
+    for (h = 0; h < GT_BPF_TG_N; h++) {
+        const char *no = NULL;
+        if (take_gil_by(e, o, (enum gt_bpf_take_gil_how)h, &va, &no) == 0)
+            break;
+        if (h == GT_BPF_TG_CALIBRATION)
+            calib = no;
+    }
+    if (h == GT_BPF_TG_N) {
         err = -ENOENT;
-        *why = why_fmt("bpf: take_gil not found in %s (no symbol, no debug file, and the "
-                       "PyEval_RestoreThread heuristic does not apply)",
-                       s->path);
+        *why = why_fmt("bpf: take_gil not found in %s (no symbol, no debug file (install "
+                       "the interpreter's -dbg package), the PyEval_RestoreThread heuristic "
+                       "does not apply, and calibration: %s)",
+                       s->path, calib ? calib : "not run");
         goto cleanup;
     }
+    *how = gt_bpf__take_gil_how_names[h];
     if (gtp_elf__read(e, va, code, sizeof(code)) != 0 ||
         gtp_elf__offset(e, va, &s->off, &exec) != 0 || !exec) {
         err = -ENOENT;
@@ -312,8 +432,8 @@ static int find_take_gil(const struct gt_bpf_opts *o, struct site *s, const char
     }
     /* A uprobe off an instruction boundary would corrupt the traced code: trust a
      * hint only where a directly called function starts with a prologue. */
-    if (strcmp(*how, "hint") == 0 && (gtp_x86__probe_skip(code, sizeof(code)) < 0 ||
-                                      !gtp_elf__is_call_target(e, va))) {
+    if (h == GT_BPF_TG_HINT && (gtp_x86__probe_skip(code, sizeof(code)) < 0 ||
+                                !gtp_elf__is_call_target(e, va))) {
         err = -EINVAL;
         *why =
             why_fmt("bpf: take_gil hint %#llx does not start a function prologue in %s",
