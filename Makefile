@@ -23,7 +23,7 @@ LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
 .PHONY: all setup deps venv install demo notebooks lesson-shot test test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-matrix clean \
-        pythons test-sid \
+        pythons test-sid bench-sid \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
 
@@ -169,17 +169,19 @@ pythons:
 	fi; \
 	echo "$$want" > $(SID).stamp; echo "giltracer: $(SID) is ready"
 
+# Inside the chroot (sh, $$v = version, $$d = SID_MATRIX): the venv sid-$$v with the package
+# built from a copy of the worktree (bound at /src), and the tests copied beside it.
+SID_VENV = rm -rf /tmp/gt-src-$$v && mkdir -p /tmp/gt-src-$$v && cd /src && \
+	  tar --exclude=./.venv --exclude=./build --exclude=./.git -cf - . | tar -C /tmp/gt-src-$$v -xf - && \
+	  make --no-print-directory -C /tmp/gt-src-$$v matrix-one INTERP=/usr/bin/python$$v NAME=sid-$$v MATRIX_DIR=$$d && \
+	  make --no-print-directory -C /tmp/gt-src-$$v matrix-copy MATRIX_DIR=$$d && rm -rf /tmp/gt-src-$$v
+
 # The Python suite on sid's interpreters (SID_PYTHONS), inside the chroot: as root (the bpf
-# probe required) and as user nobody. The worktree is bound read-only at /src; each venv
-# builds the package from a copy.
+# probe required) and as user nobody. SID_PYTEST_ARGS: more pytest arguments (-x, -k ...).
 test-sid: pythons
 	@failed=""; for v in $(SID_PYTHONS); do \
 	  echo "=== sid-$$v (root, then nobody)"; \
-	  $(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; v=$$1; d=$(SID_MATRIX); \
-	    rm -rf /tmp/gt-src-$$v && mkdir -p /tmp/gt-src-$$v && cd /src && \
-	      tar --exclude=./.venv --exclude=./build --exclude=./.git -cf - . | tar -C /tmp/gt-src-$$v -xf - && \
-	    make --no-print-directory -C /tmp/gt-src-$$v matrix-one INTERP=/usr/bin/python$$v NAME=sid-$$v MATRIX_DIR=$$d && \
-	    make --no-print-directory -C /tmp/gt-src-$$v matrix-copy MATRIX_DIR=$$d && rm -rf /tmp/gt-src-$$v && cd $$d && \
+	  $(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; v=$$1; d=$(SID_MATRIX); $(SID_VENV) && cd $$d && \
 	    echo "--- sid-$$v as root" && \
 	    GILTRACER_REQUIRE=notebooks,bpf $$d/sid-$$v/bin/python -m pytest tests -q -rs -p no:cacheprovider $(SID_PYTEST_ARGS) && \
 	    echo "--- sid-$$v as nobody" && rm -rf $$d/home && mkdir -p $$d/home && chmod 1777 $$d/home && \
@@ -189,6 +191,18 @@ test-sid: pythons
 	done; \
 	if [ -n "$$failed" ]; then echo "test-sid: FAILED on:$$failed"; exit 1; fi; \
 	echo "test-sid: all sid interpreters passed"
+
+# bench/run.py on sid's interpreters, by default the overhead section only (BENCH_SID_ARGS),
+# with viztracer where it installs; reports in bench/results/<version>.md like bench-matrix.
+BENCH_SID_ARGS ?= --only overhead
+bench-sid: pythons
+	@for v in $(SID_PYTHONS); do \
+	  echo "=== bench sid-$$v"; \
+	  $(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; v=$$1; d=$(SID_MATRIX); $(SID_VENV); \
+	    $$d/sid-$$v/bin/python -m pip install -q viztracer || echo "viztracer does not install on $$v: its columns are skipped"; \
+	    rm -rf /tmp/gt-bench && cp -r /src/bench /tmp/gt-bench && \
+	    $$d/sid-$$v/bin/python /tmp/gt-bench/run.py $(BENCH_SID_ARGS) --out /src/bench/results' sh $$v || exit 1; \
+	done
 
 # ---- hardening: sanitizers, valgrind, fuzzing, stress (README.md "Hardening checks") ----
 SANITIZE := address,undefined
