@@ -255,9 +255,10 @@ static int choose_backend(struct gt_session *s)
             gt_bpf__stats(bpf.obj, &st);
             s->used = USED_BPF;
             snprintf(s->backend_reason, sizeof(s->backend_reason),
-                     "bpf: %s; uprobes on take_gil (found by %s), pthread_cond_signal%s",
+                     "bpf: %s; uprobes on take_gil (found by %s%s), pthread_cond_signal%s",
                      s->o.backend == GT_BACKEND_BPF ? "requested" : "permitted (running privileged)",
                      st.take_gil_how ? st.take_gil_how : "symbol",
+                     st.acquired_by_signal ? "; at its first call, acquired = its switch_cond signal" : "",
                      st.switch_wait_probed ? " and pthread_cond_wait" : "");
             return 0;
         }

@@ -101,6 +101,7 @@ struct gt_bpf {
     uint64_t switch_cond_addr;
     int switch_wait_probed;
     const char *switch_wait_why;
+    int acquired_by_signal; /* take_gil probed past its entry: see gilprobe.bpf.c */
     int crosscheck; /* GIL events go to t->gil_check, sched events are not kept */
     /* The drain thread is no thread of interest (the BPF side skips ignore_tid).
      * The previous session's one is joined, but its last switch-out (in its exit)
@@ -391,7 +392,7 @@ int gt_bpf__find_take_gil(const struct gt_bpf_opts *o, uint64_t addr[GT_BPF_TG_N
 }
 
 static int find_take_gil(const struct gt_bpf_opts *o, struct site *s, const char **how,
-                         const char **why)
+                         int *acquired_by_signal, const char **why)
 {
     struct gtp_elf *e = NULL;
     uint8_t code[16];
@@ -448,11 +449,23 @@ static int find_take_gil(const struct gt_bpf_opts *o, struct site *s, const char
                     s->path, (unsigned long long)o->interp_bias);
         goto cleanup;
     }
-    /* Probe the push after an endbr64: emulated, not single-stepped. */
+    /* Probe the push after an endbr64: emulated, not single-stepped. With no push
+     * (3.14's take_gil: endbr64; sub $0x88,%rsp), probe the first call instead,
+     * which the kernel emulates too, and take "acquired" from switch_cond's signal
+     * (a return probe must sit at the entry). */
     skip = gtp_x86__probe_skip(code, sizeof(code));
     if (skip > 0) {
         va += (uint64_t)skip;
         s->off += (uint64_t)skip;
+    } else if (skip < 0) {
+        uint8_t head[64];
+        size_t at;
+        if (gtp_elf__read(e, va, head, sizeof(head)) == 0 &&
+            gtp_x86__first_call_offset(head, sizeof(head), &at) == 0) {
+            va += at;
+            s->off += at;
+            *acquired_by_signal = 1;
+        }
     }
     s->vaddr = va;
 cleanup:
@@ -842,7 +855,7 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
         *why = "bpf: sem_init failed";
         goto cleanup;
     }
-    err = find_take_gil(o, gil, &how, why);
+    err = find_take_gil(o, gil, &how, &b->acquired_by_signal, why);
     if (err)
         goto cleanup;
     err = find_libc_func("pthread_cond_signal", sig, NULL, why);
@@ -873,6 +886,9 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
     b->skel->rodata->targ_gil_cond = (uint64_t)(uintptr_t)o->gil_cond;
     b->skel->rodata->targ_switch_cond = b->switch_cond_addr;
     b->skel->rodata->targ_follow_children = o->follow_children != 0;
+    b->skel->rodata->targ_acquired_by_signal = b->acquired_by_signal != 0;
+    if (b->acquired_by_signal)
+        bpf_program__set_autoload(b->skel->progs.take_gil_exit, false);
     if (!o->sched)
         bpf_program__set_autoload(b->skel->progs.sched_switch, false);
     if (!b->switch_wait_probed) {
@@ -897,8 +913,9 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
     struct gilprobe_bpf *sk = b->skel;
     if ((err = attach_uprobe(&sk->links.take_gil_enter, sk->progs.take_gil_enter, 0, upid,
                              gil, "take_gil", why)) ||
-        (err = attach_uprobe(&sk->links.take_gil_exit, sk->progs.take_gil_exit, 1, upid,
-                             gil, "take_gil return", why)) ||
+        (!b->acquired_by_signal &&
+         (err = attach_uprobe(&sk->links.take_gil_exit, sk->progs.take_gil_exit, 1, upid,
+                              gil, "take_gil return", why))) ||
         (err = attach_uprobe(&sk->links.cond_signal_enter, sk->progs.cond_signal_enter, 0,
                              upid, sig, "pthread_cond_signal", why)))
         goto cleanup;
@@ -1032,6 +1049,7 @@ void gt_bpf__stats(const struct gt_bpf *b, struct gt_bpf_stats *out)
     out->switch_cond_addr = b->switch_cond_addr;
     out->switch_wait_probed = b->switch_wait_probed;
     out->switch_wait_why = b->switch_wait_why;
+    out->acquired_by_signal = b->acquired_by_signal;
 }
 
 void gt_bpf__free(struct gt_bpf *b)

@@ -85,6 +85,9 @@ struct gt_bpf_stats {
     uint64_t switch_cond_addr;   /* the switch_cond the pthread_cond_wait probes filter on */
     int switch_wait_probed;      /* 1: pthread_cond_wait(switch_cond) is probed */
     const char *switch_wait_why; /* when not probed: why (static text), else NULL */
+    int acquired_by_signal; /* 1: take_gil is probed at its first call (its entry would
+                               be single-stepped) and "acquired" is its switch_cond
+                               signal; 0: take_gil's return */
 };
 void gt_bpf__stats(const struct gt_bpf *b, struct gt_bpf_stats *out);
 
