@@ -8,6 +8,9 @@
  *   take_gil entry                              -> GT_GIL_WANT
  *   take_gil return                             -> GT_GIL_ACQUIRED
  *   pthread_cond_signal(gil cond)               -> GT_GIL_RELEASED (drop_gil)
+ * Where take_gil's entry would be single-stepped (no push to emulate: 3.14), the
+ * want probe sits at its first call and, with no return probe,
+ *   pthread_cond_signal(gil switch_cond)        -> GT_GIL_ACQUIRED (as the hooks).
  *   pthread_cond_wait(gil switch_cond) entry    -> GT_GIL_WANT (FORCE_SWITCHING: after
  *        a forced drop, drop_gil waits until another thread has taken the GIL)
  *   return of that same pthread_cond_wait call  -> GT_GIL_SWITCH_DONE
