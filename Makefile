@@ -170,11 +170,13 @@ pythons:
 	echo "$$want" > $(SID).stamp; echo "giltracer: $(SID) is ready"
 
 # Inside the chroot (sh, $$v = version, $$d = SID_MATRIX): the venv sid-$$v with the package
-# built from a copy of the worktree (bound at /src), and the tests copied beside it.
+# built from a copy of the worktree (bound at /src), and the tests (and bench/, whose C
+# hooks a test builds) copied beside it.
 SID_VENV = rm -rf /tmp/gt-src-$$v && mkdir -p /tmp/gt-src-$$v && cd /src && \
 	  tar --exclude=./.venv --exclude=./build --exclude=./.git -cf - . | tar -C /tmp/gt-src-$$v -xf - && \
 	  make --no-print-directory -C /tmp/gt-src-$$v matrix-one INTERP=/usr/bin/python$$v NAME=sid-$$v MATRIX_DIR=$$d && \
-	  make --no-print-directory -C /tmp/gt-src-$$v matrix-copy MATRIX_DIR=$$d && rm -rf /tmp/gt-src-$$v
+	  make --no-print-directory -C /tmp/gt-src-$$v matrix-copy MATRIX_DIR=$$d && rm -rf /tmp/gt-src-$$v && \
+	  rm -rf $$d/bench && cp -r /src/bench $$d/bench && chmod -R a+rX $$d/bench
 
 # The Python suite on sid's interpreters (SID_PYTHONS), inside the chroot: as root (the bpf
 # probe required) and as user nobody. SID_PYTEST_ARGS: more pytest arguments (-x, -k ...).
