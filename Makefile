@@ -6,7 +6,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 BUILD ?= build
-# Interpreters for `make test-matrix` (pyenv's and Debian's own static, stripped one).
+# Interpreters for `make test-matrix` (pyenv's and Debian's own static, stripped one); it
+# also runs `make test-sid` (SID_PYTHONS, Debian sid's 3.14 and 3.15 in a chroot; as root).
+# `make test-matrix MATRIX=` runs only those, `SID_PYTHONS=` only the others.
 MATRIX ?= $(wildcard $(HOME)/.pyenv/versions/3.9*/bin/python3 $(HOME)/.pyenv/versions/3.10*/bin/python3 \
             $(HOME)/.pyenv/versions/3.11*/bin/python3 $(HOME)/.pyenv/versions/3.12*/bin/python3 \
             $(HOME)/.pyenv/versions/3.13*/bin/python3) /usr/bin/python3.11
@@ -21,6 +23,7 @@ LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
 .PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-bytes readme-picture bench-matrix clean \
+        pythons test-sid bench-sid \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
 
@@ -124,8 +127,91 @@ test-matrix: deps
 	     (cd $(MATRIX_DIR) && GILTRACER_REQUIRE=$(REQUIRE_OTHER) $(MATRIX_DIR)/$$name/bin/python -m pytest tests -q -p no:cacheprovider); then :; \
 	  else failed="$$failed $$name"; fi; \
 	done; \
+	if [ -n "$(SID_PYTHONS)" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory test-sid || failed="$$failed sid"; \
+	  else echo "test-matrix: sid's python$(SID_PYTHONS) not run: make pythons and its chroot need root"; fi; \
+	fi; \
 	if [ -n "$$failed" ]; then echo "test-matrix: FAILED on:$$failed"; exit 1; fi; \
 	echo "test-matrix: all interpreters passed"
+
+# ---- newer CPythons: Debian sid's python3.14 and python3.15 in a chroot ----------------
+# `make pythons` makes (or reuses) PYTHONS_DIR/sid with mmdebstrap from the host's own Debian
+# mirror (the URIs: line of its apt sources; sid's Release file has expired there, hence
+# Check-Valid-Until false). The stamp holds the package list: a chroot made by hand with the
+# same packages is adopted, missing packages are added. Entered only through tools/in-chroot
+# (a private mount namespace: /proc, /sys, /dev vanish with the command).
+PYTHONS_DIR ?= /var/cache/giltracer/pythons
+SID := $(PYTHONS_DIR)/sid
+SID_VERSIONS := 3.14 3.15
+SID_PYTHONS ?= $(SID_VERSIONS)
+SID_PACKAGES := $(foreach v,$(SID_VERSIONS),python$(v)-dev python$(v)-venv python$(v)-dbg) \
+                gcc libc6-dev make pkg-config libjansson-dev ca-certificates libbpf-dev clang \
+                bpftool cmake ninja-build
+SID_MIRROR = $(shell sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | \
+               tr ' ' '\n' | grep -v -e security -e '^$$' | head -1)
+IN_SID := $(CURDIR)/tools/in-chroot $(SID)
+# Inside the chroot: venvs and the copied tests, readable by user nobody.
+SID_MATRIX ?= /opt/giltracer-matrix
+
+pythons:
+	@if [ "$$(id -u)" != 0 ]; then echo "giltracer: make pythons needs root (mmdebstrap, chroot)" >&2; exit 1; fi
+	@want="$(sort $(SID_PACKAGES))"; \
+	if [ -f $(SID).stamp ] && [ "$$(cat $(SID).stamp)" = "$$want" ]; then \
+	  echo "giltracer: $(SID) is ready (stamp)"; exit 0; fi; \
+	if [ -x $(SID)/bin/sh ]; then \
+	  missing=""; for p in $$want; do \
+	    chroot $(SID) dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then echo "giltracer: adding to $(SID):$$missing"; \
+	    $(IN_SID) env DEBIAN_FRONTEND=noninteractive sh -c "apt-get -o Acquire::Check-Valid-Until=false update -qq && apt-get install -y -qq$$missing >/dev/null" || exit 1; fi; \
+	else \
+	  command -v mmdebstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null; } || exit 1; \
+	  mirror="$(SID_MIRROR)"; [ -n "$$mirror" ] || { echo "giltracer: no Debian mirror in /etc/apt/sources.list.d/*.sources" >&2; exit 1; }; \
+	  echo "giltracer: creating $(SID) from $$mirror (about 70 s, 650 MB)"; \
+	  mkdir -p $(PYTHONS_DIR) && rm -rf $(SID).new && \
+	  mmdebstrap --mode=root --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
+	    --dpkgopt='path-exclude=/usr/share/{doc,man,locale}/*' \
+	    --include="$$(echo $$want | tr ' ' ,)" sid $(SID).new "$$mirror" >$(PYTHONS_DIR)/mmdebstrap.log 2>&1 \
+	    || { tail -20 $(PYTHONS_DIR)/mmdebstrap.log >&2; exit 1; }; \
+	  mv $(SID).new $(SID); \
+	fi; \
+	echo "$$want" > $(SID).stamp; echo "giltracer: $(SID) is ready"
+
+# Inside the chroot (sh, $$v = version, $$d = SID_MATRIX): the venv sid-$$v with the package
+# built from a copy of the worktree (bound at /src), and the tests (and bench/, whose C
+# hooks a test builds) copied beside it.
+SID_VENV = rm -rf /tmp/gt-src-$$v && mkdir -p /tmp/gt-src-$$v && cd /src && \
+	  tar --exclude=./.venv --exclude=./build --exclude=./.git -cf - . | tar -C /tmp/gt-src-$$v -xf - && \
+	  make --no-print-directory -C /tmp/gt-src-$$v matrix-one INTERP=/usr/bin/python$$v NAME=sid-$$v MATRIX_DIR=$$d && \
+	  make --no-print-directory -C /tmp/gt-src-$$v matrix-copy MATRIX_DIR=$$d && rm -rf /tmp/gt-src-$$v && \
+	  rm -rf $$d/bench && cp -r /src/bench $$d/bench && chmod -R a+rX $$d/bench
+
+# The Python suite on sid's interpreters (SID_PYTHONS), inside the chroot: as root (the bpf
+# probe required) and as user nobody. SID_PYTEST_ARGS: more pytest arguments (-x, -k ...).
+test-sid: pythons
+	@failed=""; for v in $(SID_PYTHONS); do \
+	  echo "=== sid-$$v (root, then nobody)"; \
+	  $(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; v=$$1; d=$(SID_MATRIX); $(SID_VENV) && cd $$d && \
+	    echo "--- sid-$$v as root" && \
+	    GILTRACER_REQUIRE=notebooks,bpf $$d/sid-$$v/bin/python -m pytest tests -q -rs -p no:cacheprovider $(SID_PYTEST_ARGS) && \
+	    echo "--- sid-$$v as nobody" && rm -rf $$d/home && mkdir -p $$d/home && chmod 1777 $$d/home && \
+	    setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=$$d/home GILTRACER_REQUIRE=notebooks \
+	      $$d/sid-$$v/bin/python -m pytest tests -q -rs -p no:cacheprovider $(SID_PYTEST_ARGS)' sh $$v \
+	  || failed="$$failed sid-$$v"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-sid: FAILED on:$$failed"; exit 1; fi; \
+	echo "test-sid: all sid interpreters passed"
+
+# bench/run.py on sid's interpreters, by default the overhead section only (BENCH_SID_ARGS),
+# with viztracer where it installs; reports in bench/results/<version>.md like bench-matrix.
+BENCH_SID_ARGS ?= --only overhead
+bench-sid: pythons
+	@for v in $(SID_PYTHONS); do \
+	  echo "=== bench sid-$$v"; \
+	  $(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; v=$$1; d=$(SID_MATRIX); $(SID_VENV); \
+	    $$d/sid-$$v/bin/python -m pip install -q viztracer || echo "viztracer does not install on $$v: its columns are skipped"; \
+	    rm -rf /tmp/gt-bench && cp -r /src/bench /tmp/gt-bench && \
+	    $$d/sid-$$v/bin/python /tmp/gt-bench/run.py $(BENCH_SID_ARGS) --out /src/bench/results' sh $$v || exit 1; \
+	done
 
 # ---- hardening: sanitizers, valgrind, fuzzing, stress (docs/DEVELOPING.md "Hardening checks") ----
 SANITIZE := address,undefined

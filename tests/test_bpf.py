@@ -35,8 +35,9 @@ pytestmark = pytest.mark.skipif(
 
 BACKEND = "bpf"
 # How take_gil can be found (the reason names one): a symbol (pyenv), the debug file,
-# a hint, or the PyEval_RestoreThread heuristic (stripped Debian python3.11).
-TAKE_GIL_HOWS = ("symbol", "debug file", "hint", "PyEval_RestoreThread heuristic")
+# a hint, the PyEval_RestoreThread heuristic (stripped Debian python3.11), or calibration
+# (stripped 3.13+ without -dbg: test_take_gil_ways.py).
+TAKE_GIL_HOWS = ("symbol", "debug file", "hint", "PyEval_RestoreThread heuristic", "calibration")
 PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(giltracer.__file__)))
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 

@@ -243,6 +243,8 @@ static int prepare_bpf(int follow_children)
         .interp_bias = gt_gilhook__object_bias(),
         .gil_cond = hooks.addrs.cond,
         .gil_switch_cond = hooks.addrs.switch_cond,
+        .take_lock_site = hooks.addrs.take_lock_site,
+        .take_signal_site = hooks.addrs.take_signal_site,
         .follow_children = follow_children,
         .sched = 1,
     };
@@ -289,9 +291,10 @@ static int choose_backend(struct gt_session *s)
             gt_bpf__stats(bpf.obj, &st);
             s->used = USED_BPF;
             snprintf(s->backend_reason, sizeof(s->backend_reason),
-                     "bpf: %s; uprobes on take_gil (found by %s), pthread_cond_signal%s",
+                     "bpf: %s; uprobes on take_gil (found by %s%s), pthread_cond_signal%s",
                      s->o.backend == GT_BACKEND_BPF ? "requested" : "permitted (running privileged)",
                      st.take_gil_how ? st.take_gil_how : "symbol",
+                     st.acquired_by_signal ? "; at its first call, acquired = its switch_cond signal" : "",
                      st.switch_wait_probed ? " and pthread_cond_wait" : "");
             return 0;
         }
@@ -885,6 +888,46 @@ int gt_session__stop_active(void)
     return err < 0 ? -1 : 1;
 }
 
+/* Where each way of finding take_gil finds it ({way: address or None}) and why the
+ * others do not apply ({way: text}): the bpf probe uses the first that does. */
+static PyObject *take_gil_ways(PyObject **whys)
+{
+    const char *path = gt_gilhook__object_path();
+    struct gt_bpf_opts o = {
+        .pid = (int32_t)getpid(),
+        .interp_path = path,
+        .interp_bias = gt_gilhook__object_bias(),
+        .take_lock_site = hooks.addrs.take_lock_site,
+        .take_signal_site = hooks.addrs.take_signal_site,
+    };
+    uint64_t addr[GT_BPF_TG_N];
+    const char *why[GT_BPF_TG_N];
+    PyObject *ways = PyDict_New();
+    *whys = PyDict_New();
+    if (!ways || !*whys)
+        goto fail;
+    gt_bpf__find_take_gil(&o, addr, why);
+    for (int h = 0; h < GT_BPF_TG_N; h++) {
+        PyObject *v = addr[h] ? PyLong_FromUnsignedLongLong(addr[h]) : Py_NewRef(Py_None);
+        int rc = v ? PyDict_SetItemString(ways, gt_bpf__take_gil_how_names[h], v) : -1;
+        Py_XDECREF(v);
+        if (rc < 0)
+            goto fail;
+        if (!addr[h]) {
+            v = PyUnicode_FromString(why[h] ? why[h] : "");
+            rc = v ? PyDict_SetItemString(*whys, gt_bpf__take_gil_how_names[h], v) : -1;
+            Py_XDECREF(v);
+            if (rc < 0)
+                goto fail;
+        }
+    }
+    return ways;
+fail:
+    Py_XDECREF(ways);
+    Py_CLEAR(*whys);
+    return NULL;
+}
+
 PyObject *gt_session__probe_info(void)
 {
     if (!PyGILState_Check()) {
@@ -895,10 +938,17 @@ PyObject *gt_session__probe_info(void)
     int ok = prepare_hooks() == 0;
     struct gt_gilhook_stats st;
     gt_gilhook__stats(&st);
-    return Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:s}", "hooks_ok", ok ? Py_True : Py_False,
-                         "hooks_why", hooks.ok ? "" : hooks.why, "object",
-                         gt_gilhook__object_path(), "mutex", (unsigned long long)(uintptr_t)hooks.addrs.mutex,
-                         "cond", (unsigned long long)(uintptr_t)hooks.addrs.cond, "switch_cond",
-                         (unsigned long long)(uintptr_t)hooks.addrs.switch_cond, "slots_patched",
-                         (unsigned long long)st.slots_patched, "clock", gt_clock__source());
+    PyObject *whys = NULL, *ways = ok ? take_gil_ways(&whys) : Py_NewRef(Py_None);
+    if (!ways)
+        return NULL;
+    if (!whys)
+        whys = Py_NewRef(Py_None);
+    return Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:s,s:N,s:N}", "hooks_ok",
+                         ok ? Py_True : Py_False, "hooks_why", hooks.ok ? "" : hooks.why,
+                         "object", gt_gilhook__object_path(), "mutex",
+                         (unsigned long long)(uintptr_t)hooks.addrs.mutex, "cond",
+                         (unsigned long long)(uintptr_t)hooks.addrs.cond, "switch_cond",
+                         (unsigned long long)(uintptr_t)hooks.addrs.switch_cond,
+                         "slots_patched", (unsigned long long)st.slots_patched, "clock",
+                         gt_clock__source(), "take_gil", ways, "take_gil_why", whys);
 }

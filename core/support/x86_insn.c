@@ -166,6 +166,25 @@ static size_t insn_len(const uint8_t *p, size_t n, enum insn_flow *flow)
     }
 }
 
+int gtp_x86__first_call_offset(const uint8_t *code, size_t n, size_t *offset)
+{
+    size_t pos = 0;
+    while (pos < n) {
+        enum insn_flow flow;
+        size_t len = insn_len(code + pos, n - pos, &flow);
+        if (!len)
+            return -ENOENT;
+        if (flow == FLOW_CALL) {
+            *offset = pos;
+            return 0;
+        }
+        if (flow == FLOW_END)
+            return -ENOENT;
+        pos += len;
+    }
+    return -ENOENT;
+}
+
 int gtp_x86__first_call(const uint8_t *code, size_t n, uint64_t vaddr, uint64_t *target)
 {
     size_t pos = 0;

@@ -17,6 +17,14 @@
 int gtp_x86__first_call(const uint8_t *code, size_t n, uint64_t vaddr, uint64_t *target);
 
 /**
+ * gtp_x86__first_call_offset() - like gtp_x86__first_call(), but the offset of
+ * that `call rel32` instruction from `code` (a call is emulated by the kernel's
+ * uprobes, and straight-line code before it runs on every path).
+ * Returns 0, or -ENOENT.
+ */
+int gtp_x86__first_call_offset(const uint8_t *code, size_t n, size_t *offset);
+
+/**
  * gtp_x86__probe_skip() - where to put a uprobe on the function at `code` so that
  * the kernel emulates the probed instruction (push) instead of single-stepping
  * it out of line (~11 us per hit instead of ~0.7 us): 0 when the function starts

@@ -8,6 +8,9 @@
  *   take_gil entry                              -> GT_GIL_WANT
  *   take_gil return                             -> GT_GIL_ACQUIRED
  *   pthread_cond_signal(gil cond)               -> GT_GIL_RELEASED (drop_gil)
+ * Where take_gil's entry would be single-stepped (no push to emulate: 3.14), the
+ * want probe sits at its first call and, with no return probe,
+ *   pthread_cond_signal(gil switch_cond)        -> GT_GIL_ACQUIRED (as the hooks).
  *   pthread_cond_wait(gil switch_cond) entry    -> GT_GIL_WANT (FORCE_SWITCHING: after
  *        a forced drop, drop_gil waits until another thread has taken the GIL)
  *   return of that same pthread_cond_wait call  -> GT_GIL_SWITCH_DONE
@@ -101,6 +104,7 @@ struct gt_bpf {
     uint64_t switch_cond_addr;
     int switch_wait_probed;
     const char *switch_wait_why;
+    int acquired_by_signal; /* take_gil probed past its entry: see gilprobe.bpf.c */
     int crosscheck; /* GIL events go to t->gil_check, sched events are not kept */
     /* The drain thread is no thread of interest (the BPF side skips ignore_tid).
      * The previous session's one is joined, but its last switch-out (in its exit)
@@ -259,50 +263,170 @@ static int take_gil_heuristic(const struct gtp_elf *e, uint64_t *vaddr)
     return 0;
 }
 
+/* Stripped LTO builds of 3.13+ (Debian's python3.14 without -dbg): calibration saw
+ * where the GIL was taken, i.e. the return addresses of take_gil's
+ * pthread_mutex_lock(gil mutex) and pthread_cond_signal(gil switch_cond). The
+ * unwind table names the function around each (return address - 1: the call
+ * itself); both must be the same function (an unwind entry starts at an
+ * instruction boundary), not exported (else take_gil was inlined into a caller
+ * whose entry and return would not be the take's). */
+static char calib_why[256];
+static int take_gil_by_calibration(const struct gtp_elf *e, const struct gt_bpf_opts *o,
+                                   uint64_t *vaddr, const char **why)
+{
+    uint64_t s1, s2, a0, a1, b0, b1;
+    int err;
+
+    if (!o->take_lock_site || !o->take_signal_site) {
+        *why = "no calibrated call sites";
+        return -ENOENT;
+    }
+    s1 = (uint64_t)(uintptr_t)o->take_lock_site - o->interp_bias - 1;
+    s2 = (uint64_t)(uintptr_t)o->take_signal_site - o->interp_bias - 1;
+    if ((err = gtp_elf__func_bounds(e, s1, &a0, &a1)) != 0 ||
+        (err = gtp_elf__func_bounds(e, s2, &b0, &b1)) != 0) {
+        snprintf(calib_why, sizeof(calib_why),
+                 "the unwind table does not cover the calibrated call sites %#llx, %#llx (%s)",
+                 (unsigned long long)s1 + 1, (unsigned long long)s2 + 1, strerror(-err));
+        *why = calib_why;
+        return -ENOENT;
+    }
+    if (a0 != b0) {
+        snprintf(calib_why, sizeof(calib_why),
+                 "the take's mutex lock (in the function at %#llx) and its switch_cond "
+                 "signal (at %#llx) are in different functions",
+                 (unsigned long long)a0, (unsigned long long)b0);
+        *why = calib_why;
+        return -ENOENT;
+    }
+    if (gtp_elf__exports_at(e, a0)) {
+        snprintf(calib_why, sizeof(calib_why),
+                 "the GIL is taken in an exported function (at %#llx): take_gil is "
+                 "inlined there", (unsigned long long)a0);
+        *why = calib_why;
+        return -ENOENT;
+    }
+    *vaddr = a0;
+    return 0;
+}
+
+const char *const gt_bpf__take_gil_how_names[GT_BPF_TG_N] = {
+    [GT_BPF_TG_SYMBOL] = "symbol",
+    [GT_BPF_TG_DEBUG_FILE] = "debug file",
+    [GT_BPF_TG_HINT] = "hint",
+    [GT_BPF_TG_HEURISTIC] = "PyEval_RestoreThread heuristic",
+    [GT_BPF_TG_CALIBRATION] = "calibration",
+};
+
+/* take_gil's link-time address by one way. */
+static int take_gil_by(const struct gtp_elf *e, const struct gt_bpf_opts *o,
+                       enum gt_bpf_take_gil_how how, uint64_t *va, const char **why)
+{
+    switch (how) {
+    case GT_BPF_TG_SYMBOL:
+        *why = "no take_gil in the object's .symtab (stripped)";
+        return gtp_elf__find_func(e, GTP_ELF_SYMTAB, "take_gil", 1, va);
+    case GT_BPF_TG_DEBUG_FILE:
+        *why = "no debug file with take_gil under /usr/lib/debug/.build-id/ (e.g. "
+               "Debian's python3.X-dbg)";
+        return find_in_debug_file(e, va);
+    case GT_BPF_TG_HINT:
+        *why = "no hint";
+        if (!o->take_gil_hint)
+            return -ENOENT;
+        *va = (uint64_t)(uintptr_t)o->take_gil_hint - o->interp_bias;
+        return 0;
+    case GT_BPF_TG_HEURISTIC:
+        *why = "PyEval_RestoreThread's first call is no private function (3.13+)";
+        return take_gil_heuristic(e, va);
+    case GT_BPF_TG_CALIBRATION:
+        return take_gil_by_calibration(e, o, va, why);
+    default:
+        return -EINVAL;
+    }
+}
+
+static int object_path(const struct gt_bpf_opts *o, char *path, size_t size,
+                       const char **why)
+{
+    if (o->interp_path && o->interp_path[0]) {
+        if (strlen(o->interp_path) >= size) {
+            *why = "bpf: interpreter path too long";
+            return -ENAMETOOLONG;
+        }
+        strcpy(path, o->interp_path);
+        return 0;
+    }
+    ssize_t n = readlink("/proc/self/exe", path, size - 1);
+    if (n <= 0) {
+        *why = "bpf: cannot read /proc/self/exe";
+        return -errno;
+    }
+    path[n] = '\0';
+    return 0;
+}
+
+int gt_bpf__find_take_gil(const struct gt_bpf_opts *o, uint64_t addr[GT_BPF_TG_N],
+                          const char *why[GT_BPF_TG_N])
+{
+    char path[PATH_MAX];
+    const char *err_why = NULL;
+    struct gtp_elf *e = NULL;
+    int err = object_path(o, path, sizeof(path), &err_why);
+
+    for (int h = 0; h < GT_BPF_TG_N; h++) {
+        addr[h] = 0;
+        why[h] = err_why;
+    }
+    if (err)
+        return err;
+    err = gtp_elf__open(&e, path);
+    if (err)
+        return err;
+    for (int h = 0; h < GT_BPF_TG_N; h++) {
+        uint64_t va;
+        if (take_gil_by(e, o, (enum gt_bpf_take_gil_how)h, &va, &why[h]) == 0) {
+            addr[h] = va + o->interp_bias;
+            why[h] = NULL;
+        }
+    }
+    gtp_elf__free(e);
+    return 0;
+}
+
 static int find_take_gil(const struct gt_bpf_opts *o, struct site *s, const char **how,
-                         const char **why)
+                         int *acquired_by_signal, const char **why)
 {
     struct gtp_elf *e = NULL;
     uint8_t code[16];
     uint64_t va = 0;
-    int exec = 0, skip, err;
+    const char *calib = NULL;
+    int exec = 0, skip, err, h;
 
-    if (o->interp_path && o->interp_path[0]) {
-        if (strlen(o->interp_path) >= sizeof(s->path)) {
-            *why = "bpf: interpreter path too long";
-            return -ENAMETOOLONG;
-        }
-        strcpy(s->path, o->interp_path);
-    } else {
-        ssize_t n = readlink("/proc/self/exe", s->path, sizeof(s->path) - 1);
-        if (n <= 0) {
-            err = -errno;
-            *why = "bpf: cannot read /proc/self/exe";
-            return err;
-        }
-        s->path[n] = '\0';
-    }
+    err = object_path(o, s->path, sizeof(s->path), why);
+    if (err)
+        return err;
     err = gtp_elf__open(&e, s->path);
     if (err) {
         *why = why_fmt("bpf: cannot read %s: %s", s->path, strerror(-err));
         goto cleanup;
     }
-    if (gtp_elf__find_func(e, GTP_ELF_SYMTAB, "take_gil", 1, &va) == 0) {
-        *how = "symbol";
-    } else if (find_in_debug_file(e, &va) == 0) {
-        *how = "debug file";
-    } else if (o->take_gil_hint) {
-        va = (uint64_t)(uintptr_t)o->take_gil_hint - o->interp_bias;
-        *how = "hint";
-    } else if (take_gil_heuristic(e, &va) == 0) {
-        *how = "PyEval_RestoreThread heuristic";
-    } else {
+    for (h = 0; h < GT_BPF_TG_N; h++) {
+        const char *no = NULL;
+        if (take_gil_by(e, o, (enum gt_bpf_take_gil_how)h, &va, &no) == 0)
+            break;
+        if (h == GT_BPF_TG_CALIBRATION)
+            calib = no;
+    }
+    if (h == GT_BPF_TG_N) {
         err = -ENOENT;
-        *why = why_fmt("bpf: take_gil not found in %s (no symbol, no debug file, and the "
-                       "PyEval_RestoreThread heuristic does not apply)",
-                       s->path);
+        *why = why_fmt("bpf: take_gil not found in %s (no symbol, no debug file (install "
+                       "the interpreter's -dbg package), the PyEval_RestoreThread heuristic "
+                       "does not apply, and calibration: %s)",
+                       s->path, calib ? calib : "not run");
         goto cleanup;
     }
+    *how = gt_bpf__take_gil_how_names[h];
     if (gtp_elf__read(e, va, code, sizeof(code)) != 0 ||
         gtp_elf__offset(e, va, &s->off, &exec) != 0 || !exec) {
         err = -ENOENT;
@@ -312,8 +436,8 @@ static int find_take_gil(const struct gt_bpf_opts *o, struct site *s, const char
     }
     /* A uprobe off an instruction boundary would corrupt the traced code: trust a
      * hint only where a directly called function starts with a prologue. */
-    if (strcmp(*how, "hint") == 0 && (gtp_x86__probe_skip(code, sizeof(code)) < 0 ||
-                                      !gtp_elf__is_call_target(e, va))) {
+    if (h == GT_BPF_TG_HINT && (gtp_x86__probe_skip(code, sizeof(code)) < 0 ||
+                                !gtp_elf__is_call_target(e, va))) {
         err = -EINVAL;
         *why =
             why_fmt("bpf: take_gil hint %#llx does not start a function prologue in %s",
@@ -328,11 +452,23 @@ static int find_take_gil(const struct gt_bpf_opts *o, struct site *s, const char
                     s->path, (unsigned long long)o->interp_bias);
         goto cleanup;
     }
-    /* Probe the push after an endbr64: emulated, not single-stepped. */
+    /* Probe the push after an endbr64: emulated, not single-stepped. With no push
+     * (3.14's take_gil: endbr64; sub $0x88,%rsp), probe the first call instead,
+     * which the kernel emulates too, and take "acquired" from switch_cond's signal
+     * (a return probe must sit at the entry). */
     skip = gtp_x86__probe_skip(code, sizeof(code));
     if (skip > 0) {
         va += (uint64_t)skip;
         s->off += (uint64_t)skip;
+    } else if (skip < 0) {
+        uint8_t head[64];
+        size_t at;
+        if (gtp_elf__read(e, va, head, sizeof(head)) == 0 &&
+            gtp_x86__first_call_offset(head, sizeof(head), &at) == 0) {
+            va += at;
+            s->off += at;
+            *acquired_by_signal = 1;
+        }
     }
     s->vaddr = va;
 cleanup:
@@ -722,7 +858,7 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
         *why = "bpf: sem_init failed";
         goto cleanup;
     }
-    err = find_take_gil(o, gil, &how, why);
+    err = find_take_gil(o, gil, &how, &b->acquired_by_signal, why);
     if (err)
         goto cleanup;
     err = find_libc_func("pthread_cond_signal", sig, NULL, why);
@@ -753,6 +889,9 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
     b->skel->rodata->targ_gil_cond = (uint64_t)(uintptr_t)o->gil_cond;
     b->skel->rodata->targ_switch_cond = b->switch_cond_addr;
     b->skel->rodata->targ_follow_children = o->follow_children != 0;
+    b->skel->rodata->targ_acquired_by_signal = b->acquired_by_signal != 0;
+    if (b->acquired_by_signal)
+        bpf_program__set_autoload(b->skel->progs.take_gil_exit, false);
     if (!o->sched)
         bpf_program__set_autoload(b->skel->progs.sched_switch, false);
     if (!b->switch_wait_probed) {
@@ -777,8 +916,9 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
     struct gilprobe_bpf *sk = b->skel;
     if ((err = attach_uprobe(&sk->links.take_gil_enter, sk->progs.take_gil_enter, 0, upid,
                              gil, "take_gil", why)) ||
-        (err = attach_uprobe(&sk->links.take_gil_exit, sk->progs.take_gil_exit, 1, upid,
-                             gil, "take_gil return", why)) ||
+        (!b->acquired_by_signal &&
+         (err = attach_uprobe(&sk->links.take_gil_exit, sk->progs.take_gil_exit, 1, upid,
+                              gil, "take_gil return", why))) ||
         (err = attach_uprobe(&sk->links.cond_signal_enter, sk->progs.cond_signal_enter, 0,
                              upid, sig, "pthread_cond_signal", why)))
         goto cleanup;
@@ -912,6 +1052,7 @@ void gt_bpf__stats(const struct gt_bpf *b, struct gt_bpf_stats *out)
     out->switch_cond_addr = b->switch_cond_addr;
     out->switch_wait_probed = b->switch_wait_probed;
     out->switch_wait_why = b->switch_wait_why;
+    out->acquired_by_signal = b->acquired_by_signal;
 }
 
 void gt_bpf__free(struct gt_bpf *b)

@@ -26,7 +26,33 @@ struct gt_bpf_opts {
     const void *gil_switch_cond; /* &gil->switch_cond, from gt_gilhook__calibrate();
                                     NULL: gil_cond + 88 (the x86-64 glibc layout of
                                     _gil_runtime_state in CPython 3.9-3.13) */
+    /* Return addresses of take_gil's mutex lock and switch_cond signal, seen by the
+     * hooks' calibration (gt_gil_addrs): with no symbols and no debug file, the
+     * function holding both (by the unwind table) is take_gil. NULL: unknown. */
+    const void *take_lock_site;
+    const void *take_signal_site;
 };
+
+/* The ways take_gil is found, in the order gt_bpf__open() tries them. */
+enum gt_bpf_take_gil_how {
+    GT_BPF_TG_SYMBOL,      /* .symtab of the object (take_gil, take_gil.lto_priv.N, ...) */
+    GT_BPF_TG_DEBUG_FILE,  /* /usr/lib/debug/.build-id/xx/yyyy.debug (Debian's -dbg) */
+    GT_BPF_TG_HINT,        /* opts.take_gil_hint */
+    GT_BPF_TG_HEURISTIC,   /* the first call in PyEval_RestoreThread (3.9-3.12) */
+    GT_BPF_TG_CALIBRATION, /* the function around the calibrated call sites */
+    GT_BPF_TG_N
+};
+extern const char *const gt_bpf__take_gil_how_names[GT_BPF_TG_N];
+
+/**
+ * gt_bpf__find_take_gil() - try every way of finding take_gil in o->interp_path
+ * (needs no privileges: ELF files only). addr[how] is the runtime address each way
+ * finds, 0 where it does not apply; why[how] then says why (static text, or a
+ * buffer valid until the next call). Returns 0, or -errno when the object cannot be
+ * read.
+ */
+int gt_bpf__find_take_gil(const struct gt_bpf_opts *o, uint64_t addr[GT_BPF_TG_N],
+                          const char *why[GT_BPF_TG_N]);
 
 /**
  * gt_bpf__available() - can this process load BPF programs at all (built with bpf,
@@ -55,10 +81,13 @@ struct gt_bpf_stats {
     uint64_t events;
     uint64_t lost;        /* ring buffer full in the kernel */
     uint64_t take_gil_addr; /* where the take_gil uprobe sits (runtime address) */
-    const char *take_gil_how; /* "symbol", "debug file", "PyEval_RestoreThread heuristic" */
+    const char *take_gil_how; /* gt_bpf__take_gil_how_names[] */
     uint64_t switch_cond_addr;   /* the switch_cond the pthread_cond_wait probes filter on */
     int switch_wait_probed;      /* 1: pthread_cond_wait(switch_cond) is probed */
     const char *switch_wait_why; /* when not probed: why (static text), else NULL */
+    int acquired_by_signal; /* 1: take_gil is probed at its first call (its entry would
+                               be single-stepped) and "acquired" is its switch_cond
+                               signal; 0: take_gil's return */
 };
 void gt_bpf__stats(const struct gt_bpf *b, struct gt_bpf_stats *out);
 

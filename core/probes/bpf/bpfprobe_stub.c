@@ -2,6 +2,7 @@
 /* The bpf probe when built without libbpf/clang/bpftool: always unavailable. */
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "bpfprobe.h"
 
@@ -19,6 +20,20 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
     (void)o;
     *out = NULL;
     return gt_bpf__available(why);
+}
+
+const char *const gt_bpf__take_gil_how_names[GT_BPF_TG_N] = {
+    "symbol", "debug file", "hint", "PyEval_RestoreThread heuristic", "calibration"};
+
+int gt_bpf__find_take_gil(const struct gt_bpf_opts *o, uint64_t addr[GT_BPF_TG_N],
+                          const char *why[GT_BPF_TG_N])
+{
+    (void)o;
+    for (int h = 0; h < GT_BPF_TG_N; h++) {
+        addr[h] = 0;
+        why[h] = not_built;
+    }
+    return -ENOTSUP;
 }
 
 int gt_bpf__start(struct gt_bpf *b)

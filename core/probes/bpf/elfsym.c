@@ -238,6 +238,75 @@ int gtp_elf__read(const struct gtp_elf *e, uint64_t vaddr, void *buf, size_t n)
     return (size_t)got == n ? 0 : -EIO;
 }
 
+/* DWARF exception-header pointer encodings (LSB Core, .eh_frame_hdr). */
+#define EH_PE_udata4 0x03
+#define EH_PE_sdata4 0x0b
+#define EH_PE_pcrel 0x10
+#define EH_PE_datarel 0x30
+
+static int read_s32(const struct gtp_elf *e, uint64_t vaddr, int32_t *v)
+{
+    return gtp_elf__read(e, vaddr, v, sizeof(*v));
+}
+
+int gtp_elf__func_bounds(const struct gtp_elf *e, uint64_t vaddr, uint64_t *start,
+                         uint64_t *end)
+{
+    GElf_Phdr ph;
+    uint8_t hdr[4];
+    uint32_t count, len;
+    int32_t loc, fde, begin, range;
+    size_t i;
+    int found = 0;
+
+    for (i = 0; i < e->phnum; i++) {
+        if (gelf_getphdr(e->elf, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME) {
+            found = 1;
+            break;
+        }
+    }
+    if (!found)
+        return -ENOENT;
+    const uint64_t base = ph.p_vaddr;
+    /* version 1; eh_frame_ptr pcrel sdata4; fde_count udata4; table datarel sdata4 */
+    if (gtp_elf__read(e, base, hdr, sizeof(hdr)) != 0)
+        return -ENOENT;
+    if (hdr[0] != 1 || hdr[1] != (EH_PE_pcrel | EH_PE_sdata4) || hdr[2] != EH_PE_udata4 ||
+        hdr[3] != (EH_PE_datarel | EH_PE_sdata4))
+        return -ENOTSUP;
+    if (gtp_elf__read(e, base + 8, &count, sizeof(count)) != 0 || count == 0)
+        return -ENOENT;
+    /* The last entry whose initial location is <= vaddr. */
+    uint64_t lo = 0, hi = count;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (read_s32(e, base + 12 + 8 * mid, &loc) != 0)
+            return -ENOENT;
+        if (base + (int64_t)loc <= vaddr)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    if (read_s32(e, base + 12 + 8 * lo, &loc) != 0 ||
+        read_s32(e, base + 12 + 8 * lo + 4, &fde) != 0)
+        return -ENOENT;
+    const uint64_t f = base + (int64_t)fde, fn = base + (int64_t)loc;
+    if (fn > vaddr)
+        return -ENOENT;
+    /* FDE: length, CIE pointer, pc_begin (pcrel sdata4), pc_range (sdata4). The
+     * begin must say what the index said, else the CIE uses another encoding. */
+    if (gtp_elf__read(e, f, &len, sizeof(len)) != 0 || len == 0 || len == 0xffffffffu ||
+        read_s32(e, f + 8, &begin) != 0 || read_s32(e, f + 12, &range) != 0)
+        return -ENOENT;
+    if (f + 8 + (int64_t)begin != fn || range <= 0)
+        return -ENOTSUP;
+    if (vaddr >= fn + (uint64_t)range)
+        return -ENOENT;
+    *start = fn;
+    *end = fn + (uint64_t)range;
+    return 0;
+}
+
 int gtp_elf__build_id(const struct gtp_elf *e, uint8_t *out, size_t max)
 {
     Elf_Scn *scn = NULL;

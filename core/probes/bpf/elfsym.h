@@ -62,6 +62,16 @@ int gtp_elf__is_call_target(const struct gtp_elf *e, uint64_t vaddr);
 int gtp_elf__read(const struct gtp_elf *e, uint64_t vaddr, void *buf, size_t n);
 
 /**
+ * gtp_elf__func_bounds() - the function that contains `vaddr`, by the unwind table
+ * (.eh_frame_hdr's sorted FDE index, present in stripped binaries): [*start, *end).
+ * Only the layout GCC and clang emit on x86-64 is read (pcrel/datarel sdata4
+ * encodings, 32-bit FDE lengths). A hot/cold split function has one FDE per part.
+ * Returns 0, -ENOENT (no unwind entry covers vaddr), -ENOTSUP (another encoding).
+ */
+int gtp_elf__func_bounds(const struct gtp_elf *e, uint64_t vaddr, uint64_t *start,
+                         uint64_t *end);
+
+/**
  * gtp_elf__build_id() - the GNU build id (NT_GNU_BUILD_ID note).
  * Returns its length (copied into out up to max bytes), or -ENOENT.
  */

@@ -15,6 +15,10 @@ const volatile __u32 targ_tgid = 0;     /* the traced process */
 const volatile __u64 targ_gil_cond = 0; /* &gil->cond in the traced process */
 const volatile __u64 targ_switch_cond = 0; /* &gil->switch_cond */
 const volatile bool targ_follow_children = false;
+/* take_gil's entry is single-stepped (no push to emulate): it is probed at its first
+ * call instead, without a return probe, and "acquired" is take_gil's signal of
+ * switch_cond, as the hooks decode it. */
+const volatile bool targ_acquired_by_signal = false;
 
 /* Written by user space through the mmapped .bss, read on every hit. The programs
  * stay attached for the life of the process (detaching uprobes costs ~0.5 s) and
@@ -124,9 +128,13 @@ int BPF_KRETPROBE(take_gil_exit)
 SEC("uprobe")
 int BPF_KPROBE(cond_signal_enter, void *cond)
 {
-    if (!recording || (u64)cond != targ_gil_cond)
+    if (!recording)
         return 0;
-    return gil_event(GTB_GIL_RELEASED);
+    if ((u64)cond == targ_gil_cond)
+        return gil_event(GTB_GIL_RELEASED);
+    if (targ_acquired_by_signal && (u64)cond == targ_switch_cond)
+        return gil_event(GTB_GIL_ACQUIRED);
+    return 0;
 }
 
 /* drop_gil after a forced switch (FORCE_SWITCHING, 3.9-3.13): with a drop request

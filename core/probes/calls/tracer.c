@@ -1140,8 +1140,11 @@ static int install(void)
     if (r != Py_None) {
         PyErr_Format(PyExc_RuntimeError,
                      "giltracer: sys.monitoring tool id %d (the profiler slot) is in use by "
-                     "%R; stop that profiler first (e.g. cProfile's disable())",
-                     TOOL_ID, r);
+                     "%R; stop that profiler first (cProfile/profile: disable(); another "
+                     "tool: its own stop, or sys.monitoring.free_tool_id(%d) if nothing "
+                     "uses it any more), or trace with functions=False (the GIL probe "
+                     "needs no tool id)",
+                     TOOL_ID, r, TOOL_ID);
         Py_CLEAR(tr.monitoring);
         goto cleanup;
     }
@@ -1188,6 +1191,11 @@ cleanup:
     return err;
 }
 
+/* Leaves nothing behind for the id's next user: 3.14+ clear_tool_id() drops the
+ * events and callbacks (and free_tool_id() calls it too); 3.12 and 3.13's
+ * free_tool_id() keeps the callbacks registered, so they are unregistered one by
+ * one (a later tool with this id that enabled an event it registered no callback
+ * for would otherwise call ours). */
 static int uninstall(void)
 {
     int err = 0;
@@ -1197,6 +1205,28 @@ static int uninstall(void)
     if (!r)
         err = -1;
     Py_XDECREF(r);
+    if (PyObject_HasAttrString(tr.monitoring, "clear_tool_id")) {
+        r = PyObject_CallMethod(tr.monitoring, "clear_tool_id", "i", TOOL_ID);
+        if (!r)
+            err = -1;
+        Py_XDECREF(r);
+    } else {
+        PyObject *events = PyObject_GetAttrString(tr.monitoring, "events");
+        for (int i = 0; events && !err && i < NCB; i++) {
+            PyObject *ev = PyObject_GetAttrString(events, cb_table[i].event);
+            long bit = ev ? PyLong_AsLong(ev) : -1;
+            Py_XDECREF(ev);
+            r = bit > 0 ? PyObject_CallMethod(tr.monitoring, "register_callback", "ilO",
+                                              TOOL_ID, bit, Py_None)
+                        : NULL;
+            if (!r)
+                err = -1;
+            Py_XDECREF(r);
+        }
+        if (!events)
+            err = -1;
+        Py_XDECREF(events);
+    }
     r = PyObject_CallMethod(tr.monitoring, "free_tool_id", "i", TOOL_ID);
     if (!r)
         err = -1;

@@ -85,17 +85,18 @@ struct calib_call {
     enum gh_func fn;
     const void *a; /* mutex (lock) or cond (signal, timedwait) */
     const void *b; /* mutex of a timedwait */
+    const void *site; /* return address: where the interpreter made the call */
 };
 
 static struct calib_call calib_log[CALIB_MAX];
 static unsigned calib_n;
 
-static void calib_note(enum gh_func fn, const void *a, const void *b)
+static void calib_note(enum gh_func fn, const void *a, const void *b, const void *site)
 {
     if (!pthread_equal(pthread_self(), gh.calib_thread))
         return;
     if (calib_n < CALIB_MAX)
-        calib_log[calib_n] = (struct calib_call){fn, a, b};
+        calib_log[calib_n] = (struct calib_call){fn, a, b, site};
     calib_n++; /* counts past the end, so overflow is detectable */
 }
 
@@ -201,20 +202,20 @@ static void wait_hooks(void)
 
 /* Slow paths are out of line so that the fast path of each hook is a load, a
  * compare and a tail call. */
-static __attribute__((noinline)) void lock_slow(pthread_mutex_t *m)
+static __attribute__((noinline)) void lock_slow(pthread_mutex_t *m, const void *site)
 {
     if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE) {
-        calib_note(GH_LOCK, m, NULL);
+        calib_note(GH_LOCK, m, NULL, site);
         return;
     }
     if ((const void *)m == atomic_load_explicit(&gh.mutex, memory_order_relaxed))
         record(GT_GIL_WANT);
 }
 
-static __attribute__((noinline)) void signal_slow(pthread_cond_t *c)
+static __attribute__((noinline)) void signal_slow(pthread_cond_t *c, const void *site)
 {
     if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE) {
-        calib_note(GH_SIGNAL, c, NULL);
+        calib_note(GH_SIGNAL, c, NULL, site);
         return;
     }
     /* take_gil signals switch_cond once (FORCE_SWITCHING), drop_gil signals cond
@@ -249,7 +250,7 @@ static __attribute__((noinline)) void timedwait_slow(pthread_cond_t *c, pthread_
                                                      int known)
 {
     if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE) {
-        calib_note(GH_TIMEDWAIT, c, m);
+        calib_note(GH_TIMEDWAIT, c, m, NULL);
         return;
     }
     if ((const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed) &&
@@ -290,14 +291,14 @@ static int hook_condwait(pthread_cond_t *c, pthread_mutex_t *m)
 static int hook_lock(pthread_mutex_t *m)
 {
     if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) != GH_OFF, 0))
-        lock_slow(m);
+        lock_slow(m, __builtin_return_address(0));
     return gh.next_lock(m);
 }
 
 static int hook_signal(pthread_cond_t *c)
 {
     if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) != GH_OFF, 0))
-        signal_slow(c);
+        signal_slow(c, __builtin_return_address(0));
     return gh.next_signal(c);
 }
 
@@ -545,6 +546,7 @@ static int calib_decode(struct gt_gil_addrs *a, const char **why)
 {
     const void *m = NULL, *c = NULL, *sc = NULL, *last_lock = NULL;
     const void *lock_before_c = NULL, *lock_before_sc = NULL;
+    const void *m_site = NULL, *take_m_site = NULL, *sc_site = NULL;
     unsigned m_locks = 0;
 
     if (calib_n > CALIB_MAX) {
@@ -558,6 +560,8 @@ static int calib_decode(struct gt_gil_addrs *a, const char **why)
             if (!m)
                 m = e->a;
             m_locks += e->a == m;
+            if (e->a == m)
+                m_site = e->site;
             last_lock = e->a;
             break;
         case GH_SIGNAL:
@@ -567,6 +571,8 @@ static int calib_decode(struct gt_gil_addrs *a, const char **why)
             } else if (!sc) {
                 sc = e->a;
                 lock_before_sc = last_lock;
+                sc_site = e->site;
+                take_m_site = m_site;
             }
             break;
         case GH_TIMEDWAIT:
@@ -619,6 +625,8 @@ static int calib_decode(struct gt_gil_addrs *a, const char **why)
     a->mutex = m;
     a->cond = c;
     a->switch_cond = sc;
+    a->take_lock_site = take_m_site;
+    a->take_signal_site = sc_site;
     return 0;
 }
 
@@ -665,7 +673,8 @@ int gt_gilhook__calibrate(void (*drop_and_retake)(void *ctx), void *ctx,
             goto cleanup;
         if (round == 0) {
             first = a;
-        } else if (memcmp(&a, &first, sizeof(a)) != 0) {
+        } else if (a.mutex != first.mutex || a.cond != first.cond ||
+                   a.switch_cond != first.switch_cond) {
             *why = "calibration: repeated GIL drop+take passed different addresses";
             err = -EPROTO;
             goto cleanup;

@@ -27,6 +27,11 @@ struct gt_gil_addrs {
     const void *mutex;       /* gil->mutex */
     const void *cond;        /* gil->cond: signalled once per drop */
     const void *switch_cond; /* gil->switch_cond: signalled once per take */
+    /* Where take_gil made its calls (return addresses seen by calibration): its lock
+     * of the mutex and its signal of switch_cond. With no symbols these locate the
+     * function (the bpf probe's uprobes); NULL when not calibrated. */
+    const void *take_lock_site;
+    const void *take_signal_site;
 };
 
 /**
