@@ -386,9 +386,15 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
     for (size_t i = 0; i < r->nthreads; i++) {
         const struct gt_thread_result *t = &r->threads[i];
         const struct gt_summary *s = &t->summary;
-        snprintf(num, sizeof(num), "%s{\"tid\":%" PRId32 ",\"pid\":%" PRId32 ",\"ident\":\"%" PRIu64 "\",\"name\":",
+        snprintf(num, sizeof(num), "%s{\"tid\":%" PRId32 ",\"pid\":%" PRId32 ",\"ident\":\"%" PRIu64 "\",",
                  i ? "," : "", t->tid, thread_pid(t, m), t->ident);
         w_str(w, num);
+        if (t->interp) { /* a subinterpreter's thread: its GIL intervals are that GIL's */
+            snprintf(num, sizeof(num), "\"interp\":%" PRIu32 ",\"name\":", t->interp);
+            w_str(w, num);
+        } else {
+            w_str(w, "\"name\":");
+        }
         if (t->name)
             w_json_str(w, &b, t->name, 1);
         else

@@ -251,12 +251,12 @@ static PyObject *Result_threads(ResultObject *self, PyObject *noargs)
     PyObject *out = PyList_New((Py_ssize_t)r->nthreads);
     for (size_t i = 0; out && i < r->nthreads; i++) {
         const struct gt_thread_result *t = &r->threads[i];
-        PyObject *d = Py_BuildValue("{s:i,s:i,s:K,s:N,s:n,s:K,s:K,s:O}", "tid", t->tid, "pid",
+        PyObject *d = Py_BuildValue("{s:i,s:i,s:K,s:N,s:n,s:K,s:K,s:O,s:I}", "tid", t->tid, "pid",
                                     t->pid, "ident", (unsigned long long)t->ident, "name",
                                     thread_name(t), "spans", (Py_ssize_t)t->nspans, "start_ns",
                                     (unsigned long long)t->start_ns, "end_ns",
                                     (unsigned long long)t->end_ns, "os_states",
-                                    t->has_sched ? Py_True : Py_False);
+                                    t->has_sched ? Py_True : Py_False, "interp", t->interp);
         if (!d) {
             Py_CLEAR(out);
             break;
@@ -280,7 +280,7 @@ static PyObject *summaries(const struct gt_result *r)
         const struct gt_thread_result *t = &r->threads[i];
         const struct gt_summary *s = &t->summary;
         PyObject *d = Py_BuildValue(
-            "{s:i,s:i,s:K,s:N,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:K,s:K,s:d,s:d,s:d,s:n}", "tid",
+            "{s:i,s:i,s:K,s:N,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:K,s:K,s:d,s:d,s:d,s:n,s:I}", "tid",
             t->tid, "pid", t->pid, "ident", (unsigned long long)t->ident, "name", thread_name(t),
             "wall_ns", (unsigned long long)s->wall_ns, "held_ns", (unsigned long long)s->held_ns,
             "wait_ns", (unsigned long long)s->wait_ns, "released_ns",
@@ -289,7 +289,8 @@ static PyObject *summaries(const struct gt_result *r)
             (unsigned long long)s->acquisitions, "longest_wait_ns",
             (unsigned long long)s->longest_wait_ns, "drop_requests",
             (unsigned long long)s->drop_requests, "held_pct", s->held_pct, "wait_pct",
-            s->wait_pct, "released_pct", s->released_pct, "spans", (Py_ssize_t)t->nspans);
+            s->wait_pct, "released_pct", s->released_pct, "spans", (Py_ssize_t)t->nspans,
+            "interp", t->interp);
         if (!d) {
             Py_CLEAR(out);
             break;

@@ -123,6 +123,7 @@ class ThreadInfo:
     start_ns: int
     end_ns: int
     os_states: bool
+    interp: int = 0  # the interpreter whose GIL it held or waited for longest (0: main)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ class ThreadSummary:
     wait_pct: float
     released_pct: float
     spans: int
+    interp: int = 0  # as in ThreadInfo
 
 
 @dataclass(frozen=True)
