@@ -147,3 +147,21 @@ def test_subinterpreter_running_before_start_is_probed_and_noted():
     else:
         # Its GIL's holder was found at start: computing under it is "held".
         assert rows[0].interp and rows[0].held_pct > 60, t.summary_text()
+
+
+def test_page_says_whose_gil_each_interval_is(tmp_path):
+    import pagedata
+
+    with giltracer.trace(backend="hooks") as t:
+        iids, ths, destroy = _run_in_threads(1, 0.1, name="page")
+        ths[0].start()
+        ths[0].join()
+    destroy(iids[0])
+    t.save(tmp_path / "t.html")
+    p = pagedata.payload((tmp_path / "t.html").read_text(encoding="utf-8"))
+    th = next(x for x in p["threads"] if x["name"] == "page0")
+    assert th["interp"] == int(iids[0])
+    held = [i for i, s in zip(th["gil"]["interp"], th["gil"]["state"]) if s == 2]
+    assert int(iids[0]) in held and 0 in held  # its own GIL, and main's around the swap
+    main = next(x for x in p["threads"] if x["name"] == "MainThread")
+    assert "interp" not in main

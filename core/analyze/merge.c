@@ -471,7 +471,9 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
     }
     if ((err = ivb_flush(&b, end)))
         goto cleanup;
-    /* The thread's interpreter: the one whose GIL it held or waited for longest. */
+    /* The thread's interpreter: a subinterpreter whose GIL it held or waited for during
+     * at least half its traced life (a thread that only made one, briefly holding its
+     * GIL while it started, stays the main interpreter's). */
     uint32_t ids[8];
     uint64_t ns[8];
     size_t nids = 0;
@@ -504,11 +506,10 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
         s->wait_pct = 100.0 * (double)s->wait_ns / w;
         s->released_pct = 100.0 * (double)s->released_ns / w;
     }
+    tr->interp = 0;
     for (size_t k = 0; k < nids; k++)
-        if (k == 0 || ns[k] > ns[0]) {
+        if (ids[k] && ns[k] * 2 >= s->wall_ns && s->wall_ns)
             tr->interp = ids[k];
-            ns[0] = ns[k];
-        }
     tr->gil = b.v;
     tr->ngil = b.n;
     b.v = NULL;

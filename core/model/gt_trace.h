@@ -114,7 +114,9 @@ struct gt_summary {
 struct gt_thread_result {
     int32_t tid, pid;
     uint64_t ident;
-    uint32_t interp;          /* as in the input */
+    uint32_t interp;          /* the subinterpreter whose GIL it held or waited for during
+                               * half its life or more (0: none); without a GIL probe, as
+                               * in the input */
     const char *name;         /* borrowed from the input */
     uint64_t start_ns, end_ns;/* traced life */
     struct gt_span *spans;    /* sorted by start; a parent precedes its children */

@@ -123,7 +123,7 @@ class ThreadInfo:
     start_ns: int
     end_ns: int
     os_states: bool
-    interp: int = 0  # the interpreter whose GIL it held or waited for longest (0: main)
+    interp: int = 0  # a subinterpreter whose GIL it held or waited for half its life, or 0
 
 
 @dataclass(frozen=True)
