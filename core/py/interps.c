@@ -201,6 +201,12 @@ void gt_interps__stop(void)
     atomic_store(&ip.open, 0);
 }
 
+void gt_interps__after_fork_child(void)
+{
+    atomic_store(&ip.open, 0);
+    pthread_mutex_init(&ip.lock, NULL);
+}
+
 static void note_add(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void note_add(char *buf, size_t len, const char *fmt, ...)

@@ -28,6 +28,10 @@ int gt_interps__start(const struct gt_interps_opts *o);
 /** gt_interps__stop() - stop watching (before the tracer and the probes stop). */
 void gt_interps__stop(void);
 
+/** gt_interps__after_fork_child() - in a forked child: the lock may have been held by a
+ * thread that is not there; watch nothing. */
+void gt_interps__after_fork_child(void);
+
 /** gt_interps__note() - after stop: appends sentences ("; " between) about what could
  * not be seen in subinterpreters to `buf` (a NUL-terminated string); 1 if any. */
 int gt_interps__note(char *buf, size_t len);

@@ -11,6 +11,7 @@
 #include "bpfprobe.h"
 #include "emit.h"
 #include "gt_clock.h"
+#include "interps.h"
 #include "profile.h"
 #include "session.h"
 #include "tracer.h"
@@ -799,6 +800,7 @@ static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs)
     (void)m;
     (void)noargs;
     gt_tracer__after_fork_child();
+    gt_interps__after_fork_child();
     Py_RETURN_NONE;
 }
 

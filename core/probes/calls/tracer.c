@@ -1192,11 +1192,12 @@ static int install(void)
     tr.monitoring = PyObject_GetAttrString(sys, "monitoring");
     Py_DECREF(sys);
     tr.callbacks = PyList_New(0);
-    if (!tr.monitoring || !tr.callbacks || register_here(tr.monitoring, cb_funcs, tr.callbacks) < 0) {
-        Py_CLEAR(tr.monitoring);
+    if (!tr.monitoring || !tr.callbacks)
         return -1;
-    }
-    return 0;
+    int err = register_here(tr.monitoring, cb_funcs, tr.callbacks);
+    if (err == -2) /* not ours: uninstall must not free it */
+        Py_CLEAR(tr.monitoring);
+    return err < 0 ? -1 : 0;
 }
 
 /* ---- subinterpreters (each has its own sys.monitoring) ----
@@ -1284,7 +1285,7 @@ SUB_CB(craise, cb_craise)
 static const vectorcallfunc sub_cb_funcs[] = {sub_start, sub_return, sub_unwind, sub_call, sub_creturn, sub_craise};
 
 /* Register the callbacks `fns` in sys.monitoring `m` of the calling interpreter. 0, or
- * -1 with an exception set. */
+ * -1 with an exception set (-2: the tool id is another tool's, left alone). */
 static int register_here(PyObject *m, const vectorcallfunc *fns, PyObject *keep)
 {
     int err = -1;
@@ -1303,7 +1304,7 @@ static int register_here(PyObject *m, const vectorcallfunc *fns, PyObject *keep)
                      "%R; stop that profiler first (e.g. cProfile's disable())",
                      TOOL_ID, r);
         Py_DECREF(r);
-        return -1;
+        return -2;
     }
     Py_CLEAR(r);
     r = PyObject_CallMethod(m, "use_tool_id", "is", TOOL_ID, "giltracer");
@@ -1707,6 +1708,13 @@ int gt_tracer__stop(void)
 
 void gt_tracer__after_fork_child(void)
 {
+#if GT_USE_MONITORING
+    /* Marks of subinterpreter threads caught in a callback by fork() stay set here,
+     * where those threads do not exist. */
+    atomic_store(&sub_open, 0);
+    for (int i = 0; i < SUB_STRIPES; i++)
+        atomic_store(&sub_inflight[i].n, 0);
+#endif
     /* Only the forking thread survives; it still carries the parent's hooks. */
     if (tr.active || tr.watching) {
         if (gt_tracer__stop() < 0)
