@@ -7,6 +7,7 @@ import time
 import pytest
 
 import giltracer
+import giltracer._core
 
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 12),
                                 reason="per-interpreter GILs need 3.12+")
@@ -165,3 +166,15 @@ def test_page_says_whose_gil_each_interval_is(tmp_path):
     assert int(iids[0]) in held and 0 in held  # its own GIL, and main's around the swap
     main = next(x for x in p["threads"] if x["name"] == "MainThread")
     assert "interp" not in main
+
+
+@pytest.mark.skipif(not giltracer._core.build_info()["bpf_available"],
+                    reason="the bpf backend is not available here")
+def test_bpf_probe_says_it_does_not_see_subinterpreter_gils():
+    with pytest.warns(RuntimeWarning, match="bpf probe follows the main interpreter's GIL"):
+        with giltracer.trace(backend="bpf") as t:
+            iids, ths, destroy = _run_in_threads(1, 0.1, name="bpf")
+            ths[0].start()
+            ths[0].join()
+    destroy(iids[0])
+    assert "GIL figures and blame of every thread are unreliable" in t.summary_text()

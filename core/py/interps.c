@@ -249,8 +249,9 @@ int gt_interps__note(char *buf, size_t len)
                  "tool id taken): their calls are missing", failed);
     if (ip.bpf)
         note_add(buf, len, "%u subinterpreter(s) ran: the bpf probe follows the main "
-                 "interpreter's GIL only, so time under a subinterpreter's own GIL shows "
-                 "as released (use backend='hooks')", n);
+                 "interpreter's GIL only, and takes of a subinterpreter's own GIL look like "
+                 "takes of the main one, so the GIL figures and blame of every thread are "
+                 "unreliable here (use backend='hooks')", n);
     else if (ip.hooks && !ip.off_ok)
         note_add(buf, len, "%u subinterpreter(s) ran: their own GILs could not be located, "
                  "so time under them shows as released", n);
