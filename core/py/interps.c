@@ -77,10 +77,13 @@ static struct seen *seen_get(PyInterpreterState *in, int64_t id)
  * in a session is where it is attached. The rest cost a TLS compare. */
 static int audit_hook(const char *event, PyObject *args, void *ud)
 {
-    (void)event;
     (void)args;
     (void)ud;
     if (!atomic_load_explicit(&ip.open, memory_order_relaxed) || tls_busy)
+        return 0;
+    /* The interpreter's own life (cpython.PyInterpreterState_Clear while it is torn
+     * down, ...): no place to attach. */
+    if (strncmp(event, "cpython.", 8) == 0)
         return 0;
     unsigned gen = atomic_load_explicit(&ip.gen, memory_order_relaxed);
     PyInterpreterState *in = PyInterpreterState_Get();
