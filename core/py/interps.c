@@ -42,6 +42,7 @@ static struct {
     unsigned long existing;   /* subinterpreters alive at start */
     unsigned long gil_full;   /* GILs the hooks' table had no room for */
     unsigned long unknown_holders; /* GILs held at start by a thread not identified */
+    unsigned long seen_full;  /* subinterpreters past MAX_INTERPS: neither probed nor traced */
 } ip = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 #if PY_VERSION_HEX >= 0x030C0000
@@ -66,8 +67,10 @@ static struct seen *seen_get(PyInterpreterState *in, int64_t id)
     for (unsigned i = 0; i < ip.nseen; i++)
         if (ip.seen[i].id == id)
             return &ip.seen[i];
-    if (ip.nseen == MAX_INTERPS)
+    if (ip.nseen == MAX_INTERPS) {
+        ip.seen_full++; /* counted per audited action: "some", not how many */
         return NULL;
+    }
     add_gil(in, id);
     ip.seen[ip.nseen] = (struct seen){id, ip.functions ? T_PENDING : T_DONE};
     return &ip.seen[ip.nseen++];
@@ -164,7 +167,7 @@ int gt_interps__start(const struct gt_interps_opts *o)
     pthread_mutex_lock(&ip.lock);
     atomic_fetch_add(&ip.gen, 1);
     ip.nseen = 0;
-    ip.existing = ip.gil_full = ip.unknown_holders = 0;
+    ip.existing = ip.gil_full = ip.unknown_holders = ip.seen_full = 0;
     ip.functions = o->functions;
     ip.bpf = o->bpf;
     ip.hooks = o->hooks != NULL;
@@ -239,6 +242,10 @@ int gt_interps__note(char *buf, size_t len)
     pthread_mutex_unlock(&ip.lock);
     if (n == 0)
         return 0;
+    if (ip.seen_full)
+        note_add(buf, len, "more than %d subinterpreters ran: those past the first %d were "
+                 "neither probed nor traced (their GIL time shows as released)", MAX_INTERPS,
+                 MAX_INTERPS);
     if (ip.hook_state < 0)
         note_add(buf, len, "an audit hook refused giltracer's: subinterpreters started "
                  "during the trace were not seen (their calls are missing and their own "
