@@ -213,3 +213,32 @@ def test_sessions_come_and_go_while_subinterpreters_do():
         stop.set()
         th.join()
     assert not errors, errors
+
+
+def test_legacy_subinterpreters_share_the_main_gil_and_are_traced():
+    try:
+        import _interpreters as m
+
+        create, run = (lambda: m.create("legacy")), m.exec
+    except ImportError:
+        import _xxsubinterpreters as m
+
+        create, run = (lambda: m.create(isolated=False)), m.run_string
+    with giltracer.trace(backend="hooks") as t:
+        iids = [create() for _ in range(2)]
+        ths = [threading.Thread(target=run, args=(i, WORK.format(secs=0.2)), name=f"leg{k}")
+               for k, i in enumerate(iids)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+    for i in iids:
+        m.destroy(i)
+    rows = _by_name(t.summary(), "leg")
+    assert len(rows) == 2
+    for r in rows:
+        # Their GIL is the main one. (How they share it differs: 3.12 asks only the
+        # holder's own interpreter to drop, so they may even run one after the other.)
+        assert r.interp == 0, t.summary_text()
+        assert r.held_pct > 30, t.summary_text()
+        assert "spin" in {s[2] for s in t.spans(r.tid)}
