@@ -84,7 +84,10 @@ def _intervals(ch, ref):
     for s, d in zip(starts, dur):
         out.append(end + _zz(s))
         end = out[-1] + d
-    return {"start": out, "dur": dur, "state": state}
+    iv = {"start": out, "dur": dur, "state": state}
+    if ref.get("i"):  # GIL intervals of a run with subinterpreters: whose GIL
+        iv["interp"] = _uvarints(ch[c + 3])
+    return iv
 
 
 def _profile(ch, ref):

@@ -366,34 +366,42 @@ struct ivb {
     size_t n, cap;
     uint64_t since;
     uint32_t state;
+    uint32_t aux; /* of the current state: which GIL (0 for OS states) */
 };
 
 static int ivb_flush(struct ivb *b, uint64_t t)
 {
     if (t <= b->since)
         return 0;
-    if (b->n && b->v[b->n - 1].state == b->state && b->v[b->n - 1].end == b->since) {
+    if (b->n && b->v[b->n - 1].state == b->state && b->v[b->n - 1].aux == b->aux &&
+        b->v[b->n - 1].end == b->since) {
         b->v[b->n - 1].end = t;
     } else {
         int err = grow(&b->v, &b->cap, b->n + 1, sizeof(*b->v));
         if (err)
             return err;
-        b->v[b->n++] = (struct gt_interval){b->since, t, b->state, 0};
+        b->v[b->n++] = (struct gt_interval){b->since, t, b->state, b->aux};
     }
     b->since = t;
     return 0;
 }
 
-static int ivb_set(struct ivb *b, uint64_t t, uint32_t state)
+static int ivb_set_aux(struct ivb *b, uint64_t t, uint32_t state, uint32_t aux)
 {
-    if (state == b->state)
+    if (state == b->state && aux == b->aux)
         return 0;
     int err = ivb_flush(b, t);
     if (err)
         return err;
     b->since = t; /* also when the interval had zero length */
     b->state = state;
+    b->aux = aux;
     return 0;
+}
+
+static int ivb_set(struct ivb *b, uint64_t t, uint32_t state)
+{
+    return ivb_set_aux(b, t, state, b->aux);
 }
 
 static uint32_t gil_initial_state(const struct gt_thread_input *ti)
@@ -423,7 +431,9 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
 {
     uint64_t start = tr->start_ns, end = tr->end_ns, last = start;
     struct gt_summary *s = &tr->summary;
-    struct ivb b = {NULL, 0, 0, start, gil_initial_state(ti)};
+    /* Held at start: the start thread (main GIL), or a subinterpreter's holder. */
+    struct ivb b = {NULL, 0, 0, start, gil_initial_state(ti),
+                    (ti->flags & GT_THREAD_HELD_GIL_AT_START) ? ti->interp : 0};
     int err = 0;
 
     for (size_t c = 0; c < ti->ngil; c++) {
@@ -434,12 +444,12 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
             switch (ev[i].kind) {
             case GT_GIL_WANT:
                 if (b.state != GT_GIL_STATE_HELD)
-                    err = ivb_set(&b, ts, GT_GIL_STATE_WAIT);
+                    err = ivb_set_aux(&b, ts, GT_GIL_STATE_WAIT, ev[i].aux);
                 break;
             case GT_GIL_ACQUIRED:
                 if (raw >= start && raw <= end)
                     s->acquisitions++;
-                err = ivb_set(&b, ts, GT_GIL_STATE_HELD);
+                err = ivb_set_aux(&b, ts, GT_GIL_STATE_HELD, ev[i].aux);
                 break;
             case GT_GIL_RELEASED:
                 err = ivb_set(&b, ts, GT_GIL_STATE_RELEASED);
@@ -461,8 +471,25 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
     }
     if ((err = ivb_flush(&b, end)))
         goto cleanup;
+    /* The thread's interpreter: a subinterpreter whose GIL it held or waited for during
+     * at least half its traced life (a thread that only made one, briefly holding its
+     * GIL while it started, stays the main interpreter's). */
+    uint32_t ids[8];
+    uint64_t ns[8];
+    size_t nids = 0;
     for (size_t i = 0; i < b.n; i++) {
         uint64_t d = b.v[i].end - b.v[i].start;
+        if (b.v[i].state != GT_GIL_STATE_RELEASED) {
+            size_t k = 0;
+            while (k < nids && ids[k] != b.v[i].aux)
+                k++;
+            if (k == nids && nids < 8) {
+                ids[nids] = b.v[i].aux;
+                ns[nids++] = 0;
+            }
+            if (k < nids)
+                ns[k] += d;
+        }
         if (b.v[i].state == GT_GIL_STATE_HELD) {
             s->held_ns += d;
         } else if (b.v[i].state == GT_GIL_STATE_WAIT) {
@@ -479,6 +506,10 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
         s->wait_pct = 100.0 * (double)s->wait_ns / w;
         s->released_pct = 100.0 * (double)s->released_ns / w;
     }
+    tr->interp = 0;
+    for (size_t k = 0; k < nids; k++)
+        if (ids[k] && ns[k] * 2 >= s->wall_ns && s->wall_ns)
+            tr->interp = ids[k];
     tr->gil = b.v;
     tr->ngil = b.n;
     b.v = NULL;
@@ -502,7 +533,7 @@ static int build_os(const struct gt_thread_input *ti, struct gt_thread_result *t
             break;
         }
     }
-    struct ivb b = {NULL, 0, 0, start, init};
+    struct ivb b = {NULL, 0, 0, start, init, 0};
     for (size_t c = 0; c < ti->nsched; c++) {
         const struct gt_sched_event *ev = ti->sched[c].data;
         for (size_t i = 0, m = ti->sched[c].n; i < m; i++) {
@@ -738,7 +769,8 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
                     const struct gt_interval *hv = &h->gil[k];
                     uint64_t lo = hv->start > wt->start ? hv->start : wt->start;
                     uint64_t hi2 = hv->end < wt->end ? hv->end : wt->end;
-                    if (hv->state != GT_GIL_STATE_HELD || lo >= hi2)
+                    /* A wait is for one interpreter's GIL: only its holder is to blame. */
+                    if (hv->state != GT_GIL_STATE_HELD || hv->aux != wt->aux || lo >= hi2)
                         continue;
                     /* s0 trails the walk: the next overlap starts at or after it. */
                     for (size_t q = seg_find(sg, s0, nseg, lo); q < nseg && sg[q].start < hi2;
@@ -944,6 +976,7 @@ int gt_merge__run(const struct gt_trace_input *in, struct gt_result **out)
         tr->tid = ti->tid;
         tr->pid = ti->pid;
         tr->ident = ti->ident;
+        tr->interp = ti->interp;
         tr->name = ti->name;
         thread_life(in, ti, &tr->start_ns, &tr->end_ns);
         tr->summary.wall_ns = tr->end_ns - tr->start_ns;

@@ -71,28 +71,41 @@ cleanup:
     return first;
 }
 
-/* Intervals: start as a zigzag delta from the previous end, duration, state. */
-static uint32_t bin_intervals(struct zout *z, struct sbuf c[3], const struct gt_result *r,
+/* Does any interval carry an aux (a GIL interval's interpreter: subinterpreters ran)? */
+static int has_aux(const struct gt_interval *iv, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (iv[i].aux)
+            return 1;
+    return 0;
+}
+
+/* Intervals: start as a zigzag delta from the previous end, duration, state, and the
+ * interpreter id as a fourth chunk when has_aux(). */
+static uint32_t bin_intervals(struct zout *z, struct sbuf c[4], const struct gt_result *r,
                               const struct gt_interval *iv, size_t n)
 {
     int64_t prev_end = 0;
+    int aux = has_aux(iv, n);
     for (size_t i = 0; i < n; i++) {
         int64_t st = (int64_t)(iv[i].start - r->t0);
         uint64_t du = rel(iv[i].end, iv[i].start);
         col_uvar(&c[0], zigzag(st - prev_end));
         col_uvar(&c[1], du);
         col_uvar(&c[2], iv[i].state);
+        if (aux)
+            col_uvar(&c[3], iv[i].aux);
         prev_end = st + (int64_t)du;
     }
     uint32_t first = z->nchunks;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 3 + aux; k++)
         zout_chunk(z, &c[k], k < 2 ? Z_TIMES : Z_IDS);
     return first;
 }
 
 /* ---- viewer payload ----------------------------------------------------- */
 
-enum col { COL_START, COL_DUR, COL_FUNC, COL_DEPTH, COL_FLAGS, COL_STATE };
+enum col { COL_START, COL_DUR, COL_FUNC, COL_DEPTH, COL_FLAGS, COL_STATE, COL_AUX };
 
 /* One column of numbers: "[a,b,c]", the value of element k given by EXPR. */
 #define W_COLUMN(w, n, EXPR)                        \
@@ -142,8 +155,10 @@ static void w_col_iv(struct wr *w, const struct gt_result *r, const struct gt_in
         W_COLUMN(w, n, put_i64(p, (int64_t)(iv[k].start - t0)));
     else if (col == COL_DUR)
         W_COLUMN(w, n, put_u64(p, rel(iv[k].end, iv[k].start)));
-    else
+    else if (col == COL_STATE)
         W_COLUMN(w, n, put_u64(p, iv[k].state));
+    else
+        W_COLUMN(w, n, put_u64(p, iv[k].aux));
 }
 
 static void w_intervals(struct wr *w, const struct gt_result *r, const struct gt_interval *iv,
@@ -155,6 +170,11 @@ static void w_intervals(struct wr *w, const struct gt_result *r, const struct gt
     w_col_iv(w, r, iv, n, COL_DUR);
     w_str(w, ",\"state\":");
     w_col_iv(w, r, iv, n, COL_STATE);
+    /* GIL intervals of a run with subinterpreters: whose GIL each one is. */
+    if (has_aux(iv, n)) {
+        w_str(w, ",\"interp\":");
+        w_col_iv(w, r, iv, n, COL_AUX);
+    }
     w_str(w, "}");
 }
 
@@ -401,9 +421,15 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
     for (size_t i = 0; i < r->nthreads; i++) {
         const struct gt_thread_result *t = &r->threads[i];
         const struct gt_summary *s = &t->summary;
-        snprintf(num, sizeof(num), "%s{\"tid\":%" PRId32 ",\"pid\":%" PRId32 ",\"ident\":\"%" PRIu64 "\",\"name\":",
+        snprintf(num, sizeof(num), "%s{\"tid\":%" PRId32 ",\"pid\":%" PRId32 ",\"ident\":\"%" PRIu64 "\",",
                  i ? "," : "", t->tid, thread_pid(t, m), t->ident);
         w_str(w, num);
+        if (t->interp) { /* a subinterpreter's thread: its GIL intervals are that GIL's */
+            snprintf(num, sizeof(num), "\"interp\":%" PRIu32 ",\"name\":", t->interp);
+            w_str(w, num);
+        } else {
+            w_str(w, "\"name\":");
+        }
         if (t->name)
             w_json_str(w, &b, t->name, 1);
         else
@@ -439,8 +465,9 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
             const struct gt_ptree *tr = ptrees_get(&pt, i, &err);
             if (!tr)
                 goto cleanup;
-            snprintf(num, sizeof(num), ",\"spans\":{\"n\":%zu,\"c\":%" PRIu32 "},\"gil\":{\"n\":%zu,\"c\":%" PRIu32 "}",
-                     t->nspans, cs, r->gil_known ? t->ngil : 0, cg);
+            snprintf(num, sizeof(num), ",\"spans\":{\"n\":%zu,\"c\":%" PRIu32 "},\"gil\":{\"n\":%zu,\"c\":%" PRIu32 "%s}",
+                     t->nspans, cs, r->gil_known ? t->ngil : 0, cg,
+                     r->gil_known && has_aux(t->gil, t->ngil) ? ",\"i\":1" : "");
             w_str(w, num);
             snprintf(num, sizeof(num), ",\"os\":{\"n\":%zu,\"c\":%" PRIu32 "},\"profile\":",
                      t->has_sched ? t->nos : 0, co);

@@ -92,7 +92,7 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
             nbg++;
             continue;
         }
-        int l = (int)strlen(nm);
+        int l = (int)strlen(nm) + (r->threads[i].interp ? 20 : 0);
         if (l > namew)
             namew = l < 32 ? l : 32;
     }
@@ -116,7 +116,10 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
             fmt_dur(c6, sizeof(c6), s->longest_wait_ns);
         else
             snprintf(c6, sizeof(c6), "n/a");
-        sb_printf(&b, ROW_FMT, tid, namew, t->name ? t->name : "?",
+        char nm[96];
+        snprintf(nm, sizeof(nm), t->interp ? "%.60s [interp %" PRIu32 "]" : "%.60s",
+                 t->name ? t->name : "?", t->interp);
+        sb_printf(&b, ROW_FMT, tid, namew, nm,
                   fmt_dur(d, sizeof(d), s->wall_ns), fmt_pct(c1, sizeof(c1), s->held_pct, g),
                   fmt_pct(c2, sizeof(c2), s->wait_pct, g),
                   fmt_pct(c3, sizeof(c3), s->released_pct, g),

@@ -311,11 +311,14 @@ int check_result(const struct gt_result *r)
     return 0;
 }
 
-/* "MainThread (1234)" */
+/* "MainThread (1234)", "Thread-1 (1235, interp 2)" for one in a subinterpreter */
 void sb_thread_label(struct sbuf *b, const struct gt_result *r, int32_t tid)
 {
     const struct gt_thread_result *t = find_thread(r, tid);
-    sb_printf(b, "%s (%" PRId32 ")", t && t->name ? t->name : "thread", tid);
+    sb_printf(b, "%s (%" PRId32, t && t->name ? t->name : "thread", tid);
+    if (t && t->interp)
+        sb_printf(b, ", interp %" PRIu32, t->interp);
+    sb_str(b, ")");
 }
 
 json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta *m)

@@ -44,6 +44,7 @@ struct gt_thread_input {
     uint64_t ident;    /* threading.get_ident() */
     const char *name;  /* borrowed; may be NULL */
     uint32_t flags;    /* enum gt_thread_input_flags */
+    uint32_t interp;   /* id of the (sub)interpreter it last ran in; 0 = the main one */
     /* Call stream: chunks of struct gt_call_rec, each starting with a time base (see
      * gt_events.h); `func` of each event maps through func_map (NULL = identity). */
     const struct gt_chunk *calls;
@@ -98,7 +99,7 @@ enum gt_os_state {
 struct gt_interval {
     uint64_t start, end;
     uint32_t state; /* gt_gil_state or gt_os_state */
-    uint32_t aux;
+    uint32_t aux;   /* GIL intervals: the id of the interpreter whose GIL it is */
 };
 
 struct gt_summary {
@@ -115,6 +116,9 @@ struct gt_summary {
 struct gt_thread_result {
     int32_t tid, pid;
     uint64_t ident;
+    uint32_t interp;          /* the subinterpreter whose GIL it held or waited for during
+                               * half its life or more (0: none); without a GIL probe, as
+                               * in the input */
     const char *name;         /* borrowed from the input */
     uint64_t start_ns, end_ns;/* traced life */
     struct gt_span *spans;    /* sorted by start; a parent precedes its children */

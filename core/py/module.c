@@ -11,6 +11,7 @@
 #include "bpfprobe.h"
 #include "emit.h"
 #include "gt_clock.h"
+#include "interps.h"
 #include "profile.h"
 #include "session.h"
 #include "tracer.h"
@@ -257,13 +258,13 @@ static PyObject *Result_threads(ResultObject *self, PyObject *noargs)
     PyObject *out = PyList_New((Py_ssize_t)r->nthreads);
     for (size_t i = 0; out && i < r->nthreads; i++) {
         const struct gt_thread_result *t = &r->threads[i];
-        PyObject *d = Py_BuildValue("{s:i,s:i,s:K,s:N,s:n,s:K,s:K,s:O,s:O}", "tid", t->tid, "pid",
+        PyObject *d = Py_BuildValue("{s:i,s:i,s:K,s:N,s:n,s:K,s:K,s:O,s:O,s:I}", "tid", t->tid, "pid",
                                     t->pid, "ident", (unsigned long long)t->ident, "name",
                                     thread_name(t), "spans", (Py_ssize_t)t->nspans, "start_ns",
                                     (unsigned long long)t->start_ns, "end_ns",
                                     (unsigned long long)t->end_ns, "os_states",
                                     t->has_sched ? Py_True : Py_False, "background",
-                                    t->background ? Py_True : Py_False);
+                                    t->background ? Py_True : Py_False, "interp", t->interp);
         if (!d) {
             Py_CLEAR(out);
             break;
@@ -287,7 +288,7 @@ static PyObject *summaries(const struct gt_result *r)
         const struct gt_thread_result *t = &r->threads[i];
         const struct gt_summary *s = &t->summary;
         PyObject *d = Py_BuildValue(
-            "{s:i,s:i,s:K,s:N,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:K,s:K,s:d,s:d,s:d,s:n,s:O}", "tid",
+            "{s:i,s:i,s:K,s:N,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:K,s:K,s:d,s:d,s:d,s:n,s:O,s:I}", "tid",
             t->tid, "pid", t->pid, "ident", (unsigned long long)t->ident, "name", thread_name(t),
             "wall_ns", (unsigned long long)s->wall_ns, "held_ns", (unsigned long long)s->held_ns,
             "wait_ns", (unsigned long long)s->wait_ns, "released_ns",
@@ -297,7 +298,7 @@ static PyObject *summaries(const struct gt_result *r)
             (unsigned long long)s->longest_wait_ns, "drop_requests",
             (unsigned long long)s->drop_requests, "held_pct", s->held_pct, "wait_pct",
             s->wait_pct, "released_pct", s->released_pct, "spans", (Py_ssize_t)t->nspans,
-            "background", t->background ? Py_True : Py_False);
+            "background", t->background ? Py_True : Py_False, "interp", t->interp);
         if (!d) {
             Py_CLEAR(out);
             break;
@@ -812,6 +813,7 @@ static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs)
     (void)m;
     (void)noargs;
     gt_tracer__after_fork_child();
+    gt_interps__after_fork_child();
     Py_RETURN_NONE;
 }
 

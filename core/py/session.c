@@ -12,6 +12,7 @@
 
 #include "bpfprobe.h"
 #include "gilhook.h"
+#include "interps.h"
 #include "gt_clock.h"
 #include "gt_sched.h"
 #include "threads.h"
@@ -504,6 +505,12 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
             goto fail;
         s->check_started = 1;
     }
+    struct gt_interps_opts io = {
+        .functions = s->o.functions,
+        .hooks = s->used == USED_HOOKS ? &hooks.addrs : NULL,
+        .bpf = s->used == USED_BPF,
+    };
+    gt_interps__start(&io);
     if (s->used == USED_HOOKS) {
         gt_gilhook__set_recording(1);
         s->hooks_started = 1;
@@ -516,6 +523,7 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     s->state = GT_SESSION_RECORDING;
     return 0;
 fail:
+    gt_interps__stop();
     stop_probes(s);
     release_probes(s);
     if (active.s == s)
@@ -580,6 +588,7 @@ int gt_session__stop(struct gt_session *s)
     s->t1_ticks = gt_ticks();
     gt_clock__pair(&s->stop_pair);
     s->busy++;
+    gt_interps__stop();
     int err = gt_tracer__stop();
     stop_probes(s);
     gt_registry__end();
@@ -737,6 +746,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         in->flags = t->flags;
         if (was_alive(s, t->tid))
             in->flags |= GT_THREAD_ALIVE_AT_START;
+        in->interp = t->interp;
         if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
             in->flags |= GT_THREAD_HAS_SCHED;
         in->calls = stream_chunks(&t->calls, &in->ncalls);
@@ -815,7 +825,10 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     run->meta.event_count = recorded;
     run->meta.dropped_events = dropped;
     run->meta.max_events = s->o.max_events;
-    if (s->o.functions && gt_tracer__untraced_note(run->tracer_note, sizeof(run->tracer_note)))
+    if (s->o.functions)
+        gt_tracer__untraced_note(run->tracer_note, sizeof(run->tracer_note));
+    gt_interps__note(run->tracer_note, sizeof(run->tracer_note));
+    if (run->tracer_note[0])
         run->meta.tracer_note = run->tracer_note;
     s->state = GT_SESSION_FINISHED;
 cleanup:

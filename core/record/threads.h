@@ -61,6 +61,7 @@ struct gt_thread {
     struct gt_stream gil_check; /* cross-check mode: a second GIL probe's view */
     int gil_held;           /* GIL decode state (hooks backend) */
     int depth;              /* call depth, for max_depth */
+    uint32_t interp;        /* id of the last subinterpreter it ran in (0: main only) */
     int32_t tid;
     int32_t pid;
     uint64_t ident;    /* pthread_self() of the thread, 0 until it binds */

@@ -166,7 +166,9 @@ function binIntervals(u, offs, ref) {
   var start = uvCol(u, offs[c], n, Float64Array, true), dur = uvCol(u, offs[c + 1], n, Float64Array, false);
   var end = 0;
   for (var i = 0; i < n; i++) { start[i] += end; end = start[i] + dur[i]; }
-  return { start: start, dur: dur, state: uvCol(u, offs[c + 2], n, Uint8Array, false) };
+  var o = { start: start, dur: dur, state: uvCol(u, offs[c + 2], n, Uint8Array, false) };
+  if (ref.i) o.interp = uvCol(u, offs[c + 3], n, Float64Array, false); /* whose GIL */
+  return o;
 }
 var PROFILE_COLS = ['calls', 'run', 'hoff', 'wait', 'rel', 'unk'];
 function binProfile(u, offs, ref) {
@@ -278,30 +280,36 @@ function prefixMax(e) {
 }
 /* interval list (GIL or OS): typed arrays, per-state prefix sums and per-state lists */
 function mkIv(o) {
-  var S = arr(o, 'start'), Du = arr(o, 'dur'), St = arr(o, 'state');
+  var S = arr(o, 'start'), Du = arr(o, 'dur'), St = arr(o, 'state'), G = o && o.interp ? arr(o, 'interp') : null;
   var n = Math.min(S.length, Du.length, St.length), i;
   var ord = null;
   for (i = 1; i < n; i++) if (+S[i] < +S[i - 1]) break;
   if (i < n) { ord = []; for (i = 0; i < n; i++) ord.push(i); ord.sort(function (a, b) { return S[a] - S[b]; }); }
-  var s = new Float64Array(n), e = new Float64Array(n), st = new Uint8Array(n);
+  var s = new Float64Array(n), e = new Float64Array(n), st = new Uint8Array(n), g = G ? new Float64Array(n) : null;
   var cum = [new Float64Array(n + 1), new Float64Array(n + 1), new Float64Array(n + 1)];
   var cnt = [0, 0, 0];
   for (i = 0; i < n; i++) {
     var j = ord ? ord[i] : i, x = num(S[j], 0), d = Math.max(0, num(Du[j], 0)), q = St[j] | 0;
     if (q < 0 || q > 2) q = 0;
     s[i] = x; e[i] = x + d; st[i] = q; cnt[q]++;
+    if (g) g[i] = num(G[j], 0);
     for (var k = 0; k < 3; k++) cum[k][i + 1] = cum[k][i] + (k === q ? d : 0);
   }
   var by = [];
-  for (var q2 = 0; q2 < 3; q2++) by.push({ s: new Float64Array(cnt[q2]), e: new Float64Array(cnt[q2]), n: 0 });
-  for (i = 0; i < n; i++) { var b = by[st[i]]; b.s[b.n] = s[i]; b.e[b.n] = e[i]; b.n++; }
-  return { n: n, s: s, e: e, st: st, me: prefixMax(e), cum: cum, by: by };
+  /* g: whose GIL (interpreter id) each interval is, when subinterpreters ran */
+  for (var q2 = 0; q2 < 3; q2++) by.push({ s: new Float64Array(cnt[q2]), e: new Float64Array(cnt[q2]), g: G ? new Float64Array(cnt[q2]) : null, n: 0 });
+  for (i = 0; i < n; i++) {
+    var b = by[st[i]]; b.s[b.n] = s[i]; b.e[b.n] = e[i];
+    if (g) b.g[b.n] = g[i];
+    b.n++;
+  }
+  return { n: n, s: s, e: e, st: st, g: g, me: prefixMax(e), cum: cum, by: by };
 }
 
 function prepThread(t, idx) {
   t = t || {};
   var th = {
-    idx: idx, tid: t.tid == null ? '?' : t.tid, name: t.name == null || t.name === '' ? 'thread ' + (t.tid == null ? idx : t.tid) : String(t.name),
+    idx: idx, tid: t.tid == null ? '?' : t.tid, name: (t.name == null || t.name === '' ? 'thread ' + (t.tid == null ? idx : t.tid) : String(t.name)) + (t.interp ? ' [interp ' + t.interp + ']' : ''),
     sum: t.summary || {}, start: num(t.start, 0), end: num(t.end, 0),
     gil: mkIv(t.gil), os: mkIv(t.os), rows: [], nSpans: 0, collapsed: false,
     y0: 0, h: 0, gilY: -1, osY: -1, flameY: 0, stats: null

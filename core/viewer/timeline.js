@@ -407,14 +407,18 @@ function hit(x, y) {
 }
 
 /* == GIL analysis for tooltips == */
-function overlapBy(th0, state, a, b) {
+/* gid: only intervals of that interpreter's GIL (a wait is for one GIL); undefined: any */
+function overlapBy(th0, state, a, b, gid) {
   var out = [];
   threads.forEach(function (th) {
     if (th === th0) return;
     var L = th.gil.by[state];
     if (!L.n) return;
     var i = lowerGT(L.e, a, 0, L.n), tot = 0, first = -1;
-    for (; i < L.n && L.s[i] < b; i++) { tot += Math.min(b, L.e[i]) - Math.max(a, L.s[i]); if (first < 0) first = i; }
+    for (; i < L.n && L.s[i] < b; i++) {
+      if (gid !== undefined && (L.g ? L.g[i] : 0) !== gid) continue;
+      tot += Math.min(b, L.e[i]) - Math.max(a, L.s[i]); if (first < 0) first = i;
+    }
     if (tot > 0) out.push({ th: th, ns: tot, list: L, i0: first });
   });
   out.sort(function (x, y) { return y.ns - x.ns; });
@@ -463,7 +467,7 @@ function gilSplit(th, a, b) {
   var j = lowerGE(L.s, b, i, L.n);
   if (j - i > MAX_WAITS) { out.approx = true; overlapBy(th, 2, a, b).forEach(function (o) { by.set(o.th, o.ns); }); }
   else for (; i < j; i++, n++) {
-    overlapBy(th, 2, Math.max(a, L.s[i]), Math.min(b, L.e[i])).forEach(function (o) { by.set(o.th, (by.get(o.th) || 0) + o.ns); });
+    overlapBy(th, 2, Math.max(a, L.s[i]), Math.min(b, L.e[i]), L.g ? L.g[i] : 0).forEach(function (o) { by.set(o.th, (by.get(o.th) || 0) + o.ns); });
   }
   by.forEach(function (ns, t) { if (!out.holder || ns > out.holder.ns) out.holder = { th: t, ns: ns }; });
   return out;
@@ -523,19 +527,19 @@ function selfTime(th, d, i) {
   return Math.max(0, own - kids);
 }
 function fillIv(box, th, kind, i, t, full) {
-  var iv = th[kind], q = iv.st[i], a = iv.s[i], b = iv.e[i];
-  line(box, 't', (kind === 'gil' ? 'GIL: ' + GIL_NAME[q] : 'OS: ' + OS_NAME[q]) + ' \u00b7 ' + fmtDur(b - a));
+  var iv = th[kind], q = iv.st[i], a = iv.s[i], b = iv.e[i], gid = iv.g ? iv.g[i] : 0;
+  line(box, 't', (kind === 'gil' ? 'GIL: ' + GIL_NAME[q] + (gid && q ? ' (interp ' + gid + '\u2019s GIL)' : '') : 'OS: ' + OS_NAME[q]) + ' \u00b7 ' + fmtDur(b - a));
   line(box, 'l', th.name + ' \u00b7 ' + fmtAt(a) + ' \u2192 ' + fmtAt(b));
   if (kind !== 'gil') return;
   if (q === 1) {
-    var hs = overlapBy(th, 2, a, b);
+    var hs = overlapBy(th, 2, a, b, gid);
     line(box, 'h', hs.length ? 'Held meanwhile by:' : 'No other thread held the GIL meanwhile (hand-off latency).');
     hs.slice(0, full ? 6 : 3).forEach(function (o) {
       var fn = holderFuncText(o, a, b, t);
       line(box, null, '\u2190 ' + o.th.name + ' for ' + fmtDur(o.ns) + (fn ? ', in ' + fn : ''));
     });
   } else if (q === 2) {
-    var ws = overlapBy(th, 1, a, b);
+    var ws = overlapBy(th, 1, a, b, gid);
     var ip = innermostPy(th, Math.max(a, Math.min(t, b - 1)));
     if (ip) line(box, null, 'running ' + fName[ip.f] + ' here');
     if (ws.length) {

@@ -126,6 +126,7 @@ class ThreadInfo:
     # Only sat in a call already open at the start, with no GIL activity (in a kernel:
     # the shell channel, IOPub, heartbeat, pollers): folded in every view by default.
     background: bool = False
+    interp: int = 0  # a subinterpreter whose GIL it held or waited for half its life, or 0
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ class ThreadSummary:
     released_pct: float
     spans: int
     background: bool = False
+    interp: int = 0  # as in ThreadInfo
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@
 #include "tracer.h"
 
 #include <fnmatch.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <frameobject.h>
@@ -45,6 +47,10 @@ struct tr_entry {
      * until collect, so its address is never reused for another function meanwhile. */
     PyObject *keep;
     const char *cname; /* ENTRY_CFUNC: ml_name of the PyMethodDef */
+    /* A function of a subinterpreter: its name and file, copied when first seen (no
+     * reference to another interpreter's objects outlives the event), else NULL. */
+    char *sname, *sfile;
+    uint32_t sline;
     uint32_t kind;
     uint32_t excluded; /* nonzero: not traced, or FID_UNREF (no name to build) */
 };
@@ -219,7 +225,7 @@ static uint32_t tr_add(struct tr_state *s, void *key, PyObject *obj, PyObject *k
         s->centries = n;
     }
     uint32_t id = s->nentries++;
-    s->entries[id] = (struct tr_entry){key, obj, keep, cname, kind,
+    s->entries[id] = (struct tr_entry){key, obj, keep, cname, NULL, NULL, 0, kind,
                                        (flags & (FID_EXCLUDED | FID_UNREF)) != 0};
     uint32_t fid = id | flags;
     uint32_t i = slot_of(key, s->mask);
@@ -291,6 +297,44 @@ static int code_excluded(PyCodeObject *code)
     return excluded;
 }
 
+/* Is the calling thread in a subinterpreter? Its objects must not be kept: they belong
+ * to another GIL and may be gone (with their interpreter) by collect. */
+static int in_subinterp(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyInterpreterState_Get() != PyInterpreterState_Main();
+#else
+    return 0;
+#endif
+}
+
+#define SUB_KEEP "giltracer.keep"
+
+/* Keep `o` (a subinterpreter's) alive until that interpreter's next session or its
+ * end: in a list in its own state dict, so it is released there, under its GIL. An
+ * entry's key then stays unique for the session (a freed code object's address is
+ * soon another's). */
+static void sub_keep(PyObject *o)
+{
+    PyObject *d = PyInterpreterState_GetDict(PyInterpreterState_Get());
+    PyObject *l = d ? PyDict_GetItemString(d, SUB_KEEP) : NULL;
+    if (l && PyList_Check(l) && PyList_Append(l, o) < 0)
+        PyErr_Clear();
+}
+
+/* Give entry `fid` (made without references) the copied name of a subinterpreter's
+ * function. Out of memory it stays nameless ("?"). */
+static void tr_name_entry(struct tr_state *s, uint32_t fid, const char *name, const char *file,
+                          uint32_t line)
+{
+    if (fid & FID_EXCLUDED)
+        return;
+    struct tr_entry *e = &s->entries[fid & ~FID_FLAGS];
+    e->sname = strdup(name);
+    e->sfile = strdup(file);
+    e->sline = line;
+}
+
 /* A new entry for `code`, with a reference to it; without one (FID_UNREF) once the
  * thread's call stream refuses events: the table then holds no object past the budget. */
 static uint32_t tr_insert_code(struct tr_state *s, struct gt_thread *t, PyCodeObject *code)
@@ -300,10 +344,21 @@ static uint32_t tr_insert_code(struct tr_state *s, struct gt_thread *t, PyCodeOb
     PyErr_Fetch(&et, &ev, &tb);
     uint32_t flags = code_excluded(code) ? FID_EXCLUDED : 0;
     uint32_t fid;
-    if (t->calls.dropped)
+    if (t->calls.dropped) {
         fid = tr_add(s, code, NULL, NULL, NULL, ENTRY_CODE, flags | FID_UNREF);
-    else
+    } else if (in_subinterp()) {
+#if PY_VERSION_HEX >= 0x030B0000
+        const char *name = utf8_or_empty(code->co_qualname);
+#else
+        const char *name = utf8_or_empty(code->co_name);
+#endif
+        sub_keep((PyObject *)code);
+        fid = tr_add(s, code, NULL, NULL, NULL, ENTRY_CODE, flags);
+        tr_name_entry(s, fid, name, utf8_or_empty(code->co_filename),
+                      (uint32_t)code->co_firstlineno);
+    } else {
         fid = tr_add(s, code, Py_NewRef((PyObject *)code), NULL, NULL, ENTRY_CODE, flags);
+    }
     PyErr_Restore(et, ev, tb);
     return fid;
 }
@@ -417,13 +472,23 @@ static uint32_t tr_insert_c(struct tr_state *s, struct gt_thread *t, PyMethodDef
         enum entry_filter f = filter(NULL, name);
         flags = f == F_EXCLUDED ? FID_EXCLUDED : f == F_FOLLOW ? FID_FOLLOW : 0;
     }
-    if (t->calls.dropped) {
+    int sub = !t->calls.dropped && in_subinterp();
+    char sname[256];
+    if (sub) {
+        c_name(owner, ml->ml_name, sname, sizeof(sname));
+        if (keep)
+            sub_keep(keep);
+    }
+    if (t->calls.dropped || sub) {
         Py_XDECREF(owner);
         Py_XDECREF(keep);
         owner = keep = NULL;
-        flags |= FID_UNREF;
+        if (!sub)
+            flags |= FID_UNREF;
     }
     uint32_t fid = tr_add(s, ml, owner, keep, ml->ml_name, ENTRY_CFUNC, flags);
+    if (sub)
+        tr_name_entry(s, fid, sname, "", 0);
     PyErr_Restore(et, ev, tb);
     return fid;
 }
@@ -1117,24 +1182,120 @@ static const struct {
 };
 #define NCB ((int)(sizeof(cb_table) / sizeof(cb_table[0])))
 
+static int register_here(PyObject *m, const vectorcallfunc *fns, PyObject *keep);
+
 static int install(void)
 {
-    int err = -1;
-    PyObject *sys = NULL, *events = NULL, *r = NULL;
-    sys = PyImport_ImportModule("sys");
+    PyObject *sys = PyImport_ImportModule("sys");
     if (!sys)
-        goto cleanup;
+        return -1;
     tr.monitoring = PyObject_GetAttrString(sys, "monitoring");
-    if (!tr.monitoring)
-        goto cleanup;
-    r = PyObject_CallMethod(tr.monitoring, "get_tool", "i", TOOL_ID);
+    Py_DECREF(sys);
+    tr.callbacks = PyList_New(0);
+    if (!tr.monitoring || !tr.callbacks)
+        return -1;
+    int err = register_here(tr.monitoring, cb_funcs, tr.callbacks);
+    if (err == -2) /* not ours: uninstall must not free it */
+        Py_CLEAR(tr.monitoring);
+    return err < 0 ? -1 : 0;
+}
+
+/* ---- subinterpreters (each has its own sys.monitoring) ----
+
+ * Their callbacks run under another GIL than the one stop holds: each marks itself in
+ * flight (a per-thread stripe of counters) and checks sub_open, so that once stop has
+ * closed it and waited for the marks no subinterpreter thread touches a record or a
+ * tracer table. A closed subinterpreter's callbacks remove themselves (it is the only
+ * place code can run there). */
+#define SUB_STRIPES 64
+static atomic_int sub_open;
+static struct {
+    atomic_int n;
+    char pad[64 - sizeof(atomic_int)];
+} sub_inflight[SUB_STRIPES] __attribute__((aligned(64)));
+static atomic_uint sub_next_stripe;
+static __thread int sub_stripe = -1;
+static atomic_ulong sub_attached, sub_attach_failed;
+
+static inline int sub_enter(void)
+{
+    if (__builtin_expect(sub_stripe < 0, 0))
+        sub_stripe = (int)(atomic_fetch_add(&sub_next_stripe, 1) % SUB_STRIPES);
+    int i = sub_stripe;
+    atomic_fetch_add(&sub_inflight[i].n, 1); /* seq_cst: pairs with close_subinterps */
+    if (__builtin_expect(atomic_load(&sub_open), 1))
+        return i;
+    atomic_fetch_sub_explicit(&sub_inflight[i].n, 1, memory_order_release);
+    return -1;
+}
+
+static inline void sub_leave(int i)
+{
+    atomic_fetch_sub_explicit(&sub_inflight[i].n, 1, memory_order_release);
+}
+
+/* sys.monitoring of the calling (sub)interpreter: borrowed, or NULL (none yet). */
+static PyObject *here_monitoring(void)
+{
+    PyObject *m = PySys_GetObject("monitoring");
+    if (!m)
+        PyErr_Clear();
+    return m;
+}
+
+/* In a subinterpreter whose session ended: take our callbacks out. */
+static void sub_retire(void)
+{
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *m = here_monitoring();
+    PyObject *r = m ? PyObject_CallMethod(m, "get_tool", "i", TOOL_ID) : NULL;
+    if (r && PyUnicode_Check(r) && PyUnicode_CompareWithASCIIString(r, "giltracer") == 0) {
+        Py_XDECREF(PyObject_CallMethod(m, "set_events", "ii", TOOL_ID, 0));
+        Py_XDECREF(PyObject_CallMethod(m, "free_tool_id", "i", TOOL_ID));
+        PyObject *d = PyInterpreterState_GetDict(PyInterpreterState_Get());
+        if (d && PyDict_GetItemString(d, SUB_KEEP))
+            PyDict_DelItemString(d, SUB_KEEP);
+    }
+    Py_XDECREF(r);
+    PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
+}
+
+#define SUB_CB(name, inner)                                                                  \
+    static PyObject *sub_##name(PyObject *self, PyObject *const *args, size_t nargsf,        \
+                                PyObject *kw)                                                \
+    {                                                                                        \
+        int i = sub_enter();                                                                 \
+        if (i < 0) {                                                                         \
+            sub_retire();                                                                    \
+            Py_RETURN_NONE;                                                                  \
+        }                                                                                    \
+        PyObject *r = inner(self, args, nargsf, kw);                                         \
+        sub_leave(i);                                                                        \
+        return r;                                                                            \
+    }
+SUB_CB(start, cb_start)
+SUB_CB(return, cb_return)
+SUB_CB(unwind, cb_unwind)
+SUB_CB(call, cb_call)
+SUB_CB(creturn, cb_creturn)
+SUB_CB(craise, cb_craise)
+
+static const vectorcallfunc sub_cb_funcs[] = {sub_start, sub_return, sub_unwind, sub_call, sub_creturn, sub_craise};
+
+/* Register the callbacks `fns` in sys.monitoring `m` of the calling interpreter. 0, or
+ * -1 with an exception set (-2: the tool id is another tool's, left alone). */
+static int register_here(PyObject *m, const vectorcallfunc *fns, PyObject *keep)
+{
+    int err = -1;
+    PyObject *events = NULL, *r = PyObject_CallMethod(m, "get_tool", "i", TOOL_ID);
     if (!r)
-        goto cleanup;
+        return -1;
     if (PyUnicode_Check(r) && PyUnicode_CompareWithASCIIString(r, "giltracer") == 0) {
-        /* Ours, left by a session whose uninstall failed: take it over. */
-        Py_SETREF(r, PyObject_CallMethod(tr.monitoring, "free_tool_id", "i", TOOL_ID));
+        Py_SETREF(r, PyObject_CallMethod(m, "free_tool_id", "i", TOOL_ID));
         if (!r)
-            goto cleanup;
+            return -1;
         Py_SETREF(r, Py_NewRef(Py_None));
     }
     if (r != Py_None) {
@@ -1145,17 +1306,16 @@ static int install(void)
                      "uses it any more), or trace with functions=False (the GIL probe "
                      "needs no tool id)",
                      TOOL_ID, r, TOOL_ID);
-        Py_CLEAR(tr.monitoring);
-        goto cleanup;
+        Py_DECREF(r);
+        return -2;
     }
     Py_CLEAR(r);
-    r = PyObject_CallMethod(tr.monitoring, "use_tool_id", "is", TOOL_ID, "giltracer");
+    r = PyObject_CallMethod(m, "use_tool_id", "is", TOOL_ID, "giltracer");
     if (!r)
         goto cleanup;
     Py_CLEAR(r);
-    events = PyObject_GetAttrString(tr.monitoring, "events");
-    tr.callbacks = PyList_New(0);
-    if (!events || !tr.callbacks)
+    events = PyObject_GetAttrString(m, "events");
+    if (!events)
         goto cleanup;
     long mask = 0;
     for (int i = 0; i < NCB; i++) {
@@ -1168,27 +1328,60 @@ static int install(void)
         Py_DECREF(ev);
         if (bit == -1 && PyErr_Occurred())
             goto cleanup;
-        PyObject *fn = callback_new(cb_funcs[cb_table[i].cb]);
-        if (!fn || PyList_Append(tr.callbacks, fn) < 0) {
+        PyObject *fn = callback_new(fns[cb_table[i].cb]);
+        if (!fn || (keep && PyList_Append(keep, fn) < 0)) {
             Py_XDECREF(fn);
             goto cleanup;
         }
-        r = PyObject_CallMethod(tr.monitoring, "register_callback", "ilO", TOOL_ID, bit, fn);
+        r = PyObject_CallMethod(m, "register_callback", "ilO", TOOL_ID, bit, fn);
         Py_DECREF(fn);
         if (!r)
             goto cleanup;
         Py_CLEAR(r);
         mask |= bit;
     }
-    r = PyObject_CallMethod(tr.monitoring, "set_events", "il", TOOL_ID, mask);
+    r = PyObject_CallMethod(m, "set_events", "il", TOOL_ID, mask);
     if (!r)
         goto cleanup;
     err = 0;
 cleanup:
     Py_XDECREF(r);
     Py_XDECREF(events);
-    Py_XDECREF(sys);
     return err;
+}
+
+int gt_tracer__attach_interp(void)
+{
+    if (!atomic_load(&sub_open) || !in_subinterp() || !Callback_Type.tp_dealloc)
+        return 0;
+    PyObject *m = here_monitoring();
+    if (!m) /* still being created */
+        return 0;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *d = PyInterpreterState_GetDict(PyInterpreterState_Get());
+    PyObject *keep = PyList_New(0);
+    int err = !d || !keep || PyDict_SetItemString(d, SUB_KEEP, keep) < 0 ? -1 : 0;
+    Py_XDECREF(keep);
+    if (err == 0)
+        err = register_here(m, sub_cb_funcs, NULL);
+    if (err < 0) {
+        PyErr_Clear();
+        atomic_fetch_add(&sub_attach_failed, 1);
+    } else {
+        atomic_fetch_add(&sub_attached, 1);
+    }
+    PyErr_Restore(et, ev, tb);
+    return err < 0 ? -1 : 1;
+}
+
+/* No subinterpreter callback records from here on (called with the main GIL). */
+static void close_subinterps(void)
+{
+    atomic_store(&sub_open, 0);
+    for (int i = 0; i < SUB_STRIPES; i++)
+        while (atomic_load_explicit(&sub_inflight[i].n, memory_order_acquire))
+            sched_yield();
 }
 
 /* Leaves nothing behind for the id's next user: 3.14+ clear_tool_id() drops the
@@ -1237,6 +1430,17 @@ static int uninstall(void)
 }
 
 #endif /* GT_USE_MONITORING */
+
+#if !GT_USE_MONITORING /* subinterpreters share the main GIL and are not traced */
+int gt_tracer__attach_interp(void)
+{
+    return 0;
+}
+
+static void close_subinterps(void)
+{
+}
+#endif
 
 /* ------------------------------------------------------------------ new threads */
 
@@ -1481,6 +1685,11 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
         goto fail;
     }
     tr.active = o->functions;
+#if GT_USE_MONITORING
+    atomic_store(&sub_attached, 0);
+    atomic_store(&sub_attach_failed, 0);
+    atomic_store(&sub_open, o->functions);
+#endif
     return 0;
 fail:
     clear_options();
@@ -1503,6 +1712,7 @@ static void note_unmatched_include(void)
 int gt_tracer__stop(void)
 {
     int err = 0;
+    close_subinterps();
     if (tr.active && tr.include && !tr.include_matched)
         note_unmatched_include();
     if (tr.active) {
@@ -1528,6 +1738,13 @@ int gt_tracer__stop(void)
 
 void gt_tracer__after_fork_child(void)
 {
+#if GT_USE_MONITORING
+    /* Marks of subinterpreter threads caught in a callback by fork() stay set here,
+     * where those threads do not exist. */
+    atomic_store(&sub_open, 0);
+    for (int i = 0; i < SUB_STRIPES; i++)
+        atomic_store(&sub_inflight[i].n, 0);
+#endif
     /* Only the forking thread survives; it still carries the parent's hooks. */
     if (tr.active || tr.watching) {
         if (gt_tracer__stop() < 0)
@@ -1587,6 +1804,16 @@ int gt_tracer__untraced_note(char *buf, size_t len)
     return buf[0] != '\0';
 }
 
+void gt_tracer__subinterp_counts(unsigned long *attached, unsigned long *failed)
+{
+#if GT_USE_MONITORING
+    *attached = atomic_load(&sub_attached);
+    *failed = atomic_load(&sub_attach_failed);
+#else
+    *attached = *failed = 0;
+#endif
+}
+
 int gt_tracer__active(void)
 {
     return tr.active;
@@ -1603,6 +1830,13 @@ static PyObject *entry_name(const struct tr_entry *e, PyObject **file, int *line
 {
     *file = NULL;
     *line = 0;
+    if (e->sname) {
+        *file = PyUnicode_DecodeFSDefault(e->sfile ? e->sfile : "");
+        if (!*file)
+            PyErr_Clear();
+        *line = (int)e->sline;
+        return PyUnicode_FromString(e->sname);
+    }
     if (e->kind == ENTRY_CODE) {
         PyCodeObject *co = (PyCodeObject *)e->obj;
         *file = Py_NewRef(co->co_filename);
@@ -1787,6 +2021,8 @@ void gt_tracer__free_state(struct gt_thread *t)
     for (uint32_t i = 0; i < s->nentries; i++) {
         Py_XDECREF(s->entries[i].obj);
         Py_XDECREF(s->entries[i].keep);
+        free(s->entries[i].sname);
+        free(s->entries[i].sfile);
     }
     free(s->keys);
     free(s->vals);

@@ -64,6 +64,17 @@ void gt_tracer__after_fork_child(void);
  * matched nothing. Else 0. */
 int gt_tracer__untraced_note(char *buf, size_t len);
 
+/**
+ * gt_tracer__attach_interp() - in a subinterpreter (3.12+, with its GIL) while a
+ * session traces functions: register the tracer's callbacks in its sys.monitoring.
+ * Returns 1 when registered, 0 when not now (no session, the main interpreter, or
+ * sys.monitoring not there yet), -1 when refused (counted; no exception left).
+ */
+int gt_tracer__attach_interp(void);
+
+/** gt_tracer__subinterp_counts() - subinterpreters attached / refused this session. */
+void gt_tracer__subinterp_counts(unsigned long *attached, unsigned long *failed);
+
 /** gt_tracer__active() - nonzero between start and stop. */
 int gt_tracer__active(void);
 

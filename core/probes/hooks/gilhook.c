@@ -58,9 +58,25 @@ enum gh_mode { GH_OFF = 0, GH_RECORD = 1, GH_CALIBRATE = 2 };
 /* Read by every hooked call of the interpreter (GIL or not): kept on its own cache
  * line and written only at install/calibrate/start/stop, so the not-recording path
  * is one load of a line that is never invalidated. */
+/* One GIL the hooks decode: the main interpreter's (index 0), and on 3.12+ those of
+ * subinterpreters with their own GIL (PEP 684). `locked` and `switch_number` are the
+ * fields of _gil_runtime_state before cond (3.9-3.13: locked at cond-16,
+ * switch_number at cond-8) when the calibrated layout says they are there, else NULL.
+ * `id` is the owning interpreter's id: it goes into each event's aux. */
+struct gh_gil {
+    _Atomic(const void *) mutex, cond, switch_cond;
+    _Atomic(const int *) locked;
+    _Atomic(const unsigned long *) switch_number;
+    _Atomic uint32_t id;
+};
+
+#define GH_MAX_GILS 32
+
+/* Read by every hooked call of the interpreter (GIL or not): kept on its own cache
+ * line and written only at install/calibrate/start/stop, so the not-recording path
+ * is one load of a line that is never invalidated. */
 static struct {
     atomic_int mode; /* enum gh_mode */
-    _Atomic(const void *) mutex, cond, switch_cond;
     /* Where each hook forwards to. Written before any slot points at a hook and never
      * changed after, so a hook reached through a patched slot always sees it (the slot
      * store is a release; the call through it depends on the loaded address). */
@@ -69,12 +85,27 @@ static struct {
     timedwait_fn next_timedwait;
     condwait_fn next_condwait;
     pthread_t calib_thread; /* valid while mode == GH_CALIBRATE */
-    /* The fields of _gil_runtime_state before cond (3.9-3.13: locked at cond-16,
-     * switch_number at cond-8), when the calibrated layout says they are there, else
-     * NULL. */
-    _Atomic(const int *) locked;
-    _Atomic(const unsigned long *) switch_number;
+    /* Entries [0, ngils) are live. Entries are only appended or rewritten in place
+     * (never freed), so a hook that reads a stale count still reads valid memory. */
+    atomic_uint ngils;
 } gh __attribute__((aligned(64)));
+
+static struct gh_gil gils[GH_MAX_GILS];
+
+/* The GIL whose field `which` (0 mutex, 1 cond, 2 switch_cond) is `addr`, or NULL. */
+static inline struct gh_gil *gil_of(const void *addr, int which)
+{
+    unsigned n = atomic_load_explicit(&gh.ngils, memory_order_acquire);
+    for (unsigned i = 0; i < n && i < GH_MAX_GILS; i++) {
+        const void *f = which == 0   ? atomic_load_explicit(&gils[i].mutex, memory_order_relaxed)
+                        : which == 1 ? atomic_load_explicit(&gils[i].cond, memory_order_relaxed)
+                                     : atomic_load_explicit(&gils[i].switch_cond,
+                                                            memory_order_relaxed);
+        if (f == addr && addr)
+            return &gils[i];
+    }
+    return NULL;
+}
 
 
 /* ---- calibration log: filled only by the calibrating thread ------------------- */
@@ -166,7 +197,7 @@ static struct hook_slot *slot_get(void)
     return sl;
 }
 
-static void record(uint32_t kind)
+static void record(uint32_t kind, uint32_t gil_id)
 {
     int saved_errno = errno;
     struct hook_slot *sl = slot_get();
@@ -180,7 +211,9 @@ static void record(uint32_t kind)
             t = gt_thread_current();
         /* drop_gil also locks the mutex: only a non-holder wants it. */
         if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
-            gt_stream__push(&t->gil, gt_ticks(), kind, 0);
+            gt_stream__push(&t->gil, gt_ticks(), kind, gil_id);
+            if (gil_id)
+                t->interp = gil_id;
             if (kind == GT_GIL_ACQUIRED)
                 t->gil_held = 1;
             else if (kind == GT_GIL_RELEASED)
@@ -208,8 +241,9 @@ static __attribute__((noinline)) void lock_slow(pthread_mutex_t *m, const void *
         calib_note(GH_LOCK, m, NULL, site);
         return;
     }
-    if ((const void *)m == atomic_load_explicit(&gh.mutex, memory_order_relaxed))
-        record(GT_GIL_WANT);
+    struct gh_gil *g = gil_of(m, 0);
+    if (g)
+        record(GT_GIL_WANT, atomic_load_explicit(&g->id, memory_order_relaxed));
 }
 
 static __attribute__((noinline)) void signal_slow(pthread_cond_t *c, const void *site)
@@ -220,10 +254,11 @@ static __attribute__((noinline)) void signal_slow(pthread_cond_t *c, const void 
     }
     /* take_gil signals switch_cond once (FORCE_SWITCHING), drop_gil signals cond
      * once: both under the GIL mutex, so they are ordered across threads. */
-    if ((const void *)c == atomic_load_explicit(&gh.switch_cond, memory_order_relaxed))
-        record(GT_GIL_ACQUIRED);
-    else if ((const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed))
-        record(GT_GIL_RELEASED);
+    struct gh_gil *g;
+    if ((g = gil_of(c, 2)))
+        record(GT_GIL_ACQUIRED, atomic_load_explicit(&g->id, memory_order_relaxed));
+    else if ((g = gil_of(c, 1)))
+        record(GT_GIL_RELEASED, atomic_load_explicit(&g->id, memory_order_relaxed));
 }
 
 /* take_gil's rule (cpython.md): a timed-out wait sets the drop request only if the
@@ -231,14 +266,15 @@ static __attribute__((noinline)) void signal_slow(pthread_cond_t *c, const void 
  * (switch_number unchanged). Both are read under the GIL mutex, which the caller
  * of pthread_cond_timedwait holds before and after the wait, as take_gil does.
  * Without a known layout every timed-out wait counts (an overestimate). */
-static int drop_requested(int rc, unsigned long switches_before, int known)
+static int drop_requested(const struct gh_gil *g, int rc, unsigned long switches_before,
+                          int known)
 {
     if (rc != ETIMEDOUT)
         return 0;
     if (!known)
         return 1;
-    const int *locked = atomic_load_explicit(&gh.locked, memory_order_relaxed);
-    const unsigned long *sw = atomic_load_explicit(&gh.switch_number, memory_order_relaxed);
+    const int *locked = atomic_load_explicit(&g->locked, memory_order_relaxed);
+    const unsigned long *sw = atomic_load_explicit(&g->switch_number, memory_order_relaxed);
     if (!locked || !sw) /* the addresses changed during the wait */
         return 1;
     return __atomic_load_n(locked, __ATOMIC_RELAXED) != 0 &&
@@ -253,9 +289,9 @@ static __attribute__((noinline)) void timedwait_slow(pthread_cond_t *c, pthread_
         calib_note(GH_TIMEDWAIT, c, m, NULL);
         return;
     }
-    if ((const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed) &&
-        drop_requested(rc, switches_before, known))
-        record(GT_GIL_DROP_REQUEST);
+    struct gh_gil *g = gil_of(c, 1);
+    if (g && drop_requested(g, rc, switches_before, known))
+        record(GT_GIL_DROP_REQUEST, atomic_load_explicit(&g->id, memory_order_relaxed));
 }
 
 /* After a forced switch, drop_gil waits on switch_cond until another thread has
@@ -265,16 +301,18 @@ static __attribute__((noinline)) void condwait_slow(pthread_cond_t *c)
 {
     if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_CALIBRATE)
         return;
-    if ((const void *)c == atomic_load_explicit(&gh.switch_cond, memory_order_relaxed))
-        record(GT_GIL_WANT);
+    struct gh_gil *g = gil_of(c, 2);
+    if (g)
+        record(GT_GIL_WANT, atomic_load_explicit(&g->id, memory_order_relaxed));
 }
 
 /* The wait is over: a forced drop goes on to take_gil (which wants again), a voluntary
  * drop that met a pending request goes on to its I/O: released either way. */
 static __attribute__((noinline)) void condwait_done(pthread_cond_t *c)
 {
-    if ((const void *)c == atomic_load_explicit(&gh.switch_cond, memory_order_relaxed))
-        record(GT_GIL_SWITCH_DONE);
+    struct gh_gil *g = gil_of(c, 2);
+    if (g)
+        record(GT_GIL_SWITCH_DONE, atomic_load_explicit(&g->id, memory_order_relaxed));
 }
 
 static int hook_condwait(pthread_cond_t *c, pthread_mutex_t *m)
@@ -307,8 +345,10 @@ static int hook_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct ti
     if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_OFF, 1))
         return gh.next_timedwait(c, m, abstime);
     /* take_gil's saved_switchnum, read like take_gil under the GIL mutex. */
-    const unsigned long *sw = atomic_load_explicit(&gh.switch_number, memory_order_relaxed);
-    int known = sw && (const void *)c == atomic_load_explicit(&gh.cond, memory_order_relaxed);
+    const struct gh_gil *g = gil_of(c, 1);
+    const unsigned long *sw = g ? atomic_load_explicit(&g->switch_number, memory_order_relaxed)
+                                : NULL;
+    int known = sw != NULL;
     unsigned long before = known ? __atomic_load_n(sw, __ATOMIC_RELAXED) : 0;
     int rc = gh.next_timedwait(c, m, abstime);
     /* The wait itself reports through rc; errno is whatever it left (saved by
@@ -703,21 +743,54 @@ cleanup:
 
 /* ---- control ------------------------------------------------------------------- */
 
-void gt_gilhook__set_addrs(const struct gt_gil_addrs *a)
+/* _gil_runtime_state as in 3.9-3.13: ... int locked; unsigned long switch_number;
+ * cond; mutex; switch_cond ... (cond, mutex and switch_cond consecutive is what
+ * calibration can check; the two fields before cond come with that layout). */
+static void gil_set(struct gh_gil *g, const struct gt_gil_addrs *a, uint32_t id)
 {
-    atomic_store(&gh.mutex, a->mutex);
-    atomic_store(&gh.cond, a->cond);
-    atomic_store(&gh.switch_cond, a->switch_cond);
-    /* _gil_runtime_state as in 3.9-3.13: ... int locked; unsigned long switch_number;
-     * cond; mutex; switch_cond ... (cond, mutex and switch_cond consecutive is what
-     * calibration can check; the two fields before cond come with that layout). */
     const char *c = a->cond;
     int layout = c && (const char *)a->mutex == c + sizeof(pthread_cond_t) &&
                  (const char *)a->switch_cond ==
                      c + sizeof(pthread_cond_t) + sizeof(pthread_mutex_t);
-    atomic_store(&gh.locked, layout ? (const int *)(c - 2 * sizeof(unsigned long)) : NULL);
-    atomic_store(&gh.switch_number,
+    atomic_store(&g->id, id);
+    atomic_store(&g->locked, layout ? (const int *)(c - 2 * sizeof(unsigned long)) : NULL);
+    atomic_store(&g->switch_number,
                  layout ? (const unsigned long *)(c - sizeof(unsigned long)) : NULL);
+    atomic_store(&g->mutex, a->mutex);
+    atomic_store(&g->cond, a->cond);
+    atomic_store(&g->switch_cond, a->switch_cond);
+}
+
+void gt_gilhook__set_addrs(const struct gt_gil_addrs *a)
+{
+    gil_set(&gils[0], a, 0);
+    atomic_store(&gh.ngils, 1);
+}
+
+int gt_gilhook__add_gil(const struct gt_gil_addrs *a, uint32_t id)
+{
+    static pthread_mutex_t add_lock = PTHREAD_MUTEX_INITIALIZER;
+    int err = 0;
+    pthread_mutex_lock(&add_lock);
+    unsigned n = atomic_load(&gh.ngils), i;
+    for (i = 0; i < n; i++)
+        if (atomic_load(&gils[i].cond) == a->cond)
+            break;
+    if (i == n && n == GH_MAX_GILS) {
+        err = -ENOSPC;
+    } else {
+        /* An address seen before belongs to a newer interpreter now: relabel it. */
+        gil_set(&gils[i], a, id);
+        if (i == n)
+            atomic_store(&gh.ngils, n + 1);
+    }
+    pthread_mutex_unlock(&add_lock);
+    return err;
+}
+
+unsigned gt_gilhook__ngils(void)
+{
+    return atomic_load(&gh.ngils);
 }
 
 void gt_gilhook__set_recording(int on)

@@ -58,8 +58,20 @@ int gt_gilhook__install(const void *interp_symbol, const char **why);
 int gt_gilhook__calibrate(void (*drop_and_retake)(void *ctx), void *ctx,
                           struct gt_gil_addrs *out, const char **why);
 
-/** gt_gilhook__set_addrs() - the addresses the hooks filter on. */
+/** gt_gilhook__set_addrs() - the addresses of the main interpreter's GIL (id 0); forgets
+ * every GIL added by gt_gilhook__add_gil(). */
 void gt_gilhook__set_addrs(const struct gt_gil_addrs *a);
+
+/**
+ * gt_gilhook__add_gil() - also decode the GIL at `a` (a subinterpreter's own GIL,
+ * 3.12+), its events tagged with `id` (the interpreter's id) in gt_gil_event.aux. A
+ * GIL at an address already known is relabelled. Returns 0, or -ENOSPC when the
+ * table is full (that GIL's events are then not seen).
+ */
+int gt_gilhook__add_gil(const struct gt_gil_addrs *a, uint32_t id);
+
+/** gt_gilhook__ngils() - how many GILs the hooks decode (main's included). */
+unsigned gt_gilhook__ngils(void);
 
 /**
  * gt_gilhook__set_recording() - start/stop recording into the thread registry's GIL

@@ -964,6 +964,36 @@ static void test_os_states(void)
 
 /* ---- GIL blame ---- */
 
+/* Per-interpreter GILs: T2 holds its subinterpreter's GIL (id 5) all along while T3
+ * waits [10,50) for the main GIL that T1 holds until 50. The wait is T1's doing only;
+ * T2 is labelled with its interpreter, the others are not. */
+static void test_blame_per_interpreter(void)
+{
+    static const struct gt_gil_event g1[] = {{50, GT_GIL_RELEASED, 0}};
+    static const struct gt_gil_event g2[] = {{0, GT_GIL_WANT, 5}, {0, GT_GIL_ACQUIRED, 5}};
+    static const struct gt_gil_event g3[] = {{10, GT_GIL_WANT, 0}, {50, GT_GIL_ACQUIRED, 0},
+                                             {60, GT_GIL_RELEASED, 0}};
+    struct gt_chunk c1 = {g1, N(g1)}, c2 = {g2, N(g2)}, c3 = {g3, N(g3)};
+    struct gt_thread_input th[3] = {
+        {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START,
+         .gil = &c1, .ngil = 1},
+        {.tid = 2, .flags = GT_THREAD_EXISTED_AT_START, .gil = &c2, .ngil = 1},
+        {.tid = 3, .flags = GT_THREAD_EXISTED_AT_START, .gil = &c3, .ngil = 1},
+    };
+    struct gt_trace_input in = mk_input(0, 100, th, 3, 1);
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(r->threads[1].summary.held_ns == 100);
+    CHECK(r->threads[1].ngil == 1 && r->threads[1].gil[0].aux == 5);
+    CHECK(r->threads[0].interp == 0 && r->threads[1].interp == 5 && r->threads[2].interp == 0);
+    CHECK(r->nblame == 1);
+    if (r->nblame == 1)
+        CHECK_BLAME(&r->blame[0], 3, 1, GT_NO_FUNC, 1, 40);
+    gt_result__free(r);
+}
+
 static void test_blame(void)
 {
     /* A (tid 1) holds [0,20] and [50,70]; B (tid 2) waits [10,20] and [60,70].
@@ -1354,6 +1384,7 @@ int main(void)
         T(test_gil_unknown),
         T(test_os_states),
         T(test_blame),
+        T(test_blame_per_interpreter),
         T(test_blame_same_pid_third_waiter),
         T(test_blame_after_truncation),
         T(test_einval),

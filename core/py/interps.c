@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/* Subinterpreters (see interps.h). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "interps.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "threads.h"
+#include "tracer.h"
+
+#define MAX_INTERPS 64
+
+enum { T_PENDING = 0, T_DONE = 1, T_FAILED = 2 };
+
+struct seen {
+    int64_t id;
+    int traced; /* T_* */
+};
+
+static struct {
+    atomic_int open;
+    atomic_uint gen; /* bumps per session: invalidates the per-thread caches */
+    int hook_state;  /* 0 not tried, 1 added (for the life of the process), -1 refused */
+    int functions, bpf, hooks;
+    /* Offsets of the GIL's mutex, cond and switch_cond from its interpreter: 3.12+
+     * embeds each interpreter's own GIL in PyInterpreterState (interp->_gil). */
+    intptr_t off[3];
+    int off_ok;
+    int layout_ok; /* cond, mutex, switch_cond consecutive: the fields before are known */
+    pthread_mutex_t lock;
+    struct seen seen[MAX_INTERPS];
+    unsigned nseen;
+    unsigned long existing;   /* subinterpreters alive at start */
+    unsigned long gil_full;   /* GILs the hooks' table had no room for */
+    unsigned long unknown_holders; /* GILs held at start by a thread not identified */
+    unsigned long seen_full;  /* subinterpreters past MAX_INTERPS: neither probed nor traced */
+} ip = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+#if PY_VERSION_HEX >= 0x030C0000
+static __thread int64_t tls_id = -1;
+static __thread unsigned tls_gen;
+static __thread int tls_busy;
+
+static void add_gil(PyInterpreterState *in, int64_t id)
+{
+    if (!ip.off_ok || !ip.hooks)
+        return;
+    const char *base = (const char *)in;
+    struct gt_gil_addrs a = {base + ip.off[0], base + ip.off[1], base + ip.off[2]};
+    if (gt_gilhook__add_gil(&a, (uint32_t)id) < 0)
+        ip.gil_full++;
+}
+
+/* The entry of interpreter `id`, added if new (GIL registered then); NULL when full.
+ * Under ip.lock. */
+static struct seen *seen_get(PyInterpreterState *in, int64_t id)
+{
+    for (unsigned i = 0; i < ip.nseen; i++)
+        if (ip.seen[i].id == id)
+            return &ip.seen[i];
+    if (ip.nseen == MAX_INTERPS) {
+        ip.seen_full++; /* counted per audited action: "some", not how many */
+        return NULL;
+    }
+    add_gil(in, id);
+    ip.seen[ip.nseen] = (struct seen){id, ip.functions ? T_PENDING : T_DONE};
+    return &ip.seen[ip.nseen++];
+}
+
+/* Runs in every interpreter, for every audited action: a subinterpreter's first one
+ * in a session is where it is attached. The rest cost a TLS compare. */
+static int audit_hook(const char *event, PyObject *args, void *ud)
+{
+    (void)args;
+    (void)ud;
+    if (!atomic_load_explicit(&ip.open, memory_order_relaxed) || tls_busy)
+        return 0;
+    /* The interpreter's own life (cpython.PyInterpreterState_Clear while it is torn
+     * down, ...): no place to attach. */
+    if (strncmp(event, "cpython.", 8) == 0)
+        return 0;
+    unsigned gen = atomic_load_explicit(&ip.gen, memory_order_relaxed);
+    PyInterpreterState *in = PyInterpreterState_Get();
+    if (in == PyInterpreterState_Main())
+        return 0;
+    int64_t id = PyInterpreterState_GetID(in);
+    if (id == tls_id && gen == tls_gen)
+        return 0;
+    tls_busy = 1; /* what attaching calls may be audited too */
+    pthread_mutex_lock(&ip.lock);
+    struct seen *s = seen_get(in, id);
+    int attach = s && s->traced == T_PENDING;
+    if (attach)
+        s->traced = T_FAILED; /* claimed: another thread of it does not attach too */
+    pthread_mutex_unlock(&ip.lock);
+    int done = 1;
+    if (attach) {
+        int r = gt_tracer__attach_interp();
+        pthread_mutex_lock(&ip.lock);
+        if (gen == atomic_load(&ip.gen))
+            s->traced = r > 0 ? T_DONE : r < 0 ? T_FAILED : T_PENDING;
+        pthread_mutex_unlock(&ip.lock);
+        done = r != 0;
+    }
+    if (done) {
+        tls_id = id;
+        tls_gen = gen;
+    }
+    tls_busy = 0;
+    return 0;
+}
+
+/* A subinterpreter that computes without contention never drops its GIL, so the
+ * hooks would see nothing of a holder that took it before start: mark that holder
+ * (3.12+ _gil_runtime_state: last_holder at cond-24, locked at cond-16, when the
+ * calibrated layout is the known one) as holding from t0. */
+static void note_holder(PyInterpreterState *in, int64_t id)
+{
+    if (!ip.off_ok || !ip.layout_ok || !ip.hooks)
+        return;
+    const char *cond = (const char *)in + ip.off[1];
+    if (!__atomic_load_n((const int *)(cond - 16), __ATOMIC_ACQUIRE))
+        return;
+    PyThreadState *ts = __atomic_load_n((PyThreadState *const *)(cond - 24), __ATOMIC_ACQUIRE);
+    /* 3.12's run_string runs any thread on the interpreter's first thread state, whose
+     * native id is its creator's (often this very thread, which holds the main GIL). */
+    int32_t tid = ts && ts->interp == in ? (int32_t)ts->native_thread_id : 0;
+    struct gt_thread *t = tid > 0 && tid != (int32_t)syscall(SYS_gettid)
+                              ? gt_registry__register(tid, GT_THREAD_EXISTED_AT_START)
+                              : NULL;
+    if (!t) {
+        ip.unknown_holders++;
+        return;
+    }
+    t->flags |= GT_THREAD_HELD_GIL_AT_START;
+    t->gil_held = 1;
+    t->interp = (uint32_t)id;
+}
+
+static void learn_offsets(const struct gt_gil_addrs *g)
+{
+    const char *main = (const char *)PyInterpreterState_Main();
+    const void *f[3] = {g->mutex, g->cond, g->switch_cond};
+    ip.off_ok = 1;
+    for (int i = 0; i < 3; i++) {
+        ip.off[i] = (const char *)f[i] - main;
+        /* Embedded in the main interpreter's state, or not this layout at all. */
+        if (ip.off[i] <= 0 || ip.off[i] > (1 << 20))
+            ip.off_ok = 0;
+    }
+    ip.layout_ok = ip.off[0] == ip.off[1] + (intptr_t)sizeof(pthread_cond_t) &&
+                   ip.off[2] == ip.off[0] + (intptr_t)sizeof(pthread_mutex_t) && ip.off[1] > 24;
+}
+#endif
+
+int gt_interps__start(const struct gt_interps_opts *o)
+{
+    pthread_mutex_lock(&ip.lock);
+    atomic_fetch_add(&ip.gen, 1);
+    ip.nseen = 0;
+    ip.existing = ip.gil_full = ip.unknown_holders = ip.seen_full = 0;
+    ip.functions = o->functions;
+    ip.bpf = o->bpf;
+    ip.hooks = o->hooks != NULL;
+    pthread_mutex_unlock(&ip.lock);
+#if PY_VERSION_HEX >= 0x030C0000
+    if (o->hooks) {
+        gt_gilhook__set_addrs(o->hooks); /* forgets the last session's subinterpreters */
+        learn_offsets(o->hooks);
+    }
+    PyInterpreterState *main = PyInterpreterState_Main();
+    pthread_mutex_lock(&ip.lock);
+    for (PyInterpreterState *in = PyInterpreterState_Head(); in; in = PyInterpreterState_Next(in)) {
+        if (in == main)
+            continue;
+        ip.existing++;
+        int64_t id = PyInterpreterState_GetID(in);
+        seen_get(in, id);
+        note_holder(in, id);
+    }
+    pthread_mutex_unlock(&ip.lock);
+    if (ip.hook_state == 0) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        ip.hook_state = PySys_AddAuditHook(audit_hook, NULL) == 0 ? 1 : -1;
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+    }
+    atomic_store(&ip.open, 1);
+#else
+    (void)o;
+#endif
+    return 0;
+}
+
+void gt_interps__stop(void)
+{
+    atomic_store(&ip.open, 0);
+}
+
+void gt_interps__after_fork_child(void)
+{
+    atomic_store(&ip.open, 0);
+    pthread_mutex_init(&ip.lock, NULL);
+}
+
+static void note_add(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void note_add(char *buf, size_t len, const char *fmt, ...)
+{
+    size_t n = strlen(buf);
+    if (n && n + 2 < len) {
+        memcpy(buf + n, "; ", 3);
+        n += 2;
+    }
+    if (n + 1 >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, len - n, fmt, ap);
+    va_end(ap);
+}
+
+int gt_interps__note(char *buf, size_t len)
+{
+    size_t before = strlen(buf);
+    pthread_mutex_lock(&ip.lock);
+    unsigned n = ip.nseen, pending = 0, failed = 0;
+    for (unsigned i = 0; i < n; i++) {
+        pending += ip.seen[i].traced == T_PENDING;
+        failed += ip.seen[i].traced == T_FAILED;
+    }
+    pthread_mutex_unlock(&ip.lock);
+    if (n == 0)
+        return 0;
+    if (ip.seen_full)
+        note_add(buf, len, "more than %d subinterpreters ran: those past the first %d were "
+                 "neither probed nor traced (their GIL time shows as released)", MAX_INTERPS,
+                 MAX_INTERPS);
+    if (ip.hook_state < 0)
+        note_add(buf, len, "an audit hook refused giltracer's: subinterpreters started "
+                 "during the trace were not seen (their calls are missing and their own "
+                 "GILs show as released)");
+    if (ip.functions && pending)
+        note_add(buf, len, "%u subinterpreter(s) did nothing giltracer could attach to "
+                 "(it attaches on a subinterpreter's first audited action, e.g. an import, "
+                 "after start): their calls are missing", pending);
+    if (ip.functions && failed)
+        note_add(buf, len, "%u subinterpreter(s) refused the function tracer (sys.monitoring "
+                 "tool id taken): their calls are missing", failed);
+    if (ip.bpf)
+        note_add(buf, len, "%u subinterpreter(s) ran: the bpf probe follows the main "
+                 "interpreter's GIL only, and takes of a subinterpreter's own GIL look like "
+                 "takes of the main one, so the GIL figures and blame of every thread are "
+                 "unreliable here (use backend='hooks')", n);
+    else if (ip.hooks && !ip.off_ok)
+        note_add(buf, len, "%u subinterpreter(s) ran: their own GILs could not be located, "
+                 "so time under them shows as released", n);
+    else if (ip.unknown_holders)
+        note_add(buf, len, "%lu subinterpreter GIL(s) were held at start by a thread giltracer "
+                 "could not identify: that thread shows as released until it drops it",
+                 ip.unknown_holders);
+    else if (ip.gil_full)
+        note_add(buf, len, "%lu subinterpreter GIL(s) past the first %d were not probed: "
+                 "time under them shows as released", ip.gil_full, 31);
+    return strlen(buf) != before;
+}
