@@ -905,6 +905,9 @@ static void outer_frames(const struct gt_result *r, struct gt_thread_result *t)
 static int is_background(const struct gt_result *r, const struct gt_thread_input *ti,
                          const struct gt_thread_result *t)
 {
+    if (ti->flags & GT_THREAD_SERVICE)
+        return 1; /* the host's own machinery, by the host's word (IOPub sends the cell's
+                     output and may hold the GIL for milliseconds doing it) */
     if (t->nspans && !(t->spans[0].flags & GT_SPAN_CLIPPED_START))
         return 0; /* its first call began during the trace: started by it */
     if (!t->nspans && t->name &&

@@ -36,6 +36,8 @@ enum gt_thread_input_flags {
     GT_THREAD_HAS_SCHED = 8,        /* OS states were recorded for this thread */
     GT_THREAD_ALIVE_AT_START = 16,  /* a threading thread alive when the session started
                                        (its life still starts at its first event) */
+    GT_THREAD_SERVICE = 32,         /* the host's own machinery (a notebook kernel's IOPub,
+                                       shell channel, heartbeat): background */
 };
 
 struct gt_thread_input {

@@ -36,11 +36,15 @@ struct gt_session {
     pid_t pid;     /* the process that started it */
     int32_t start_tid; /* the thread that started the trace (the viewer's cell scope) */
     int32_t *alive_tids; /* the threads start() was told of (alive then), for the merge */
+    unsigned char *service; /* per alive_tids entry: the host's own machinery (below) */
     size_t nalive;
 };
 
-/* The native ids of start()'s (ident, native_id) pairs; a pair it cannot read is left
- * out (the tracer reports it). Returns 0 or -1 (no memory) with an exception set. */
+/* The native ids of start()'s (ident, native_id[, service]) items; an item it cannot read
+ * is left out (the tracer reports it). service is true for a thread of the host's own
+ * machinery (a notebook kernel's IOPub, shell channel, heartbeat: the magics know them),
+ * which the merge folds as background whatever it did with the GIL. Returns 0 or -1 (no
+ * memory) with an exception set. */
 static int note_alive(struct gt_session *s, PyObject *threads)
 {
     Py_ssize_t n = threads && threads != Py_None ? PySequence_Size(threads) : 0;
@@ -48,7 +52,8 @@ static int note_alive(struct gt_session *s, PyObject *threads)
         PyErr_Clear();
         return 0;
     }
-    if (n && !(s->alive_tids = calloc((size_t)n, sizeof(*s->alive_tids)))) {
+    if (n && (!(s->alive_tids = calloc((size_t)n, sizeof(*s->alive_tids))) ||
+              !(s->service = calloc((size_t)n, 1)))) {
         PyErr_NoMemory();
         return -1;
     }
@@ -56,8 +61,11 @@ static int note_alive(struct gt_session *s, PyObject *threads)
         PyObject *pair = PySequence_GetItem(threads, i);
         unsigned long ident = 0;
         long native = 0;
-        if (pair && PyArg_ParseTuple(pair, "kl", &ident, &native))
+        int service = 0;
+        if (pair && PyArg_ParseTuple(pair, "kl|p", &ident, &native, &service)) {
+            s->service[s->nalive] = (unsigned char)service;
             s->alive_tids[s->nalive++] = (int32_t)native;
+        }
         else
             PyErr_Clear();
         Py_XDECREF(pair);
@@ -65,11 +73,12 @@ static int note_alive(struct gt_session *s, PyObject *threads)
     return 0;
 }
 
-static int was_alive(const struct gt_session *s, int32_t tid)
+/* GT_THREAD_ALIVE_AT_START, and GT_THREAD_SERVICE for the host's own threads. */
+static unsigned alive_flags(const struct gt_session *s, int32_t tid)
 {
     for (size_t i = 0; i < s->nalive; i++)
         if (s->alive_tids[i] == tid)
-            return 1;
+            return GT_THREAD_ALIVE_AT_START | (s->service[i] ? GT_THREAD_SERVICE : 0);
     return 0;
 }
 
@@ -744,8 +753,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         in->pid = t->pid;
         in->ident = t->ident;
         in->flags = t->flags;
-        if (was_alive(s, t->tid))
-            in->flags |= GT_THREAD_ALIVE_AT_START;
+        in->flags |= alive_flags(s, t->tid);
         in->interp = t->interp;
         if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
             in->flags |= GT_THREAD_HAS_SCHED;
@@ -876,6 +884,7 @@ int gt_session__free(struct gt_session *s)
     Py_XDECREF(s->o.own_dir);
     Py_XDECREF((PyObject *)s->o.own_type);
     free(s->alive_tids);
+    free(s->service);
     free(s);
     return err;
 }

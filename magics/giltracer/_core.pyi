@@ -1,7 +1,7 @@
 # The C core (core/module.c) as Python sees it. The aliases and TypedDicts name the
 # shapes of its values; they exist only here.
 from types import CodeType
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, final
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, Union, final
 
 RELEASED_MESSAGE: str
 
@@ -110,7 +110,7 @@ class Session:
                  gil: bool = True, sched: bool = True, backend: str = "auto",
                  follow_children: bool = False, crosscheck: bool = False) -> None: ...
     # (ident, native_id) of each running thread
-    def start(self, threads: Optional[Sequence[Tuple[int, Optional[int]]]] = None, /) -> None: ...
+    def start(self, threads: Optional[Sequence[Union[Tuple[int, Optional[int]], Tuple[int, Optional[int], bool]]]] = None, /) -> None: ...
     def stop(self) -> None: ...
     def finish(self, names: Optional[Mapping[int, str]] = None, title: Optional[str] = None,
                files: Optional[Dict[str, str]] = None, /) -> Result: ...

@@ -326,6 +326,9 @@ class Trace:
         self._funcs: Optional[List[Tuple[str, str, int, bool]]] = None
         # At stop: {file name: name shown instead}, e.g. a notebook cell's -> "In [5]" (magics).
         self.file_labels: Optional[Callable[[], Dict[str, str]]] = None
+        # At start: is this thread the host's own machinery (a notebook kernel's IOPub, shell
+        # channel, heartbeat)? Such threads are background in every view (magics).
+        self.host_thread: Optional[Callable[[threading.Thread], bool]] = None
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> "Trace":
@@ -336,7 +339,8 @@ class Trace:
         from . import _core
 
         session = self._session = _core.Session(own_dir=_PACKAGE_DIR, **self.options)
-        threads = [(t.ident, t.native_id) for t in threading.enumerate() if t.ident is not None]
+        threads = [(t.ident, t.native_id, self._is_host_thread(t))
+                   for t in threading.enumerate() if t.ident is not None]
         self._ended_before = _ended_threads()
         # Names of the threads running now: one that ends during the session and whose
         # Thread object is gone by stop is otherwise nameless.
@@ -344,6 +348,12 @@ class Trace:
                                 if t.native_id is not None}
         session.start(threads)
         return self
+
+    def _is_host_thread(self, t: threading.Thread) -> bool:
+        try:
+            return bool(self.host_thread is not None and self.host_thread(t))
+        except Exception:  # a guess that fails is no reason to lose the trace
+            return False
 
     def stop(self) -> "Trace":
         if self._result is not None:

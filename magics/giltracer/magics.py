@@ -7,6 +7,7 @@ import ast
 import inspect
 import re
 import sys
+import threading
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
@@ -184,6 +185,22 @@ def cell_labels(shell: InteractiveShell) -> Dict[str, str]:
     return {f: f"In [{n}]" for f, n in list(numbers.items()) if isinstance(n, int) and n > 0}
 
 
+# Packages whose threads are a kernel's own machinery: IOPub, shell channel, control,
+# heartbeat, parent poller, output pipe watchers, zmq's garbage collector.
+KERNEL_PACKAGES = ("ipykernel", "jupyter_client", "zmq", "tornado", "IPython", "debugpy")
+
+
+def kernel_thread(t: threading.Thread) -> bool:
+    """Whether the thread is the kernel's (by the module of its class or of its target),
+    not the user's: such threads are background in every view, whatever they did with the
+    GIL (IOPub holds it for milliseconds while it sends a cell's output)."""
+    target = getattr(t, "_target", None)
+    for mod in (type(t).__module__, getattr(target, "__module__", None) or ""):
+        if mod.split(".", 1)[0] in KERNEL_PACKAGES:
+            return True
+    return False
+
+
 def current_cell(shell: InteractiveShell) -> int:
     """The execution count of the cell that called the magic (0 when unknown, e.g. called
     from a function): the nearest caller's frame whose file IPython's compiler cached for a
@@ -296,6 +313,7 @@ class GilTracerMagics(Magics):
         code = self._compile(cell, "exec", cell_body=True)
         t = make_trace(args, self._title("%%giltracer"))
         t.file_labels = lambda: cell_labels(self._shell)
+        t.host_thread = kernel_thread
         ns = self._shell.user_ns  # fetched before the trace: a property, a call of its own
         if api.FREE_THREADED:
             if awaits(code):
@@ -335,6 +353,7 @@ class GilTracerMagics(Magics):
             code, run_locals = self._compile(cell, "exec", cell_body=True), None
         t = make_trace(args, "%gilprofile " + statement if cell is None else self._title("%%gilprofile"))
         t.file_labels = lambda: cell_labels(self._shell)
+        t.host_thread = kernel_thread
         if api.FREE_THREADED:
             value = untraced(args, lambda: eval(code, ns, run_locals))
             return value if cell is None or awaits(code) else None

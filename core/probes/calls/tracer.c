@@ -1612,7 +1612,8 @@ static int32_t tstate_tid(PyThreadState *ts, PyObject *threads)
         PyObject *pair = PySequence_GetItem(threads, i);
         unsigned long ident = 0;
         long native = 0;
-        int ok = pair && PyArg_ParseTuple(pair, "kl", &ident, &native);
+        int service = 0; /* the optional third item: see gt_session__start */
+        int ok = pair && PyArg_ParseTuple(pair, "kl|p", &ident, &native, &service);
         Py_XDECREF(pair);
         if (!ok) {
             PyErr_Clear();
