@@ -120,6 +120,7 @@ def test_profile_and_functions_start_at_the_cell(notebook):
     assert not any(k in r[0] for r in facts["functions"] for k in kernel), facts["functions"]
     assert ["cpu", "In [2]", 3] in facts["named"], facts["named"]  # named by its cell
     assert facts["by_self"][0] == ["cpu", "In [2]", 3], facts["by_self"]
+    assert facts["functions"][0] == ["cpu", "In [2]", 3], facts["functions"]  # by default
     assert facts["title"] == "%%giltracer In [3]"
 
 

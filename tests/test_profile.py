@@ -138,8 +138,10 @@ def test_states_add_up_in_every_node(workload):
 
 
 def test_function_rows(workload):
-    rows = workload.functions()
+    rows = workload.functions(sort="total")
     assert [r.total_ns for r in rows] == sorted((r.total_ns for r in rows), reverse=True)
+    by_self = workload.functions()  # the default: as the viewer's Top functions
+    assert [r.self_ns for r in by_self] == sorted((r.self_ns for r in by_self), reverse=True)
     fib_row = next(r for r in rows if r.name == "fib")
     # recursion counted once: the row's total is the outermost calls' total
     assert fib_row.total_ns == sum(n.total_ns for n in fib_nodes(workload.profile()))

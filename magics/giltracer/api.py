@@ -531,10 +531,12 @@ class Trace:
         return nodes[0]
 
     def functions(self, thread: Union[None, int, str, threading.Thread] = None,
-                  sort: str = "total", outer_frames: bool = False,
+                  sort: str = "self", outer_frames: bool = False,
                   all_threads: bool = False) -> List[FunctionRow]:
         """Per-function rows (merged over call paths; over the cell's threads unless
-        ``thread``), largest first by ``sort``: wait, held, total, self or caused. As in
+        ``thread``), largest first by ``sort``: self (the default, as the viewer's Top
+        functions: where the time went, not the thread machinery around it), wait, held,
+        total or caused. As in
         ``profile()``, frames above the traced code and background threads are left out
         unless ``outer_frames`` / ``all_threads``."""
         if sort not in PROFILE_SORTS:
