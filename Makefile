@@ -22,7 +22,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-bytes readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-bytes readme-picture bench-matrix clean \
         pythons test-sid bench-sid \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
@@ -75,6 +75,15 @@ lesson-shots: notebooks
 	    docs/lesson-$$(echo $$n | sed 's/^0//').png || exit 1; done
 
 test: setup test-c typecheck test-py test-unprivileged
+
+# The lessons with two busy processes beside them (CI): each claim holds or the lesson says
+# the machine was busy (tests/test_notebooks.py checks which). The loops end with the run.
+BUSY ?= 2
+test-lessons-busy: install
+	@pids=""; for i in $$(seq $(BUSY)); do $(PY) -c 'while True: pass' & pids="$$pids $$!"; done; \
+	trap 'kill $$pids 2>/dev/null' EXIT INT TERM; \
+	echo "giltracer: the lessons beside $(BUSY) busy processes ($$pids)"; \
+	GILTRACER_REQUIRE=notebooks $(PY) -m pytest tests/test_notebooks.py -q -p no:cacheprovider
 
 test-c: deps
 	cmake -S . -B $(BUILD)/ctest -DGT_BUILD_EXTENSION=OFF -DGT_BUILD_TESTS=ON -DGT_WERROR=$(GT_WERROR) >/dev/null
