@@ -55,7 +55,9 @@ static void add_gil(PyInterpreterState *in, int64_t id)
     if (!ip.off_ok || !ip.hooks)
         return;
     const char *base = (const char *)in;
-    struct gt_gil_addrs a = {base + ip.off[0], base + ip.off[1], base + ip.off[2]};
+    /* take_gil's call sites are the main GIL's (one function): only the addresses differ */
+    struct gt_gil_addrs a = {.mutex = base + ip.off[0], .cond = base + ip.off[1],
+                             .switch_cond = base + ip.off[2]};
     if (gt_gilhook__add_gil(&a, (uint32_t)id) < 0)
         ip.gil_full++;
 }
