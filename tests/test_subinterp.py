@@ -140,7 +140,9 @@ def test_subinterpreter_running_before_start_is_probed_and_noted():
             time.sleep(0.3)
     ths[0].join()
     destroy(iids[0])
-    rows = _by_name(t.summary(), "early")
+    # On 3.12 nothing of it is seen (no call, no GIL event): it is folded with the
+    # background threads, and the note says why.
+    rows = _by_name(t.summary(all_threads=sys.version_info < (3, 13)), "early")
     assert rows, t.summary_text()
     if sys.version_info < (3, 13):
         # run_string runs it on a thread state its creator made: the holder at start
