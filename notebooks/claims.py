@@ -495,8 +495,9 @@ def lesson6_diagnosis(before: giltracer.Trace, run: Callable[[], Any]) -> giltra
         split = next(r for r in t.functions() if r.name == "checksum").self_states
         assert split["waiting"] >= 0.2 * sum(split.values()), split  # checksum: running and waiting
         # The victims are elsewhere too: the GIL-releasing calls waited to take it back, and
-        # caused no waiting themselves.
-        assert returning >= 0.1, returning
+        # caused no waiting themselves. (8-9 % with the ASan build, whose slower Python puts
+        # more of the waiting inside checksum; 10-20 % with a plain one.)
+        assert returning >= 0.05, returning
         assert sum(_caused_share(t, name) for name in RELEASING) <= 0.05
 
     return accept(claims, before, lambda: _trace(run, include=None), "the profile named checksum")

@@ -6,7 +6,6 @@
 #include "interps.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "note.h"
 #include "threads.h"
 #include "tracer.h"
 
@@ -215,23 +215,6 @@ void gt_interps__after_fork_child(void)
     pthread_mutex_init(&ip.lock, NULL);
 }
 
-static void note_add(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void note_add(char *buf, size_t len, const char *fmt, ...)
-{
-    size_t n = strlen(buf);
-    if (n && n + 2 < len) {
-        memcpy(buf + n, "; ", 3);
-        n += 2;
-    }
-    if (n + 1 >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + n, len - n, fmt, ap);
-    va_end(ap);
-}
-
 int gt_interps__note(char *buf, size_t len)
 {
     size_t before = strlen(buf);
@@ -245,34 +228,34 @@ int gt_interps__note(char *buf, size_t len)
     if (n == 0)
         return 0;
     if (ip.seen_full)
-        note_add(buf, len, "more than %d subinterpreters ran: those past the first %d were "
+        gt_note__add(buf, len, "more than %d subinterpreters ran: those past the first %d were "
                  "neither probed nor traced (their GIL time shows as released)", MAX_INTERPS,
                  MAX_INTERPS);
     if (ip.hook_state < 0)
-        note_add(buf, len, "an audit hook refused giltracer's: subinterpreters started "
+        gt_note__add(buf, len, "an audit hook refused giltracer's: subinterpreters started "
                  "during the trace were not seen (their calls are missing and their own "
                  "GILs show as released)");
     if (ip.functions && pending)
-        note_add(buf, len, "%u subinterpreter(s) did nothing giltracer could attach to "
+        gt_note__add(buf, len, "%u subinterpreter(s) did nothing giltracer could attach to "
                  "(it attaches on a subinterpreter's first audited action, e.g. an import, "
                  "after start): their calls are missing", pending);
     if (ip.functions && failed)
-        note_add(buf, len, "%u subinterpreter(s) refused the function tracer (sys.monitoring "
+        gt_note__add(buf, len, "%u subinterpreter(s) refused the function tracer (sys.monitoring "
                  "tool id taken): their calls are missing", failed);
     if (ip.bpf)
-        note_add(buf, len, "%u subinterpreter(s) ran: the bpf probe follows the main "
+        gt_note__add(buf, len, "%u subinterpreter(s) ran: the bpf probe follows the main "
                  "interpreter's GIL only, and takes of a subinterpreter's own GIL look like "
                  "takes of the main one, so the GIL figures and blame of every thread are "
                  "unreliable here (use backend='hooks')", n);
     else if (ip.hooks && !ip.off_ok)
-        note_add(buf, len, "%u subinterpreter(s) ran: their own GILs could not be located, "
+        gt_note__add(buf, len, "%u subinterpreter(s) ran: their own GILs could not be located, "
                  "so time under them shows as released", n);
     else if (ip.unknown_holders)
-        note_add(buf, len, "%lu subinterpreter GIL(s) were held at start by a thread giltracer "
+        gt_note__add(buf, len, "%lu subinterpreter GIL(s) were held at start by a thread giltracer "
                  "could not identify: that thread shows as released until it drops it",
                  ip.unknown_holders);
     else if (ip.gil_full)
-        note_add(buf, len, "%lu subinterpreter GIL(s) past the first %d were not probed: "
+        gt_note__add(buf, len, "%lu subinterpreter GIL(s) past the first %d were not probed: "
                  "time under them shows as released", ip.gil_full, 31);
     return strlen(buf) != before;
 }

@@ -92,19 +92,17 @@ def untraced(args: Any, run: Any) -> Any:
     return run()
 
 
-def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
-    """run() inside the trace: (its value, the exception it raised or None), once the
-    trace has ended. When it cannot end, run()'s exception propagates with a note
-    saying so (or, when run() raised none, the failure to end it). A trace that cannot
-    start (another one is recording) is a UsageError, and run() does not run."""
+def start_trace(t: Trace) -> None:
+    """A trace that cannot start (another one is recording) is a UsageError."""
     try:
         t.start()
     except RuntimeError as e:
         raise UsageError(api.start_failure(e)) from None
-    try:
-        value, error = run(), None
-    except BaseException as e:  # shown after the trace, then re-raised
-        value, error = None, e
+
+
+def end_trace(t: Trace, error: Optional[BaseException]) -> None:
+    """Stop the trace; when it cannot end, the code's exception (`error`) propagates with
+    a note saying so, or, when the code raised none, the failure to end it."""
     try:
         t.stop()
     except Exception as e:
@@ -112,16 +110,25 @@ def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
             raise
         output_failed(error, f"could not end the trace: {type(e).__name__}: {e}")
         raise error
+
+
+def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
+    """run() inside the trace: (its value, the exception it raised or None), once the
+    trace has ended (end_trace()). A trace that cannot start is a UsageError, and run()
+    does not run."""
+    start_trace(t)
+    try:
+        value, error = run(), None
+    except BaseException as e:  # shown after the trace, then re-raised
+        value, error = None, e
+    end_trace(t, error)
     return value, error
 
 
 async def run_traced_async(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
     """run_traced() for code with a top-level await: run() gives a coroutine, awaited
     inside the trace on the loop that awaits this (IPython's, as for any such cell)."""
-    try:
-        t.start()
-    except RuntimeError as e:
-        raise UsageError(api.start_failure(e)) from None
+    start_trace(t)
     try:
         value = run()
         if inspect.isawaitable(value):
@@ -129,13 +136,7 @@ async def run_traced_async(t: Trace, run: Any) -> Tuple[Any, Optional[BaseExcept
         error = None
     except BaseException as e:  # shown after the trace, then re-raised
         value, error = None, e
-    try:
-        t.stop()
-    except Exception as e:
-        if error is None:
-            raise
-        output_failed(error, f"could not end the trace: {type(e).__name__}: {e}")
-        raise error
+    end_trace(t, error)
     return value, error
 
 

@@ -8,13 +8,13 @@
 #include <fnmatch.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <frameobject.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gt_clock.h"
+#include "note.h"
 #include "threads.h"
 
 #if PY_VERSION_HEX >= 0x030C0000
@@ -1753,23 +1753,6 @@ void gt_tracer__after_fork_child(void)
     }
 }
 
-/* Appends a sentence to the note in `buf` (sentences separated by "; "). */
-static void note_add(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void note_add(char *buf, size_t len, const char *fmt, ...)
-{
-    size_t n = strlen(buf);
-    if (n && n + 2 < len) {
-        memcpy(buf + n, "; ", 3);
-        n += 2;
-    }
-    if (n + 1 >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + n, len - n, fmt, ap);
-    va_end(ap);
-}
-
 int gt_tracer__untraced_note(char *buf, size_t len)
 {
     if (!len)
@@ -1777,15 +1760,15 @@ int gt_tracer__untraced_note(char *buf, size_t len)
     buf[0] = '\0';
 #if !GT_USE_MONITORING /* sys.monitoring sees every thread, and shares with no profiler */
     if (tr.attached_running)
-        note_add(buf, len, "%llu thread(s) started by C code ran Python code before the "
+        gt_note__add(buf, len, "%llu thread(s) started by C code ran Python code before the "
                  "function tracer could attach to them: their first calls are missing",
                  (unsigned long long)tr.attached_running);
     if (tr.attach_failed)
-        note_add(buf, len, "%llu thread(s) could not be given the function tracer (out of "
+        gt_note__add(buf, len, "%llu thread(s) could not be given the function tracer (out of "
                  "memory, or an audit hook refused): their calls are missing",
                  (unsigned long long)tr.attach_failed);
     if (tr.paused)
-        note_add(buf, len, "%s was profiling %llu thread(s) when the trace started: it was "
+        gt_note__add(buf, len, "%s was profiling %llu thread(s) when the trace started: it was "
                  "paused during the trace (it missed those calls) and resumed after",
                  tr.paused_by, (unsigned long long)tr.paused);
     if (tr.displaced) {
@@ -1793,14 +1776,14 @@ int gt_tracer__untraced_note(char *buf, size_t len)
         gt_clock__fit(&fit);
         double ms = (double)(gt_clock__to_ns(&fit, tr.displaced_ticks) -
                              gt_clock__to_ns(&fit, tr.start_ticks)) / 1e6;
-        note_add(buf, len, "%s replaced the function tracer on %llu thread(s) during the "
+        gt_note__add(buf, len, "%s replaced the function tracer on %llu thread(s) during the "
                  "trace (the first %.1f ms after start): their calls from then on are "
                  "missing%s", tr.displaced_by, (unsigned long long)tr.displaced, ms,
                  tr.left_running ? " (that profiler still ran at stop and was left running)" : "");
     }
 #endif
     if (tr.include_unmatched[0])
-        note_add(buf, len, "include=%s matched no function and no file: nothing was recorded",
+        gt_note__add(buf, len, "include=%s matched no function and no file: nothing was recorded",
                  tr.include_unmatched);
     return buf[0] != '\0';
 }
