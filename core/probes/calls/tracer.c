@@ -1391,42 +1391,74 @@ static void close_subinterps(void)
  * for would otherwise call ours). */
 static int uninstall(void)
 {
-    int err = 0;
     if (!tr.monitoring)
         return 0;
+    /* Every step is tried; the first failure (e.g. an audit hook's refusal) is reported,
+     * and no Python is called with an exception pending. */
+    PyObject *et = NULL, *ev = NULL, *tb = NULL;
+#define KEEP_FIRST_ERROR()                                                                 \
+    do {                                                                                   \
+        if (!et)                                                                           \
+            PyErr_Fetch(&et, &ev, &tb);                                                    \
+        else                                                                               \
+            PyErr_Clear();                                                                 \
+    } while (0)
     PyObject *r = PyObject_CallMethod(tr.monitoring, "set_events", "ii", TOOL_ID, 0);
     if (!r)
-        err = -1;
+        KEEP_FIRST_ERROR();
     Py_XDECREF(r);
     if (PyObject_HasAttrString(tr.monitoring, "clear_tool_id")) {
         r = PyObject_CallMethod(tr.monitoring, "clear_tool_id", "i", TOOL_ID);
         if (!r)
-            err = -1;
+            KEEP_FIRST_ERROR();
         Py_XDECREF(r);
     } else {
         PyObject *events = PyObject_GetAttrString(tr.monitoring, "events");
-        for (int i = 0; events && !err && i < NCB; i++) {
-            PyObject *ev = PyObject_GetAttrString(events, cb_table[i].event);
-            long bit = ev ? PyLong_AsLong(ev) : -1;
-            Py_XDECREF(ev);
+        if (!events)
+            KEEP_FIRST_ERROR();
+        for (int i = 0; events && i < NCB; i++) {
+            PyObject *evbit = PyObject_GetAttrString(events, cb_table[i].event);
+            long bit = evbit ? PyLong_AsLong(evbit) : -1;
+            Py_XDECREF(evbit);
             r = bit > 0 ? PyObject_CallMethod(tr.monitoring, "register_callback", "ilO",
                                               TOOL_ID, bit, Py_None)
                         : NULL;
-            if (!r)
-                err = -1;
             Py_XDECREF(r);
+            if (!r) {
+                KEEP_FIRST_ERROR();
+                break; /* a refusal refuses them all */
+            }
         }
-        if (!events)
-            err = -1;
         Py_XDECREF(events);
     }
     r = PyObject_CallMethod(tr.monitoring, "free_tool_id", "i", TOOL_ID);
     if (!r)
-        err = -1;
+        KEEP_FIRST_ERROR();
     Py_XDECREF(r);
+#undef KEEP_FIRST_ERROR
     Py_CLEAR(tr.callbacks);
     Py_CLEAR(tr.monitoring);
-    return err;
+    if (!et)
+        return 0;
+    /* One RuntimeError that says what was left behind, caused by the first failure. */
+    PyErr_NormalizeException(&et, &ev, &tb);
+    if (tb && ev)
+        PyException_SetTraceback(ev, tb);
+    PyErr_Format(PyExc_RuntimeError,
+                 "giltracer: could not remove the function tracer's sys.monitoring "
+                 "callbacks (tool id %d): %S; they stay registered and record nothing",
+                 TOOL_ID, ev ? ev : Py_None);
+    PyObject *nt, *nv, *ntb;
+    PyErr_Fetch(&nt, &nv, &ntb);
+    PyErr_NormalizeException(&nt, &nv, &ntb);
+    if (nv && ev)
+        PyException_SetCause(nv, ev); /* steals ev */
+    else
+        Py_XDECREF(ev);
+    Py_XDECREF(et);
+    Py_XDECREF(tb);
+    PyErr_Restore(nt, nv, ntb);
+    return -1;
 }
 
 #endif /* GT_USE_MONITORING */
