@@ -165,6 +165,18 @@ def _trace(fn: Callable[[], Any], **options: Any) -> giltracer.Trace:
     return t
 
 
+def take_turns(t: giltracer.Trace, a: Any, b: Any, who: str) -> None:
+    """One GIL: the two threads each wait for it, never hold it together, and so (almost)
+    never run at once."""
+    for r in (a, b):
+        assert r.wait_pct >= 20, r
+    assert length(intersect(gil(t, a.tid, "held"), gil(t, b.tid, "held"))) == 0
+    both = both_running(t, a, b)
+    if both is not None:
+        print(f"{who} on a CPU at once: {100 * both:.0f} % of the time")
+        assert both <= 0.15, both
+
+
 # -- lesson 1 ---------------------------------------------------------------------------------
 
 def lesson1(t: giltracer.Trace, run_two_counters: Callable[[], Any]) -> giltracer.Trace:
@@ -265,13 +277,7 @@ def lesson3(py_trace: giltracer.Trace, c_trace: giltracer.Trace,
     def python_claims(t: giltracer.Trace) -> None:
         """One GIL: the pure-Python threads take turns, and so never run at once."""
         a, b = workers(t, "python_unit-")
-        for r in (a, b):
-            assert r.wait_pct >= 20, r
-        assert length(intersect(gil(t, a.tid, "held"), gil(t, b.tid, "held"))) == 0
-        both = both_running(t, a, b)
-        if both is not None:
-            print(f"both Python threads on a CPU at once: {100 * both:.0f} % of the time")
-            assert both <= 0.15, both
+        take_turns(t, a, b, "both Python threads")
 
     def c_claims(t: giltracer.Trace) -> None:
         """The C routines release the GIL, and both threads compute on two CPUs at once."""
@@ -374,13 +380,7 @@ def lesson5(threads_trace: giltracer.Trace, processes: Tuple[giltracer.Trace, Li
         a, b = workers = rows(t, "pool_")
         for r in workers:
             print(f"thread {r.name}: held {r.held_pct:5.1f} %, waited {r.wait_pct:5.1f} %")
-        for r in workers:
-            assert r.wait_pct >= 20, r
-        assert length(intersect(gil(t, a.tid, "held"), gil(t, b.tid, "held"))) == 0
-        both = both_running(t, a, b)
-        if both is not None:
-            print(f"both threads on a CPU at once: {100 * both:.0f} % of the time")
-            assert both <= 0.15, both
+        take_turns(t, a, b, "both threads")
 
     def process_claims(m: Tuple[giltracer.Trace, List[Any], Machine]) -> None:
         t, results, machine = m

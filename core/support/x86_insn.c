@@ -187,23 +187,16 @@ int gtp_x86__first_call_offset(const uint8_t *code, size_t n, size_t *offset)
 
 int gtp_x86__first_call(const uint8_t *code, size_t n, uint64_t vaddr, uint64_t *target)
 {
-    size_t pos = 0;
-    while (pos < n) {
-        enum insn_flow flow;
-        size_t len = insn_len(code + pos, n - pos, &flow);
-        if (!len)
-            return -ENOENT;
-        if (flow == FLOW_CALL) {
-            int32_t rel;
-            memcpy(&rel, code + pos + len - 4, 4);
-            *target = vaddr + pos + len + (int64_t)rel;
-            return 0;
-        }
-        if (flow == FLOW_END)
-            return -ENOENT;
-        pos += len;
-    }
-    return -ENOENT;
+    size_t pos;
+    int err = gtp_x86__first_call_offset(code, n, &pos);
+    if (err)
+        return err;
+    enum insn_flow flow;
+    size_t len = insn_len(code + pos, n - pos, &flow); /* a call rel32: its last 4 bytes */
+    int32_t rel;
+    memcpy(&rel, code + pos + len - 4, 4);
+    *target = vaddr + pos + len + (int64_t)rel;
+    return 0;
 }
 
 static int is_push(const uint8_t *p, size_t n)
