@@ -31,6 +31,18 @@ def names_of(t, tid=None):
 
 
 # --- C functions whose PyMethodDef dies with them (pybind11) ------------------
+def build_and_import(cmd, name, out, what):
+    """Run the compiler command that writes the extension `out`, then import it as
+    `name`; a build that fails skips the test, with the compiler's last words."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot build {what}: {r.stderr[-500:]}")
+    spec = importlib.util.spec_from_file_location(name, str(out))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="module")
 def dyndef(tmp_path_factory):
     """tests/ext/gt_dyndef.c built for the running interpreter."""
@@ -43,13 +55,7 @@ def dyndef(tmp_path_factory):
     out = tmp_path_factory.mktemp("ext") / ("gt_dyndef" + sysconfig.get_config_var("EXT_SUFFIX"))
     cmd = [cc, "-shared", "-fPIC", "-O1", "-pthread", "-I", include,
            os.path.join(HERE, "ext", "gt_dyndef.c"), "-o", str(out)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot build the test extension: {r.stderr[-500:]}")
-    spec = importlib.util.spec_from_file_location("gt_dyndef", str(out))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return build_and_import(cmd, "gt_dyndef", out, "the test extension")
 
 
 @pytest.mark.parametrize("holder", ["capsule", "record"])
@@ -83,13 +89,7 @@ def pyb(tmp_path_factory):
     out = tmp_path_factory.mktemp("pyb") / ("gt_pyb" + sysconfig.get_config_var("EXT_SUFFIX"))
     cmd = [cxx, "-O0", "-shared", "-fPIC", "-std=c++17", "-I", include, "-I",
            pybind11.get_include(), os.path.join(HERE, "ext", "gt_pyb.cpp"), "-o", str(out)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot build the pybind11 module: {r.stderr[-500:]}")
-    spec = importlib.util.spec_from_file_location("gt_pyb", str(out))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return build_and_import(cmd, "gt_pyb", out, "the pybind11 module")
 
 
 def test_pybind11_functions_are_named_and_not_merged(pyb):

@@ -179,11 +179,16 @@ def await_cells(lines: List[str]) -> List[str]:
     return ["await " + text.lstrip()]
 
 
+def cell_numbers(shell: InteractiveShell) -> Dict[str, Any]:
+    """IPython's compiler's {cell file name: execution count} (a private map: {} where
+    this IPython has none), copied: cells run while it is read."""
+    return dict(getattr(shell.compile, "_filename_map", None) or {})
+
+
 def cell_labels(shell: InteractiveShell) -> Dict[str, str]:
     """The file names IPython's compiler gave the notebook's cells -> "In [N]" (the cells
     whose execution count it knows)."""
-    numbers = getattr(shell.compile, "_filename_map", None) or {}
-    return {f: f"In [{n}]" for f, n in list(numbers.items()) if isinstance(n, int) and n > 0}
+    return {f: f"In [{n}]" for f, n in cell_numbers(shell).items() if isinstance(n, int) and n > 0}
 
 
 # Packages whose threads are a kernel's own machinery: IOPub, shell channel, control,
@@ -206,7 +211,7 @@ def current_cell(shell: InteractiveShell) -> int:
     """The execution count of the cell that called the magic (0 when unknown, e.g. called
     from a function): the nearest caller's frame whose file IPython's compiler cached for a
     cell. (shell.execution_count moves before or after the cell, by IPython's version.)"""
-    numbers = getattr(shell.compile, "_filename_map", None) or {}
+    numbers = cell_numbers(shell)
     frame: Optional[FrameType] = sys._getframe(1)
     while frame is not None:
         n = numbers.get(frame.f_code.co_filename)
