@@ -22,8 +22,8 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-bytes readme-picture bench-matrix clean \
-        pythons test-sid bench-sid \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-bytes bench-deflate readme-picture bench-matrix clean \
+        pythons test-sid test-sid-lessons-busy bench-sid \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
 
@@ -84,6 +84,19 @@ test-lessons-busy: install
 	trap 'kill $$pids 2>/dev/null' EXIT INT TERM; \
 	echo "giltracer: the lessons beside $(BUSY) busy processes ($$pids)"; \
 	GILTRACER_REQUIRE=notebooks $(PY) -m pytest tests/test_notebooks.py -q -p no:cacheprovider
+
+# The same on sid's newest interpreters (SID_LESSON_PYTHONS) in the chroot, as root: the busy
+# loops run on the host and load the same CPUs.
+SID_LESSON_PYTHONS ?= 3.14
+test-sid-lessons-busy: pythons
+	@pids=""; for i in $$(seq $(BUSY)); do $(PYTHON) -c 'while True: pass' & pids="$$pids $$!"; done; \
+	trap 'kill $$pids 2>/dev/null' EXIT INT TERM; \
+	for v in $(SID_LESSON_PYTHONS); do \
+	  echo "giltracer: the lessons on sid-$$v beside $(BUSY) busy processes ($$pids)"; \
+	  $(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; v=$$1; d=$(SID_MATRIX); $(SID_VENV) && cd $$d && \
+	    GILTRACER_REQUIRE=notebooks $$d/sid-$$v/bin/python -m pytest tests/test_notebooks.py -q -rs -p no:cacheprovider' sh $$v \
+	  || exit 1; \
+	done
 
 test-c: deps
 	cmake -S . -B $(BUILD)/ctest -DGT_BUILD_EXTENSION=OFF -DGT_BUILD_TESTS=ON -DGT_WERROR=$(GT_WERROR) >/dev/null
@@ -337,6 +350,12 @@ bench: setup
 	$(PY) bench/profile_bench.py
 	$(PY) bench/payload_bench.py
 	$(PY) bench/gap_bench.py
+
+# The page's column compression against libdeflate (issue 24) -> bench/results/deflate.md.
+bench-deflate: setup
+	@dpkg -s libdeflate-dev >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq libdeflate-dev >/dev/null; } || \
+	  { echo "giltracer: bench-deflate needs libdeflate-dev: sudo apt-get install -y libdeflate-dev" >&2; exit 1; }
+	$(PY) bench/deflate_bench.py
 
 # The README's picture (docs/threads-demo.svg): the demo traced, drawn as a cell's static picture.
 readme-picture: setup
