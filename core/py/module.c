@@ -281,6 +281,20 @@ static PyObject *opt_ns(int64_t v)
     return PyLong_FromLongLong(v);
 }
 
+/* A free-threaded build's summary also names its "GIL" figures for what they are. */
+static int park_keys(PyObject *d, const struct gt_summary *s)
+{
+    PyObject *v = Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:d}", "running_ns",
+                                (unsigned long long)s->held_ns, "parked_ns",
+                                (unsigned long long)s->wait_ns, "parks",
+                                (unsigned long long)s->acquisitions, "longest_park_ns",
+                                (unsigned long long)s->longest_wait_ns, "running_pct",
+                                s->held_pct, "parked_pct", s->wait_pct);
+    int err = v ? PyDict_Update(d, v) : -1;
+    Py_XDECREF(v);
+    return err;
+}
+
 static PyObject *summaries(const struct gt_result *r)
 {
     PyObject *out = PyList_New((Py_ssize_t)r->nthreads);
@@ -299,6 +313,8 @@ static PyObject *summaries(const struct gt_result *r)
             (unsigned long long)s->drop_requests, "held_pct", s->held_pct, "wait_pct",
             s->wait_pct, "released_pct", s->released_pct, "spans", (Py_ssize_t)t->nspans,
             "background", t->background ? Py_True : Py_False, "interp", t->interp);
+        if (d && r->free_threaded && park_keys(d, s) < 0)
+            Py_CLEAR(d);
         if (!d) {
             Py_CLEAR(out);
             break;
@@ -682,6 +698,12 @@ static PyObject *Result_get_gil_known(ResultObject *self, void *c)
     return PyBool_FromLong(R(self)->gil_known);
 }
 
+static PyObject *Result_get_free_threaded(ResultObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(R(self)->free_threaded);
+}
+
 #define GET(name, doc) {#name, (getter)Result_get_##name, NULL, doc, NULL}
 static PyGetSetDef Result_getset[] = {
     GET(backend, "GIL probe that ran: hooks, bpf or none"),
@@ -698,6 +720,8 @@ static PyGetSetDef Result_getset[] = {
     GET(gil_dropped, "GIL events lost"),
     GET(sched_lost, "scheduler records lost"),
     GET(gil_known, "whether a GIL probe ran"),
+    GET(free_threaded, "a free-threaded build's trace: the GIL figures are lock contention "
+                       "(held = running, wait = parked, blame = waiter <- waker)"),
     GET(tracer_note, "threads the function tracer missed (a sentence), or None"),
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -27,6 +27,8 @@ from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_S
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 GIL_STATES = ("released", "wait", "held")
+# A free-threaded build's "GIL" intervals: the park probe's (no released state there).
+PARK_STATES = ("released", "parked", "running")
 OS_STATES = ("on-cpu", "preempted", "blocked")
 # Where each slice of a thread's time went (core/profile.h): GIL held and on CPU (or
 # held, OS state not recorded), held but preempted/blocked, waiting for the GIL,
@@ -150,6 +152,15 @@ class ThreadSummary:
     spans: int
     background: bool = False
     interp: int = 0  # as in ThreadInfo
+    # Free-threaded builds only (else None): the same figures named for lock contention.
+    # running = held_ns (not parked), parked = wait_ns (waiting in the parking lot for a
+    # contended lock, a stop-the-world or a join), parks = acquisitions.
+    running_ns: Optional[int] = None
+    parked_ns: Optional[int] = None
+    parks: Optional[int] = None
+    longest_park_ns: Optional[int] = None
+    running_pct: Optional[float] = None
+    parked_pct: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -458,6 +469,8 @@ class Trace:
     backend_reason = property(lambda self: self.result.backend_reason, doc="why")
     sched_status = property(lambda self: self.result.sched_status, doc="OS-state source")
     gil_known = property(lambda self: self.result.gil_known, doc="a GIL probe ran")
+    free_threaded = property(lambda self: self.result.free_threaded,
+                             doc="a free-threaded build: the GIL figures are lock contention")
 
     def summary(self, all_threads: bool = False) -> List[ThreadSummary]:
         """Per-thread GIL and OS figures of the cell's threads; ``all_threads=True`` adds
@@ -490,7 +503,10 @@ class Trace:
         return self.result.spans(self._tid(thread))
 
     def gil_intervals(self, thread: Union[int, str, threading.Thread]) -> List[Tuple[int, int, str]]:
-        return [(a, b, GIL_STATES[s]) for a, b, s in self.result.gil_intervals(self._tid(thread))]
+        """[(start_ns, end_ns, state)]: released / wait / held; on a free-threaded build
+        running / parked."""
+        names = PARK_STATES if self.result.free_threaded else GIL_STATES
+        return [(a, b, names[s]) for a, b, s in self.result.gil_intervals(self._tid(thread))]
 
     def os_intervals(self, thread: Union[int, str, threading.Thread]) -> List[Tuple[int, int, str]]:
         return [(a, b, OS_STATES[s]) for a, b, s in self.result.os_intervals(self._tid(thread))]
