@@ -30,7 +30,15 @@ class ThreadRow(TypedDict):
     os_states: bool
     background: bool
 
-class SummaryRow(TypedDict):
+class ParkRow(TypedDict, total=False):  # a free-threaded build's rows only
+    running_ns: int
+    parked_ns: int
+    parks: int
+    longest_park_ns: int
+    running_pct: float
+    parked_pct: float
+
+class SummaryRow(ParkRow):
     tid: int
     pid: int
     ident: int
@@ -82,6 +90,7 @@ class Result:
     gil_dropped: int
     sched_lost: int
     gil_known: bool
+    free_threaded: bool
     tracer_note: Optional[str]
     def threads(self) -> List[ThreadRow]: ...
     def summary(self) -> List[SummaryRow]: ...

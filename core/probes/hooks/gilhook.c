@@ -384,7 +384,8 @@ static int hook_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct ti
 /* The parking lot parks a thread on its own semaphore and the waker posts that
  * semaphore: the poster's tid is noted per semaphore before the post, so the waiter
  * reads who woke it once its wait returns. A small open-addressing table keyed by the
- * semaphore's address; a full neighbourhood only loses the waker (aux 0). */
+ * semaphore's address (one per parking thread), emptied when a session starts; a full
+ * neighbourhood only loses the waker (aux 0). */
 #define WAKER_BITS 10
 #define WAKER_PROBE 8
 
@@ -923,6 +924,12 @@ void gt_gilhook__set_park(int on)
 {
     if (on) {
         repatch();
+        /* Quiet (no park hook records while off): each session starts with an empty
+         * table, so it holds the semaphores of one session's parking threads only. */
+        for (size_t i = 0; i < sizeof(wakers) / sizeof(wakers[0]); i++) {
+            atomic_store(&wakers[i].sem, NULL);
+            atomic_store(&wakers[i].tid, 0);
+        }
         atomic_store(&gh.park, 1);
         return;
     }
