@@ -119,6 +119,16 @@ def test_views_say_lock_contention(park, tmp_path):
     assert "parked (lock contention)" in {e.get("name") for e in events}
 
 
+def test_picture_and_profile_text_say_lock_contention(park):
+    from giltracer import picture
+
+    t = run_appenders(shared=True, rounds=60)
+    pic = picture.svg(t)
+    assert "free-threaded build: no GIL; showing lock contention" in pic
+    assert "parked (lock contention)" in pic and "waiting for the GIL" not in pic
+    assert t.profile_text().startswith("Contention profile of ")
+
+
 def test_gil_build_default_is_unchanged(monkeypatch):
     monkeypatch.delenv("GILTRACER_TEST_PARK", raising=False)
     t = giltracer.trace()
@@ -128,3 +138,4 @@ def test_gil_build_default_is_unchanged(monkeypatch):
     assert all(s.parked_ns is None and s.running_ns is None for s in t.summary())
     assert "lock contention" not in t.summary_text()
     assert "free_threaded" not in payload(t.to_html())["meta"]
+    assert t.profile_text().startswith("GIL profile of ")
