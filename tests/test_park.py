@@ -139,3 +139,10 @@ def test_gil_build_default_is_unchanged(monkeypatch):
     assert "lock contention" not in t.summary_text()
     assert "free_threaded" not in payload(t.to_html())["meta"]
     assert t.profile_text().startswith("GIL profile of ")
+
+
+def test_bpf_or_crosscheck_asked_on_a_free_threaded_trace_says_why_not(park):
+    for options in ({"backend": "bpf"}, {"crosscheck": True}):
+        with pytest.raises(Exception, match="no GIL; the lock-contention probe cannot run: the bpf probe"):
+            with giltracer.trace(**options):
+                spin(10)

@@ -294,9 +294,11 @@ static int choose_park(struct gt_session *s)
         why = "no GOT slot for sem_post and a semaphore wait in the interpreter object";
         err = -ENOENT;
     }
-    if (s->o.backend == GT_BACKEND_BPF || err < 0) {
-        const char *what = err < 0 ? why : "the bpf probe has no contention probe yet";
-        if (s->o.backend != GT_BACKEND_AUTO) {
+    int bpf_asked = s->o.backend == GT_BACKEND_BPF || s->o.crosscheck;
+    if (bpf_asked || err < 0) {
+        const char *what = err < 0 ? why : "the bpf probe (and so crosscheck) has no "
+                                           "contention probe yet";
+        if (s->o.backend != GT_BACKEND_AUTO || s->o.crosscheck) {
             PyErr_Format(PyExc_RuntimeError, "giltracer: free-threaded build: no GIL; the "
                          "lock-contention probe cannot run: %s", what);
             return -1;
