@@ -152,4 +152,8 @@ def test_forced_gc_collect_loop_parks_the_other_threads():
     # Each collection stops the world: the allocating threads park until the collector
     # restarts it.
     assert parked_after(t, allocs, since) > 0
+    rows = [r for r in t.summary() if r.tid in allocs]
+    # Parked inside the collector's collections: stop-the-world pauses (GC).
+    assert sum(r.stop_the_world_ns for r in rows) > 0, rows
+    assert all(r.stop_the_world_ns <= r.parked_ns for r in rows), rows
     assert any(b.holder == collector[0] for b in t.blame() if b.waiter in allocs), t.blame()[:5]

@@ -144,7 +144,7 @@ def test_gil_build_default_is_unchanged(monkeypatch):
     with t:
         spin(1000)
     assert not t.free_threaded
-    assert all(s.parked_ns is None and s.running_ns is None for s in t.summary())
+    assert all(s.parked_ns is None and s.running_ns is None and s.stop_the_world_ns is None for s in t.summary())
     assert "lock contention" not in t.summary_text()
     assert "free_threaded" not in payload(t.to_html())["meta"]
     assert t.profile_text().startswith("GIL profile of ")

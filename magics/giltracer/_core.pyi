@@ -37,6 +37,7 @@ class ParkRow(TypedDict, total=False):  # a free-threaded build's rows only
     longest_park_ns: int
     running_pct: float
     parked_pct: float
+    stop_the_world_ns: int  # added by giltracer.api (gc.callbacks), not by the core
 
 class SummaryRow(ParkRow):
     tid: int

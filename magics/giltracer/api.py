@@ -7,11 +7,13 @@ dataclasses.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sysconfig
 import tempfile
 import threading
+import time
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -153,6 +155,9 @@ class ThreadSummary:
     longest_park_ns: Optional[int] = None
     running_pct: Optional[float] = None
     parked_pct: Optional[float] = None
+    # Of parked_ns: inside another thread's garbage collection, which stops the world (from
+    # gc.callbacks; None when not known).
+    stop_the_world_ns: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -275,6 +280,28 @@ def _thread_names(ended_before: Iterable[threading.Thread] = ()) -> Dict[int, st
     return names
 
 
+class _GcWindows:
+    """A free-threaded build's garbage collections during a trace, from gc.callbacks: each
+    stops the world, so time another thread spent parked inside one was a stop-the-world
+    pause (GC). Registered on free-threaded builds only (the callback is a traced call)."""
+
+    def __init__(self) -> None:
+        self.open: Dict[int, int] = {}
+        self.windows: List[Tuple[int, int, int]] = []  # (collector tid, start ns, end ns)
+
+    def __call__(self, phase: str, info: Dict[str, Any]) -> None:
+        tid, now = threading.get_native_id(), time.monotonic_ns()
+        if phase == "start":
+            self.open[tid] = now
+        elif tid in self.open:
+            self.windows.append((tid, self.open.pop(tid), now))
+
+    def parked_in(self, tid: int, parked: Iterable[Tuple[int, int]]) -> int:
+        """ns of `parked` (the thread's parked intervals) inside another thread's GC."""
+        return sum(max(0, min(b, e) - max(a, s)) for a, b in parked
+                   for who, s, e in self.windows if who != tid)
+
+
 class Trace:
     """A traced block. Use as a context manager; after it exits the facts are here.
 
@@ -327,6 +354,7 @@ class Trace:
         self._names_at_start: Dict[int, str] = {}
         self._result: Optional[_core.Result] = None
         self._funcs: Optional[List[Tuple[str, str, int, bool]]] = None
+        self._gc: Optional[_GcWindows] = None
         # At stop: {file name: name shown instead}, e.g. a notebook cell's -> "In [5]" (magics).
         self.file_labels: Optional[Callable[[], Dict[str, str]]] = None
         # At start: is this thread the host's own machinery (a notebook kernel's IOPub, shell
@@ -348,6 +376,9 @@ class Trace:
         self._names_at_start = {t.native_id: t.name for t in threading.enumerate()
                                 if t.native_id is not None}
         session.start(threads)
+        if FREE_THREADED:
+            self._gc = _GcWindows()
+            gc.callbacks.append(self._gc)
         return self
 
     def _is_host_thread(self, t: threading.Thread) -> bool:
@@ -367,6 +398,8 @@ class Trace:
 
             raise RuntimeError(_core.RELEASED_MESSAGE)
         self._session = None
+        if self._gc is not None and self._gc in gc.callbacks:
+            gc.callbacks.remove(self._gc)
         try:
             session.stop()
         finally:
@@ -465,7 +498,12 @@ class Trace:
     def summary(self, all_threads: bool = False) -> List[ThreadSummary]:
         """Per-thread GIL and OS figures of the cell's threads; ``all_threads=True`` adds
         the background threads (``ThreadSummary.background``)."""
-        return [ThreadSummary(**d) for d in self.result.summary() if all_threads or not d["background"]]
+        rows = [d for d in self.result.summary() if all_threads or not d["background"]]
+        if self.result.free_threaded and self._gc is not None:
+            for d in rows:
+                parked = [(a, b) for a, b, q in self.result.gil_intervals(d["tid"]) if q == 1]
+                d["stop_the_world_ns"] = self._gc.parked_in(d["tid"], parked)
+        return [ThreadSummary(**d) for d in rows]
 
     def summary_text(self, top: int = 5, all_threads: bool = False) -> str:
         """The per-thread table (background threads on one line unless ``all_threads``)
