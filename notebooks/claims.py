@@ -558,6 +558,16 @@ def lesson7(timing: Tuple[float, float, Machine], t: Optional[giltracer.Trace],
         assert free_threaded_build, "no trace, yet not a free-threaded build"
         print("check passed: no trace on a free-threaded build, as it said")
         return timing, None
+    if t.free_threaded:  # no GIL: the trace shows lock contention, and there is next to none
+        def ft_claims(t: giltracer.Trace) -> None:
+            by = {r.name: r for r in t.summary()}
+            for r in (by["counter-0"], by["counter-1"]):
+                print(f"{r.name}: running {r.running_pct:4.1f} %, parked {r.parked_pct:4.1f} %")
+                assert r.parked_pct <= 10, r
+
+        t = accept(ft_claims, t, lambda: _trace(lambda: run_counters(2), c_calls=False),
+                   "no GIL: neither counter waited for the other (free-threaded build)")
+        return timing, t
     t = accept(trace_claims, t, lambda: _trace(lambda: run_counters(2), c_calls=False),
                "a GIL: the two counters took turns")
     return timing, t
@@ -711,3 +721,55 @@ def lesson11(t: giltracer.Trace, runs: Dict[str, Dict[str, Any]],
         skipped(f"the interpreter pool: InterpreterPoolExecutor is new in Python 3.14; this is "
                 f"{sys.version.split()[0]}")
     return accepted
+
+
+# -- lesson 12 --------------------------------------------------------------------------------
+
+def parked_after(t: giltracer.Trace, tids: Iterable[int], since: int) -> int:
+    """ns the threads spent parked (free-threaded build) from `since` on."""
+    return sum(max(0, b - max(a, since)) for tid in tids
+               for a, b, s in t.gil_intervals(tid) if s == "parked")
+
+
+def lesson12(shared: Tuple[giltracer.Trace, int], own: Tuple[giltracer.Trace, int],
+             run: Callable[[bool], int]) -> Tuple[Tuple[giltracer.Trace, int], Tuple[giltracer.Trace, int]]:
+    """Free-threaded: appenders to one shared list park on its lock, woken by the other
+    appenders, far more than appenders to lists of their own. With a GIL: both groups take
+    turns for the GIL alike, and there is no lock contention to show."""
+    def claims(m: Tuple[Tuple[giltracer.Trace, int], Tuple[giltracer.Trace, int]]) -> None:
+        (ts, since_s), (to, since_o) = m
+        app_s, app_o = rows(ts, "appender-"), rows(to, "appender-")
+        assert len(app_s) == 4 and len(app_o) == 4, (app_s, app_o)
+        if not ts.free_threaded:
+            for name, group in (("one shared list", app_s), ("own lists", app_o)):
+                waits = ", ".join(f"{r.wait_pct:.0f} %" for r in group)
+                print(f"{name:16}: each appender waited for the GIL {waits} of its time")
+                assert all(r.wait_pct >= 20 for r in group), group
+            return
+        tids_s, tids_o = {r.tid for r in app_s}, {r.tid for r in app_o}
+        shared_ns, own_ns = parked_after(ts, tids_s, since_s), parked_after(to, tids_o, since_o)
+        print(f"parked while appending: one shared list {shared_ns / 1e6:.1f} ms, "
+              f"own lists {own_ns / 1e6:.1f} ms (4 threads each)")
+        why = busy_notice(ts, app_s)
+        if shared_ns < 1_000_000 and why:
+            # Contention needs the appenders on CPUs at the same moments.
+            say_busy(why, "Parking on the shared list's lock")
+            return
+        assert shared_ns > 1_000_000 and own_ns * 5 < shared_ns, (shared_ns, own_ns)
+        blame = [b for b in ts.blame() if b.waiter in tids_s]
+        by_others = sum(b.wait_ns for b in blame if b.holder in tids_s and b.holder != b.waiter)
+        total = sum(b.wait_ns for b in blame)
+        print(f"woken by another appender: {100 * by_others / max(total, 1):.0f} % of the parked time")
+        assert by_others >= 0.8 * total, blame[:5]
+
+    def again() -> Tuple[Tuple[giltracer.Trace, int], Tuple[giltracer.Trace, int]]:
+        got: Dict[bool, int] = {}
+        ts = _trace(lambda: got.__setitem__(True, run(True)), c_calls=False)
+        to = _trace(lambda: got.__setitem__(False, run(False)), c_calls=False)
+        return (ts, got[True]), (to, got[False])
+
+    return accept(claims, (shared, own), again,
+                  lambda m: "the shared list's appenders parked on its lock, woken by each other"
+                  if m[0][0].free_threaded else
+                  "a GIL build: both groups took turns for the GIL alike (no lock contention to show)",
+                  lambda m: [m[0][0], m[1][0]])

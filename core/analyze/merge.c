@@ -518,6 +518,66 @@ cleanup:
     return err;
 }
 
+/* A free-threaded build's park events -> running (HELD) / parked (WAIT) intervals, the
+ * parked ones' aux the waker's tid (known at the END, set before the interval is
+ * flushed). A thread whose first park event is an END was parked at its start. */
+static int build_park(const struct gt_thread_input *ti, struct gt_thread_result *tr)
+{
+    uint64_t start = tr->start_ns, end = tr->end_ns, last = start;
+    struct gt_summary *s = &tr->summary;
+    uint32_t init = GT_GIL_STATE_HELD;
+    int err = 0;
+
+    for (size_t c = 0, found = 0; c < ti->ngil && !found; c++) {
+        const struct gt_gil_event *ev = ti->gil[c].data;
+        for (size_t i = 0; i < ti->gil[c].n && !found; i++) {
+            found = ev[i].kind == GT_PARK_BEGIN || ev[i].kind == GT_PARK_END;
+            if (ev[i].kind == GT_PARK_END)
+                init = GT_GIL_STATE_WAIT;
+        }
+    }
+    struct ivb b = {NULL, 0, 0, start, init, 0};
+    for (size_t c = 0; c < ti->ngil; c++) {
+        const struct gt_gil_event *ev = ti->gil[c].data;
+        for (size_t i = 0, m = ti->gil[c].n; i < m; i++) {
+            uint64_t raw = ev[i].ts, ts = raw < last ? last : raw > end ? end : raw;
+            last = ts;
+            if (ev[i].kind == GT_PARK_BEGIN) {
+                if (raw >= start && raw <= end)
+                    s->acquisitions++; /* parks */
+                err = ivb_set_aux(&b, ts, GT_GIL_STATE_WAIT, 0);
+            } else if (ev[i].kind == GT_PARK_END && b.state == GT_GIL_STATE_WAIT) {
+                b.aux = ev[i].aux;
+                err = ivb_set_aux(&b, ts, GT_GIL_STATE_HELD, 0);
+            }
+            if (err)
+                goto cleanup;
+        }
+    }
+    if ((err = ivb_flush(&b, end)))
+        goto cleanup;
+    for (size_t i = 0; i < b.n; i++) {
+        uint64_t d = b.v[i].end - b.v[i].start;
+        if (b.v[i].state == GT_GIL_STATE_WAIT) {
+            s->wait_ns += d;
+            if (d > s->longest_wait_ns)
+                s->longest_wait_ns = d;
+        } else {
+            s->held_ns += d;
+        }
+    }
+    if (s->wall_ns) {
+        s->held_pct = 100.0 * (double)s->held_ns / (double)s->wall_ns;
+        s->wait_pct = 100.0 * (double)s->wait_ns / (double)s->wall_ns;
+    }
+    tr->gil = b.v;
+    tr->ngil = b.n;
+    b.v = NULL;
+cleanup:
+    free(b.v);
+    return err;
+}
+
 static int build_os(const struct gt_thread_input *ti, struct gt_thread_result *tr)
 {
     uint64_t start = tr->start_ns, end = tr->end_ns, last = start;
@@ -763,6 +823,24 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
                 const struct gt_interval *wt = &w->gil[wv];
                 if (wt->state != GT_GIL_STATE_WAIT)
                     continue;
+                if (in->free_threaded) {
+                    /* Parked: the waker is to blame for all of it, in whatever it ran. */
+                    if (wt->aux != (uint32_t)h->tid)
+                        continue;
+                    wait++;
+                    /* A waiter's waits are in time order: s0 trails them. */
+                    for (size_t q = seg_find(sg, s0, nseg, wt->start);
+                         nseg && q < nseg && sg[q].start < wt->end; q++) {
+                        s0 = q;
+                        uint64_t se = q + 1 < nseg ? sg[q + 1].start : h->end_ns;
+                        uint64_t a0 = sg[q].start > wt->start ? sg[q].start : wt->start;
+                        uint64_t a1 = se < wt->end ? se : wt->end;
+                        if (a1 > a0)
+                            acc_add(&a, sg[q].func, acc_index(in, sg[q].func), a1 - a0, pair,
+                                    wait);
+                    }
+                    continue;
+                }
                 wait++;
                 k0 = iv_lower(h->gil, k0, h->ngil, wt->start);
                 for (size_t k = k0; k < h->ngil && h->gil[k].start < wt->end; k++) {
@@ -960,6 +1038,7 @@ int gt_merge__run(const struct gt_trace_input *in, struct gt_result **out)
     r->funcs = in->funcs;
     r->nfuncs = in->nfuncs;
     r->gil_known = in->gil_known;
+    r->free_threaded = in->free_threaded && in->gil_known;
     if (in->nthreads) {
         r->threads = calloc(in->nthreads, sizeof(*r->threads));
         if (!r->threads) {
@@ -987,7 +1066,7 @@ int gt_merge__run(const struct gt_trace_input *in, struct gt_result **out)
         tr->summary.preempted_ns = -1;
         if ((err = build_spans(&x, in, ti, tr)))
             goto cleanup;
-        if (in->gil_known && (err = build_gil(ti, tr)))
+        if (in->gil_known && (err = in->free_threaded ? build_park(ti, tr) : build_gil(ti, tr)))
             goto cleanup;
         if ((ti->flags & GT_THREAD_HAS_SCHED) && (err = build_os(ti, tr)))
             goto cleanup;

@@ -20,6 +20,8 @@
 /* ---- Chrome Trace Event JSON -------------------------------------------- */
 
 static const char *const gil_names[3] = {"released", "waiting for GIL", "held"};
+/* A free-threaded build's strip: the park probe's states (no GIL). */
+static const char *const park_names[3] = {"released", "parked (lock contention)", "running"};
 static const char *const os_names[3] = {"on-cpu", "preempted", "blocked"};
 
 /* Closing part of a span event by (flags & 7): clip and exception notes. */
@@ -216,7 +218,10 @@ int gt_emit__chrome_json(const struct gt_result *r, const struct gt_emit_meta *m
         chrome_meta(&c, "process_name", pid, pid, name, 0);
         chrome_meta(&c, "process_sort_index", pid, pid, NULL, (int64_t)(3 * k));
         if (has_gil) {
-            snprintf(name, sizeof(name), "GIL (pid %" PRId32 ")", pid);
+            snprintf(name, sizeof(name),
+                     r->free_threaded ? "Lock contention, no GIL (pid %" PRId32 ")"
+                                      : "GIL (pid %" PRId32 ")",
+                     pid);
             chrome_meta(&c, "process_name", GT_GIL_ID_BASE + pid, GT_GIL_ID_BASE + pid, name, 0);
             chrome_meta(&c, "process_sort_index", GT_GIL_ID_BASE + pid, GT_GIL_ID_BASE + pid,
                         NULL, (int64_t)(3 * k + 1));
@@ -241,7 +246,7 @@ int gt_emit__chrome_json(const struct gt_result *r, const struct gt_emit_meta *m
         chrome_meta(&c, "thread_sort_index", pid, t->tid, NULL, (int64_t)i);
         struct sbuf lbl = {0};
         if (r->gil_known && t->ngil) {
-            sb_printf(&lbl, "GIL: %s", tpart.p);
+            sb_printf(&lbl, r->free_threaded ? "Parked: %s" : "GIL: %s", tpart.p);
             if (!lbl.err)
                 chrome_meta(&c, "thread_name", GT_GIL_ID_BASE + pid, GT_GIL_ID_BASE + t->tid,
                             lbl.p, 0);
@@ -282,7 +287,9 @@ int gt_emit__chrome_json(const struct gt_result *r, const struct gt_emit_meta *m
         for (int kind = 0; kind < 2; kind++) {
             const struct gt_interval *iv = kind ? t->os : t->gil;
             size_t n = kind ? (t->has_sched ? t->nos : 0) : (r->gil_known ? t->ngil : 0);
-            const char *const *names = kind ? os_names : gil_names;
+            const char *const *names = kind                ? os_names
+                                        : r->free_threaded ? park_names
+                                                           : gil_names;
             int32_t base = kind ? GT_OS_ID_BASE : GT_GIL_ID_BASE;
             char sp[160];
             size_t spl[3];

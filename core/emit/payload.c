@@ -71,22 +71,23 @@ cleanup:
     return first;
 }
 
-/* Does any interval carry an aux (a GIL interval's interpreter: subinterpreters ran)? */
-static int has_aux(const struct gt_interval *iv, size_t n)
+/* Does any interval carry an aux (a GIL interval's interpreter: subinterpreters ran)?
+ * A free-threaded build's parked intervals carry their waker instead: not sent. */
+static int has_aux_of(const struct gt_result *r, const struct gt_interval *iv, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && !r->free_threaded; i++)
         if (iv[i].aux)
             return 1;
     return 0;
 }
 
 /* Intervals: start as a zigzag delta from the previous end, duration, state, and the
- * interpreter id as a fourth chunk when has_aux(). */
+ * interpreter id as a fourth chunk when has_aux_of(). */
 static uint32_t bin_intervals(struct zout *z, struct sbuf c[4], const struct gt_result *r,
                               const struct gt_interval *iv, size_t n)
 {
     int64_t prev_end = 0;
-    int aux = has_aux(iv, n);
+    int aux = has_aux_of(r, iv, n);
     for (size_t i = 0; i < n; i++) {
         int64_t st = (int64_t)(iv[i].start - r->t0);
         uint64_t du = rel(iv[i].end, iv[i].start);
@@ -171,7 +172,7 @@ static void w_intervals(struct wr *w, const struct gt_result *r, const struct gt
     w_str(w, ",\"state\":");
     w_col_iv(w, r, iv, n, COL_STATE);
     /* GIL intervals of a run with subinterpreters: whose GIL each one is. */
-    if (has_aux(iv, n)) {
+    if (has_aux_of(r, iv, n)) {
         w_str(w, ",\"interp\":");
         w_col_iv(w, r, iv, n, COL_AUX);
     }
@@ -467,7 +468,7 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
                 goto cleanup;
             snprintf(num, sizeof(num), ",\"spans\":{\"n\":%zu,\"c\":%" PRIu32 "},\"gil\":{\"n\":%zu,\"c\":%" PRIu32 "%s}",
                      t->nspans, cs, r->gil_known ? t->ngil : 0, cg,
-                     r->gil_known && has_aux(t->gil, t->ngil) ? ",\"i\":1" : "");
+                     r->gil_known && has_aux_of(r, t->gil, t->ngil) ? ",\"i\":1" : "");
             w_str(w, num);
             snprintf(num, sizeof(num), ",\"os\":{\"n\":%zu,\"c\":%" PRIu32 "},\"profile\":",
                      t->has_sched ? t->nos : 0, co);

@@ -96,8 +96,13 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
         if (l > namew)
             namew = l < 32 ? l : 32;
     }
-    sb_printf(&b, ROW_FMT, "tid", namew, "name", "wall", "held", "wait", "released", "off-cpu",
-              "acq", "longest wait");
+    int ft = r->free_threaded; /* the GIL columns are the park probe's */
+    if (ft)
+        sb_str(&b, "free-threaded build: no GIL; showing lock contention (run = not "
+                   "parked, parked = waiting for a lock, stop-the-world or join)\n");
+    sb_printf(&b, ROW_FMT, "tid", namew, "name", "wall", ft ? "run" : "held",
+              ft ? "parked" : "wait", "released", "off-cpu", ft ? "parks" : "acq",
+              ft ? "longest park" : "longest wait");
     for (size_t i = 0; i < r->nthreads; i++) {
         const struct gt_thread_result *t = &r->threads[i];
         const struct gt_summary *s = &t->summary;
@@ -140,9 +145,11 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
         for (size_t i = 0; i < r->nblame; i++) /* a background thread's waits fold with it */
             nrows += m->all_threads || !background_tid(r, r->blame[i].waiter_tid);
         if (!nrows)
-            sb_str(&b, "Top GIL waits: none\n");
+            sb_str(&b, r->free_threaded ? "Top lock contention: none\n" : "Top GIL waits: none\n");
         else
-            sb_str(&b, "Top GIL waits (waiter <- holder in function):\n");
+            sb_str(&b, r->free_threaded
+                           ? "Top lock contention (parked waiter <- waker in function):\n"
+                           : "Top GIL waits (waiter <- holder in function):\n");
         for (size_t i = 0, shown = 0; i < r->nblame && shown < (size_t)top_n; i++) {
             const struct gt_blame *bl = &r->blame[i];
             if (!m->all_threads && background_tid(r, bl->waiter_tid))
@@ -151,7 +158,8 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
             lbl.len = 0;
             sb_str(&lbl, "  ");
             sb_thread_label(&lbl, r, bl->waiter_tid);
-            sb_printf(&lbl, " waited %s for ", fmt_dur(d, sizeof(d), bl->wait_ns));
+            sb_printf(&lbl, r->free_threaded ? " parked %s, woken by " : " waited %s for ",
+                      fmt_dur(d, sizeof(d), bl->wait_ns));
             sb_thread_label(&lbl, r, bl->holder_tid);
             sb_str(&lbl, " in ");
             sb_func_label(&lbl, r, bl->func);

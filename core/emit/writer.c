@@ -336,8 +336,11 @@ json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta *m)
                           "sched_lost", (json_int_t)m->sched_lost,
                           "max_events", (json_int_t)m->max_events, "tracer_note", jstr(m->tracer_note),
                           "gil_known", r->gil_known ? 1 : 0);
-    /* the viewer's theme and the thread whose outer frames fold into the cell's scope */
     int bad = !o;
+    /* the GIL strip and figures are the park probe's (the viewer relabels them) */
+    if (!bad && r->free_threaded)
+        bad = json_object_set_new(o, "free_threaded", json_true()) < 0;
+    /* the viewer's theme and the thread whose outer frames fold into the cell's scope */
     if (!bad && m->theme)
         bad = json_object_set_new(o, "theme", json_string(m->theme)) < 0;
     if (!bad && m->scope_tid > 0)

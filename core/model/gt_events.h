@@ -83,6 +83,11 @@ enum gt_gil_kind {
                                 it asks the holder to drop (forced switch) */
     GT_GIL_SWITCH_DONE = 5,  /* a dropper's wait for another thread to take the GIL
                                 (FORCE_SWITCHING) ended: released until it wants again */
+    /* The park probe (free-threaded builds: no GIL) writes these into the same stream. */
+    GT_PARK_BEGIN = 6, /* the thread parks: waits on its parking-lot semaphore */
+    GT_PARK_END = 7,   /* the wait returned: aux = the tid that posted (woke) it, 0 if
+                          unknown or timed out */
+    GT_PARK_WAKE = 8,  /* recorder-internal (a post): never in a stream */
 };
 
 struct gt_gil_event {

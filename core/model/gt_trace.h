@@ -70,6 +70,11 @@ struct gt_trace_input {
     /* The call records' timestamps are ticks to convert with this fit; NULL: they are
      * ns already (every other stream is ns when merge sees it). */
     const struct gt_clock_fit *calls_fit;
+    /* A free-threaded build (no GIL): the GIL streams carry the park probe's events
+     * (GT_PARK_*), and the "GIL" intervals, summaries and blame mean lock contention:
+     * HELD = running (not parked), WAIT = parked (aux = the waker's tid, 0 unknown),
+     * blame = waiter <- waker in the waker's function. Needs gil_known. */
+    int free_threaded;
 };
 
 enum gt_span_flags {
@@ -162,6 +167,7 @@ struct gt_result {
     struct gt_blame *blame; /* sorted by wait_ns, largest first */
     size_t nblame;
     int gil_known;
+    int free_threaded; /* as in the input: the GIL intervals are park intervals */
 };
 
 #endif /* GT_TRACE_H */

@@ -111,30 +111,6 @@ static void Session_dealloc(SessionObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The refusal on a free-threaded build is worded once, in giltracer.api, which says it
- * without loading the core (that would switch the GIL back on). */
-static PyObject *free_threaded_refusal(void)
-{
-    PyObject *api = PyImport_ImportModule("giltracer.api");
-    if (!api)
-        return NULL;
-    PyObject *text = PyObject_GetAttrString(api, "FREE_THREADED_REFUSAL");
-    Py_DECREF(api);
-    return text;
-}
-
-#ifdef Py_GIL_DISABLED
-static PyObject *free_threaded_refused(void)
-{
-    PyObject *text = free_threaded_refusal();
-    if (text) {
-        PyErr_SetObject(PyExc_RuntimeError, text);
-        Py_DECREF(text);
-    }
-    return NULL;
-}
-#endif
-
 static PyObject *Session_start(SessionObject *self, PyObject *args)
 {
     PyObject *threads = Py_None;
@@ -144,9 +120,6 @@ static PyObject *Session_start(SessionObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "Session not initialised");
         return NULL;
     }
-#ifdef Py_GIL_DISABLED
-    return free_threaded_refused();
-#endif
     if (gt_session__start(self->s, threads == Py_None ? NULL : threads) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -281,6 +254,20 @@ static PyObject *opt_ns(int64_t v)
     return PyLong_FromLongLong(v);
 }
 
+/* A free-threaded build's summary also names its "GIL" figures for what they are. */
+static int park_keys(PyObject *d, const struct gt_summary *s)
+{
+    PyObject *v = Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:d}", "running_ns",
+                                (unsigned long long)s->held_ns, "parked_ns",
+                                (unsigned long long)s->wait_ns, "parks",
+                                (unsigned long long)s->acquisitions, "longest_park_ns",
+                                (unsigned long long)s->longest_wait_ns, "running_pct",
+                                s->held_pct, "parked_pct", s->wait_pct);
+    int err = v ? PyDict_Update(d, v) : -1;
+    Py_XDECREF(v);
+    return err;
+}
+
 static PyObject *summaries(const struct gt_result *r)
 {
     PyObject *out = PyList_New((Py_ssize_t)r->nthreads);
@@ -299,6 +286,8 @@ static PyObject *summaries(const struct gt_result *r)
             (unsigned long long)s->drop_requests, "held_pct", s->held_pct, "wait_pct",
             s->wait_pct, "released_pct", s->released_pct, "spans", (Py_ssize_t)t->nspans,
             "background", t->background ? Py_True : Py_False, "interp", t->interp);
+        if (d && r->free_threaded && park_keys(d, s) < 0)
+            Py_CLEAR(d);
         if (!d) {
             Py_CLEAR(out);
             break;
@@ -682,6 +671,12 @@ static PyObject *Result_get_gil_known(ResultObject *self, void *c)
     return PyBool_FromLong(R(self)->gil_known);
 }
 
+static PyObject *Result_get_free_threaded(ResultObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(R(self)->free_threaded);
+}
+
 #define GET(name, doc) {#name, (getter)Result_get_##name, NULL, doc, NULL}
 static PyGetSetDef Result_getset[] = {
     GET(backend, "GIL probe that ran: hooks, bpf or none"),
@@ -698,6 +693,8 @@ static PyGetSetDef Result_getset[] = {
     GET(gil_dropped, "GIL events lost"),
     GET(sched_lost, "scheduler records lost"),
     GET(gil_known, "whether a GIL probe ran"),
+    GET(free_threaded, "a free-threaded build's trace: the GIL figures are lock contention "
+                       "(held = running, wait = parked, blame = waiter <- waker)"),
     GET(tracer_note, "threads the function tracer missed (a sentence), or None"),
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -760,13 +757,10 @@ static PyObject *mod_build_info(PyObject *m, PyObject *noargs)
 #else
     PyObject *free_threaded = Py_False;
 #endif
-    PyObject *refusal = free_threaded_refusal();
-    if (!refusal)
-        return NULL;
-    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:O,s:N}", "clock", gt_clock__source(), "tracer",
+    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:O}", "clock", gt_clock__source(), "tracer",
                          gt_tracer__mechanism(), "bpf_available", bpf == 0 ? Py_True : Py_False,
                          "bpf_why", bpf == 0 ? "" : (why ? why : "unavailable"),
-                         "free_threaded", free_threaded, "free_threaded_refusal", refusal);
+                         "free_threaded", free_threaded);
 }
 
 static PyObject *mod_live_profiles(PyObject *m, PyObject *noargs)
@@ -872,9 +866,8 @@ cleanup:
     return err;
 }
 
-/* No Py_mod_gil slot: the core is not safe without the GIL (giltracer.api's
- * FREE_THREADED_REFUSAL), so a free-threaded interpreter keeps (or turns
- * on) the GIL when it imports this module, and trace() refuses there anyway. */
+/* No Py_mod_gil slot: the core is not yet safe without the GIL, so a free-threaded
+ * interpreter keeps (or turns on) the GIL when it imports this module. */
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, (void *)module_exec},
     {0, NULL},

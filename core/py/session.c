@@ -17,7 +17,8 @@
 #include "gt_sched.h"
 #include "threads.h"
 
-enum { USED_NONE = 0, USED_HOOKS = 1, USED_BPF = 2 };
+/* USED_PARK: a free-threaded build's park probe (lock contention) in the GIL streams. */
+enum { USED_NONE = 0, USED_HOOKS = 1, USED_BPF = 2, USED_PARK = 3 };
 
 struct gt_session {
     struct gt_session_opts o; /* Python objects in it are strong references */
@@ -38,6 +39,7 @@ struct gt_session {
     int32_t *alive_tids; /* the threads start() was told of (alive then), for the merge */
     unsigned char *service; /* per alive_tids entry: the host's own machinery (below) */
     size_t nalive;
+    int park_started; /* the park probe records for this session */
 };
 
 /* The native ids of start()'s (ident, native_id[, service]) items; an item it cannot read
@@ -269,6 +271,50 @@ static int prepare_bpf(int follow_children)
     return 0;
 }
 
+/* A free-threaded build has no GIL to probe: its contention is the parking lot's.
+ * GILTRACER_TEST_PARK=1 takes this path on a GIL build too (its lock waits park on
+ * the same semaphore calls), so the views can be tested without a free-threaded one. */
+static int park_build(void)
+{
+#ifdef Py_GIL_DISABLED
+    return 1;
+#else
+    const char *e = getenv("GILTRACER_TEST_PARK");
+    return e && *e == '1';
+#endif
+}
+
+/* The park probe as the backend. Returns 0, or -1 with a Python exception when an
+ * explicitly requested backend cannot run. */
+static int choose_park(struct gt_session *s)
+{
+    const char *why = NULL;
+    int err = gt_gilhook__install((const void *)&PyEval_SaveThread, &why);
+    if (err == 0 && !gt_gilhook__can_park()) {
+        why = "no GOT slot for sem_post and a semaphore wait in the interpreter object";
+        err = -ENOENT;
+    }
+    int bpf_asked = s->o.backend == GT_BACKEND_BPF || s->o.crosscheck;
+    if (bpf_asked || err < 0) {
+        const char *what = err < 0 ? why : "the bpf probe (and so crosscheck) has no "
+                                           "contention probe yet";
+        if (s->o.backend != GT_BACKEND_AUTO || s->o.crosscheck) {
+            PyErr_Format(PyExc_RuntimeError, "giltracer: free-threaded build: no GIL; the "
+                         "lock-contention probe cannot run: %s", what);
+            return -1;
+        }
+        snprintf(s->backend_reason, sizeof(s->backend_reason),
+                 "free-threaded build: no GIL; the lock-contention probe cannot run: %s", what);
+        return 0;
+    }
+    s->used = USED_PARK;
+    snprintf(s->backend_reason, sizeof(s->backend_reason),
+             "free-threaded build: no GIL; showing lock contention (hooks: in-process "
+             "interposition of %s's parking-lot semaphore calls)",
+             *gt_gilhook__object_path() ? gt_gilhook__object_path() : "the interpreter");
+    return 0;
+}
+
 /* Decide the GIL backend. Returns 0, or -1 with a Python exception when an explicitly
  * requested backend cannot run. */
 static int choose_backend(struct gt_session *s)
@@ -278,6 +324,8 @@ static int choose_backend(struct gt_session *s)
         snprintf(s->backend_reason, sizeof(s->backend_reason), "GIL probe off (gil=False)");
         return 0;
     }
+    if (park_build())
+        return choose_park(s);
     if (s->o.crosscheck) {
         if (prepare_bpf(0) < 0) {
             PyErr_Format(PyExc_PermissionError, "giltracer: crosscheck needs the bpf probe: %s",
@@ -402,6 +450,9 @@ static void stop_probes(struct gt_session *s)
     if (s->hooks_started)
         gt_gilhook__set_recording(0);
     s->hooks_started = 0;
+    if (s->park_started)
+        gt_gilhook__set_park(0);
+    s->park_started = 0;
     if (s->sched)
         gt_sched__stop(s->sched);
 }
@@ -523,6 +574,9 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     if (s->used == USED_HOOKS) {
         gt_gilhook__set_recording(1);
         s->hooks_started = 1;
+    } else if (s->used == USED_PARK) {
+        gt_gilhook__set_park(1);
+        s->park_started = 1;
     } else if (s->used == USED_BPF) {
         if (start_bpf(0) < 0)
             goto fail;
@@ -713,7 +767,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     struct convert_ctx cc = {&fit};
     for (struct gt_thread *t = threads; t; t = t->next) {
         /* (Call records are converted by merge, as it decodes them: calls_fit.) */
-        if (s->used == USED_HOOKS)
+        if (s->used == USED_HOOKS || s->used == USED_PARK)
             gt_stream__each(&t->gil, convert_block, &cc);
         nthreads++;
     }
@@ -783,6 +837,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         .nthreads = nthreads,
         .gil_known = s->used != USED_NONE,
         .calls_fit = &fit,
+        .free_threaded = s->used == USED_PARK,
     };
     int err = gt_merge__run(&ti, &run->result);
     if (err == 0 && s->check_bpf) {
@@ -808,7 +863,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         goto cleanup;
     }
     snprintf(run->backend, sizeof(run->backend), "%s",
-             s->used == USED_BPF ? "bpf" : s->used == USED_HOOKS ? "hooks" : "none");
+             s->used == USED_BPF ? "bpf" : s->used != USED_NONE ? "hooks" : "none");
     snprintf(run->backend_reason, sizeof(run->backend_reason), "%s", s->backend_reason);
     snprintf(run->sched_status, sizeof(run->sched_status), "%s", s->sched_status);
     snprintf(run->title, sizeof(run->title), "%s", title ? title : "giltracer");

@@ -61,6 +61,8 @@ function fmtAt(t) { return fmtTs(t, span > 1e7 ? 1000 : 1); }
 var dataEl = $('gt-data'), binEl = $('gt-bin');
 var raw = dataEl ? dataEl.textContent : '';
 var P, meta, fName, fFile, fLine, fIsC, nF, threads = [], byTid = {}, gilKnown, hasOS;
+/* A free-threaded build: the GIL strip and figures are the park probe's (lock contention). */
+var freeThreaded = false;
 var tMin = 0, tMax = 1, span = 1;
 var vs = 0, ve = 1;
 

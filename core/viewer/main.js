@@ -92,6 +92,12 @@ function init(payload) {
   fIsC = new Uint8Array(nF);
   for (var i = 0; i < nF; i++) { fFile[i] = fFile[i] == null ? '' : String(fFile[i]); fIsC[i] = cc[i] ? 1 : 0; }
   gilKnown = meta.gil_known !== false;
+  freeThreaded = !!meta.free_threaded;
+  if (freeThreaded) { /* the profile's split: running / parked / off CPU (released to the OS) */
+    PS_NAME[1] = 'off CPU, not parked'; PS_NAME[2] = 'parked';
+    PS_HELP[0] = 'not parked, on CPU'; PS_HELP[1] = 'not parked but off CPU: preempted, or released to the OS (I/O, sleep)';
+    PS_HELP[2] = 'parked: waiting for a contended lock, a stop-the-world pause or a join';
+  }
   scCount = new Float64Array(nF); scTotal = new Float64Array(nF); scSelf = new Float64Array(nF); scActive = new Int32Array(nF);
   threads = (Array.isArray(P.threads) ? P.threads : []).map(prepThread);
   scCount = scTotal = scSelf = scActive = null;

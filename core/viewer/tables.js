@@ -38,6 +38,9 @@ function buildHeader() {
   if (gd > 0) banner('gt-warn', '\u26a0 ' + fmtInt(gd) + ' GIL events were not recorded' + cap, 'GIL states, percentages and blame may be inaccurate.');
   if (meta.tracer_note) banner('gt-warn', '\u26a0 Some threads were not fully traced:', String(meta.tracer_note));
   if (sl > 0) banner('gt-warn', '\u26a0 ' + fmtInt(sl) + ' scheduler records were not recorded' + cap, 'OS states may have gaps.');
+  if (freeThreaded) banner('gt-note', '\u2139 free-threaded build: no GIL; showing lock contention.',
+    'The strip is running / parked (waiting in the parking lot for a contended lock, a stop-the-world ' +
+    'pause or a join); blame is parked waiter \u2190 the thread that woke it, in its function.');
   if (!gilKnown) banner('gt-note', '\u2139 GIL state unknown.',
     (meta.backend_reason ? String(meta.backend_reason) + '. ' : '') + 'No GIL strips or GIL percentages; calls' +
     (hasOS ? ' and OS states' : '') + ' are shown.');
@@ -60,13 +63,16 @@ function gilBar(parent, s) {
     var i = el('i', 'gt-b' + p[0], null, bar);
     i.style.width = Math.max(0, Math.min(100, 100 * num(p[1], 0) / w)) + '%';
   });
-  bar.title = 'held ' + fmtPct(s.held_pct) + ', waiting ' + fmtPct(s.wait_pct) + ', released ' + fmtPct(s.released_pct);
+  bar.title = freeThreaded ? 'running ' + fmtPct(s.held_pct) + ', parked ' + fmtPct(s.wait_pct)
+    : 'held ' + fmtPct(s.held_pct) + ', waiting ' + fmtPct(s.wait_pct) + ', released ' + fmtPct(s.released_pct);
 }
 var sumRows = [];
 function buildSummary() {
   var tbl = $('gt-summary');
-  var hd = thead(tbl, [['Thread'], ['TID', 'n'], ['Wall', 'n'], ['GIL'], ['Held', 'n'], ['Wait', 'n'],
-    ['Released', 'n'], ['Off-CPU', 'n gt-ax'], ['Acq.', 'n'], ['Longest wait', 'n'], ['Waited mostly on', 'fill']]);
+  var ft = freeThreaded;
+  var hd = thead(tbl, [['Thread'], ['TID', 'n'], ['Wall', 'n'], [ft ? 'Contention' : 'GIL'], [ft ? 'Running' : 'Held', 'n'],
+    [ft ? 'Parked' : 'Wait', 'n'], ['Released', 'n'], ['Off-CPU', 'n gt-ax'], [ft ? 'Parks' : 'Acq.', 'n'],
+    [ft ? 'Longest park' : 'Longest wait', 'n'], [ft ? 'Woken mostly by' : 'Waited mostly on', 'fill']]);
   hd[10].title = 'the GIL holder and function this thread waited on most (GIL blame)';
   hd[3].title = 'held / waiting / released, as a share of the thread\'s traced life';
   hd[8].title = 'GIL acquisitions';
@@ -121,12 +127,13 @@ function buildBlame() {
   var tbl = $('gt-blame'), rows = Array.isArray(P.blame) ? P.blame.slice() : [];
   tbl.textContent = ''; /* rebuilt when background threads are shown or folded (scope.js) */
   rows = rows.filter(function (r) { var w = byTid[r.waiter]; return showIdle || !(w && w.idle); });
-  thead(tbl, [['Waiter'], ['Holder'], ['Holder was in'], ['Location'], ['Wait', 'n'], ['Count', 'n'], ['Avg wait', 'n'],
-    ['Share', 'n']]);
+  thead(tbl, freeThreaded ? [['Parked'], ['Woken by'], ['Waker was in'], ['Location'], ['Parked', 'n'], ['Count', 'n'],
+    ['Avg park', 'n'], ['Share', 'n']] : [['Waiter'], ['Holder'], ['Holder was in'], ['Location'], ['Wait', 'n'], ['Count', 'n'],
+    ['Avg wait', 'n'], ['Share', 'n']]);
   var tb = el('tbody', null, null, tbl);
   rows.sort(function (a, b) { return num(b.wait_ns, 0) - num(a.wait_ns, 0); });
   var N = 300;
-  if (!rows.length) emptyRow(tb, gilKnown ? 'No thread waited for the GIL.' : 'GIL state unknown: no blame.', 8);
+  if (!rows.length) emptyRow(tb, freeThreaded ? 'No thread parked on a contended lock.' : gilKnown ? 'No thread waited for the GIL.' : 'GIL state unknown: no blame.', 8);
   rows.slice(0, N).forEach(function (r) {
     var tr = el('tr', null, null, tb), f = r.func == null ? -1 : r.func | 0;
     cell(tr, thName(r.waiter), 'nm');
@@ -153,7 +160,8 @@ function buildLegend() {
     if (col) w.style.backgroundColor = col;
     s.appendChild(D.createTextNode(text));
   }
-  if (gilKnown) { group('GIL'); sw(GIL_COL[2], 'held'); sw(GIL_COL[1], 'waiting', 'gt-swwait'); sw(GIL_COL[0], 'released'); }
+  if (gilKnown && freeThreaded) { group('No GIL'); sw(GIL_COL[2], 'running'); sw(GIL_COL[1], 'parked (lock contention)', 'gt-swwait'); }
+  else if (gilKnown) { group('GIL'); sw(GIL_COL[2], 'held'); sw(GIL_COL[1], 'waiting', 'gt-swwait'); sw(GIL_COL[0], 'released'); }
   if (hasOS) { group('OS'); sw(OS_COL[0], 'on CPU'); sw(OS_COL[1], 'preempted'); sw(OS_COL[2], 'blocked'); }
   group('Calls'); sw(null, 'Python (color = function)', 'gt-swp'); sw(null, 'C function', 'gt-swc');
   sw(C.edge, 'clipped edge'); sw(C.exc, 'exception');

@@ -252,7 +252,7 @@ function draw() {
     c.fillText(nm, 18, y + 17);
     c.font = FONT; c.fillStyle = C.mut;
     var sub = 'tid ' + th.tid;
-    if (gilKnown && th.sum.held_pct != null) sub += ' \u00b7 held ' + fmtPct(th.sum.held_pct);
+    if (gilKnown && th.sum.held_pct != null) sub += (freeThreaded ? ' \u00b7 parked ' + fmtPct(th.sum.wait_pct) : ' \u00b7 held ' + fmtPct(th.sum.held_pct));
     c.fillText(sub, 18, y + 31);
     if (!th.collapsed && th.nRows < th.rows.length && th.h >= 52) {
       c.fillStyle = C.acc;

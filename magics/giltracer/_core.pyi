@@ -30,7 +30,16 @@ class ThreadRow(TypedDict):
     os_states: bool
     background: bool
 
-class SummaryRow(TypedDict):
+class ParkRow(TypedDict, total=False):  # a free-threaded build's rows only
+    running_ns: int
+    parked_ns: int
+    parks: int
+    longest_park_ns: int
+    running_pct: float
+    parked_pct: float
+    stop_the_world_ns: int  # added by giltracer.api (gc.callbacks), not by the core
+
+class SummaryRow(ParkRow):
     tid: int
     pid: int
     ident: int
@@ -65,7 +74,6 @@ class BuildInfo(TypedDict):
     bpf_available: bool
     bpf_why: str
     free_threaded: bool
-    free_threaded_refusal: str
 
 @final
 class Result:
@@ -83,6 +91,7 @@ class Result:
     gil_dropped: int
     sched_lost: int
     gil_known: bool
+    free_threaded: bool
     tracer_note: Optional[str]
     def threads(self) -> List[ThreadRow]: ...
     def summary(self) -> List[SummaryRow]: ...

@@ -7,11 +7,13 @@ dataclasses.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sysconfig
 import tempfile
 import threading
+import time
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
                     Tuple, Union)
 
 if TYPE_CHECKING:  # at run time the core is imported where it is used: importing giltracer
-    from . import _core  # stays cheap, and a free-threaded build never loads it
+    from . import _core  # stays cheap
 
 from . import options, render
 from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
@@ -27,6 +29,8 @@ from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_S
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 GIL_STATES = ("released", "wait", "held")
+# A free-threaded build's "GIL" intervals: the park probe's (no released state there).
+PARK_STATES = ("released", "parked", "running")
 OS_STATES = ("on-cpu", "preempted", "blocked")
 # Where each slice of a thread's time went (core/profile.h): GIL held and on CPU (or
 # held, OS state not recorded), held but preempted/blocked, waiting for the GIL,
@@ -34,14 +38,8 @@ OS_STATES = ("on-cpu", "preempted", "blocked")
 PROFILE_STATES = ("running", "held_off_cpu", "waiting", "released", "unknown")
 VIEWER_TABS = ("timeline", "profile", "blame", "top")
 
-# A free-threaded build (3.13t+): the core relies on the GIL and is not loaded there
-# (importing it would switch the GIL back on, changing the very program one looks at).
+# A free-threaded build (3.13t+): traced like any other; there is no GIL to show.
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-FREE_THREADED_REFUSAL = (
-    "giltracer: free-threaded Python builds (3.13t and later) are not supported: the "
-    "tracer reads other threads' frames and keeps state that only the GIL protects, and "
-    "loading it would switch the GIL back on in this process. Use a default build of Python "
-    "(with the GIL) to see the GIL.")
 
 _last: Optional["Trace"] = None
 
@@ -51,8 +49,6 @@ def stop_active() -> bool:
     are not merged: that trace gives no results; its ``stop()`` says so). For a trace
     that nothing can stop any more, e.g. one started in a line that failed and kept
     alive by ``sys.last_traceback``. Returns True if there was one."""
-    if FREE_THREADED:
-        return False
     from . import _core
 
     return _core.stop_active()
@@ -150,6 +146,18 @@ class ThreadSummary:
     spans: int
     background: bool = False
     interp: int = 0  # as in ThreadInfo
+    # Free-threaded builds only (else None): the same figures named for lock contention.
+    # running = held_ns (not parked), parked = wait_ns (waiting in the parking lot for a
+    # contended lock, a stop-the-world or a join), parks = acquisitions.
+    running_ns: Optional[int] = None
+    parked_ns: Optional[int] = None
+    parks: Optional[int] = None
+    longest_park_ns: Optional[int] = None
+    running_pct: Optional[float] = None
+    parked_pct: Optional[float] = None
+    # Of parked_ns: inside another thread's garbage collection, which stops the world (from
+    # gc.callbacks; None when not known).
+    stop_the_world_ns: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -272,6 +280,28 @@ def _thread_names(ended_before: Iterable[threading.Thread] = ()) -> Dict[int, st
     return names
 
 
+class _GcWindows:
+    """A free-threaded build's garbage collections during a trace, from gc.callbacks: each
+    stops the world, so time another thread spent parked inside one was a stop-the-world
+    pause (GC). Registered on free-threaded builds only (the callback is a traced call)."""
+
+    def __init__(self) -> None:
+        self.open: Dict[int, int] = {}
+        self.windows: List[Tuple[int, int, int]] = []  # (collector tid, start ns, end ns)
+
+    def __call__(self, phase: str, info: Dict[str, Any]) -> None:
+        tid, now = threading.get_native_id(), time.monotonic_ns()
+        if phase == "start":
+            self.open[tid] = now
+        elif tid in self.open:
+            self.windows.append((tid, self.open.pop(tid), now))
+
+    def parked_in(self, tid: int, parked: Iterable[Tuple[int, int]]) -> int:
+        """ns of `parked` (the thread's parked intervals) inside another thread's GC."""
+        return sum(max(0, min(b, e) - max(a, s)) for a, b in parked
+                   for who, s, e in self.windows if who != tid)
+
+
 class Trace:
     """A traced block. Use as a context manager; after it exits the facts are here.
 
@@ -324,6 +354,7 @@ class Trace:
         self._names_at_start: Dict[int, str] = {}
         self._result: Optional[_core.Result] = None
         self._funcs: Optional[List[Tuple[str, str, int, bool]]] = None
+        self._gc: Optional[_GcWindows] = None
         # At stop: {file name: name shown instead}, e.g. a notebook cell's -> "In [5]" (magics).
         self.file_labels: Optional[Callable[[], Dict[str, str]]] = None
         # At start: is this thread the host's own machinery (a notebook kernel's IOPub, shell
@@ -334,8 +365,6 @@ class Trace:
     def start(self) -> "Trace":
         if self._session is not None:
             raise RuntimeError("this trace was already started; make a new giltracer.trace()")
-        if FREE_THREADED:
-            raise RuntimeError(FREE_THREADED_REFUSAL)
         from . import _core
 
         session = self._session = _core.Session(own_dir=_PACKAGE_DIR, **self.options)
@@ -347,6 +376,9 @@ class Trace:
         self._names_at_start = {t.native_id: t.name for t in threading.enumerate()
                                 if t.native_id is not None}
         session.start(threads)
+        if FREE_THREADED:
+            self._gc = _GcWindows()
+            gc.callbacks.append(self._gc)
         return self
 
     def _is_host_thread(self, t: threading.Thread) -> bool:
@@ -366,6 +398,8 @@ class Trace:
 
             raise RuntimeError(_core.RELEASED_MESSAGE)
         self._session = None
+        if self._gc is not None and self._gc in gc.callbacks:
+            gc.callbacks.remove(self._gc)
         try:
             session.stop()
         finally:
@@ -458,11 +492,18 @@ class Trace:
     backend_reason = property(lambda self: self.result.backend_reason, doc="why")
     sched_status = property(lambda self: self.result.sched_status, doc="OS-state source")
     gil_known = property(lambda self: self.result.gil_known, doc="a GIL probe ran")
+    free_threaded = property(lambda self: self.result.free_threaded,
+                             doc="a free-threaded build: the GIL figures are lock contention")
 
     def summary(self, all_threads: bool = False) -> List[ThreadSummary]:
         """Per-thread GIL and OS figures of the cell's threads; ``all_threads=True`` adds
         the background threads (``ThreadSummary.background``)."""
-        return [ThreadSummary(**d) for d in self.result.summary() if all_threads or not d["background"]]
+        rows = [d for d in self.result.summary() if all_threads or not d["background"]]
+        if self.result.free_threaded and self._gc is not None:
+            for d in rows:
+                parked = [(a, b) for a, b, q in self.result.gil_intervals(d["tid"]) if q == 1]
+                d["stop_the_world_ns"] = self._gc.parked_in(d["tid"], parked)
+        return [ThreadSummary(**d) for d in rows]
 
     def summary_text(self, top: int = 5, all_threads: bool = False) -> str:
         """The per-thread table (background threads on one line unless ``all_threads``)
@@ -490,7 +531,10 @@ class Trace:
         return self.result.spans(self._tid(thread))
 
     def gil_intervals(self, thread: Union[int, str, threading.Thread]) -> List[Tuple[int, int, str]]:
-        return [(a, b, GIL_STATES[s]) for a, b, s in self.result.gil_intervals(self._tid(thread))]
+        """[(start_ns, end_ns, state)]: released / wait / held; on a free-threaded build
+        running / parked."""
+        names = PARK_STATES if self.result.free_threaded else GIL_STATES
+        return [(a, b, names[s]) for a, b, s in self.result.gil_intervals(self._tid(thread))]
 
     def os_intervals(self, thread: Union[int, str, threading.Thread]) -> List[Tuple[int, int, str]]:
         return [(a, b, OS_STATES[s]) for a, b, s in self.result.os_intervals(self._tid(thread))]

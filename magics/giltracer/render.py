@@ -71,6 +71,11 @@ def profile_text(t: Trace, top: int = 10, sort: str = "wait", all_threads: bool 
                 f"{_ms(r.total_ns):>8} {_ms(r.self_ns):>8} {_ms(ss['running']):>8} "
                 f"{_ms(ss['held_off_cpu']):>8} {_ms(ss['waiting']):>8} "
                 f"{_ms(ss['released']):>8} {_ms(r.gil_wait_caused_ns):>8}")
+    if t.result.free_threaded:
+        out[0] = (f"Contention profile of {t.result.title} (ms): free-threaded build: no GIL; "
+                  "running = not parked, held-off = off CPU not parked (released to the OS), "
+                  "waiting = parked on a contended lock, a stop-the-world pause or a join; "
+                  "caused = other threads' parked time while it ran")
     return "\n".join(out) + "\n" + t.summary_text(top, all_threads)
 
 

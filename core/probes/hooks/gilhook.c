@@ -11,6 +11,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,16 +43,39 @@ typedef int (*lock_fn)(pthread_mutex_t *);
 typedef int (*signal_fn)(pthread_cond_t *);
 typedef int (*timedwait_fn)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
 typedef int (*condwait_fn)(pthread_cond_t *, pthread_mutex_t *);
+typedef int (*sem_clockwait_fn)(sem_t *, clockid_t, const struct timespec *);
+typedef int (*sem_timedwait_fn)(sem_t *, const struct timespec *);
+typedef int (*sem_wait_fn)(sem_t *);
+typedef int (*sem_post_fn)(sem_t *);
 
-/* GH_CONDWAIT is optional: it only refines the decode (see condwait_slow). */
-enum gh_func { GH_LOCK, GH_SIGNAL, GH_TIMEDWAIT, GH_CONDWAIT, GH_NFUNCS };
+/* The hooked functions, listed once: X(ID, libc name, hook, needed). The first three
+ * are needed to decode the GIL (install patches nothing without them); the others
+ * refine it (pthread_cond_wait) or are the parking lot's semaphore calls that the
+ * park probe decodes (gt_gilhook__set_park), each hooked where the object imports it. */
+#define GH_FUNCS(X)                                                    \
+    X(LOCK, pthread_mutex_lock, hook_lock, 1)                          \
+    X(SIGNAL, pthread_cond_signal, hook_signal, 1)                     \
+    X(TIMEDWAIT, pthread_cond_timedwait, hook_timedwait, 1)            \
+    X(CONDWAIT, pthread_cond_wait, hook_condwait, 0)                   \
+    X(SEM_CLOCKWAIT, sem_clockwait, hook_sem_clockwait, 0)             \
+    X(SEM_TIMEDWAIT, sem_timedwait, hook_sem_timedwait, 0)             \
+    X(SEM_WAIT, sem_wait, hook_sem_wait, 0)                            \
+    X(SEM_POST, sem_post, hook_sem_post, 0)
 
-static const char *const func_names[GH_NFUNCS] = {
-    [GH_LOCK] = "pthread_mutex_lock",
-    [GH_SIGNAL] = "pthread_cond_signal",
-    [GH_TIMEDWAIT] = "pthread_cond_timedwait",
-    [GH_CONDWAIT] = "pthread_cond_wait",
-};
+#define GH_ENUM(id, name, hook, needed) GH_##id,
+enum gh_func { GH_FUNCS(GH_ENUM) GH_NFUNCS };
+#undef GH_ENUM
+
+#define GH_NAME(id, name, hook, needed) [GH_##id] = #name,
+static const char *const func_names[GH_NFUNCS] = {GH_FUNCS(GH_NAME)};
+#undef GH_NAME
+
+#define GH_NEEDED(id, name, hook, needed) [GH_##id] = needed,
+static const char func_needed[GH_NFUNCS] = {GH_FUNCS(GH_NEEDED)};
+#undef GH_NEEDED
+
+/* Where the hook of `id` forwards to, as its own type. */
+#define NEXT(id, type) ((type)gh.next[GH_##id])
 
 enum gh_mode { GH_OFF = 0, GH_RECORD = 1, GH_CALIBRATE = 2 };
 
@@ -80,10 +104,8 @@ static struct {
     /* Where each hook forwards to. Written before any slot points at a hook and never
      * changed after, so a hook reached through a patched slot always sees it (the slot
      * store is a release; the call through it depends on the loaded address). */
-    lock_fn next_lock;
-    signal_fn next_signal;
-    timedwait_fn next_timedwait;
-    condwait_fn next_condwait;
+    void *next[GH_NFUNCS];
+    atomic_int park; /* the park probe records (gt_gilhook__set_park) */
     pthread_t calib_thread; /* valid while mode == GH_CALIBRATE */
     /* Entries [0, ngils) are live. Entries are only appended or rewritten in place
      * (never freed), so a hook that reads a stale count still reads valid memory. */
@@ -318,9 +340,9 @@ static __attribute__((noinline)) void condwait_done(pthread_cond_t *c)
 static int hook_condwait(pthread_cond_t *c, pthread_mutex_t *m)
 {
     if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_OFF, 1))
-        return gh.next_condwait(c, m);
+        return NEXT(CONDWAIT, condwait_fn)(c, m);
     condwait_slow(c);
-    int rc = gh.next_condwait(c, m);
+    int rc = NEXT(CONDWAIT, condwait_fn)(c, m);
     if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
         condwait_done(c);
     return rc;
@@ -330,43 +352,138 @@ static int hook_lock(pthread_mutex_t *m)
 {
     if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) != GH_OFF, 0))
         lock_slow(m, __builtin_return_address(0));
-    return gh.next_lock(m);
+    return NEXT(LOCK, lock_fn)(m);
 }
 
 static int hook_signal(pthread_cond_t *c)
 {
     if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) != GH_OFF, 0))
         signal_slow(c, __builtin_return_address(0));
-    return gh.next_signal(c);
+    return NEXT(SIGNAL, signal_fn)(c);
 }
 
 static int hook_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime)
 {
     if (__builtin_expect(atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_OFF, 1))
-        return gh.next_timedwait(c, m, abstime);
+        return NEXT(TIMEDWAIT, timedwait_fn)(c, m, abstime);
     /* take_gil's saved_switchnum, read like take_gil under the GIL mutex. */
     const struct gh_gil *g = gil_of(c, 1);
     const unsigned long *sw = g ? atomic_load_explicit(&g->switch_number, memory_order_relaxed)
                                 : NULL;
     int known = sw != NULL;
     unsigned long before = known ? __atomic_load_n(sw, __ATOMIC_RELAXED) : 0;
-    int rc = gh.next_timedwait(c, m, abstime);
+    int rc = NEXT(TIMEDWAIT, timedwait_fn)(c, m, abstime);
     /* The wait itself reports through rc; errno is whatever it left (saved by
      * record() around anything that could change it). */
     timedwait_slow(c, m, rc, before, known);
     return rc;
 }
 
-static void *const hook_of[GH_NFUNCS] = {
-    [GH_LOCK] = (void *)hook_lock,
-    [GH_SIGNAL] = (void *)hook_signal,
-    [GH_TIMEDWAIT] = (void *)hook_timedwait,
-    [GH_CONDWAIT] = (void *)hook_condwait,
-};
+/* ---- the park probe ------------------------------------------------------------ */
+
+/* The parking lot parks a thread on its own semaphore and the waker posts that
+ * semaphore: the poster's tid is noted per semaphore before the post, so the waiter
+ * reads who woke it once its wait returns. A small open-addressing table keyed by the
+ * semaphore's address (one per parking thread), emptied when a session starts; a full
+ * neighbourhood only loses the waker (aux 0). */
+#define WAKER_BITS 10
+#define WAKER_PROBE 8
+
+static struct waker {
+    _Atomic(const void *) sem;
+    atomic_int tid;
+} wakers[1u << WAKER_BITS];
+
+static struct waker *waker_slot(const void *sem, int claim)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)sem >> 4) * 0x9e3779b97f4a7c15ull;
+    for (unsigned i = 0; i < WAKER_PROBE; i++) {
+        struct waker *w = &wakers[((h >> (64 - WAKER_BITS)) + i) & ((1u << WAKER_BITS) - 1)];
+        const void *cur = atomic_load_explicit(&w->sem, memory_order_acquire);
+        if (cur == sem)
+            return w;
+        /* A failed claim may be another poster's of the same semaphore. */
+        if (!cur && claim && (atomic_compare_exchange_strong(&w->sem, &cur, sem) || cur == sem))
+            return w;
+    }
+    return NULL;
+}
+
+/* One park event of the calling thread, inside the recording section (see record()). */
+static void record_park(uint32_t kind, const sem_t *sem, int rc)
+{
+    int saved_errno = errno;
+    struct hook_slot *sl = slot_get();
+    if (sl) {
+        atomic_store_explicit(&sl->in_flight, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        struct gt_thread *t = NULL;
+        if (atomic_load_explicit(&gh.park, memory_order_relaxed))
+            t = gt_thread_current();
+        if (t && kind == GT_PARK_WAKE) {
+            struct waker *w = waker_slot(sem, 1);
+            if (w)
+                atomic_store_explicit(&w->tid, t->tid, memory_order_release);
+        } else if (t) {
+            uint32_t aux = 0;
+            if (kind == GT_PARK_END) {
+                struct waker *w = waker_slot(sem, 0);
+                int32_t by = w ? atomic_exchange_explicit(&w->tid, 0, memory_order_acquire) : 0;
+                aux = rc == 0 && by > 0 && by != t->tid ? (uint32_t)by : 0;
+            }
+            gt_stream__push(&t->gil, gt_ticks(), kind, aux);
+        }
+        atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
+    }
+    errno = saved_errno;
+}
+
+#define PARKING() __builtin_expect(atomic_load_explicit(&gh.park, memory_order_relaxed), 0)
+
+static int hook_sem_clockwait(sem_t *s, clockid_t clock, const struct timespec *abstime)
+{
+    if (!PARKING())
+        return NEXT(SEM_CLOCKWAIT, sem_clockwait_fn)(s, clock, abstime);
+    record_park(GT_PARK_BEGIN, s, 0);
+    int rc = NEXT(SEM_CLOCKWAIT, sem_clockwait_fn)(s, clock, abstime);
+    record_park(GT_PARK_END, s, rc);
+    return rc;
+}
+
+static int hook_sem_timedwait(sem_t *s, const struct timespec *abstime)
+{
+    if (!PARKING())
+        return NEXT(SEM_TIMEDWAIT, sem_timedwait_fn)(s, abstime);
+    record_park(GT_PARK_BEGIN, s, 0);
+    int rc = NEXT(SEM_TIMEDWAIT, sem_timedwait_fn)(s, abstime);
+    record_park(GT_PARK_END, s, rc);
+    return rc;
+}
+
+static int hook_sem_wait(sem_t *s)
+{
+    if (!PARKING())
+        return NEXT(SEM_WAIT, sem_wait_fn)(s);
+    record_park(GT_PARK_BEGIN, s, 0);
+    int rc = NEXT(SEM_WAIT, sem_wait_fn)(s);
+    record_park(GT_PARK_END, s, rc);
+    return rc;
+}
+
+static int hook_sem_post(sem_t *s)
+{
+    if (PARKING())
+        record_park(GT_PARK_WAKE, s, 0);
+    return NEXT(SEM_POST, sem_post_fn)(s);
+}
+
+#define GH_HOOK(id, name, hook, needed) [GH_##id] = (void *)hook,
+static void *const hook_of[GH_NFUNCS] = {GH_FUNCS(GH_HOOK)};
+#undef GH_HOOK
 
 /* ---- install ----------------------------------------------------------------- */
 
-#define MAX_SLOTS 8
+#define MAX_SLOTS 24
 
 struct slot {
     void **addr;
@@ -382,6 +499,7 @@ static void *real_of[GH_NFUNCS];
 static _Atomic uint64_t slots_patched;
 static char object_path[PATH_MAX];
 static uintptr_t object_bias;
+static char install_why[160];
 
 static int add_slot(struct gt_elf_obj *o, const ElfW(Rela) *r, const char **why)
 {
@@ -454,6 +572,7 @@ static void atfork_child(void)
      * it is not in the child, so neither is its hold. */
     pthread_mutex_init(&config_lock, NULL);
     atomic_store(&gh.mode, GH_OFF);
+    atomic_store(&gh.park, 0);
     /* Only the forking thread exists here: the other slots' threads (maybe caught
      * in flight by fork()) are gone. */
     for (struct hook_slot *sl = atomic_load(&hook_slots); sl; sl = sl->next) {
@@ -500,18 +619,16 @@ int gt_gilhook__install(const void *interp_symbol, const char **why)
         err = add_slot(&o, &o.rela[i], why);
     if (err < 0)
         goto cleanup;
-    for (int fn = 0; fn < GH_CONDWAIT; fn++) {
+    for (int fn = 0; fn < GH_NFUNCS; fn++) {
         int found = 0;
         for (size_t i = 0; i < nslots; i++)
             found |= slots[i].fn == (enum gh_func)fn;
-        if (!found) {
+        if (!found && func_needed[fn]) {
             /* All three are needed to decode; patch nothing rather than half. */
-            *why = fn == GH_LOCK ? "no GOT slot for pthread_mutex_lock in the interpreter "
-                                   "object (static libc, or not the GIL's object?)"
-                   : fn == GH_SIGNAL ? "no GOT slot for pthread_cond_signal in the "
-                                       "interpreter object"
-                                     : "no GOT slot for pthread_cond_timedwait in the "
-                                       "interpreter object";
+            snprintf(install_why, sizeof(install_why),
+                     "no GOT slot for %s in the interpreter object (static libc, or not "
+                     "the GIL's object?)", func_names[fn]);
+            *why = install_why;
             err = -ENOENT;
             goto cleanup;
         }
@@ -526,14 +643,9 @@ int gt_gilhook__install(const void *interp_symbol, const char **why)
     }
     /* Set once: after a failed install, live hooks keep their first target (a retry
      * sees its own hooks in the slots and could no longer tell what was there). */
-    if (!gh.next_lock)
-        gh.next_lock = (lock_fn)next[GH_LOCK];
-    if (!gh.next_signal)
-        gh.next_signal = (signal_fn)next[GH_SIGNAL];
-    if (!gh.next_timedwait)
-        gh.next_timedwait = (timedwait_fn)next[GH_TIMEDWAIT];
-    if (!gh.next_condwait)
-        gh.next_condwait = (condwait_fn)next[GH_CONDWAIT];
+    for (int fn = 0; fn < GH_NFUNCS; fn++)
+        if (!gh.next[fn])
+            gh.next[fn] = next[fn];
     atomic_thread_fence(memory_order_seq_cst);
 
     for (size_t i = 0; i < nslots; i++) {
@@ -806,6 +918,30 @@ void gt_gilhook__set_recording(int on)
      * thread's mark. */
     atomic_thread_fence(memory_order_seq_cst);
     wait_hooks();
+}
+
+void gt_gilhook__set_park(int on)
+{
+    if (on) {
+        repatch();
+        /* Quiet (no park hook records while off): each session starts with an empty
+         * table, so it holds the semaphores of one session's parking threads only. */
+        for (size_t i = 0; i < sizeof(wakers) / sizeof(wakers[0]); i++) {
+            atomic_store(&wakers[i].sem, NULL);
+            atomic_store(&wakers[i].tid, 0);
+        }
+        atomic_store(&gh.park, 1);
+        return;
+    }
+    atomic_store(&gh.park, 0);
+    atomic_thread_fence(memory_order_seq_cst);
+    wait_hooks();
+}
+
+int gt_gilhook__can_park(void)
+{
+    return atomic_load(&installed) && gh.next[GH_SEM_POST] &&
+           (gh.next[GH_SEM_CLOCKWAIT] || gh.next[GH_SEM_TIMEDWAIT] || gh.next[GH_SEM_WAIT]);
 }
 
 const char *gt_gilhook__object_path(void)

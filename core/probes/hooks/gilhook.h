@@ -2,7 +2,10 @@
 /* The "hooks" GIL probe: in-process interposition of the pthread calls that the
  * interpreter object (libpython.so, or the executable when libpython is static)
  * makes on the GIL's mutex and condition variables, by rewriting that object's GOT
- * entries. Needs no privileges. Plain C: the interpreter-specific parts (which
+ * entries. Needs no privileges. The same GOT slots carry the park probe: the
+ * semaphore calls of the parking lot (free-threaded builds' lock contention), which
+ * shares this patcher and the recording section, hence lives here, not in its own
+ * probe folder. Plain C: the interpreter-specific parts (which
  * symbol to locate the object by, how to make the thread drop and retake the GIL
  * for calibration) are passed in by the caller.
  *
@@ -82,6 +85,19 @@ unsigned gt_gilhook__ngils(void);
  * gt_recording): call set_recording(0) before gt_registry__end().
  */
 void gt_gilhook__set_recording(int on);
+
+/**
+ * gt_gilhook__set_park() - start/stop the park probe: the parking lot's semaphore
+ * waits (sem_clockwait/sem_timedwait/sem_wait) of the hooked object become
+ * GT_PARK_BEGIN/GT_PARK_END events in the calling thread's GIL stream, the END's aux
+ * the tid whose sem_post on that semaphore woke it. Meant for free-threaded builds
+ * (no GIL events then share the stream); independent of set_recording. Stopping
+ * waits for hooks in flight, as set_recording(0) does.
+ */
+void gt_gilhook__set_park(int on);
+
+/** gt_gilhook__can_park() - installed, with sem_post and a semaphore wait hooked. */
+int gt_gilhook__can_park(void);
 
 /** gt_gilhook__object_path() - path of the patched object (the executable's resolved
  * path when libpython is linked in statically; "" before install). */

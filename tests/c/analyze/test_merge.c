@@ -1041,6 +1041,56 @@ static void test_blame(void)
     gt_result__free(r);
 }
 
+static void test_park_blame(void)
+{
+    /* Free-threaded: A (tid 1) runs f [5,15) g [15,30) and was parked at its start until
+     * B woke it at 2. B parks [10,20), woken by A: blame B <- A f 5, g 5. C parks
+     * [40,50) (timed out: no waker) and [60,70) woken by B, who runs no function. */
+    static const struct gt_call_event ca[] = {
+        {5, F_F, GT_CALL}, {15, F_F, GT_RETURN}, {15, F_G, GT_CALL}, {30, F_G, GT_RETURN}};
+    static const struct gt_gil_event pa[] = {{2, GT_PARK_END, 2}};
+    static const struct gt_gil_event pb[] = {{10, GT_PARK_BEGIN, 0}, {20, GT_PARK_END, 1}};
+    static const struct gt_gil_event pc[] = {{40, GT_PARK_BEGIN, 0}, {50, GT_PARK_END, 0},
+                                             {60, GT_PARK_BEGIN, 0}, {70, GT_PARK_END, 2}};
+    struct gt_chunk cha = calls_chunk(ca, N(ca));
+    struct gt_chunk ga = {pa, N(pa)}, gb = {pb, N(pb)}, gc = {pc, N(pc)};
+    struct gt_thread_input th[3] = {
+        {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START, .calls = &cha, .ncalls = 1,
+         .gil = &ga, .ngil = 1},
+        {.tid = 2, .flags = GT_THREAD_EXISTED_AT_START, .gil = &gb, .ngil = 1},
+        {.tid = 3, .flags = GT_THREAD_EXISTED_AT_START, .gil = &gc, .ngil = 1},
+    };
+    struct gt_trace_input in = mk_input(0, 100, th, 3, 1);
+    in.free_threaded = 1;
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(r->free_threaded == 1);
+    const struct gt_thread_result *a = &r->threads[0], *b = &r->threads[1], *c = &r->threads[2];
+    CHECK(a->ngil == 2 && b->ngil == 3 && c->ngil == 5);
+    if (b->ngil == 3) {
+        CHECK_IV(&b->gil[0], 0, 10, GT_GIL_STATE_HELD);
+        CHECK_IV(&b->gil[1], 10, 20, GT_GIL_STATE_WAIT);
+        CHECK(b->gil[1].aux == 1);
+        CHECK_IV(&b->gil[2], 20, 100, GT_GIL_STATE_HELD);
+    }
+    if (a->ngil == 2)
+        CHECK_IV(&a->gil[0], 0, 2, GT_GIL_STATE_WAIT);
+    CHECK(a->summary.wait_ns == 2 && a->summary.held_ns == 98 && a->summary.acquisitions == 0);
+    CHECK(b->summary.wait_ns == 10 && b->summary.acquisitions == 1);
+    CHECK(c->summary.wait_ns == 20 && c->summary.acquisitions == 2 &&
+          c->summary.longest_wait_ns == 10);
+    CHECK(r->nblame == 4);
+    if (r->nblame == 4) {
+        CHECK_BLAME(&r->blame[0], 3, 2, GT_NO_FUNC, 1, 10);
+        CHECK_BLAME(&r->blame[1], 2, 1, F_F, 1, 5);
+        CHECK_BLAME(&r->blame[2], 2, 1, F_G, 1, 5);
+        CHECK_BLAME(&r->blame[3], 1, 2, GT_NO_FUNC, 1, 2);
+    }
+    gt_result__free(r);
+}
+
 static void test_blame_same_pid_third_waiter(void)
 {
     /* Holder H (tid 10) runs f [0,100] holding throughout; W1 and W2 each wait twice
@@ -1398,6 +1448,7 @@ int main(void)
         T(test_blame_per_interpreter),
         T(test_blame_same_pid_third_waiter),
         T(test_blame_after_truncation),
+        T(test_park_blame),
         T(test_einval),
         T(test_einval_beyond_int64),
         T(test_timing),

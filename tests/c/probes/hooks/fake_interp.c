@@ -71,3 +71,18 @@ int fake_timed_wait(long timeout_ns, struct timespec *deadline, int *waiting)
     pthread_mutex_unlock(&fake_gil.mutex);
     return rc;
 }
+
+/* _PySemaphore_PlatformWait without a timeout, and _PySemaphore_Wakeup. */
+int fake_park(sem_t *s)
+{
+    int rc;
+    do
+        rc = sem_wait(s);
+    while (rc != 0 && errno == EINTR);
+    return rc;
+}
+
+int fake_unpark(sem_t *s)
+{
+    return sem_post(s);
+}

@@ -4,6 +4,7 @@
 #define FAKE_INTERP_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <time.h>
 
 #define FAKE_API __attribute__((visibility("default")))
@@ -26,5 +27,9 @@ FAKE_API void fake_drop(void);
 FAKE_API void fake_take(void *tstate);
 FAKE_API void fake_drop_and_retake(void *tstate);
 FAKE_API int fake_timed_wait(long timeout_ns, struct timespec *deadline, int *waiting);
+
+/* The parking lot's semaphore calls (_PySemaphore_PlatformWait / _PySemaphore_Wakeup). */
+FAKE_API int fake_park(sem_t *s);
+FAKE_API int fake_unpark(sem_t *s);
 
 #endif /* FAKE_INTERP_H */

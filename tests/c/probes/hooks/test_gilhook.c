@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -183,6 +184,85 @@ static void test_fork_during_calibration(void *tstate)
           "a child forked during a calibration calibrates (status %d)", status);
 }
 
+/* The park probe: a thread parks on its semaphore, another posts it. The waiter's
+ * stream gets BEGIN, then END naming the poster; the poster's stream stays empty. */
+struct parker {
+    sem_t sem;
+    int parking;
+    int rc;
+    int32_t tid;
+};
+
+static void *parker_main(void *arg)
+{
+    struct parker *p = arg;
+    p->tid = (int32_t)syscall(SYS_gettid);
+    __atomic_store_n(&p->parking, 1, __ATOMIC_RELEASE);
+    p->rc = fake_park(&p->sem);
+    return NULL;
+}
+
+static void park_events_of(int32_t tid, uint32_t *kinds, uint32_t *aux, size_t *n, size_t max)
+{
+    *n = 0;
+    for (struct gt_thread *t = gt_registry__threads(); t; t = t->next) {
+        if (t->tid != tid)
+            continue;
+        struct gt_chunk c[64];
+        size_t k = gt_stream__chunks(&t->gil, c, 64);
+        for (size_t i = 0; i < k && i < 64; i++)
+            for (size_t j = 0; j < c[i].n; j++) {
+                const struct gt_gil_event *e = (const struct gt_gil_event *)c[i].data + j;
+                if (*n < max) {
+                    kinds[*n] = e->kind;
+                    aux[*n] = e->aux;
+                }
+                (*n)++;
+            }
+    }
+}
+
+static void test_park(void)
+{
+    struct parker p = {0};
+    CHECK(gt_gilhook__can_park(), "the fake object's sem_wait and sem_post are hooked");
+    CHECK(sem_init(&p.sem, 0, 0) == 0, "sem_init");
+    CHECK(gt_registry__begin(0, NULL, NULL) == 0, "registry begin");
+    gt_gilhook__set_park(1);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, parker_main, &p) == 0, "pthread_create");
+    while (!__atomic_load_n(&p.parking, __ATOMIC_ACQUIRE))
+        sched_yield();
+    struct timespec nap = {0, 20000000}; /* whether it is inside the wait yet or not */
+    nanosleep(&nap, NULL);
+    int32_t me = (int32_t)syscall(SYS_gettid);
+    CHECK(fake_unpark(&p.sem) == 0, "post");
+    pthread_join(th, NULL);
+    gt_gilhook__set_park(0);
+    gt_registry__end();
+    uint32_t kinds[8], aux[8];
+    size_t n;
+    park_events_of(p.tid, kinds, aux, &n, 8);
+    CHECK(p.rc == 0 && n == 2 && kinds[0] == GT_PARK_BEGIN && kinds[1] == GT_PARK_END,
+          "waiter: BEGIN, END (rc %d, %zu events)", p.rc, n);
+    CHECK(n == 2 && aux[1] == (uint32_t)me, "END names the poster %d: %u", (int)me,
+          n == 2 ? aux[1] : 0);
+    park_events_of(me, kinds, aux, &n, 8);
+    CHECK(n == 0, "the poster's stream has no events: %zu", n);
+    gt_registry__release(NULL);
+    sem_destroy(&p.sem);
+
+    /* Off: no events. */
+    CHECK(gt_registry__begin(0, NULL, NULL) == 0, "registry begin");
+    sem_init(&p.sem, 0, 1);
+    fake_park(&p.sem);
+    gt_registry__end();
+    park_events_of(me, kinds, aux, &n, 8);
+    CHECK(n == 0, "park off: no events: %zu", n);
+    gt_registry__release(NULL);
+    sem_destroy(&p.sem);
+}
+
 int main(void)
 {
     const char *why = NULL;
@@ -208,6 +288,7 @@ int main(void)
     n = timed_wait_in_time(UNLOCK);
     CHECK(n == 0, "the GIL was free when the wait ended: no request (%ld)", n);
     test_fork_during_calibration(&me);
+    test_park();
 out:
     printf("test_gilhook: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

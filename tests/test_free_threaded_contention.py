@@ -1,0 +1,159 @@
+"""Ground truth on a free-threaded build (3.14t) with the GIL off: what replaces the GIL.
+
+Threads run in parallel; what they wait for is the parking lot (a contended per-object
+lock, a stop-the-world pause, a join). The park probe (hooks on the parking lot's
+semaphore calls) records each parked interval and the thread that woke it.
+On a GIL build these are skipped: tests/test_park.py runs the same probe and views there.
+"""
+import gc
+import os
+import sys
+import sysconfig
+import threading
+import time
+
+import pytest
+
+import giltracer
+from workloads import overlap_ns, pin_to_own_cpu, spin_for
+
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def _gil_enabled():
+    import giltracer._core  # noqa: F401  (an extension without Py_mod_gil turns the GIL on)
+    return getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
+pytestmark = [
+    pytest.mark.skipif(not FREE_THREADED, reason="GIL build: no lock contention in place of "
+                       "the GIL (tests/test_park.py covers the probe there)"),
+    pytest.mark.skipif(FREE_THREADED and _gil_enabled(),
+                       reason="free-threaded build with the GIL switched on (PYTHON_GIL=1, or "
+                       "an extension without Py_mod_gil): run with PYTHON_GIL=0"),
+]
+
+
+def run_together(bodies, names):
+    """Start the bodies in threads that pass one barrier together; returns (threads,
+    the CLOCK_MONOTONIC ns at which the last one passed it)."""
+    go = threading.Barrier(len(bodies))
+    passed = []
+
+    def wrap(body, index):
+        def run():
+            go.wait()
+            passed.append(time.monotonic_ns())
+            body(index)
+        return run
+
+    ts = [threading.Thread(target=wrap(b, i), name=names[i]) for i, b in enumerate(bodies)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    return ts, max(passed)
+
+
+def preempted_share(t, tids):
+    """Share of the threads' lives the OS kept them runnable but off a CPU (other load)."""
+    rows = [r for r in t.summary() if r.tid in tids and r.preempted_ns is not None]
+    return sum(r.preempted_ns for r in rows) / max(sum(r.wall_ns for r in rows), 1)
+
+
+# As notebooks/claims.py: running at once needs free CPUs, so on a machine whose other
+# load kept these threads off a CPU this much, that claim is not checked (skipped, saying so).
+BUSY = 0.10
+
+
+def parked_after(t, tids, since):
+    return sum(max(0, b - max(a, since)) for tid in tids
+               for a, b, s in t.gil_intervals(tid) if s == "parked")
+
+
+def test_two_cpu_bound_threads_run_in_parallel():
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    spans = {}
+
+    def spin(i):
+        pin_to_own_cpu(i)
+        start = time.monotonic_ns()
+        spin_for(0.5)
+        spans[i] = (start, time.monotonic_ns())
+
+    with giltracer.trace() as t:
+        ts, _ = run_together([spin, spin], ["cpu-a", "cpu-b"])
+    assert t.free_threaded, t.backend_reason
+    rows = {s.name: s for s in t.summary()}
+    for name in ("cpu-a", "cpu-b"):
+        assert rows[name].parked_pct < 10, rows[name]
+    window = (max(s[0] for s in spans.values()), min(s[1] for s in spans.values()))
+    assert window[1] - window[0] > 0.3e9
+    busy = preempted_share(t, {th.native_id for th in ts})
+    if busy >= BUSY:
+        pytest.skip(f"machine busy: the OS preempted the spinning threads {100 * busy:.0f} % of "
+                    "their time, so running at once is not checked (no parked time was)")
+    if not t.sched_status.startswith("off") and all(rows[n].off_cpu_ns is not None for n in rows):
+        on = [[(max(a, window[0]), min(b, window[1])) for a, b, s in t.os_intervals(th.native_id)
+               if s == "on-cpu"] for th in ts]
+        both = overlap_ns(on[0], on[1]) / (window[1] - window[0])
+        # ~100 % on an idle 2-CPU machine; other load on the shared CI machine takes a CPU
+        # from one of them now and then.
+        assert both > 0.6, both
+
+
+def appenders(shared, n=4, items=200_000):
+    lists = [[]] * n if shared else [[] for _ in range(n)]
+
+    def append(i):
+        lst = lists[i]
+        for k in range(items):
+            lst.append(k)
+
+    with giltracer.trace() as t:
+        ts, since = run_together([append] * n, [f"app-{i}" for i in range(n)])
+    return t, {th.native_id for th in ts}, since
+
+
+def test_one_shared_list_parks_far_more_than_own_lists_and_blames_the_other_appenders():
+    ts, tids_s, since_s = appenders(shared=True)
+    to, tids_o, since_o = appenders(shared=False)
+    shared, own = parked_after(ts, tids_s, since_s), parked_after(to, tids_o, since_o)
+    busy = preempted_share(ts, tids_s)
+    if shared == 0 and busy >= BUSY:
+        pytest.skip(f"machine busy: the appenders were preempted {100 * busy:.0f} % of their "
+                    "time and never reached for the list at the same moment")
+    # Own lists: nothing shared, so (next to) nothing parked after the barrier.
+    assert shared > 0 and own * 5 < shared, (shared, own)
+    rows = [b for b in ts.blame() if b.waiter in tids_s]
+    assert rows
+    by_appender = sum(b.wait_ns for b in rows if b.holder in tids_s and b.holder != b.waiter)
+    assert by_appender >= 0.8 * sum(b.wait_ns for b in rows), rows[:5]
+
+
+def test_forced_gc_collect_loop_parks_the_other_threads():
+    stop = threading.Event()
+    collector = []
+
+    def collect(_):
+        collector.append(threading.get_native_id())
+        for _ in range(40):
+            gc.collect()
+        stop.set()
+
+    def allocate(_):
+        while not stop.is_set():
+            [object() for _ in range(100)]
+
+    with giltracer.trace() as t:
+        ts, since = run_together([collect, allocate, allocate], ["gc", "alloc-1", "alloc-2"])
+    allocs = {th.native_id for th in ts[1:]}
+    # Each collection stops the world: the allocating threads park until the collector
+    # restarts it.
+    assert parked_after(t, allocs, since) > 0
+    rows = [r for r in t.summary() if r.tid in allocs]
+    # Parked inside the collector's collections: stop-the-world pauses (GC).
+    assert sum(r.stop_the_world_ns for r in rows) > 0, rows
+    assert all(r.stop_the_world_ns <= r.parked_ns for r in rows), rows
+    assert any(b.holder == collector[0] for b in t.blame() if b.waiter in allocs), t.blame()[:5]
