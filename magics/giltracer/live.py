@@ -19,6 +19,10 @@ from typing import Any, Callable, Dict, List, Optional
 INTERVAL = 0.5  # seconds between redraws
 BAR = 24        # characters of a text bar
 
+# The last meter's redraws and the seconds they took (progress(), drawing, sending: the
+# GIL is held for most of it), set when it ends: what tests and the bench measure.
+last: Dict[str, float] = {}
+
 Progress = Dict[str, Any]
 
 
@@ -43,8 +47,12 @@ def user_threads(p: Progress) -> List[Dict[str, Any]]:
     return [th for th in p["threads"] if not th["service"] and th["state"] != "unknown"]
 
 
-def thread_names() -> Dict[int, str]:
-    return {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+def thread_names(known: Optional[Dict[int, str]] = None) -> Dict[int, str]:
+    """{native id: name} of the running threads, added to `known` (kept by a meter: a
+    thread that ended is still named)."""
+    names = known if known is not None else {}
+    names.update((t.native_id, t.name) for t in threading.enumerate() if t.native_id is not None)
+    return names
 
 
 def budget_notice(p: Progress, max_events: Optional[int]) -> str:
@@ -129,6 +137,7 @@ class Meter:
                  interval: float = INTERVAL) -> None:
         self.trace, self.show, self.interval = trace, show, interval
         self.updates = 0
+        self.busy = 0.0  # seconds spent redrawing
         self._go = threading.Event()
         self._done = threading.Event()
         self._thread = MeterThread(target=self._run, name="giltracer-live", daemon=True)
@@ -142,10 +151,12 @@ class Meter:
         self._go.set()
         if self._thread is not threading.current_thread():
             self._thread.join(5)
+        last.update(updates=self.updates, busy_s=self.busy)
 
     def _run(self) -> None:
         self._go.wait()
         while not self._done.wait(self.interval):
+            t0 = time.perf_counter()
             try:
                 p = self.trace.progress()
                 if p is None:
@@ -154,6 +165,8 @@ class Meter:
                 self.updates += 1
             except Exception:  # a meter that cannot draw is no reason to disturb the code
                 return
+            finally:
+                self.busy += time.perf_counter() - t0
 
 
 class NotebookMeter:
@@ -164,11 +177,12 @@ class NotebookMeter:
         from IPython.display import display
 
         self.max_events = max_events
+        self.names: Dict[int, str] = {}
         self.handle = display({"text/plain": "giltracer: starting"}, raw=True, display_id=True)
         self.meter = Meter(trace, self._show)
 
     def _show(self, p: Progress) -> None:
-        names = thread_names()
+        names = thread_names(self.names)
         self.handle.update({"text/plain": text(p, names, self.max_events),
                             "text/html": html_meter(p, names, self.max_events)}, raw=True)
 
@@ -199,10 +213,11 @@ class TerminalLine:
     def __init__(self, trace: Any, stream: Any, max_events: Optional[int]) -> None:
         self.stream, self.max_events = stream, max_events
         self._width = 0
+        self.names: Dict[int, str] = {}
         self.meter = Meter(trace, self._show)
 
     def line(self, p: Progress) -> str:
-        names = thread_names()
+        names = thread_names(self.names)
         parts = [headline(p, self.max_events)]
         for th in user_threads(p)[:4]:
             total = th["held_ns"] + th["wait_ns"] + th["released_ns"] or 1
