@@ -74,11 +74,11 @@ def headline(p: Progress, max_events: Optional[int] = None) -> str:
 
 
 def text_bar(th: Dict[str, Any], width: int = BAR) -> str:
-    total = th["held_ns"] + th["wait_ns"] + th["released_ns"]
+    total = int(th["held_ns"] + th["wait_ns"] + th["released_ns"])
     if total <= 0:
         return "." * width
-    held = round(width * th["held_ns"] / total)
-    wait = min(width - held, round(width * th["wait_ns"] / total))
+    held = round(width * int(th["held_ns"]) / total)
+    wait = min(width - held, round(width * int(th["wait_ns"]) / total))
     return "#" * held + "~" * wait + "." * (width - held - wait)
 
 
