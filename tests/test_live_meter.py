@@ -57,13 +57,19 @@ CELLS = [
     "from giltracer import live\n"
     "held = [s.held_ns / 1e9 for s in m.summary(all_threads=True) if s.name == 'giltracer-live']\n"
     "print(json.dumps(dict(live.last, held=held, wall=m.duration_ns / 1e9)))",  # 8
+    "%%giltracer\nspin(1.2)\nraise ValueError('the cell fails')",            # 9
+    "%%gilprofile\nspin(1.2)\nraise KeyboardInterrupt",                      # 10
+    "%%giltracer\nimport asyncio\nawait asyncio.sleep(1.2)",                 # 11
 ]
+RAISES = (9, 10)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+    for i in RAISES:
+        nb.cells[i].metadata["tags"] = ["raises-exception"]
     work = tmp_path_factory.mktemp("live-meter")
     client = Recording(nb, timeout=300, kernel_name="python3",
                        resources={"metadata": {"path": str(work)}})
@@ -115,6 +121,22 @@ def test_the_viewer_replaces_the_meter(run, index):
     shown = [o for o in nb.cells[index].outputs if o["output_type"] == "display_data"]
     assert len(shown) == 1, shown  # the meter's place holds the viewer: no second output
     assert not shown[0]["data"].get("text/html", "").startswith(METER)
+
+
+@pytest.mark.parametrize("index", [9, 10, 11])
+def test_the_viewer_replaces_the_meter_when_the_cell_raises_or_awaits(run, index):
+    ups = updates(run, index)
+    assert len(ups) >= 2, ups  # a redraw in the 1.2 s, then the viewer
+    assert ups[0][1]["content"]["data"]["text/html"].startswith(METER)
+    last = ups[-1][1]["content"]["data"]
+    assert "<iframe" in last["text/html"] and not last["text/html"].startswith(METER)
+    outputs = run[0].cells[index].outputs
+    assert [o["output_type"] for o in outputs].count("display_data") == 1
+    if index in RAISES:
+        said = "".join(o.get("text", "") for o in outputs if o.get("name") == "stdout")
+        assert "its trace is above" in said, said
+        assert outputs[-1]["output_type"] == "error"
+        assert outputs[-1]["ename"] == ("ValueError" if index == 9 else "KeyboardInterrupt")
 
 
 def test_the_budget_notice_appears_during_the_cell(run):
