@@ -160,6 +160,14 @@ static PyObject *Session_finish(SessionObject *self, PyObject *args)
     return (PyObject *)r;
 }
 
+static PyObject *Session_progress(SessionObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!self->s)
+        Py_RETURN_NONE;
+    return gt_session__progress(self->s);
+}
+
 static PyObject *Session_get_state(SessionObject *self, void *c)
 {
     (void)c;
@@ -175,6 +183,9 @@ static PyMethodDef Session_methods[] = {
     {"start", (PyCFunction)Session_start, METH_VARARGS,
      "start(threads=None): start recording; threads = [(ident, native_id), ...]"},
     {"stop", (PyCFunction)Session_stop, METH_NOARGS, "stop(): stop every probe"},
+    {"progress", (PyCFunction)Session_progress, METH_NOARGS,
+     "progress() -> dict or None: the recording's facts so far (per-thread GIL ns, "
+     "events, dropped, budget_reached), cheap, for a live view"},
     {"finish", (PyCFunction)Session_finish, METH_VARARGS,
      "finish(names=None, title=None, files=None) -> Result: merge the streams; files: "
      "{file name: name shown instead} (a notebook cell's file -> 'In [5]')"},

@@ -548,6 +548,9 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     }
     me->flags |= GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START;
     me->gil_held = 1;
+    /* (The live account is in the GIL stream's unit: ticks, or the bpf probe's ns.) */
+    gt_thread__gil_live(me, s->used == USED_BPF ? s->start_pair.ns : s->t0_ticks,
+                        GT_GIL_LIVE_HELD);
 
     struct gt_tracer_opts to = {
         .functions = s->o.functions,
@@ -1028,4 +1031,67 @@ PyObject *gt_session__probe_info(void)
                          (unsigned long long)(uintptr_t)hooks.addrs.switch_cond,
                          "slots_patched", (unsigned long long)st.slots_patched, "clock",
                          gt_clock__source(), "take_gil", ways, "take_gil_why", whys);
+}
+
+/* Threads gt_session__progress() reports at most (a meter shows a few). */
+#define GT_PROGRESS_THREADS 256
+
+PyObject *gt_session__progress(struct gt_session *s)
+{
+    if (forked_copy(s) || s->released || s->state != GT_SESSION_RECORDING)
+        Py_RETURN_NONE;
+    struct gt_live_thread *th = calloc(GT_PROGRESS_THREADS, sizeof(*th));
+    if (!th)
+        return PyErr_NoMemory();
+    struct gt_live sum;
+    struct gt_clock_pair now;
+    int err = gt_registry__live(&sum, th, GT_PROGRESS_THREADS);
+    gt_clock__pair(&now);
+    if (err < 0) {
+        free(th);
+        Py_RETURN_NONE;
+    }
+    struct gt_clock_fit fit;
+    gt_clock__fit_between(&fit, &s->start_pair, &now);
+    /* The GIL account's unit: ticks with the hooks, CLOCK_MONOTONIC ns with bpf. */
+    int ns_unit = s->used == USED_BPF || !gt_clock_use_tsc;
+    uint64_t now_unit = ns_unit ? now.ns : now.ticks;
+    double rate = ns_unit ? 1.0 : fit.ns_per_tick;
+    size_t n = sum.nthreads < GT_PROGRESS_THREADS ? sum.nthreads : GT_PROGRESS_THREADS;
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list && i < n; i++) {
+        const struct gt_live_thread *t = &th[i];
+        uint64_t ticks[GT_GIL_LIVE_NSTATES];
+        memcpy(ticks, t->gil_ticks, sizeof(ticks));
+        if (t->gil_live != GT_GIL_LIVE_UNKNOWN && now_unit > t->gil_since)
+            ticks[t->gil_live] += now_unit - t->gil_since; /* the state it is in */
+        static const char *const states[GT_GIL_LIVE_NSTATES] = {
+            [GT_GIL_LIVE_UNKNOWN] = "unknown", [GT_GIL_LIVE_HELD] = "held",
+            [GT_GIL_LIVE_WAITING] = "waiting", [GT_GIL_LIVE_RELEASED] = "released",
+        };
+        int st = t->gil_live >= 0 && t->gil_live < GT_GIL_LIVE_NSTATES ? t->gil_live : 0;
+        PyObject *d = Py_BuildValue(
+            "{s:i,s:K,s:O,s:K,s:K,s:K,s:s}", "native_id", (int)t->tid, "ident",
+            (unsigned long long)t->ident, "service",
+            (t->flags & GT_THREAD_SERVICE) ? Py_True : Py_False, "held_ns",
+            (unsigned long long)((double)ticks[GT_GIL_LIVE_HELD] * rate), "wait_ns",
+            (unsigned long long)((double)ticks[GT_GIL_LIVE_WAITING] * rate), "released_ns",
+            (unsigned long long)((double)ticks[GT_GIL_LIVE_RELEASED] * rate), "state",
+            states[st]);
+        if (!d || PyList_Append(list, d) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(d);
+    }
+    free(th);
+    if (!list)
+        return NULL;
+    uint64_t t0 = gt_clock__to_ns(&fit, s->t0_ticks);
+    PyObject *r = Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:O,s:N}", "elapsed_ns",
+        (unsigned long long)(now.ns > t0 ? now.ns - t0 : 0), "calls",
+        (unsigned long long)sum.calls, "gil_events", (unsigned long long)sum.gil_events,
+        "sched_events", (unsigned long long)sum.sched_events, "dropped",
+        (unsigned long long)sum.dropped, "budget_reached",
+        sum.budget_reached ? Py_True : Py_False, "threads", list);
+    return r;
 }

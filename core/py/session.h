@@ -87,6 +87,12 @@ enum gt_session_state gt_session__state(const struct gt_session *s);
 int gt_session__stop_active(void);
 extern const char *const gt_session__released_message;
 
+/* A recording session's facts so far, for a live view: a dict (elapsed_ns, calls,
+ * gil_events, sched_events, dropped, budget_reached, threads: [{native_id, ident,
+ * service, held_ns, wait_ns, released_ns, state}]), None when it does not record, or
+ * NULL with an exception set. Takes no lock a push takes; runs with the GIL held. */
+PyObject *gt_session__progress(struct gt_session *s);
+
 /* Process-wide facts for diagnostics and tests: the GIL addresses the hooks found. */
 PyObject *gt_session__probe_info(void);
 

@@ -647,6 +647,55 @@ void gt_registry__totals(uint64_t *recorded, uint64_t *dropped)
     *dropped = d;
 }
 
+/* Records a live stream holds: those of its closed blocks and the tail's so far. The
+ * tail only changes under reg_lock (held), `cur` is the producer's: read once. */
+static uint64_t live_count(const struct gt_stream *s)
+{
+    uint64_t n = s->count;
+    char *cur = __atomic_load_n((char *const *)&s->cur, __ATOMIC_RELAXED);
+    if (s->tail && cur) {
+        char *first = block_events(s->tail);
+        if (cur >= first && cur <= (char *)s->tail + GT_BLOCK_BYTES)
+            n += (uint64_t)(cur - first) / s->rec_size;
+    }
+    uint64_t bases = __atomic_load_n(&s->bases, __ATOMIC_RELAXED);
+    return n > bases ? n - bases : 0;
+}
+
+int gt_registry__live(struct gt_live *sum, struct gt_live_thread *out, size_t max)
+{
+    memset(sum, 0, sizeof(*sum));
+    pthread_mutex_lock(&reg_lock);
+    if (atomic_load(&gt_registry_gen) == 0) {
+        pthread_mutex_unlock(&reg_lock);
+        return -ESRCH;
+    }
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        sum->calls += live_count(&t->calls);
+        sum->gil_events += live_count(&t->gil);
+        sum->sched_events += live_count(&t->sched);
+        sum->dropped += __atomic_load_n(&t->calls.dropped, __ATOMIC_RELAXED) +
+                        __atomic_load_n(&t->gil.dropped, __ATOMIC_RELAXED) +
+                        __atomic_load_n(&t->sched.dropped, __ATOMIC_RELAXED);
+        if (sum->nthreads < max) {
+            struct gt_live_thread *o = &out[sum->nthreads];
+            o->tid = t->tid;
+            o->flags = t->flags;
+            o->ident = __atomic_load_n(&t->ident, __ATOMIC_RELAXED);
+            o->gil_live = __atomic_load_n(&t->gil_live, __ATOMIC_RELAXED);
+            o->gil_since = __atomic_load_n(&t->gil_since, __ATOMIC_RELAXED);
+            for (int k = 0; k < GT_GIL_LIVE_NSTATES; k++)
+                o->gil_ticks[k] = __atomic_load_n(&t->gil_ticks[k], __ATOMIC_RELAXED);
+        }
+        sum->nthreads++;
+    }
+    for (int k = GT_BUDGET_CALLS; k <= GT_BUDGET_SCHED; k++)
+        if (atomic_load_explicit(&budget_spent[k], memory_order_relaxed))
+            sum->budget_reached = 1;
+    pthread_mutex_unlock(&reg_lock);
+    return 0;
+}
+
 void gt_registry__memory(size_t *pooled, size_t *lazy)
 {
     pthread_mutex_lock(&reg_lock);

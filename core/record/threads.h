@@ -53,6 +53,8 @@ struct gt_stream {
 };
 
 
+#define GT_GIL_LIVE_NSTATES 4
+
 struct gt_thread {
     /* hot fields first */
     struct gt_stream calls;
@@ -73,7 +75,62 @@ struct gt_thread {
     void *sched_state;  /* owned by the sched probe */
     struct gt_thread *next;
     struct gt_thread *hnext; /* the registry's tid hash chain, newest first */
+    /* The live meter's GIL account (gt_thread__gil_live), written by the thread itself
+     * only, read by gt_registry__live() from another thread without a lock. */
+    int gil_live;                          /* enum gt_gil_live */
+    uint64_t gil_since;                    /* ticks of its last change of state */
+    uint64_t gil_ticks[GT_GIL_LIVE_NSTATES]; /* ticks spent in each state so far */
 };
+
+/* Where a thread stands with the GIL, for the live meter. */
+enum gt_gil_live {
+    GT_GIL_LIVE_UNKNOWN, /* no GIL event yet */
+    GT_GIL_LIVE_HELD,
+    GT_GIL_LIVE_WAITING,
+    GT_GIL_LIVE_RELEASED,
+};
+
+/* The thread's GIL state changes to `state` at `ts` (ticks): one add to the state it
+ * leaves. Relaxed atomic stores of aligned 64-bit words (single writer: no lock
+ * prefix), so a reader never sees a torn value; it may see the add without the new
+ * `gil_since` or the reverse, which misplaces at most one interval for one reading of a
+ * meter redrawn twice a second. */
+static inline void gt_thread__gil_live(struct gt_thread *t, uint64_t ts, int state)
+{
+    int old = t->gil_live;
+    if (old == state)
+        return;
+    if (old != GT_GIL_LIVE_UNKNOWN && ts > t->gil_since)
+        __atomic_store_n(&t->gil_ticks[old], t->gil_ticks[old] + (ts - t->gil_since),
+                         __ATOMIC_RELAXED);
+    __atomic_store_n(&t->gil_since, ts, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->gil_live, state, __ATOMIC_RELAXED);
+}
+
+/* One thread, as gt_registry__live() reads it while the generation records. */
+struct gt_live_thread {
+    int32_t tid;
+    uint32_t flags;
+    uint64_t ident;
+    int gil_live;                          /* enum gt_gil_live */
+    uint64_t gil_since;
+    uint64_t gil_ticks[GT_GIL_LIVE_NSTATES];
+};
+
+/* The generation's totals so far (approximate while threads push). */
+struct gt_live {
+    uint64_t calls, gil_events, sched_events; /* recorded */
+    uint64_t dropped;                         /* refused, every kind */
+    int budget_reached;                       /* a kind's budget is spent */
+    size_t nthreads;                          /* records (may exceed what was filled) */
+};
+
+/**
+ * gt_registry__live() - the active generation's threads (up to `max` into `out`) and
+ * totals, for a live view. Takes the registry lock (never held by a push), reads the
+ * producers' fields with relaxed loads. Returns 0 or -ESRCH (no active generation).
+ */
+int gt_registry__live(struct gt_live *sum, struct gt_live_thread *out, size_t max);
 
 /* Recording gate of the tracer's hooks: nonzero while a session records (the GIL
  * hooks have their own gate, gt_gilhook__set_recording). */

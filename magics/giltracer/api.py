@@ -381,6 +381,13 @@ class Trace:
             gc.callbacks.append(self._gc)
         return self
 
+    def progress(self) -> Optional[Dict[str, Any]]:
+        """The recording's facts so far (per-thread GIL held / waiting / released ns,
+        calls, GIL events, dropped, budget_reached), or None when it does not record.
+        Cheap: for a live view, from any thread."""
+        session = self._session
+        return session.progress() if session is not None else None
+
     def _is_host_thread(self, t: threading.Thread) -> bool:
         try:
             return bool(self.host_thread is not None and self.host_thread(t))

@@ -18,7 +18,7 @@ import types
 import zipfile
 from typing import Any, Dict, List, Optional, Tuple, cast
 
-from . import api, options
+from . import api, live, options
 from .api import Trace
 
 PROFILE_COMMAND = "profile"
@@ -264,6 +264,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                   backend=a.backend, follow_children=a.follow_children, title=run_name)
     except ValueError as e:
         p.error(str(e))
+    t.host_thread = live.service_thread
     return run(a, t, target, out, profile)
 
 
@@ -289,13 +290,18 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
     guard = SignalGuard()
     guard.install()
     status, signum = 0, None
+    meter = progress_line(a, t, stderr)
     try:
         try:
             t.start()
         except Exception as e:  # nothing ran: one line, no traceback
+            if meter is not None:
+                meter.end()
             guard.restore()
             write(stderr, 2, api.start_failure(e) + "\n")
             return EXIT_USAGE
+        if meter is not None:
+            meter.begin()
         try:
             try:
                 guard.running = True
@@ -305,6 +311,8 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
                     runpy.run_path(target, run_name="__main__")
             finally:
                 guard.running = False
+                if meter is not None:
+                    meter.end()
         except SystemExit as e:  # the script's own exit status
             status = exit_status(e)
         except Terminated as e:
@@ -343,6 +351,17 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
             write(stream, fd, "")
         os._exit(status)
     return status
+
+
+def progress_line(a: argparse.Namespace, t: Trace, stderr: Any) -> Optional[live.TerminalLine]:
+    """The live progress line on stderr, made before the trace starts (its thread is then
+    the host's), or None: -q, --no-live, or stderr is no terminal."""
+    try:
+        if a.quiet or not a.live or not stderr.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return live.TerminalLine(t, stderr, a.max_events)
 
 
 def report(a: argparse.Namespace, t: Trace, out: str, profile: bool, status: int,

@@ -18,7 +18,7 @@ from IPython.core.magic import (Magics, cell_magic, line_cell_magic, magics_clas
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from . import api, options
+from . import api, live as live_meter, options
 from .api import Trace, parse_size
 from .options import DEFAULT_MAX_OUTPUT
 
@@ -104,23 +104,50 @@ def end_trace(t: Trace, error: Optional[BaseException]) -> None:
         raise error
 
 
-def run_traced(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
+def start_live(t: Trace, live: Optional["live_meter.NotebookMeter"]) -> None:
+    """start_trace(), then the live meter's redraws (a trace that cannot start clears it)."""
+    try:
+        start_trace(t)
+    except BaseException:
+        if live is not None:
+            live.close()
+        raise
+    if live is not None:
+        live.begin()
+
+
+def end_live(t: Trace, error: Optional[BaseException],
+             live: Optional["live_meter.NotebookMeter"]) -> None:
+    """The live meter's last redraw, then end_trace() (a trace that cannot end clears it)."""
+    if live is not None:
+        live.end()
+    try:
+        end_trace(t, error)
+    except BaseException:
+        if live is not None:
+            live.close()
+        raise
+
+
+def run_traced(t: Trace, run: Any, live: Optional["live_meter.NotebookMeter"] = None
+               ) -> Tuple[Any, Optional[BaseException]]:
     """run() inside the trace: (its value, the exception it raised or None), once the
     trace has ended (end_trace()). A trace that cannot start is a UsageError, and run()
-    does not run."""
-    start_trace(t)
+    does not run. `live`: the meter shown while it runs (made before the trace)."""
+    start_live(t, live)
     try:
         value, error = run(), None
     except BaseException as e:  # shown after the trace, then re-raised
         value, error = None, e
-    end_trace(t, error)
+    end_live(t, error, live)
     return value, error
 
 
-async def run_traced_async(t: Trace, run: Any) -> Tuple[Any, Optional[BaseException]]:
+async def run_traced_async(t: Trace, run: Any, live: Optional["live_meter.NotebookMeter"] = None
+                           ) -> Tuple[Any, Optional[BaseException]]:
     """run_traced() for code with a top-level await: run() gives a coroutine, awaited
     inside the trace on the loop that awaits this (IPython's, as for any such cell)."""
-    start_trace(t)
+    start_live(t, live)
     try:
         value = run()
         if inspect.isawaitable(value):
@@ -128,8 +155,24 @@ async def run_traced_async(t: Trace, run: Any) -> Tuple[Any, Optional[BaseExcept
         error = None
     except BaseException as e:  # shown after the trace, then re-raised
         value, error = None, e
-    end_trace(t, error)
+    end_live(t, error, live)
     return value, error
+
+
+def make_live(shell: InteractiveShell, args: Any, t: Trace) -> Optional["live_meter.NotebookMeter"]:
+    """The live GIL meter for this cell, shown now (before the trace starts: its thread
+    is then the host's), or None: --no-live, -q, or no kernel front end to update it."""
+    if not getattr(args, "live", True) or args.quiet or not live_meter.kernel_displays(shell):
+        return None
+    try:
+        return live_meter.NotebookMeter(t, t.max_events)
+    except Exception:  # no meter is no reason not to trace
+        return None
+
+
+def host_thread(t: threading.Thread) -> bool:
+    """The kernel's threads and the live meter's: background in every view."""
+    return kernel_thread(t) or live_meter.service_thread(t)
 
 
 # CO_COROUTINE: what a code object compiled with PyCF_ALLOW_TOP_LEVEL_AWAIT is flagged with
@@ -237,13 +280,22 @@ def deliver(t: Trace, args: Any, error: Optional[BaseException], what: str, bund
                 print(f"giltracer: saved {args.output}")
         except Exception as e:
             failures.append(f"could not save the trace to {args.output}: {type(e).__name__}: {e}")
+    live = getattr(bundle, "live", None)
     if not args.quiet and error is not None:
-        print(f"giltracer: the {what} raised {type(error).__name__}; its trace is below")
+        where = "above" if live is not None else "below"
+        print(f"giltracer: the {what} raised {type(error).__name__}; its trace is {where}")
     if not args.quiet:
         try:
-            display(bundle(), raw=True)
+            if live is not None:  # the viewer takes the live meter's place
+                live.replace(bundle())
+            else:
+                display(bundle(), raw=True)
         except Exception as e:
             failures.append(f"could not show the trace: {type(e).__name__}: {e}")
+            if live is not None:
+                live.close()
+    elif live is not None:
+        live.close()
     if error is not None:
         for message in failures:
             output_failed(error, message)
@@ -257,8 +309,10 @@ class Bundle:
     """The viewer bundle of a trace, made when shown (deliver() catches its failures)."""
 
     def __init__(self, t: Trace, args: Any, max_output: int,
-                 text: Union[None, str, Callable[[], str]] = None, tab: Optional[str] = None) -> None:
+                 text: Union[None, str, Callable[[], str]] = None, tab: Optional[str] = None,
+                 live: Optional["live_meter.NotebookMeter"] = None) -> None:
         self.t, self.args, self.max_output, self.text, self.tab = t, args, max_output, text, tab
+        self.live = live  # the live meter the viewer replaces, or None
 
     def __call__(self) -> Dict[str, str]:
         a = self.args
@@ -311,15 +365,17 @@ class GilTracerMagics(Magics):
         code = self._compile(cell, "exec", cell_body=True)
         t = make_trace(args, self._title("%%giltracer"))
         t.file_labels = lambda: cell_labels(self._shell)
-        t.host_thread = kernel_thread
+        t.host_thread = host_thread
         ns = self._shell.user_ns  # fetched before the trace: a property, a call of its own
         run = api.code_runner()
+        live = make_live(self._shell, args, t)
         if awaits(code):
-            return self._await(t, args, lambda: run(code, ns), ns, "cell", Bundle(t, args, max_output))
-        _, error = run_traced(t, lambda: run(code, ns))
+            return self._await(t, args, lambda: run(code, ns), ns, "cell",
+                               Bundle(t, args, max_output, live=live))
+        _, error = run_traced(t, lambda: run(code, ns), live)
         if args.var is not None:
             ns[args.var] = t
-        deliver(t, args, error, "cell", Bundle(t, args, max_output))
+        deliver(t, args, error, "cell", Bundle(t, args, max_output, live=live))
         return None
 
     @magic_options(options.PROFILE)
@@ -346,17 +402,19 @@ class GilTracerMagics(Magics):
             code, run_locals = self._compile(cell, "exec", cell_body=True), None
         t = make_trace(args, "%gilprofile " + statement if cell is None else self._title("%%gilprofile"))
         t.file_labels = lambda: cell_labels(self._shell)
-        t.host_thread = kernel_thread
+        t.host_thread = host_thread
         run = api.code_runner()
+        live = make_live(self._shell, args, t)
         if cell is not None and awaits(code):
             return self._await(t, args, lambda: run(code, ns), ns, "cell",
                                Bundle(t, args, max_output, lambda: t.profile_text(args.top, args.sort),
-                                      tab="profile"))
-        value, error = run_traced(t, lambda: run(code, ns, run_locals))
+                                      tab="profile", live=live))
+        value, error = run_traced(t, lambda: run(code, ns, run_locals), live)
         if args.var is not None:
             ns[args.var] = t
         deliver(t, args, error, "statement" if cell is None else "cell",
-                Bundle(t, args, max_output, lambda: t.profile_text(args.top, args.sort), tab="profile"))
+                Bundle(t, args, max_output, lambda: t.profile_text(args.top, args.sort), tab="profile",
+                       live=live))
         return value if cell is None else None
 
     # -- helpers -------------------------------------------------------------------
@@ -373,7 +431,7 @@ class GilTracerMagics(Magics):
     async def _await(self, t: Trace, args: Any, run: Any, ns: Dict[str, Any], what: str,
                      bundle: Bundle) -> None:
         """The magic of a cell with a top-level await: IPython awaits this (await_cells)."""
-        _, error = await run_traced_async(t, run)
+        _, error = await run_traced_async(t, run, bundle.live)
         if args.var is not None:
             ns[args.var] = t
         deliver(t, args, error, what, bundle)

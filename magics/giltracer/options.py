@@ -142,6 +142,9 @@ OPTIONS: Tuple[Option, ...] = (
     Option("quiet", ("-q", "--quiet"), fronts=MAGICS, action="store_true", default=False,
            help="no viewer, no profile and no messages (the trace: --var NAME or "
                 "giltracer.last())"),
+    Option("live", ("--no-live",), fronts=MAGICS + COMMANDS, action="store_false", default=True,
+           help="no live GIL meter while the code runs (shown by default in a notebook "
+                "kernel, and on the command line when stderr is a terminal)"),
     Option("var", ("--var",), fronts=MAGICS, metavar="NAME",
            help="store the Trace in the variable NAME, for the next cells"),
     Option("max_output", ("--max-output",), fronts=MAGICS, default="20MB", metavar="SIZE",

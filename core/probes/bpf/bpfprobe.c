@@ -614,6 +614,14 @@ static struct gt_thread *thread_for(struct gt_bpf *b, int32_t tid, int32_t tgid)
     return t;
 }
 
+/* The live meter's account of `t` (in ns: bpf timestamps); in crosscheck mode the
+ * hooks keep it and this probe only fills gil_check. The drain is the one writer. */
+static void live(const struct gt_bpf *b, struct gt_thread *t, uint64_t ts, int state)
+{
+    if (!b->crosscheck)
+        gt_thread__gil_live(t, ts, state);
+}
+
 static int on_event(void *ctx, void *data, size_t size)
 {
     struct gt_bpf *b = ctx;
@@ -641,15 +649,19 @@ static int on_event(void *ctx, void *data, size_t size)
     switch (e.kind) {
     case GTB_GIL_WANT:
         gt_stream__push(gil, e.ts, GT_GIL_WANT, 0);
+        live(b, t, e.ts, GT_GIL_LIVE_WAITING);
         break;
     case GTB_GIL_ACQUIRED:
         gt_stream__push(gil, e.ts, GT_GIL_ACQUIRED, 0);
+        live(b, t, e.ts, GT_GIL_LIVE_HELD);
         break;
     case GTB_GIL_RELEASED:
         gt_stream__push(gil, e.ts, GT_GIL_RELEASED, 0);
+        live(b, t, e.ts, GT_GIL_LIVE_RELEASED);
         break;
     case GTB_GIL_SWITCH_WAIT:
         gt_stream__push(gil, e.ts, GT_GIL_WANT, 0);
+        live(b, t, e.ts, GT_GIL_LIVE_WAITING);
         break;
     case GTB_GIL_SWITCH_DONE:
         gt_stream__push(gil, e.ts, GT_GIL_SWITCH_DONE, 0);

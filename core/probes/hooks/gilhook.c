@@ -233,13 +233,19 @@ static void record(uint32_t kind, uint32_t gil_id)
             t = gt_thread_current();
         /* drop_gil also locks the mutex: only a non-holder wants it. */
         if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
-            gt_stream__push(&t->gil, gt_ticks(), kind, gil_id);
+            uint64_t ts = gt_ticks();
+            gt_stream__push(&t->gil, ts, kind, gil_id);
             if (gil_id)
                 t->interp = gil_id;
-            if (kind == GT_GIL_ACQUIRED)
+            if (kind == GT_GIL_ACQUIRED) {
                 t->gil_held = 1;
-            else if (kind == GT_GIL_RELEASED)
+                gt_thread__gil_live(t, ts, GT_GIL_LIVE_HELD);
+            } else if (kind == GT_GIL_RELEASED) {
                 t->gil_held = 0;
+                gt_thread__gil_live(t, ts, GT_GIL_LIVE_RELEASED);
+            } else if (kind == GT_GIL_WANT) {
+                gt_thread__gil_live(t, ts, GT_GIL_LIVE_WAITING);
+            }
         }
         atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
     }
