@@ -22,7 +22,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-bytes readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-sample bench-bytes readme-picture bench-matrix clean \
         pythons test-sid bench-sid \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
@@ -337,6 +337,12 @@ bench: setup
 	$(PY) bench/profile_bench.py
 	$(PY) bench/payload_bench.py
 	$(PY) bench/gap_bench.py
+
+# Sampling mode's CPU time vs untraced, the GIL probe alone and py-spy --gil --idle
+# (installed here; it needs root for ptrace) -> bench/results/sample-<version>.md. ~8 min.
+bench-sample: setup
+	$(PY) -m pip install -q py-spy
+	$(PY) bench/sample_bench.py $(BENCH_SAMPLE_ARGS)
 
 # The README's picture (docs/threads-demo.svg): the demo traced, drawn as a cell's static picture.
 readme-picture: setup
