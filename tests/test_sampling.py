@@ -136,6 +136,8 @@ def test_bad_intervals_say_the_fix(value, message):
 def test_bad_mode():
     with pytest.raises(ValueError, match="mode must be one of trace, sample"):
         giltracer.trace(mode="samples")
+    with pytest.raises(ValueError, match="sample_interval is for mode='sample'"):
+        giltracer.trace(sample_interval="2ms")
 
 
 def test_the_interval_is_taken_only_when_it_is_one():

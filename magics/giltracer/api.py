@@ -304,6 +304,8 @@ class Trace:
         options.check_keyword("backend", backend)
         options.check_keyword("mode", mode)
         # Sampling replaces the per-call hook: no call is recorded, stacks are sampled.
+        if mode != "sample" and sample_interval != options.DEFAULT_SAMPLE_INTERVAL:
+            raise ValueError("sample_interval is for mode='sample': pass both")
         sample_ns = options.parse_interval(sample_interval) if mode == "sample" else 0
         if sample_ns:
             functions = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, FrozenSet, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 # The front ends, as an option's `fronts` names them.
 API = "giltracer.trace()"
@@ -211,7 +211,7 @@ def optional_value_flags(*fronts: str) -> FrozenSet[str]:
     return frozenset(f for front in fronts for o in of(front) if o.nargs == "?" for f in o.flags)
 
 
-def with_optional_values(words: list, fronts: Tuple[str, ...]) -> list:
+def with_optional_values(words: List[str], fronts: Tuple[str, ...]) -> List[str]:
     """`words` with each optional-value flag not followed by a value spelled
     --flag=DEFAULT, so argparse does not take the next word (a script) as its value."""
     flags = optional_value_flags(*fronts)
