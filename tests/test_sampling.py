@@ -5,6 +5,7 @@ reported, not mixed into the user's threads."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -107,7 +108,9 @@ def test_the_samplers_gil_use_is_reported_not_the_users(sampled):
     assert row.background and row.tid == st["tid"]
     assert row.held_ns > 0
     text = t.summary_text()
-    assert "Sampling: sampled every 5 ms" in text and "1 background thread: " + SAMPLER in text
+    assert "Sampling: sampled every 5 ms" in text
+    # (Other tests' leftover threads may be background lines too.)
+    assert re.search(r"\d+ background threads?: .*" + SAMPLER, text), text
     assert "Sampled, not traced: sampled every 5 ms" in t.profile_text()
     assert json.loads(t.result.payload())["meta"]["sampling"] == t.result.sampling
 
