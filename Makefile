@@ -22,7 +22,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-bytes bench-deflate readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-sample bench-bytes bench-deflate readme-picture bench-matrix clean \
         pythons test-sid test-sid-lessons-busy bench-sid \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
@@ -356,6 +356,12 @@ bench-deflate: setup
 	@dpkg -s libdeflate-dev >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq libdeflate-dev >/dev/null; } || \
 	  { echo "giltracer: bench-deflate needs libdeflate-dev: sudo apt-get install -y libdeflate-dev" >&2; exit 1; }
 	$(PY) bench/deflate_bench.py
+
+# Sampling mode's CPU time vs untraced, the GIL probe alone and py-spy --gil --idle
+# (installed here; it needs root for ptrace) -> bench/results/sample-<version>.md. ~8 min.
+bench-sample: setup
+	$(PY) -m pip install -q py-spy
+	$(PY) bench/sample_bench.py $(BENCH_SAMPLE_ARGS)
 
 # The README's picture (docs/threads-demo.svg): the demo traced, drawn as a cell's static picture.
 readme-picture: setup

@@ -33,8 +33,8 @@ def parser_of(front):
 
 def exposed(parser):
     """(flags, dest, default, choices, takes a value) of each option the parser has."""
-    return {(tuple(a.option_strings), a.dest, a.default, tuple(a.choices or ()), a.nargs != 0)
-            for a in parser._actions if a.dest not in CLI_OWN}
+    return {(tuple(a.option_strings), a.dest, a.default, tuple(a.choices or ()),
+             a.nargs not in (0, "?")) for a in parser._actions if a.dest not in CLI_OWN}
 
 
 def declared(front):
@@ -71,11 +71,13 @@ def test_the_options_that_end_at_the_script_or_statement_take_a_value():
     from giltracer import magics
 
     takes = {f for front in (CLI, CLI_PROFILE) for a in parser_of(front)._actions
-             if a.nargs != 0 and a.dest not in CLI_OWN for f in a.option_strings}
+             if a.nargs not in (0, "?") and a.dest not in CLI_OWN for f in a.option_strings}
     assert cli._VALUE_OPTIONS == takes
     assert {"--max-events", "--include", "--top", "--sort", "-o"} <= takes
     assert magics._PROFILE_VALUE_OPTIONS == {f for a in magic_parser(PROFILE)._actions
-                                             if a.nargs != 0 for f in a.option_strings}
+                                             if a.nargs not in (0, "?") for f in a.option_strings}
+    # An optional value ("--sample [INTERVAL]") is taken only when it is one.
+    assert cli._OPTIONAL_VALUE_OPTIONS == magics._PROFILE_OPTIONAL_VALUE_OPTIONS == {"--sample"}
 
 
 def squeezed(text):

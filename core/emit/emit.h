@@ -27,6 +27,7 @@ struct gt_emit_meta {
     const char *theme;       /* the viewer's theme: auto, light, dark (NULL = auto) */
     int32_t scope_tid;       /* the thread that started the trace, 0 = unknown */
     int all_threads;         /* text: list background threads too (else one line names them) */
+    const char *sampling;    /* sampling mode: interval, samples, the sampler's GIL use; NULL */
 };
 
 /**

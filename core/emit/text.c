@@ -79,6 +79,8 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
                       "lost: OS states may have gaps\n", m->sched_lost);
     if (m->tracer_note)
         sb_printf(&b, "WARNING: %s\n", m->tracer_note);
+    if (m->sampling)
+        sb_printf(&b, "Sampling: %s\n", m->sampling);
     if (!r->gil_known)
         sb_printf(&b, "GIL columns n/a: no GIL probe ran (%s)\n",
                   m->backend_reason && m->backend_reason[0] ? m->backend_reason : "no reason given");

@@ -345,6 +345,8 @@ json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta *m)
         bad = json_object_set_new(o, "theme", json_string(m->theme)) < 0;
     if (!bad && m->scope_tid > 0)
         bad = json_object_set_new(o, "scope_tid", json_integer(m->scope_tid)) < 0;
+    if (!bad && m->sampling)
+        bad = json_object_set_new(o, "sampling", json_string(m->sampling)) < 0;
     if (bad) {
         json_decref(o);
         return NULL;

@@ -37,14 +37,14 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"functions", "c_calls", "max_depth", "max_events", "include",
                              "exclude", "own_dir", "gil", "sched", "backend",
-                             "follow_children", "crosscheck", NULL};
+                             "follow_children", "crosscheck", "sample_ns", NULL};
     int functions = 1, c_calls = 1, max_depth = 0, gil = 1, sched = 1, follow = 0, check = 0;
-    unsigned long long max_events = 0;
+    unsigned long long max_events = 0, sample_ns = 0;
     PyObject *include = Py_None, *exclude = Py_None, *own_dir = Py_None;
     const char *backend = "auto";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppspp", kwlist, &functions, &c_calls,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppsppK", kwlist, &functions, &c_calls,
                                      &max_depth, &max_events, &include, &exclude, &own_dir, &gil,
-                                     &sched, &backend, &follow, &check))
+                                     &sched, &backend, &follow, &check, &sample_ns))
         return -1;
     struct gt_session_opts o = {
         .functions = functions,
@@ -59,7 +59,13 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
         .sched = sched,
         .follow_children = follow,
         .crosscheck = check,
+        .sample_ns = sample_ns,
     };
+    if (sample_ns && functions) {
+        PyErr_SetString(PyExc_ValueError, "sampling (sample_ns) replaces function tracing: "
+                                          "pass functions=False with it");
+        return -1;
+    }
     if (strcmp(backend, "auto") == 0)
         o.backend = GT_BACKEND_AUTO;
     else if (strcmp(backend, "hooks") == 0)
@@ -661,6 +667,31 @@ static PyObject *Result_get_tracer_note(ResultObject *self, void *c)
     return PyUnicode_FromString(self->run->tracer_note);
 }
 
+static PyObject *Result_get_sampling(ResultObject *self, void *c)
+{
+    (void)c;
+    if (!self->run->sampled)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(self->run->sampling);
+}
+
+/* Sampling mode's own figures, or None: the sampler's GIL use is not the user's. */
+static PyObject *Result_get_sampler(ResultObject *self, void *c)
+{
+    (void)c;
+    if (!self->run->sampled)
+        Py_RETURN_NONE;
+    const struct gt_sampler_stats *st = &self->run->sampler;
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i}",
+                         "interval_ns", (unsigned long long)st->interval_ns,
+                         "samples", (unsigned long long)st->samples,
+                         "skipped", (unsigned long long)st->skipped,
+                         "failed", (unsigned long long)st->failed,
+                         "held_ns", (unsigned long long)st->held_ns,
+                         "max_held_ns", (unsigned long long)st->max_held_ns,
+                         "waited_ns", (unsigned long long)st->waited_ns, "tid", (int)st->tid);
+}
+
 #define RES_U64(name, expr)                                                                  \
     static PyObject *Result_get_##name(ResultObject *self, void *c)                          \
     {                                                                                        \
@@ -707,6 +738,9 @@ static PyGetSetDef Result_getset[] = {
     GET(free_threaded, "a free-threaded build's trace: the GIL figures are lock contention "
                        "(held = running, wait = parked, blame = waiter <- waker)"),
     GET(tracer_note, "threads the function tracer missed (a sentence), or None"),
+    GET(sampling, "sampling mode: interval, samples and the sampler's GIL use (a sentence), or None"),
+    GET(sampler, "sampling mode: the sampler's figures (dict: interval_ns, samples, skipped, "
+                 "failed, held_ns, max_held_ns, waited_ns, tid), or None"),
     {NULL, NULL, NULL, NULL, NULL},
 };
 

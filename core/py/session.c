@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bpfprobe.h"
@@ -40,6 +41,11 @@ struct gt_session {
     unsigned char *service; /* per alive_tids entry: the host's own machinery (below) */
     size_t nalive;
     int park_started; /* the park probe records for this session */
+    struct gt_sampler *sampler; /* sampling mode, while recording */
+    PyInterpreterState *interp; /* ... the interpreter it samples */
+    PyThreadState *sampler_ts;  /* ... its own thread state (made on its thread) */
+    int sampled;
+    struct gt_sampler_stats sampler_stats; /* after stop */
 };
 
 /* The native ids of start()'s (ident, native_id[, service]) items; an item it cannot read
@@ -481,6 +487,92 @@ static void release_records(struct gt_session *s)
     s->sched = NULL;
 }
 
+/* The sampler thread's side (see sampler.h): a thread state of its own, the GIL taken
+ * per sample for as long as gt_tracer__sample walks the thread states. */
+static int sampler_begin(void *ctx)
+{
+    struct gt_session *s = ctx;
+    s->sampler_ts = PyThreadState_New(s->interp);
+    return s->sampler_ts ? 0 : -ENOMEM;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int sampler_take(void *ctx, uint64_t *held_ns, uint64_t *waited_ns)
+{
+    struct gt_session *s = ctx;
+    if (gt_is_finalizing()) /* taking the GIL now would end this thread */
+        return -ESHUTDOWN;
+    uint64_t asked = mono_ns();
+    PyEval_RestoreThread(s->sampler_ts);
+    uint64_t got = mono_ns();
+    int err = gt_tracer__sample(gt_ticks());
+    uint64_t done = mono_ns();
+    PyEval_SaveThread();
+    *waited_ns = got - asked;
+    *held_ns = done - got;
+    return err;
+}
+
+static void sampler_end(void *ctx)
+{
+    struct gt_session *s = ctx;
+    if (gt_is_finalizing())
+        return; /* the thread state goes with the interpreter */
+    PyEval_RestoreThread(s->sampler_ts);
+    PyThreadState_Clear(s->sampler_ts);
+    PyThreadState_DeleteCurrent();
+    s->sampler_ts = NULL;
+}
+
+static int start_sampler(struct gt_session *s)
+{
+    struct gt_sampler_ops ops = {sampler_begin, sampler_take, sampler_end, s};
+    s->interp = PyThreadState_Get()->interp;
+    int err = gt_sampler__start(&s->sampler, s->o.sample_ns, &ops);
+    if (err < 0) {
+        errno = -err;
+        PyErr_SetFromErrno(PyExc_RuntimeError);
+        return -1;
+    }
+    return 0;
+}
+
+/* Joins the sampler thread (it may be waiting for the GIL: let it go meanwhile). */
+static void stop_sampler(struct gt_session *s)
+{
+    struct gt_sampler *sm = s->sampler;
+    if (!sm)
+        return;
+    s->sampler = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    gt_sampler__stop(sm, &s->sampler_stats);
+    Py_END_ALLOW_THREADS
+    s->sampled = 1;
+}
+
+/* The sampling line every output shows: the interval, the samples, and the sampler's
+ * own use of the GIL (its thread is a background row; its time is not the user's). */
+static void describe_sampling(const struct gt_session *s, uint64_t wall_ns, char *buf, size_t len)
+{
+    const struct gt_sampler_stats *st = &s->sampler_stats;
+    double iv = (double)st->interval_ns;
+    const char *unit = iv >= 1e6 ? "ms" : "us";
+    double div = iv >= 1e6 ? 1e6 : 1e3;
+    snprintf(buf, len,
+             "sampled every %g %s, %llu samples (%llu ticks skipped while the sampler waited "
+             "for the GIL); the sampler held the GIL %.3f ms (%.2f %% of %.3f s, at most "
+             "%.3f ms at a time) and waited %.3f ms for it",
+             iv / div, unit, (unsigned long long)st->samples, (unsigned long long)st->skipped,
+             (double)st->held_ns / 1e6, wall_ns ? 100.0 * (double)st->held_ns / (double)wall_ns : 0.0,
+             (double)wall_ns / 1e9, (double)st->max_held_ns / 1e6, (double)st->waited_ns / 1e6);
+}
+
 int gt_session__start(struct gt_session *s, PyObject *threads)
 {
     if (s->state != GT_SESSION_NEW) {
@@ -560,6 +652,7 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         .exclude = s->o.exclude,
         .own_dir = s->o.own_dir,
         .own_type = s->o.own_type,
+        .sample = s->o.sample_ns != 0,
     };
     if (gt_tracer__start(&to, s->t0_ticks, threads) < 0)
         goto fail;
@@ -585,6 +678,8 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
             goto fail;
         s->bpf_started = 1;
     }
+    if (s->o.sample_ns && start_sampler(s) < 0)
+        goto fail;
     atomic_store(&gt_recording, 1);
     s->state = GT_SESSION_RECORDING;
     return 0;
@@ -646,14 +741,16 @@ int gt_session__stop(struct gt_session *s)
         s->sched = NULL;
         s->hooks_started = s->bpf_started = s->check_started = 0;
         s->registry_begun = 0;
+        s->sampler = NULL; /* the parent's thread: not in this process */
         s->t1_ticks = s->t0_ticks;
         s->stop_pair = s->start_pair;
         s->state = GT_SESSION_STOPPED;
         return 0;
     }
+    s->busy++;
+    stop_sampler(s); /* first: no sample lands after t1 */
     s->t1_ticks = gt_ticks();
     gt_clock__pair(&s->stop_pair);
-    s->busy++;
     gt_interps__stop();
     int err = gt_tracer__stop();
     stop_probes(s);
@@ -709,6 +806,15 @@ static const char *name_for(PyObject *names, int32_t tid)
     return u;
 }
 
+/* A thread's name: the one Python gave, or the sampler's. */
+static const char *thread_name(const struct gt_session *s, PyObject *names, int32_t tid)
+{
+    const char *nm = name_for(names, tid);
+    if (!nm && s->sampled && tid == s->sampler_stats.tid)
+        nm = "giltracer sampler";
+    return nm;
+}
+
 static void fill_python(char *buf, size_t len)
 {
     const char *v = Py_GetVersion();
@@ -756,7 +862,8 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     }
     /* A forked copy has no records here (the registry may be the child's own). */
     struct gt_thread *threads = forked_copy(s) ? NULL : gt_registry__threads();
-    if (s->o.functions && gt_tracer__collect(threads, file_labels, &run->funcs) < 0)
+    if ((s->o.functions || s->o.sample_ns) &&
+        gt_tracer__collect(threads, file_labels, &run->funcs) < 0)
         goto cleanup;
 
     /* Anchored at this session's start and stop, not at import: in a long-lived
@@ -788,7 +895,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     size_t i = nthreads;
     size_t names_len = 0;
     for (struct gt_thread *t = threads; t; t = t->next) {
-        const char *nm = name_for(names, t->tid);
+        const char *nm = thread_name(s, names, t->tid);
         names_len += (nm ? strlen(nm) : 0) + 1;
     }
     run->names_arena = malloc(names_len ? names_len : 1);
@@ -800,7 +907,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     uint64_t recorded = 0, dropped = 0;
     for (struct gt_thread *t = threads; t; t = t->next) {
         struct gt_thread_input *in = &inputs[--i];
-        const char *nm = name_for(names, t->tid);
+        const char *nm = thread_name(s, names, t->tid);
         size_t l = nm ? strlen(nm) : 0;
         memcpy(np, nm ? nm : "", l);
         np[l] = '\0';
@@ -811,6 +918,8 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         in->ident = t->ident;
         in->flags = t->flags;
         in->flags |= alive_flags(s, t->tid);
+        if (s->sampled && t->tid == s->sampler_stats.tid)
+            in->flags |= GT_THREAD_SERVICE; /* giltracer's own: background, not the cell's */
         in->interp = t->interp;
         if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
             in->flags |= GT_THREAD_HAS_SCHED;
@@ -896,6 +1005,12 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     gt_interps__note(run->tracer_note, sizeof(run->tracer_note));
     if (run->tracer_note[0])
         run->meta.tracer_note = run->tracer_note;
+    if (s->sampled) {
+        run->sampled = 1;
+        run->sampler = s->sampler_stats;
+        describe_sampling(s, t1 - t0, run->sampling, sizeof(run->sampling));
+        run->meta.sampling = run->sampling;
+    }
     s->state = GT_SESSION_FINISHED;
 cleanup:
     if (inputs) {

@@ -10,6 +10,7 @@
 
 #include "emit.h"
 #include "merge.h"
+#include "sampler.h"
 #include "tracer.h"
 
 enum gt_backend_choice { GT_BACKEND_AUTO = 0, GT_BACKEND_HOOKS = 1, GT_BACKEND_BPF = 2 };
@@ -27,6 +28,7 @@ struct gt_session_opts {
     int backend;    /* enum gt_backend_choice */
     int follow_children; /* bpf only */
     int crosscheck; /* diagnostic: hooks as the backend, bpf beside them (root) */
+    uint64_t sample_ns; /* sampling mode: stacks every sample_ns, no per-call hook; 0 = off */
 };
 
 /* The finished product of a session: plain C data plus the strings it points to. */
@@ -43,6 +45,9 @@ struct gt_run {
     char tracer_note[512]; /* threads the function tracer missed, or "" */
     uint64_t gil_events;
     struct gt_result *check; /* crosscheck: the bpf probe's view of the same run */
+    int sampled;             /* sampling mode ran: `sampler` holds its stats */
+    struct gt_sampler_stats sampler;
+    char sampling[384];      /* sampling mode: the interval, samples, the sampler's GIL use */
 };
 
 void gt_run__free(struct gt_run *run);

@@ -36,6 +36,8 @@ function buildHeader() {
     '(--max-events reached): the call trace is incomplete; GIL states are still complete.');
   var cap = num(meta.max_events, 0) > 0 ? ' (max_events=' + fmtInt(num(meta.max_events, 0)) + ' reached, or lost):' : ' (lost):';
   if (gd > 0) banner('gt-warn', '\u26a0 ' + fmtInt(gd) + ' GIL events were not recorded' + cap, 'GIL states, percentages and blame may be inaccurate.');
+  if (meta.sampling) banner('gt-note', '\u2139 Calls were sampled, not traced:', String(meta.sampling) +
+    '. Profile, Top functions and blame weigh each stack by the time to the next sample; the GIL table is exact.');
   if (meta.tracer_note) banner('gt-warn', '\u26a0 Some threads were not fully traced:', String(meta.tracer_note));
   if (sl > 0) banner('gt-warn', '\u26a0 ' + fmtInt(sl) + ' scheduler records were not recorded' + cap, 'OS states may have gaps.');
   if (freeThreaded) banner('gt-note', '\u2139 free-threaded build: no GIL; showing lock contention.',

@@ -328,8 +328,17 @@ class Trace:
         follow_children: bool = False,
         crosscheck: bool = False,
         title: Optional[str] = None,
+        mode: str = "trace",
+        sample_interval: Union[str, float] = options.DEFAULT_SAMPLE_INTERVAL,
     ) -> None:
         options.check_keyword("backend", backend)
+        options.check_keyword("mode", mode)
+        # Sampling replaces the per-call hook: no call is recorded, stacks are sampled.
+        if mode != "sample" and sample_interval != options.DEFAULT_SAMPLE_INTERVAL:
+            raise ValueError("sample_interval is for mode='sample': pass both")
+        sample_ns = options.parse_interval(sample_interval) if mode == "sample" else 0
+        if sample_ns:
+            functions = False
         options.check_keyword("max_events", max_events)
         options.check_keyword("max_depth", max_depth)
         if follow_children and backend == "hooks":
@@ -346,7 +355,9 @@ class Trace:
             backend=backend,
             follow_children=bool(follow_children),
             crosscheck=bool(crosscheck),
+            sample_ns=sample_ns,
         )
+        self.mode = mode
         self.max_events = max_events
         self.title = title
         self._session: Optional[_core.Session] = None
@@ -668,6 +679,10 @@ def trace(**options: Any) -> Trace:
 
     ``with giltracer.trace(functions=True, c_calls=True, max_events=5_000_000,
     include=None, exclude=None, max_depth=None, gil=True, sched=True,
-    backend="auto", follow_children=False) as t:``
+    backend="auto", follow_children=False, mode="trace", sample_interval="5ms") as t:``
+
+    ``mode="sample"`` records no call: a sampler thread reads every thread's stack every
+    ``sample_interval`` ('5ms', '500us', or seconds as a number) while the GIL probe stays
+    exact; ``t.result.sampler`` has the sampler's own GIL use.
     """
     return Trace(**options)

@@ -56,6 +56,7 @@ def build_parser(profile: bool = False) -> argparse.ArgumentParser:
 # Options of ours that take a value: everything after the script (or -m MODULE) belongs
 # to the script, even when it looks like one of our options (e.g. `-m json.tool --help`).
 _VALUE_OPTIONS = options.value_flags(*options.COMMANDS)
+_OPTIONAL_VALUE_OPTIONS = options.optional_value_flags(*options.COMMANDS)
 
 
 def split_argv(argv: List[str]) -> Tuple[List[str], List[str]]:
@@ -69,7 +70,8 @@ def split_argv(argv: List[str]) -> Tuple[List[str], List[str]]:
             return argv[: i + 2], argv[i + 2:]
         if arg.startswith("-m") and not arg.startswith("--"):  # -mjson.tool
             return argv[: i + 1], argv[i + 1:]
-        if arg in _VALUE_OPTIONS:
+        if arg in _VALUE_OPTIONS or (arg in _OPTIONAL_VALUE_OPTIONS and i + 1 < len(argv)
+                                     and options.is_interval(argv[i + 1])):
             i += 2
             continue
         if not arg.startswith("-") or arg == "-":
@@ -237,7 +239,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         argv = argv[1:]
     p = build_parser(profile)
     ours, rest = split_argv(argv)
-    a = p.parse_args(ours)
+    a = p.parse_args(options.with_optional_values(ours, options.COMMANDS))
     a.args = list(a.args) + rest
     if a.module:
         if a.target is not None:
@@ -259,9 +261,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if why:  # before the script runs: its work is not lost to the output path
         p.error(f"cannot write the trace to {out}: {why}")
     try:
-        t = Trace(functions=a.functions, c_calls=a.c_calls, max_events=a.max_events,
-                  include=a.include, exclude=a.exclude, max_depth=a.max_depth, sched=a.sched,
-                  backend=a.backend, follow_children=a.follow_children, title=run_name)
+        sampling = {} if a.sample is None else dict(mode="sample", sample_interval=a.sample,
+                                                     functions=False)
+        t = Trace(**{**dict(functions=a.functions, c_calls=a.c_calls, max_events=a.max_events,
+                            include=a.include, exclude=a.exclude, max_depth=a.max_depth,
+                            sched=a.sched, backend=a.backend,
+                            follow_children=a.follow_children, title=run_name), **sampling})
     except ValueError as e:
         p.error(str(e))
     t.host_thread = live.service_thread

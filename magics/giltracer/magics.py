@@ -51,10 +51,13 @@ def make_trace(args: Any, title: str) -> Trace:
     why = api.check_output_path(args.output) if args.output else None
     if why:  # before the code runs: its work is not lost to the output path
         raise UsageError(f"-o {args.output}: {why}")
+    sampling = {} if getattr(args, "sample", None) is None else dict(
+        mode="sample", sample_interval=args.sample, functions=False)
     try:
         return Trace(c_calls=args.c_calls, sched=args.sched, backend=args.backend, title=title,
-                     **{k: getattr(args, k) for k in ("functions", "max_events", "max_depth",
-                                                      "include", "exclude") if hasattr(args, k)})
+                     **{**{k: getattr(args, k) for k in ("functions", "max_events", "max_depth",
+                                                         "include", "exclude") if hasattr(args, k)},
+                        **sampling})
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -328,12 +331,13 @@ def saved_page(args: Any) -> Optional[str]:
 
 # Options of %gilprofile that take a value: the statement starts after the options.
 _PROFILE_VALUE_OPTIONS = options.value_flags(options.PROFILE)
+_PROFILE_OPTIONAL_VALUE_OPTIONS = options.optional_value_flags(options.PROFILE)
 
 
 def split_statement(line: str) -> Tuple[str, str]:
     """'--top 3 f(x, "a  b")' -> ('--top 3', 'f(x, "a  b")'): the statement is kept
     verbatim. `--` ends the options (for a statement that starts with '-')."""
-    pos, expect_value = 0, False
+    pos, expect_value, optional_value = 0, False, False
     while True:
         m = re.match(r"\s*(\S+)", line[pos:])
         if not m:
@@ -341,12 +345,18 @@ def split_statement(line: str) -> Tuple[str, str]:
         token = m.group(1)
         if expect_value:
             expect_value = False
+        elif optional_value and options.is_interval(token):
+            optional_value = False
         elif token == "--":
             return line[:pos].strip(), line[pos + m.end():].strip()
         elif not token.startswith("-") or token == "-":
             break
         else:
             expect_value = token in _PROFILE_VALUE_OPTIONS
+            optional_value = token in _PROFILE_OPTIONAL_VALUE_OPTIONS
+            pos += m.end()
+            continue
+        optional_value = False
         pos += m.end()
     return line[:pos].strip(), line[pos:].strip()
 

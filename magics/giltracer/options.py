@@ -10,8 +10,9 @@ written out, typed; tests/test_options.py holds it to this table).
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, FrozenSet, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 # The front ends, as an option's `fronts` names them.
 API = "giltracer.trace()"
@@ -29,6 +30,31 @@ DEFAULT_MAX_OUTPUT = 20_000_000
 BACKENDS = ("auto", "hooks", "bpf")
 PROFILE_SORTS = ("wait", "held", "total", "self", "caused")
 VIEWER_THEMES = ("auto", "light", "dark")  # auto follows prefers-color-scheme
+MODES = ("trace", "sample")  # every call recorded, or stacks sampled at an interval
+DEFAULT_SAMPLE_INTERVAL = "5ms"
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|us|µs|s)?\s*$")
+_INTERVAL_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "µs": 1_000}
+
+
+def is_interval(text: str) -> bool:
+    return bool(_INTERVAL.match(text))
+
+
+def parse_interval(value: Any) -> int:
+    """A sampling interval in ns from '5ms', '500us', '0.01s', '5' (ms) or a number of
+    seconds (the API's float); ValueError with the fix otherwise. 50 us to 10 s."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        ns = int(round(value * 1e9))
+    else:
+        m = _INTERVAL.match(str(value))
+        if not m:
+            raise ValueError(f"--sample {value}: give an interval with a unit, e.g. --sample 5ms "
+                             "or --sample 500us (a bare number is ms)")
+        ns = int(round(float(m.group(1)) * _INTERVAL_NS[m.group(2) or "ms"]))
+    if not 50_000 <= ns <= 10_000_000_000:
+        raise ValueError(f"--sample {value}: the interval must be between 50us and 10s, "
+                         "e.g. --sample 5ms")
+    return ns
 
 
 @dataclass(frozen=True)
@@ -51,14 +77,16 @@ class Option:
     minimum: Optional[int] = None
     unit: str = ""
     example: str = ""
+    nargs: Optional[str] = None  # "?": the value may be left out (then `const`)
+    const: Any = None
 
     @property
     def takes_value(self) -> bool:
-        return self.action in (None, "append")
+        return self.action in (None, "append") and self.nargs != "?"
 
     def argparse_kwargs(self) -> Dict[str, Any]:
         kw: Dict[str, Any] = {"dest": self.name, "help": self.help}
-        for key in ("action", "type", "choices", "metavar"):
+        for key in ("action", "type", "choices", "metavar", "nargs", "const"):
             if getattr(self, key) is not None:
                 kw[key] = getattr(self, key)
         if self.default is not None or self.action in ("store_true", "store_false"):
@@ -94,6 +122,17 @@ OPTIONS: Tuple[Option, ...] = (
     Option("functions", ("--no-functions",), fronts=(API, CELL) + COMMANDS, keyword="functions",
            action="store_false", default=True,
            help="probe the GIL only; record no function calls"),
+    Option("sample", ("--sample",), fronts=MAGICS + COMMANDS, nargs="?",
+           const=DEFAULT_SAMPLE_INTERVAL, metavar="INTERVAL",
+           help=f"sample every thread's stack every INTERVAL (default {DEFAULT_SAMPLE_INTERVAL}; "
+                "with a unit: ms, us or s, e.g. 2ms or 500us) instead of recording every call: "
+                "for long runs; the GIL table stays exact"),
+    Option("mode", (), fronts=(API,), keyword="mode", default="trace", choices=MODES,
+           help="trace: record every call; sample: sample every thread's stack every "
+                "sample_interval instead (no per-call hook; the GIL stays exact)"),
+    Option("sample_interval", (), fronts=(API,), keyword="sample_interval",
+           default=DEFAULT_SAMPLE_INTERVAL,
+           help="mode='sample': the interval, '5ms' or '500us' or seconds as a number"),
     Option("gil", (), fronts=(API,), keyword="gil", default=True,
            help="probe the GIL (False: record function calls only)"),
     Option("sched", ("--sched",), fronts=(CELL,), keyword="sched", action="store_true",
@@ -169,12 +208,36 @@ def value_flags(*fronts: str) -> FrozenSet[str]:
     return frozenset(f for front in fronts for o in of(front) if o.takes_value for f in o.flags)
 
 
+def optional_value_flags(*fronts: str) -> FrozenSet[str]:
+    """The spellings of the options of `fronts` whose value may be left out: the next
+    word is their value only when it is one (is_interval)."""
+    return frozenset(f for front in fronts for o in of(front) if o.nargs == "?" for f in o.flags)
+
+
+def with_optional_values(words: List[str], fronts: Tuple[str, ...]) -> List[str]:
+    """`words` with each optional-value flag not followed by a value spelled
+    --flag=DEFAULT, so argparse does not take the next word (a script) as its value."""
+    flags = optional_value_flags(*fronts)
+    out = list(words)
+    for i, w in enumerate(out):
+        if w in flags and not (i + 1 < len(out) and is_interval(out[i + 1])):
+            o = next(o for front in fronts for o in of(front) if w in o.flags)
+            out[i] = f"{w}={o.const}"
+    return out
+
+
 def problem(args: argparse.Namespace, front: str) -> Optional[str]:
     """The first of `front`'s parsed options that is out of range, said, or None."""
     for o in of(front):
         why = o.problem(getattr(args, o.name, None))
         if why:
             return why
+    sample = getattr(args, "sample", None)
+    if sample is not None:
+        try:
+            parse_interval(sample)
+        except ValueError as e:
+            return str(e)
     return None
 
 

@@ -55,6 +55,8 @@ def profile_text(t: Trace, top: int = 10, sort: str = "wait", all_threads: bool 
             f"{'caused':>8}")
     out = [f"GIL profile of {t.result.title} (ms): each function's self time split by "
            "GIL state; caused = other threads' GIL wait while it held the GIL"]
+    if t.result.sampling:  # calls = samples' stack changes, times = runs of samples
+        out.append(f"Sampled, not traced: {t.result.sampling}")
     for key, picked in tables:
         out.append(f"Top functions by {titles[key]}:")
         if not picked:

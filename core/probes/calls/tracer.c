@@ -5,6 +5,7 @@
  * exception state touched. */
 #include "tracer.h"
 
+#include <errno.h>
 #include <fnmatch.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -69,6 +70,8 @@ struct tr_state {
     uint32_t *map; /* after collect: local id -> global id */
     uint32_t nmap;
     int hooked_before_bootstrap; /* 3.9-3.11: attached late, before threading's hook ran */
+    uint32_t *sstack; /* sampling: the thread's last sampled stack, outermost first */
+    uint32_t sdepth, scap;
 };
 
 /* A thread state whose hook went while recording (see slot_dealloc). */
@@ -123,6 +126,8 @@ static struct {
     PyObject *names;                /* strong: dict native id -> thread name */
     uint64_t include_matched;       /* functions and files the include globs matched */
     char include_unmatched[200];    /* at stop: the include globs, if they matched nothing */
+    int sample;                     /* sampling mode: gt_tracer__sample() records stacks */
+    PyObject *start_threads;        /* strong, sampling before 3.11: start()'s thread list */
 } tr;
 
 /* ------------------------------------------------------------------ intern table */
@@ -630,6 +635,60 @@ static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint
         }
         Py_DECREF(stack[i]);
     }
+}
+
+/* Sampling: make the thread's recorded stack the one open now (innermost frame
+ * `innermost`, NULL for none) at `ts`: return from the frames the last sample had that
+ * are gone (innermost first), call the new ones (outermost first, `flag` or-ed in).
+ * Each stack then lasts from its sample to the next: a span is a run of samples.
+ * Excluded functions (giltracer's own, include/exclude) and those past the budget are
+ * left out of the stack. The sampler thread is the call stream's only producer (no
+ * function tracer runs), with the GIL held. */
+static void sample_frames(struct gt_thread *t, PyFrameObject *innermost, uint64_t ts,
+                          uint32_t flag)
+{
+    PyCodeObject *codes[512];
+    int n = 0;
+    PyFrameObject *f = innermost;
+    Py_XINCREF(f);
+    while (f) {
+        if (n < (int)(sizeof(codes) / sizeof(codes[0])))
+            codes[n++] = PyFrame_GetCode(f); /* new reference */
+        PyFrameObject *back = PyFrame_GetBack(f); /* new reference */
+        Py_DECREF(f);
+        f = back;
+    }
+    struct tr_state *s = tr_get(t);
+    uint32_t now[512];
+    uint32_t depth = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        if (s) {
+            uint32_t fid;
+            if (!tr_find(s, codes[i], &fid))
+                fid = tr_insert_code(s, t, codes[i]);
+            if (!(fid & FID_FLAGS))
+                now[depth++] = fid;
+        }
+        Py_DECREF(codes[i]);
+    }
+    if (!s)
+        return;
+    if (depth > s->scap) {
+        uint32_t *grown = realloc(s->sstack, depth * sizeof(*grown));
+        if (!grown)
+            return; /* the last stack stays: this sample is lost */
+        s->sstack = grown;
+        s->scap = depth;
+    }
+    uint32_t same = 0;
+    while (same < depth && same < s->sdepth && now[same] == s->sstack[same])
+        same++;
+    for (uint32_t i = s->sdepth; i > same; i--)
+        gt_stream__push_call(&t->calls, ts, s->sstack[i - 1], GT_RETURN);
+    for (uint32_t i = same; i < depth; i++)
+        gt_stream__push_call(&t->calls, ts, now[i], GT_CALL | flag);
+    memcpy(s->sstack, now, depth * sizeof(*now));
+    s->sdepth = depth;
 }
 
 /* ------------------------------------------------------------------ 3.9 - 3.11 */
@@ -1624,6 +1683,8 @@ static void clear_options(void)
     Py_CLEAR(tr.exclude);
     Py_CLEAR(tr.own_dir);
     Py_CLEAR(tr.own_type);
+    Py_CLEAR(tr.start_threads);
+    tr.sample = 0;
 }
 
 /* Native thread id of a thread state (needs the threading list before 3.11). */
@@ -1684,6 +1745,9 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
             goto fail;
     }
     tr.own_type = (PyTypeObject *)Py_XNewRef((PyObject *)o->own_type);
+    tr.sample = o->sample && !o->functions;
+    if (tr.sample && threads)
+        tr.start_threads = Py_NewRef(threads);
 
     /* Frames already open in every thread become calls at the session start, so
      * returns that happen later nest correctly (seed 000's incomplete events). */
@@ -1696,9 +1760,12 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
         struct gt_thread *t = gt_registry__register(tid, GT_THREAD_EXISTED_AT_START);
         if (!t)
             continue;
-        PyFrameObject *f = o->functions ? PyThreadState_GetFrame(ts) : NULL; /* new ref */
-        if (f) {
-            push_open_frames(t, f, start_ticks);
+        PyFrameObject *f = o->functions || o->sample ? PyThreadState_GetFrame(ts) : NULL;
+        if (f) { /* (a new reference) */
+            if (o->sample)
+                sample_frames(t, f, start_ticks, GT_CALL_OPEN_AT_START);
+            else
+                push_open_frames(t, f, start_ticks);
             Py_DECREF(f);
         }
     }
@@ -2044,6 +2111,7 @@ void gt_tracer__free_state(struct gt_thread *t)
     free(s->vals);
     free(s->entries);
     free(s->map);
+    free(s->sstack);
     free(s);
     t->tracer_state = NULL;
 }
@@ -2055,4 +2123,44 @@ void gt_functable__free(struct gt_functable *ft)
     free(ft->funcs);
     free(ft->arena);
     memset(ft, 0, sizeof(*ft));
+}
+
+/* ------------------------------------------------------------------ sampling */
+
+/* The record of the thread of `ts`, registered when new: by its native id (3.11+; before,
+ * start()'s list of threads, or the record a thread started later bound: threading's
+ * hook binds one in every new thread). NULL when it cannot be told. */
+static struct gt_thread *sampled_thread(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    int32_t tid = (int32_t)ts->native_thread_id;
+#else
+    int32_t tid = tstate_tid(ts, tr.start_threads);
+    if (tid <= 0) {
+        for (struct gt_thread *t = gt_registry__threads(); t; t = t->next)
+            if (t->bound && t->ident == (uint64_t)ts->thread_id && !t->superseded)
+                return t;
+        return NULL;
+    }
+#endif
+    return tid > 0 ? gt_registry__register(tid, 0) : NULL;
+}
+
+int gt_tracer__sample(uint64_t ticks)
+{
+    if (!tr.sample)
+        return -ESRCH;
+    PyThreadState *me = PyThreadState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts;
+         ts = PyThreadState_Next(ts)) {
+        if (ts == me)
+            continue;
+        struct gt_thread *t = sampled_thread(ts);
+        if (!t)
+            continue;
+        PyFrameObject *f = PyThreadState_GetFrame(ts); /* new reference, or NULL */
+        sample_frames(t, f, ticks, 0);
+        Py_XDECREF(f);
+    }
+    return 0;
 }

@@ -31,6 +31,7 @@ struct gt_tracer_opts {
     PyObject *exclude;      /* borrowed: sequence of globs, or NULL */
     PyObject *own_dir;      /* borrowed str: giltracer's package directory (never traced) */
     PyTypeObject *own_type; /* methods of this type are never traced */
+    int sample;             /* without functions: stacks are recorded by gt_tracer__sample */
 };
 
 /**
@@ -49,6 +50,15 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
  * an audit hook refused (tracing is off either way: hooks left behind record nothing).
  */
 int gt_tracer__stop(void);
+
+/**
+ * gt_tracer__sample() - sampling mode (started with .sample and without functions): record
+ * every thread's Python stack at `ticks` as the calls and returns that turn its last
+ * sampled stack into this one (see sample_frames in tracer.c). Call with the GIL, from a
+ * thread that is not sampled itself (the sampler: its own thread state is skipped),
+ * between start and stop. Returns 0, or -ESRCH when not sampling.
+ */
+int gt_tracer__sample(uint64_t ticks);
 
 /** gt_tracer__thread_names() - borrowed dict native id -> name of threads started
  * while recording (kept until the next start). May be NULL. */

@@ -1,0 +1,218 @@
+"""Sampling mode's cost (make bench-sample): CPU time of the bench workloads untraced, under
+giltracer's sampling mode at its default interval (the bpf probe as root, and the in-process
+hooks), and under py-spy `--gil --idle` at the same rate, in one run, interleaved rounds, a
+fresh process per run. Target: sampling mode <= 1.05x untraced CPU time.
+
+  python bench/sample_bench.py [--rounds N] [--only fib,cpu2] [--out bench/results]
+
+Each run loops the workload for about a second (REPS below) and reports the CPU time of
+its whole process over the loop (time.process_time: every thread, the sampler included).
+For py-spy, a process of its own, the traced process's CPU is reported the same way, and
+py-spy's own CPU beside it (the run's children's rusage less the traced process's).
+CPython's profiling.sampling exists from 3.15 on; on an interpreter without it the column
+says so. Writes <out>/sample-<python-version>.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPS = {"fib": 80, "method": 6, "builtins": 4, "threads2": 3, "mixed": 12, "cpu2": 3, "churn2": 6}
+CONFIGS = ("untraced", "gil-hooks", "sample-hooks", "sample", "py-spy")
+PYSPY_RATE = 200  # per second: giltracer's default 5 ms
+
+WORKER = r"""
+import json, os, resource, sys, time
+sys.path.insert(0, {here!r})
+import workloads
+name, mode, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fn, setup = workloads.WORKLOADS[name]
+if setup:
+    setup()
+fn()  # warm-up, untimed
+t = None
+if mode == "gil-hooks":  # the GIL probe alone: what sampling adds is the rest
+    import giltracer
+    t = giltracer.trace(functions=False, backend="hooks")
+    t.start()
+elif mode.startswith("sample"):
+    import giltracer
+    t = giltracer.trace(mode="sample", backend="hooks" if mode == "sample-hooks" else "auto")
+    t.start()
+c0, w0 = time.process_time(), time.perf_counter()
+for _ in range(reps):
+    fn()
+cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+out = dict(cpu=cpu, wall=wall)
+if t is not None:
+    t.stop()
+if t is not None and t.result.sampler:
+    st = t.result.sampler
+    out.update(samples=st["samples"], skipped=st["skipped"], held_ns=st["held_ns"],
+               waited_ns=st["waited_ns"], backend=t.result.backend)
+    if name == "cpu2":  # the GIL split of the two spinning threads, from the samples
+        shares = []
+        for s in t.summary():
+            if s.name.startswith("worker-"):
+                node = t.profile(s.tid).find("_spin")
+                if node:
+                    st = node[0].states
+                    held = st["running"] + st["held_off_cpu"]
+                    shares.append(held / max(1, held + st["waiting"]))
+        out["spin_held_share"] = shares
+ru = resource.getrusage(resource.RUSAGE_SELF)
+out["process_cpu"] = ru.ru_utime + ru.ru_stime
+print("RESULT " + json.dumps(out))
+"""
+
+
+def pyspy_path():
+    """py-spy beside this interpreter (a venv's bin/), else on PATH, else None."""
+    here = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return here if os.access(here, os.X_OK) else shutil.which("py-spy")
+
+
+def run_one(workload: str, config: str, script: str) -> dict:
+    cmd = [sys.executable, script, workload, "untraced" if config == "py-spy" else config,
+           str(REPS[workload])]
+    if config == "py-spy":
+        out = tempfile.mktemp(suffix=".txt", prefix="pyspy-")
+        cmd = [pyspy_path(), "record", "--gil", "--idle", "-r",
+               str(PYSPY_RATE), "-f", "raw", "-o", out, "--"] + cmd
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if config == "py-spy":
+        try:
+            os.unlink(out)
+        except OSError:
+            pass
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
+    if r.returncode != 0 or not line:
+        raise RuntimeError(f"{config} {workload} failed ({r.returncode}): {r.stderr[-800:]}")
+    res = json.loads(line[-1][7:])
+    tree = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if config == "py-spy":
+        res["profiler_cpu"] = max(0.0, tree - res["process_cpu"])
+    return res
+
+
+def bootstrap_ci(a, b, n=2000, seed=1):
+    """95 % interval of median(a) / median(b), resampling both."""
+    rnd = random.Random(seed)
+    ratios = sorted(statistics.median(rnd.choices(a, k=len(a))) /
+                    statistics.median(rnd.choices(b, k=len(b))) for _ in range(n))
+    return ratios[int(0.025 * n)], ratios[int(0.975 * n) - 1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", default="", help="comma-separated workloads")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    a = ap.parse_args()
+    workloads = [w for w in REPS if not a.only or w in a.only.split(",")]
+    have_pyspy = pyspy_path() is not None and os.geteuid() == 0
+    configs = [c for c in CONFIGS if c != "py-spy" or have_pyspy]
+    with tempfile.TemporaryDirectory(prefix="gt-sample-bench-") as d:
+        script = os.path.join(d, "sample_worker.py")
+        with open(script, "w") as f:
+            f.write(WORKER.format(here=HERE))
+        samples = {w: {c: [] for c in configs} for w in workloads}
+        t0 = time.time()
+        for rnd in range(a.rounds):
+            for w in workloads:
+                order = list(configs)
+                random.Random(rnd * 31 + len(w)).shuffle(order)
+                for c in order:
+                    samples[w][c].append(run_one(w, c, script))
+            print(f"round {rnd + 1}/{a.rounds} done ({time.time() - t0:.0f} s)", flush=True)
+    has_sampling = False
+    try:
+        import importlib.util
+        has_sampling = importlib.util.find_spec("profiling.sampling") is not None
+    except (ImportError, ValueError):
+        pass
+    lines = report(samples, configs, workloads, a.rounds, have_pyspy, has_sampling)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    os.makedirs(a.out, exist_ok=True)
+    ver = platform.python_version()
+    with open(os.path.join(a.out, f"sample-{ver}.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(a.out, f"sample-{ver}.json"), "w") as f:
+        json.dump({"python": sys.version, "rounds": a.rounds, "reps": REPS, "samples": samples}, f,
+                  indent=1)
+    return 0
+
+
+def report(samples, configs, workloads, rounds, have_pyspy, has_sampling):
+    ver = platform.python_version()
+    lines = [f"# Sampling mode: CPU time vs untraced and py-spy (Python {ver})", "",
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
+             f"{rounds} rounds, a fresh process per run, configurations shuffled per round. "
+             "CPU = the traced process's CPU time over the workload loop (every thread; "
+             "giltracer's sampler thread included); ratio = median / median untraced, "
+             "[95 % bootstrap interval]. giltracer: mode='sample' at the default 5 ms "
+             "(`sample`: backend auto, bpf as root; `sample-hooks`: in-process hooks); "
+             "`gil-hooks`: functions=False with the hooks, no sampler: the GIL probe's own "
+             "cost, which sampling keeps (the sampler's cost is sample-hooks less gil-hooks). "
+             f"py-spy: `record --gil --idle -r {PYSPY_RATE}` (same rate), its own process's "
+             "CPU in the last column. Target: sampling <= 1.05x untraced.", ""]
+    if not have_pyspy:
+        lines += ["py-spy: not run (not installed, or not root: it needs ptrace).", ""]
+    lines += ["CPython profiling.sampling: " + ("present, not run by this bench yet." if has_sampling
+              else "not in this interpreter (3.15+)."), ""]
+    head = "| workload | untraced CPU s | " + " | ".join(
+        f"{c} ratio" for c in configs if c != "untraced") + " | sampler samples / skipped, GIL held | py-spy own CPU s |"
+    lines += [head, "|" + "---|" * (head.count("|") - 1)]
+    verdict = []
+    for w in workloads:
+        base = [r["cpu"] for r in samples[w]["untraced"]]
+        cells = [w, f"{statistics.median(base):.3f}"]
+        for c in configs:
+            if c == "untraced":
+                continue
+            v = [r["cpu"] for r in samples[w][c]]
+            lo, hi = bootstrap_ci(v, base)
+            ratio = statistics.median(v) / statistics.median(base)
+            cells.append(f"{ratio:.3f} [{lo:.3f}, {hi:.3f}]")
+            if c.startswith("sample"):
+                verdict.append((w, c, ratio, lo, hi))
+        s = samples[w]["sample"]
+        cells.append(f"{statistics.median([r['samples'] for r in s]):.0f} / "
+                     f"{statistics.median([r['skipped'] for r in s]):.0f}, "
+                     f"{statistics.median([r['held_ns'] / 1e6 for r in s]):.2f} ms "
+                     f"({100 * statistics.median([r['held_ns'] / 1e9 / r['wall'] for r in s]):.2f} %)")
+        cells.append(f"{statistics.median([r['profiler_cpu'] for r in samples[w]['py-spy']]):.3f}"
+                     if "py-spy" in samples[w] else "n/a")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## Verdicts (median ratio <= 1.05)", ""]
+    for w, c, ratio, lo, hi in verdict:
+        lines.append(f"- {w} {c}: {ratio:.3f} [{lo:.3f}, {hi:.3f}] "
+                     f"{'PASS' if ratio <= 1.05 else 'FAIL'}")
+    if "cpu2" in workloads:
+        shares = [x for c in ("sample", "sample-hooks") for r in samples["cpu2"][c]
+                  for x in r.get("spin_held_share", [])]
+        if shares:
+            lines += ["", f"cpu2 (two spinning threads), GIL-split profile from the samples: "
+                      f"_spin held {100 * min(shares):.0f}-{100 * max(shares):.0f} % of its "
+                      f"held+waiting time (median {100 * statistics.median(shares):.0f} %), "
+                      "expected ~50 %."]
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main())
