@@ -37,14 +37,14 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"functions", "c_calls", "max_depth", "max_events", "include",
                              "exclude", "own_dir", "gil", "sched", "backend",
-                             "follow_children", "crosscheck", NULL};
+                             "follow_children", "crosscheck", "spool", "children", NULL};
     int functions = 1, c_calls = 1, max_depth = 0, gil = 1, sched = 1, follow = 0, check = 0;
     unsigned long long max_events = 0;
     PyObject *include = Py_None, *exclude = Py_None, *own_dir = Py_None;
-    const char *backend = "auto";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppspp", kwlist, &functions, &c_calls,
+    const char *backend = "auto", *spool = NULL, *children = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppsppzz", kwlist, &functions, &c_calls,
                                      &max_depth, &max_events, &include, &exclude, &own_dir, &gil,
-                                     &sched, &backend, &follow, &check))
+                                     &sched, &backend, &follow, &check, &spool, &children))
         return -1;
     struct gt_session_opts o = {
         .functions = functions,
@@ -59,6 +59,8 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
         .sched = sched,
         .follow_children = follow,
         .crosscheck = check,
+        .spool = spool,
+        .children = children,
     };
     if (strcmp(backend, "auto") == 0)
         o.backend = GT_BACKEND_AUTO;

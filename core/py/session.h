@@ -27,6 +27,11 @@ struct gt_session_opts {
     int backend;    /* enum gt_backend_choice */
     int follow_children; /* bpf only */
     int crosscheck; /* diagnostic: hooks as the backend, bpf beside them (root) */
+    /* Child processes (record/spool.h). spool: in a child, the path its streams go to at
+     * finish (instead of its own merge); children: in the parent, the session folder and
+     * token as "folder/token-": finish merges every "token-<pid>.spool" in it. Borrowed
+     * str or NULL; the session keeps copies. */
+    const char *spool, *children;
 };
 
 /* The finished product of a session: plain C data plus the strings it points to. */
@@ -43,6 +48,11 @@ struct gt_run {
     char tracer_note[512]; /* threads the function tracer missed, or "" */
     uint64_t gil_events;
     struct gt_result *check; /* crosscheck: the bpf probe's view of the same run */
+    /* Child processes merged in: their spools (the strings their functions point to) and
+     * the function table of all processes the result uses. */
+    struct gt_spool **spools;
+    size_t nspools;
+    struct gt_func *all_funcs;
 };
 
 void gt_run__free(struct gt_run *run);

@@ -21,7 +21,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 if TYPE_CHECKING:  # at run time the core is imported where it is used: importing giltracer
     from . import _core  # stays cheap, and a free-threaded build never loads it
 
-from . import options, render
+from . import _child, options, render
 from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -150,6 +150,24 @@ class ThreadSummary:
     spans: int
     background: bool = False
     interp: int = 0  # as in ThreadInfo
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    command: str
+    child: bool  # a child process followed (follow_children=True), not the traced one
+    tids: Tuple[int, ...]
+    start_ns: int
+    end_ns: int
+
+
+def _own_command() -> str:
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            return f.read(4096).replace(b"\0", b" ").strip().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 @dataclass(frozen=True)
@@ -302,8 +320,10 @@ class Trace:
         options.check_keyword("backend", backend)
         options.check_keyword("max_events", max_events)
         options.check_keyword("max_depth", max_depth)
-        if follow_children and backend == "hooks":
-            raise ValueError("follow_children needs the bpf backend (backend='bpf' or 'auto' as root)")
+        # backend="bpf": its probe follows forked children system-wide (root); otherwise every
+        # child process starts its own session and the parent merges them (_child.py).
+        bpf_follow = bool(follow_children) and backend == "bpf"
+        self._follow = bool(follow_children) and not bpf_follow
         self.options: Dict[str, Any] = dict(
             functions=bool(functions),
             c_calls=bool(c_calls),
@@ -314,9 +334,12 @@ class Trace:
             gil=bool(gil),
             sched=bool(sched),
             backend=backend,
-            follow_children=bool(follow_children),
+            follow_children=bpf_follow,
             crosscheck=bool(crosscheck),
         )
+        self._children: Optional[_child.Children] = None
+        self._commands: Dict[int, str] = {}
+        self._pid: Optional[int] = None
         self.max_events = max_events
         self.title = title
         self._session: Optional[_core.Session] = None
@@ -338,7 +361,12 @@ class Trace:
             raise RuntimeError(FREE_THREADED_REFUSAL)
         from . import _core
 
-        session = self._session = _core.Session(own_dir=_PACKAGE_DIR, **self.options)
+        self._pid = os.getpid()
+        children = None
+        if self._follow:
+            children = self._children = _child.Children(self._child_options())
+        session = self._session = _core.Session(
+            own_dir=_PACKAGE_DIR, children=children.prefix if children else None, **self.options)
         threads = [(t.ident, t.native_id, self._is_host_thread(t))
                    for t in threading.enumerate() if t.ident is not None]
         self._ended_before = _ended_threads()
@@ -346,8 +374,29 @@ class Trace:
         # Thread object is gone by stop is otherwise nameless.
         self._names_at_start = {t.native_id: t.name for t in threading.enumerate()
                                 if t.native_id is not None}
-        session.start(threads)
+        if children is not None:
+            children.begin()
+        try:
+            session.start(threads)
+        except BaseException:
+            self._end_children()
+            raise
         return self
+
+    def _child_options(self) -> Dict[str, Any]:
+        """What a child's session records: the parent's options, with the in-process probe."""
+        return {k: v for k, v in self.options.items()
+                if k in ("functions", "c_calls", "max_events", "include", "exclude", "max_depth",
+                         "gil", "sched")}
+
+    def _end_children(self) -> None:
+        if self._children is not None:
+            self._children.end()
+
+    def _collect_children(self) -> None:
+        if self._children is not None:
+            self._commands = self._children.collect()
+            self._children = None
 
     def _is_host_thread(self, t: threading.Thread) -> bool:
         try:
@@ -367,6 +416,7 @@ class Trace:
             raise RuntimeError(_core.RELEASED_MESSAGE)
         self._session = None
         try:
+            self._end_children()
             session.stop()
         finally:
             # Finished whatever happens here (e.g. a KeyboardInterrupt while naming the
@@ -375,7 +425,10 @@ class Trace:
             try:
                 names.update(_thread_names(self._ended_before))
             finally:
-                self._result = session.finish(names, self.title, self._labels())
+                try:
+                    self._result = session.finish(names, self.title, self._labels())
+                finally:
+                    self._collect_children()
         global _last
         _last = self
         dropped = self.dropped
@@ -459,10 +512,27 @@ class Trace:
     sched_status = property(lambda self: self.result.sched_status, doc="OS-state source")
     gil_known = property(lambda self: self.result.gil_known, doc="a GIL probe ran")
 
-    def summary(self, all_threads: bool = False) -> List[ThreadSummary]:
+    def summary(self, all_threads: bool = False, process: Optional[int] = None) -> List[ThreadSummary]:
         """Per-thread GIL and OS figures of the cell's threads; ``all_threads=True`` adds
-        the background threads (``ThreadSummary.background``)."""
-        return [ThreadSummary(**d) for d in self.result.summary() if all_threads or not d["background"]]
+        the background threads (``ThreadSummary.background``); ``process``: only the
+        threads of that pid (see ``processes``)."""
+        return [ThreadSummary(**d) for d in self.result.summary()
+                if (all_threads or not d["background"]) and (process is None or d["pid"] == process)]
+
+    @property
+    def processes(self) -> List[ProcessInfo]:
+        """The traced process first, then each child process followed
+        (``follow_children=True``) in the order it started."""
+        own = os.getpid() if self._pid is None else self._pid
+        order: Dict[int, List[ThreadInfo]] = {}
+        for t in self.threads:
+            order.setdefault(t.pid, []).append(t)
+        rows = []
+        for pid, threads in sorted(order.items(), key=lambda kv: (kv[0] != own, min(t.start_ns for t in kv[1]))):
+            rows.append(ProcessInfo(pid, self._commands.get(pid, "") if pid != own else _own_command(),
+                                    pid != own, tuple(t.tid for t in threads),
+                                    min(t.start_ns for t in threads), max(t.end_ns for t in threads)))
+        return rows
 
     def summary_text(self, top: int = 5, all_threads: bool = False) -> str:
         """The per-thread table (background threads on one line unless ``all_threads``)
