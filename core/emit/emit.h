@@ -27,6 +27,14 @@ struct gt_emit_meta {
     const char *theme;       /* the viewer's theme: auto, light, dark (NULL = auto) */
     int32_t scope_tid;       /* the thread that started the trace, 0 = unknown */
     int all_threads;         /* text: list background threads too (else one line names them) */
+    /* Child processes merged in (follow_children): each one's pid and command line. */
+    const struct gt_emit_process *processes;
+    size_t nprocesses;
+};
+
+struct gt_emit_process {
+    int32_t pid;
+    const char *cmd;
 };
 
 /**

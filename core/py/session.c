@@ -736,6 +736,12 @@ static int write_spool(const struct gt_session *s, const struct gt_trace_input *
     return err;
 }
 
+static int by_start(const void *a, const void *b)
+{
+    uint64_t x = (*(struct gt_spool *const *)a)->meta.t0, y = (*(struct gt_spool *const *)b)->meta.t0;
+    return x < y ? -1 : x > y;
+}
+
 /* The parent: reads every child's spool in the session folder (only regular files of
  * this user, never through a link) into run->spools, and notes each child that started
  * (its "token-<pid>.born") but left no spool: killed (e.g. SIGKILL) or still running. */
@@ -801,6 +807,7 @@ static void read_spools(const struct gt_session *s, struct gt_run *run, char *no
         }
     }
     closedir(d);
+    qsort(run->spools, run->nspools, sizeof(*run->spools), by_start);
     if (killed)
         gt_note__add(note, nlen,
                     "%d child process%s (pid %s%s) ended without writing its trace (killed, "
@@ -1010,6 +1017,14 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         read_spools(s, run, child_note, sizeof(child_note));
         if (run->nspools)
             err = add_children(run, &ti, &run->meta, &all, &maps);
+        run->procs = calloc(run->nspools ? run->nspools : 1, sizeof(*run->procs));
+        if (!run->procs)
+            err = -ENOMEM;
+        for (size_t k = 0; run->procs && k < run->nspools; k++)
+            run->procs[k] = (struct gt_emit_process){run->spools[k]->meta.pid,
+                                                     run->spools[k]->meta.cmd};
+        run->meta.processes = run->procs;
+        run->meta.nprocesses = run->nspools;
     }
     if (err == 0)
         err = gt_merge__run(&ti, &run->result);
@@ -1100,6 +1115,7 @@ void gt_run__free(struct gt_run *run)
     for (size_t k = 0; k < run->nspools; k++)
         gt_spool__free(run->spools[k]);
     free(run->spools);
+    free(run->procs);
     free(run->all_funcs);
     free(run->names_arena);
     free(run);

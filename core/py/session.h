@@ -53,6 +53,7 @@ struct gt_run {
     struct gt_spool **spools;
     size_t nspools;
     struct gt_func *all_funcs;
+    struct gt_emit_process *procs; /* meta.processes */
 };
 
 void gt_run__free(struct gt_run *run);
