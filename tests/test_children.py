@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+import _giltracer_boot
 import giltracer
 
 N = 3_000_000  # CPU-bound: each task a few tenths of a second
@@ -21,7 +22,15 @@ POOL_SCRIPT = textwrap.dedent(f"""
     from concurrent.futures import ProcessPoolExecutor
     import giltracer
 
+    barrier = None
+
+    def init(b):
+        global barrier
+        barrier = b
+
     def work(n):
+        if barrier is not None:  # one task per worker: each waits for the other three
+            barrier.wait()
         s = 0
         for i in range(n):
             s += i * i
@@ -29,11 +38,16 @@ POOL_SCRIPT = textwrap.dedent(f"""
 
     if __name__ == "__main__":
         method = sys.argv[1]
+        ctx = mp.get_context(method)
         with giltracer.trace(follow_children=True) as t:
-            with ProcessPoolExecutor(4, mp_context=mp.get_context(method)) as ex:
+            with ProcessPoolExecutor(4, mp_context=ctx, initializer=init,
+                                     initargs=(ctx.Barrier(4),)) as ex:
                 list(ex.map(work, [{N}] * 4))
         def held_in_work(tid):  # the share of its time in work() with the GIL held
             works = [(a, b) for a, b, name, _, _ in t.spans(tid) if name == "work"]
+            # from the barrier's end to work's (barrier.wait is a call inside work)
+            waits = [b for a, b, name, _, _ in t.spans(tid) if name == "Barrier.wait"]
+            works = [(max([a] + [w for w in waits if a <= w <= b]), b) for a, b in works]
             held = [(a, b) for a, b, state in t.gil_intervals(tid) if state == "held"]
             total = sum(b - a for a, b in works)
             inside = sum(max(0, min(b, d) - max(a, c)) for a, b in works for c, d in held)
@@ -163,10 +177,12 @@ def test_the_session_folder_is_private_and_removed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(giltracer._child.Children, "collect", collect)
     with giltracer.trace(follow_children=True, functions=False) as t:
-        value = json.loads(os.environ["GILTRACER_CHILD"])
-        folder = os.path.dirname(value["prefix"])
+        prefix, options = _giltracer_boot.decode(os.environ["GILTRACER_CHILD"])
+        folder = os.path.dirname(prefix)
     assert seen["mode"] == 0o700
-    assert len(seen["token"]) == 32 and seen["token"] in value["prefix"]
+    assert len(seen["token"]) == 32 and seen["token"] in prefix
+    assert options == dict(c_calls=True, exclude=None, functions=False, gil=True, include=None,
+                           max_depth=0, max_events=giltracer.api.DEFAULT_MAX_EVENTS, sched=True)
     assert seen["env"] is None  # no child started after stop joins
     assert not os.path.exists(folder)
     assert [p.pid for p in t.processes] == [os.getpid()]
@@ -178,7 +194,7 @@ PLANT = textwrap.dedent("""
     with giltracer.trace(follow_children=True) as t:
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         subprocess.run([sys.executable, "-c", "pass"], check=True)
-        prefix = json.loads(os.environ["GILTRACER_CHILD"])["prefix"]
+        prefix = os.environ["GILTRACER_CHILD"].split("\x1f")[0]
         folder = os.path.dirname(prefix)
         spools = sorted(n for n in os.listdir(folder) if n.endswith(".spool"))
         # the first: moved away and replaced by a link to it; the second: renamed (no token)
@@ -224,7 +240,9 @@ def test_cli_follow_children_writes_one_chrome_process_per_process(tmp_path):
     script = tmp_path / "pool.py"
     script.write_text(POOL_SCRIPT.split('if __name__ == "__main__":')[0] + textwrap.dedent(f"""
         if __name__ == "__main__":
-            with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as ex:
+            ctx = mp.get_context("spawn")
+            with ProcessPoolExecutor(2, mp_context=ctx, initializer=init,
+                                     initargs=(ctx.Barrier(2),)) as ex:
                 list(ex.map(work, [{N // 4}] * 2))
     """))
     out = tmp_path / "t.json"
@@ -253,6 +271,9 @@ KERNEL_CELLS = [
             return s
         def held_in_work(t, tid):  # the share of its time in work() with the GIL held
             works = [(a, b) for a, b, name, _, _ in t.spans(tid) if name == "work"]
+            # from the barrier's end to work's (barrier.wait is a call inside work)
+            waits = [b for a, b, name, _, _ in t.spans(tid) if name == "Barrier.wait"]
+            works = [(max([a] + [w for w in waits if a <= w <= b]), b) for a, b in works]
             held = [(a, b) for a, b, state in t.gil_intervals(tid) if state == "held"]
             total = sum(b - a for a, b in works)
             inside = sum(max(0, min(b, d) - max(a, c)) for a, b in works for c, d in held)
