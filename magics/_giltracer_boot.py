@@ -21,6 +21,7 @@ _FORK_SERVER = b"from multiprocessing.forkserver import main"
 _following: Optional[str] = None  # the value a fork child follows with (parent or child), or None
 _fork_hook = False
 _session: Any = None
+_session_pid = 0  # the process _session records (a fork's copy is not ours)
 _real_exit = os._exit
 _exits_installed = False
 
@@ -126,7 +127,7 @@ def _cmdline() -> bytes:
 
 
 def _begin(value: str) -> None:
-    global _session
+    global _session, _session_pid
     prefix, options = decode(value)
     pid = os.getpid()
     fd = os.open(f"{prefix}{pid}.born", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
@@ -147,7 +148,7 @@ def _begin(value: str) -> None:
     else:
         threads = [(_thread.get_ident(), _thread.get_native_id())]
     session.start(threads)
-    _session = session
+    _session, _session_pid = session, pid
     follow(value)
     _install_exits()
 

@@ -333,3 +333,27 @@ def test_a_kernel_cell_follows_its_process_pool_and_subprocess(kernel_notebook):
 def test_a_kernel_cell_with_no_follow_children_traces_only_the_kernel(kernel_notebook):
     facts = printed(kernel_notebook.cells[5])
     assert [p[0] for p in facts["procs"]] == [facts["own"]]
+
+
+OWN = textwrap.dedent("""
+    import json, multiprocessing as mp
+    import giltracer
+
+    def own_trace(n):  # a worker that traces itself, as lesson code may
+        with giltracer.trace(functions=False) as own:
+            sum(range(n))
+        return len(own.threads)
+
+    if __name__ == "__main__":
+        with giltracer.trace(follow_children=True) as t:
+            with mp.get_context("fork").Pool(1) as pool:
+                counts = pool.map(own_trace, [100_000])
+        print(json.dumps(dict(counts=counts, procs=[p.pid for p in t.processes])))
+""")
+
+
+def test_a_followed_child_may_start_its_own_trace(tmp_path):
+    """Its session from birth yields (what it recorded goes to the parent)."""
+    facts, _ = run_script(tmp_path, OWN)
+    assert facts["counts"] == [1]
+    assert len(facts["procs"]) == 2, facts

@@ -28,6 +28,13 @@ import _giltracer_boot as boot
 ENV = boot.ENV
 
 
+def yield_to_own_trace() -> None:
+    """A followed child that starts a trace of its own: the session it began at birth ends
+    here (its streams so far go to the parent), and the child's own trace goes on."""
+    if boot._session is not None and boot._session_pid == os.getpid():
+        boot.end()
+
+
 class Children:
     """The parent's session folder, token and environment while it records."""
 

@@ -361,6 +361,7 @@ class Trace:
             raise RuntimeError(FREE_THREADED_REFUSAL)
         from . import _core
 
+        _child.yield_to_own_trace()
         self._pid = os.getpid()
         children = None
         if self._follow:
