@@ -417,8 +417,10 @@ class Trace:
             raise RuntimeError(_core.RELEASED_MESSAGE)
         self._session = None
         try:
-            self._end_children()
-            session.stop()
+            try:
+                session.stop()
+            finally:  # after the stop: the tracer does not record this plumbing
+                self._end_children()
         finally:
             # Finished whatever happens here (e.g. a KeyboardInterrupt while naming the
             # threads): a session stays the active one until it is finished.
