@@ -45,8 +45,8 @@ POOL_SCRIPT = textwrap.dedent(f"""
                 list(ex.map(work, [{N}] * 4))
         def held_in_work(tid):  # the share of its time in work() with the GIL held
             works = [(a, b) for a, b, name, _, _ in t.spans(tid) if name == "work"]
-            # from the barrier's end to work's (barrier.wait is a call inside work)
-            waits = [b for a, b, name, _, _ in t.spans(tid) if name == "Barrier.wait"]
+            # from the barrier's end to work's (its wait: "wait" before 3.11, no co_qualname)
+            waits = [b for a, b, name, _, _ in t.spans(tid) if name in ("Barrier.wait", "wait")]
             works = [(max([a] + [w for w in waits if a <= w <= b]), b) for a, b in works]
             held = [(a, b) for a, b, state in t.gil_intervals(tid) if state == "held"]
             total = sum(b - a for a, b in works)
@@ -271,8 +271,8 @@ KERNEL_CELLS = [
             return s
         def held_in_work(t, tid):  # the share of its time in work() with the GIL held
             works = [(a, b) for a, b, name, _, _ in t.spans(tid) if name == "work"]
-            # from the barrier's end to work's (barrier.wait is a call inside work)
-            waits = [b for a, b, name, _, _ in t.spans(tid) if name == "Barrier.wait"]
+            # from the barrier's end to work's (its wait: "wait" before 3.11, no co_qualname)
+            waits = [b for a, b, name, _, _ in t.spans(tid) if name in ("Barrier.wait", "wait")]
             works = [(max([a] + [w for w in waits if a <= w <= b]), b) for a, b in works]
             held = [(a, b) for a, b, state in t.gil_intervals(tid) if state == "held"]
             total = sum(b - a for a, b in works)
