@@ -22,7 +22,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-sample bench-bytes bench-deflate readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-children bench-sample bench-bytes bench-deflate readme-picture bench-matrix clean \
         pythons test-sid test-sid-lessons-busy bench-sid \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
@@ -369,6 +369,10 @@ readme-picture: setup
 
 # Bytes of a traced cell's output (tiny and 1M calls) -> bench/results/output-bytes.md;
 # BEFORE_PY=<an older build's python> (e.g. main's .venv/bin/python) adds its column.
+# Following child processes (issue 23): start-up per child, merge of 8 x 1M calls.
+bench-children: setup
+	$(PY) bench/children_bench.py
+
 bench-bytes: setup
 	$(PY) bench/output_bytes.py $(if $(BEFORE_PY),--before $(BEFORE_PY))
 

@@ -371,9 +371,10 @@ def lesson4(alone: int, slow_trips: int, slow: giltracer.Trace, fast_trips: int,
 
 def lesson5(threads_trace: giltracer.Trace, processes: Tuple[giltracer.Trace, List[Any], Machine],
             in_threads: Callable[[], Any], in_processes: Callable[[], Any],
-            follow: bool) -> Tuple[giltracer.Trace, Tuple[giltracer.Trace, List[Any], Machine]]:
+            ) -> Tuple[giltracer.Trace, Tuple[giltracer.Trace, List[Any], Machine]]:
     """Threads share one GIL and never run at once; processes each have their own GIL,
-    and (given two free CPUs) their workers run at once: on-CPU time that overlaps."""
+    and (given two free CPUs) their workers run at once: on-CPU time that overlaps. The
+    process pool's trace follows its workers (follow_children)."""
     me = os.getpid()
 
     def thread_claims(t: giltracer.Trace) -> None:
@@ -389,20 +390,18 @@ def lesson5(threads_trace: giltracer.Trace, processes: Tuple[giltracer.Trace, Li
         assert len(set(pids)) == 2 and me not in pids  # two worker processes did the work
         pid_of = {th.tid: th.pid for th in t.threads}
         children = [r for r in t.summary() if pid_of[r.tid] != me]
-        if follow:  # what this notebook's eBPF probe saw in the workers
-            reports = []
-            for pid in pids:
-                r = max((r for r in children if r.pid == pid), key=lambda r: r.held_ns)
-                reports.append(dict(pid=pid, held=gil(t, r.tid, "held"), wait=gil(t, r.tid, "wait"),
-                                    on_cpu=on_cpu(t, r.tid), preempted=r.preempted_ns,
-                                    wall=r.wall_ns))
-        else:  # the in-process probe sees this process only, which waited for the workers ...
-            assert not children
-            main = next(r for r in t.summary() if r.name == "MainThread")
-            print(f"MainThread released the GIL {main.released_pct:.1f} % of the time "
-                  "(it waited for the workers' results)")
-            assert main.released_pct >= 80, main
-            reports = results  # ... which traced themselves
+        # The workers, as the trace followed them: each one's busiest thread.
+        assert sorted({r.pid for r in children}) == sorted(pids), ([r.pid for r in children], pids)
+        main = next(r for r in t.summary() if r.name == "MainThread" and r.pid == me)
+        print(f"MainThread released the GIL {main.released_pct:.1f} % of the time "
+              "(it waited for the workers' results)")
+        assert main.released_pct >= 80, main
+        reports = []
+        for pid in pids:
+            r = max((r for r in children if r.pid == pid), key=lambda r: r.held_ns)
+            reports.append(dict(pid=pid, held=gil(t, r.tid, "held"), wait=gil(t, r.tid, "wait"),
+                                on_cpu=on_cpu(t, r.tid), preempted=r.preempted_ns,
+                                wall=r.wall_ns))
         for r, result in zip(reports, results):
             span = [result["span"]]  # while the task computed (after the barrier)
             held = length(intersect(r["held"], span)) / (span[0][1] - span[0][0])
@@ -432,7 +431,7 @@ def lesson5(threads_trace: giltracer.Trace, processes: Tuple[giltracer.Trace, Li
 
     def again_processes() -> Tuple[giltracer.Trace, List[Any], Machine]:
         with Machine() as machine:
-            with giltracer.trace(c_calls=False, include="*ipykernel_*", follow_children=follow) as t:
+            with giltracer.trace(c_calls=False, include="*ipykernel_*", follow_children=True) as t:
                 results = in_processes()
         return t, results, machine
 

@@ -213,8 +213,12 @@ int gt_emit__chrome_json(const struct gt_result *r, const struct gt_emit_meta *m
             has_os |= t->has_sched && t->nos;
         }
         int32_t pid = pids[k];
-        char name[64];
+        char name[160];
         snprintf(name, sizeof(name), "python (pid %" PRId32 ")", pid);
+        for (size_t p = 0; p < m->nprocesses; p++) /* a child process: its command */
+            if (m->processes[p].pid == pid && m->processes[p].cmd)
+                snprintf(name, sizeof(name), "python (pid %" PRId32 "): %.120s", pid,
+                         m->processes[p].cmd);
         chrome_meta(&c, "process_name", pid, pid, name, 0);
         chrome_meta(&c, "process_sort_index", pid, pid, NULL, (int64_t)(3 * k));
         if (has_gil) {

@@ -28,6 +28,14 @@ struct gt_emit_meta {
     int32_t scope_tid;       /* the thread that started the trace, 0 = unknown */
     int all_threads;         /* text: list background threads too (else one line names them) */
     const char *sampling;    /* sampling mode: interval, samples, the sampler's GIL use; NULL */
+    /* Child processes merged in (follow_children): each one's pid and command line. */
+    const struct gt_emit_process *processes;
+    size_t nprocesses;
+};
+
+struct gt_emit_process {
+    int32_t pid;
+    const char *cmd;
 };
 
 /**

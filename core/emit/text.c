@@ -43,6 +43,28 @@ static int background_tid(const struct gt_result *r, int32_t tid)
     return 0;
 }
 
+/* Threads of more than one process (child processes followed): one block each. */
+static int several_processes(const struct gt_result *r)
+{
+    for (size_t i = 1; i < r->nthreads; i++)
+        if (r->threads[i].pid != r->threads[0].pid)
+            return 1;
+    return 0;
+}
+
+static void process_header(struct sbuf *b, const struct gt_emit_meta *m, int32_t pid)
+{
+    const char *cmd = NULL;
+    for (size_t k = 0; k < m->nprocesses; k++)
+        if (m->processes[k].pid == pid)
+            cmd = m->processes[k].cmd;
+    if (pid == m->pid || pid == 0)
+        sb_printf(b, " pid %" PRId32 " (the traced process)\n", m->pid);
+    else
+        sb_printf(b, " pid %" PRId32 " (child process%s%.80s)\n", pid, cmd && cmd[0] ? ": " : "",
+                  cmd ? cmd : "");
+}
+
 #define ROW_FMT " %-8s %-*s %9s %6s %6s %8s %8s %6s %12s\n"
 
 int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int top_n, char **out)
@@ -105,12 +127,20 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
     sb_printf(&b, ROW_FMT, "tid", namew, "name", "wall", ft ? "run" : "held",
               ft ? "parked" : "wait", "released", "off-cpu", ft ? "parks" : "acq",
               ft ? "longest park" : "longest wait");
+    int blocks = several_processes(r);
+    int32_t block_pid = 0;
+    int in_block = 0;
     for (size_t i = 0; i < r->nthreads; i++) {
         const struct gt_thread_result *t = &r->threads[i];
         const struct gt_summary *s = &t->summary;
         char tid[16];
         if (t->background && !m->all_threads)
             continue;
+        if (blocks && (!in_block || t->pid != block_pid)) {
+            process_header(&b, m, t->pid);
+            block_pid = t->pid;
+            in_block = 1;
+        }
         snprintf(tid, sizeof(tid), "%" PRId32, t->tid);
         int g = r->gil_known;
         double off = s->off_cpu_ns < 0 ? NAN

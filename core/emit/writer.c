@@ -347,6 +347,13 @@ json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta *m)
         bad = json_object_set_new(o, "scope_tid", json_integer(m->scope_tid)) < 0;
     if (!bad && m->sampling)
         bad = json_object_set_new(o, "sampling", json_string(m->sampling)) < 0;
+    if (!bad && m->nprocesses) { /* child processes followed: pid -> command */
+        json_t *procs = json_array();
+        bad = !procs || json_object_set_new(o, "processes", procs) < 0;
+        for (size_t k = 0; !bad && k < m->nprocesses; k++)
+            bad = json_array_append_new(procs, json_pack("{s:i,s:o}", "pid", (int)m->processes[k].pid,
+                                                         "cmd", jstr(m->processes[k].cmd))) < 0;
+    }
     if (bad) {
         json_decref(o);
         return NULL;

@@ -37,14 +37,15 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"functions", "c_calls", "max_depth", "max_events", "include",
                              "exclude", "own_dir", "gil", "sched", "backend",
-                             "follow_children", "crosscheck", "sample_ns", NULL};
+                             "follow_children", "crosscheck", "sample_ns", "spool", "children", NULL};
     int functions = 1, c_calls = 1, max_depth = 0, gil = 1, sched = 1, follow = 0, check = 0;
     unsigned long long max_events = 0, sample_ns = 0;
     PyObject *include = Py_None, *exclude = Py_None, *own_dir = Py_None;
-    const char *backend = "auto";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppsppK", kwlist, &functions, &c_calls,
+    const char *backend = "auto", *spool = NULL, *children = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppsppKzz", kwlist, &functions, &c_calls,
                                      &max_depth, &max_events, &include, &exclude, &own_dir, &gil,
-                                     &sched, &backend, &follow, &check, &sample_ns))
+                                     &sched, &backend, &follow, &check, &sample_ns, &spool,
+                                     &children))
         return -1;
     struct gt_session_opts o = {
         .functions = functions,
@@ -60,6 +61,8 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
         .follow_children = follow,
         .crosscheck = check,
         .sample_ns = sample_ns,
+        .spool = spool,
+        .children = children,
     };
     if (sample_ns && functions) {
         PyErr_SetString(PyExc_ValueError, "sampling (sample_ns) replaces function tracing: "

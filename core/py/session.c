@@ -16,6 +16,9 @@
 #include "interps.h"
 #include "gt_clock.h"
 #include "gt_sched.h"
+#include "children.h"
+#include "note.h"
+#include "spool.h"
 #include "threads.h"
 
 /* USED_PARK: a free-threaded build's park probe (lock contention) in the GIL streams. */
@@ -46,6 +49,7 @@ struct gt_session {
     PyThreadState *sampler_ts;  /* ... its own thread state (made on its thread) */
     int sampled;
     struct gt_sampler_stats sampler_stats; /* after stop */
+    char *spool, *children; /* copies of the options' (session.h) */
 };
 
 /* The native ids of start()'s (ident, native_id[, service]) items; an item it cannot read
@@ -433,6 +437,14 @@ struct gt_session *gt_session__new(const struct gt_session_opts *o)
         return NULL;
     }
     s->o = *o;
+    if ((o->spool && !(s->spool = strdup(o->spool))) ||
+        (o->children && !(s->children = strdup(o->children)))) {
+        free(s->spool);
+        free(s);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    s->o.spool = s->o.children = NULL;
     Py_XINCREF(s->o.include);
     Py_XINCREF(s->o.exclude);
     Py_XINCREF(s->o.own_dir);
@@ -951,8 +963,36 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         .calls_fit = &fit,
         .free_threaded = s->used == USED_PARK,
     };
-    int err = gt_merge__run(&ti, &run->result);
-    if (err == 0 && s->check_bpf) {
+    struct gt_thread_input *all = NULL;
+    uint32_t *maps = NULL;
+    char child_note[400] = "";
+    int err = 0;
+    if (s->spool) {
+        /* A child: its streams go to the parent, which merges them; its own result is
+         * empty (a failure is the parent's note: no spool). */
+        struct gt_emit_meta sm = {.event_count = recorded, .dropped_events = dropped,
+                                  .gil_dropped = run->meta.gil_dropped,
+                                  .sched_lost = run->meta.sched_lost};
+        gt_children__write_spool(s->spool, &ti, &sm);
+        ti.nthreads = 0;
+    } else if (s->children) {
+        gt_children__read_spools(s->children, run, child_note, sizeof(child_note));
+        if (run->nspools)
+            err = gt_children__add(run, &ti, &run->meta, &all, &maps);
+        run->procs = calloc(run->nspools ? run->nspools : 1, sizeof(*run->procs));
+        if (!run->procs)
+            err = -ENOMEM;
+        for (size_t k = 0; run->procs && k < run->nspools; k++)
+            run->procs[k] = (struct gt_emit_process){run->spools[k]->meta.pid,
+                                                     run->spools[k]->meta.cmd};
+        run->meta.processes = run->procs;
+        run->meta.nprocesses = run->nspools;
+    }
+    if (err == 0)
+        err = gt_merge__run(&ti, &run->result);
+    free(all);
+    free(maps);
+    if (err == 0 && s->check_bpf && !run->nspools) {
         /* The same threads with the bpf probe's GIL stream and nothing else. */
         i = nthreads;
         for (struct gt_thread *t = threads; t; t = t->next) {
@@ -997,12 +1037,14 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     run->meta.python = run->python;
     run->meta.pid = (int32_t)getpid();
     run->meta.scope_tid = s->start_tid;
-    run->meta.event_count = recorded;
-    run->meta.dropped_events = dropped;
+    run->meta.event_count += recorded;
+    run->meta.dropped_events += dropped;
     run->meta.max_events = s->o.max_events;
     if (s->o.functions)
         gt_tracer__untraced_note(run->tracer_note, sizeof(run->tracer_note));
     gt_interps__note(run->tracer_note, sizeof(run->tracer_note));
+    if (child_note[0])
+        gt_note__add(run->tracer_note, sizeof(run->tracer_note), "%s", child_note);
     if (run->tracer_note[0])
         run->meta.tracer_note = run->tracer_note;
     if (s->sampled) {
@@ -1038,6 +1080,11 @@ void gt_run__free(struct gt_run *run)
     gt_result__free(run->result);
     gt_result__free(run->check);
     gt_functable__free(&run->funcs);
+    for (size_t k = 0; k < run->nspools; k++)
+        gt_spool__free(run->spools[k]);
+    free(run->spools);
+    free(run->procs);
+    free(run->all_funcs);
     free(run->names_arena);
     free(run);
 }
@@ -1055,6 +1102,8 @@ int gt_session__free(struct gt_session *s)
     Py_XDECREF(s->o.include);
     Py_XDECREF(s->o.exclude);
     Py_XDECREF(s->o.own_dir);
+    free(s->spool);
+    free(s->children);
     Py_XDECREF((PyObject *)s->o.own_type);
     free(s->alive_tids);
     free(s->service);

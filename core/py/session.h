@@ -29,6 +29,11 @@ struct gt_session_opts {
     int follow_children; /* bpf only */
     int crosscheck; /* diagnostic: hooks as the backend, bpf beside them (root) */
     uint64_t sample_ns; /* sampling mode: stacks every sample_ns, no per-call hook; 0 = off */
+    /* Child processes (record/spool.h). spool: in a child, the path its streams go to at
+     * finish (instead of its own merge); children: in the parent, the session folder and
+     * token as "folder/token-": finish merges every "token-<pid>.spool" in it. Borrowed
+     * str or NULL; the session keeps copies. */
+    const char *spool, *children;
 };
 
 /* The finished product of a session: plain C data plus the strings it points to. */
@@ -48,6 +53,12 @@ struct gt_run {
     int sampled;             /* sampling mode ran: `sampler` holds its stats */
     struct gt_sampler_stats sampler;
     char sampling[384];      /* sampling mode: the interval, samples, the sampler's GIL use */
+    /* Child processes merged in: their spools (the strings their functions point to) and
+     * the function table of all processes the result uses. */
+    struct gt_spool **spools;
+    size_t nspools;
+    struct gt_func *all_funcs;
+    struct gt_emit_process *procs; /* meta.processes */
 };
 
 void gt_run__free(struct gt_run *run);

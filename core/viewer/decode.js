@@ -311,7 +311,7 @@ function mkIv(o) {
 function prepThread(t, idx) {
   t = t || {};
   var th = {
-    idx: idx, tid: t.tid == null ? '?' : t.tid, name: (t.name == null || t.name === '' ? 'thread ' + (t.tid == null ? idx : t.tid) : String(t.name)) + (t.interp ? ' [interp ' + t.interp + ']' : ''),
+    idx: idx, tid: t.tid == null ? '?' : t.tid, pid: t.pid, name: (t.name == null || t.name === '' ? 'thread ' + (t.tid == null ? idx : t.tid) : String(t.name)) + (t.interp ? ' [interp ' + t.interp + ']' : ''),
     sum: t.summary || {}, start: num(t.start, 0), end: num(t.end, 0),
     gil: mkIv(t.gil), os: mkIv(t.os), rows: [], nSpans: 0, collapsed: false,
     y0: 0, h: 0, gilY: -1, osY: -1, flameY: 0, stats: null

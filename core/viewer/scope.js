@@ -54,6 +54,18 @@ function isIdle(th) {
   var s = th.sum;
   return !(num(s.held_ns, 0) > 0 || num(s.wait_ns, 0) > 0 || num(s.acquisitions, 0) > 0 || th.gil.by[2].n || th.gil.by[1].n);
 }
+/* Child processes followed (meta.processes): lanes grouped by process, the traced one first,
+ * then each child in the order it started; the lane's second line names its pid. */
+function procRank(th) {
+  var ps = meta.processes || [];
+  if (!ps.length || th.pid == null || +th.pid === +meta.pid) return -1;
+  for (var k = 0; k < ps.length; k++) if (+ps[k].pid === +th.pid) return k;
+  return ps.length;
+}
+function procSub(th) {
+  if (!(meta.processes && meta.processes.length && th.pid != null)) return 'tid ' + th.tid;
+  return +th.pid === +th.tid ? 'pid ' + th.pid : 'pid ' + th.pid + ' \u00b7 tid ' + th.tid;
+}
 function isMain(th) { return th.name === 'MainThread' || (meta.pid != null && +th.tid === +meta.pid); }
 function scopeThreads() {
   SCOPE_F = fName.length;
@@ -82,7 +94,7 @@ function scopeThreads() {
   nIdle = threads.filter(function (th) { return th.idle; }).length;
   if (nIdle === threads.length) { nIdle = 0; threads.forEach(function (th) { th.idle = false; }); }
   threads.sort(function (a, b) {
-    return (a.idle - b.idle) || (isMain(b) - isMain(a)) || (b.gilBusy - a.gilBusy) || (b.nSpans - a.nSpans) || (a.src - b.src);
+    return (a.idle - b.idle) || (procRank(a) - procRank(b)) || (isMain(b) - isMain(a)) || (b.gilBusy - a.gilBusy) || (b.nSpans - a.nSpans) || (a.src - b.src);
   });
   threads.forEach(function (th, i) { th.idx = i; });
   var btn = $('gt-scope');

@@ -251,7 +251,7 @@ function draw() {
     if (wN > avail) { var nn = Math.max(1, Math.floor(nm.length * (avail - 10) / wN)); nm = nm.slice(0, nn) + '\u2026'; }
     c.fillText(nm, 18, y + 17);
     c.font = FONT; c.fillStyle = C.mut;
-    var sub = 'tid ' + th.tid;
+    var sub = procSub(th);
     if (gilKnown && th.sum.held_pct != null) sub += (freeThreaded ? ' \u00b7 parked ' + fmtPct(th.sum.wait_pct) : ' \u00b7 held ' + fmtPct(th.sum.held_pct));
     c.fillText(sub, 18, y + 31);
     if (!th.collapsed && th.nRows < th.rows.length && th.h >= 52) {

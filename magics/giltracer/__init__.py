@@ -10,11 +10,11 @@
 
 from typing import Any
 
-from .api import (BlameRow, FunctionRow, ProfileNode, ThreadInfo, ThreadSummary, Trace, last, stop_active,
-                  trace)
+from .api import (BlameRow, FunctionRow, ProcessInfo, ProfileNode, ThreadInfo, ThreadSummary, Trace, last,
+                  stop_active, trace)
 
 __all__ = ["trace", "last", "stop_active", "Trace", "ThreadInfo", "ThreadSummary", "BlameRow", "ProfileNode", "FunctionRow",
-           "load_ipython_extension"]
+           "ProcessInfo", "load_ipython_extension"]
 __version__ = "0.1.0"
 
 

@@ -23,7 +23,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 if TYPE_CHECKING:  # at run time the core is imported where it is used: importing giltracer
     from . import _core  # stays cheap
 
-from . import options, render
+from . import _child, options, render
 from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -158,6 +158,24 @@ class ThreadSummary:
     # Of parked_ns: inside another thread's garbage collection, which stops the world (from
     # gc.callbacks; None when not known).
     stop_the_world_ns: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    command: str
+    child: bool  # a child process followed (follow_children=True), not the traced one
+    tids: Tuple[int, ...]
+    start_ns: int
+    end_ns: int
+
+
+def _own_command() -> str:
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            return f.read(4096).replace(b"\0", b" ").strip().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 @dataclass(frozen=True)
@@ -341,8 +359,10 @@ class Trace:
             functions = False
         options.check_keyword("max_events", max_events)
         options.check_keyword("max_depth", max_depth)
-        if follow_children and backend == "hooks":
-            raise ValueError("follow_children needs the bpf backend (backend='bpf' or 'auto' as root)")
+        # backend="bpf": its probe follows forked children system-wide (root); otherwise every
+        # child process starts its own session and the parent merges them (_child.py).
+        bpf_follow = bool(follow_children) and backend == "bpf"
+        self._follow = bool(follow_children) and not bpf_follow
         self.options: Dict[str, Any] = dict(
             functions=bool(functions),
             c_calls=bool(c_calls),
@@ -353,11 +373,14 @@ class Trace:
             gil=bool(gil),
             sched=bool(sched),
             backend=backend,
-            follow_children=bool(follow_children),
+            follow_children=bpf_follow,
             crosscheck=bool(crosscheck),
             sample_ns=sample_ns,
         )
         self.mode = mode
+        self._children: Optional[_child.Children] = None
+        self._commands: Dict[int, str] = {}
+        self._pid: Optional[int] = None
         self.max_events = max_events
         self.title = title
         self._session: Optional[_core.Session] = None
@@ -378,7 +401,13 @@ class Trace:
             raise RuntimeError("this trace was already started; make a new giltracer.trace()")
         from . import _core
 
-        session = self._session = _core.Session(own_dir=_PACKAGE_DIR, **self.options)
+        _child.yield_to_own_trace()
+        self._pid = os.getpid()
+        children = None
+        if self._follow:
+            children = self._children = _child.Children(self._child_options())
+        session = self._session = _core.Session(
+            own_dir=_PACKAGE_DIR, children=children.prefix if children else None, **self.options)
         threads = [(t.ident, t.native_id, self._is_host_thread(t))
                    for t in threading.enumerate() if t.ident is not None]
         self._ended_before = _ended_threads()
@@ -386,7 +415,13 @@ class Trace:
         # Thread object is gone by stop is otherwise nameless.
         self._names_at_start = {t.native_id: t.name for t in threading.enumerate()
                                 if t.native_id is not None}
-        session.start(threads)
+        if children is not None:
+            children.begin()
+        try:
+            session.start(threads)
+        except BaseException:
+            self._end_children()
+            raise
         if FREE_THREADED:
             self._gc = _GcWindows()
             gc.callbacks.append(self._gc)
@@ -398,6 +433,21 @@ class Trace:
         Cheap: for a live view, from any thread."""
         session = self._session
         return session.progress() if session is not None else None
+
+    def _child_options(self) -> Dict[str, Any]:
+        """What a child's session records: the parent's options, with the in-process probe."""
+        return {k: v for k, v in self.options.items()
+                if k in ("functions", "c_calls", "max_events", "include", "exclude", "max_depth",
+                         "gil", "sched")}
+
+    def _end_children(self) -> None:
+        if self._children is not None:
+            self._children.end()
+
+    def _collect_children(self) -> None:
+        if self._children is not None:
+            self._commands = self._children.collect()
+            self._children = None
 
     def _is_host_thread(self, t: threading.Thread) -> bool:
         try:
@@ -419,7 +469,10 @@ class Trace:
         if self._gc is not None and self._gc in gc.callbacks:
             gc.callbacks.remove(self._gc)
         try:
-            session.stop()
+            try:
+                session.stop()
+            finally:  # after the stop: the tracer does not record this plumbing
+                self._end_children()
         finally:
             # Finished whatever happens here (e.g. a KeyboardInterrupt while naming the
             # threads): a session stays the active one until it is finished.
@@ -427,7 +480,10 @@ class Trace:
             try:
                 names.update(_thread_names(self._ended_before))
             finally:
-                self._result = session.finish(names, self.title, self._labels())
+                try:
+                    self._result = session.finish(names, self.title, self._labels())
+                finally:
+                    self._collect_children()
         global _last
         _last = self
         dropped = self.dropped
@@ -513,15 +569,32 @@ class Trace:
     free_threaded = property(lambda self: self.result.free_threaded,
                              doc="a free-threaded build: the GIL figures are lock contention")
 
-    def summary(self, all_threads: bool = False) -> List[ThreadSummary]:
+    def summary(self, all_threads: bool = False, process: Optional[int] = None) -> List[ThreadSummary]:
         """Per-thread GIL and OS figures of the cell's threads; ``all_threads=True`` adds
-        the background threads (``ThreadSummary.background``)."""
-        rows = [d for d in self.result.summary() if all_threads or not d["background"]]
+        the background threads (``ThreadSummary.background``); ``process``: only the
+        threads of that pid (see ``processes``)."""
+        rows = [d for d in self.result.summary()
+                if (all_threads or not d["background"]) and (process is None or d["pid"] == process)]
         if self.result.free_threaded and self._gc is not None:
             for d in rows:
                 parked = [(a, b) for a, b, q in self.result.gil_intervals(d["tid"]) if q == 1]
                 d["stop_the_world_ns"] = self._gc.parked_in(d["tid"], parked)
         return [ThreadSummary(**d) for d in rows]
+
+    @property
+    def processes(self) -> List[ProcessInfo]:
+        """The traced process first, then each child process followed
+        (``follow_children=True``) in the order it started."""
+        own = os.getpid() if self._pid is None else self._pid
+        order: Dict[int, List[ThreadInfo]] = {}
+        for t in self.threads:
+            order.setdefault(t.pid, []).append(t)
+        rows = []
+        for pid, threads in sorted(order.items(), key=lambda kv: (kv[0] != own, min(t.start_ns for t in kv[1]))):
+            rows.append(ProcessInfo(pid, self._commands.get(pid, "") if pid != own else _own_command(),
+                                    pid != own, tuple(t.tid for t in threads),
+                                    min(t.start_ns for t in threads), max(t.end_ns for t in threads)))
+        return rows
 
     def summary_text(self, top: int = 5, all_threads: bool = False) -> str:
         """The per-thread table (background threads on one line unless ``all_threads``)

@@ -56,7 +56,8 @@ def make_trace(args: Any, title: str) -> Trace:
     try:
         return Trace(c_calls=args.c_calls, sched=args.sched, backend=args.backend, title=title,
                      **{**{k: getattr(args, k) for k in ("functions", "max_events", "max_depth",
-                                                         "include", "exclude") if hasattr(args, k)},
+                                                         "include", "exclude", "follow_children")
+                           if hasattr(args, k)},
                         **sampling})
     except ValueError as e:
         raise UsageError(str(e)) from None

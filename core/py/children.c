@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/* Child processes followed (follow_children): a child's session writes its merge input to
+ * its spool (record/spool.h); the parent's reads every child's and adds them to its merge. */
+#include "children.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "note.h"
+#include "spool.h"
+
+
+/* The command line of this process, arguments joined by spaces. */
+static void own_cmd(char *out, size_t len)
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/self/cmdline", "re");
+    if (!f)
+        return;
+    size_t n = fread(out, 1, len - 1, f);
+    fclose(f);
+    out[n] = '\0';
+    for (size_t i = 0; i + 1 < n; i++)
+        if (out[i] == '\0')
+            out[i] = ' ';
+}
+
+/* A child: writes its merge input to `spool` (created private, never through a link,
+ * complete or not at all: written beside it and renamed). Returns 0 or -errno. */
+int gt_children__write_spool(const char *spool, const struct gt_trace_input *ti,
+                             const struct gt_emit_meta *m)
+{
+    char tmp[4200];
+    if (snprintf(tmp, sizeof(tmp), "%s.part", spool) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        int err = -errno;
+        close(fd);
+        unlink(tmp);
+        return err;
+    }
+    struct gt_spool_meta sm = {
+        .pid = (int32_t)getpid(),
+        .ppid = (int32_t)getppid(),
+        .t0 = ti->t0,
+        .t1 = ti->t1,
+        .event_count = m->event_count,
+        .dropped_events = m->dropped_events,
+        .gil_dropped = m->gil_dropped,
+        .sched_lost = m->sched_lost,
+    };
+    own_cmd(sm.cmd, sizeof(sm.cmd));
+    int err = gt_spool__write(f, ti, &sm);
+    if (fclose(f) != 0 && !err)
+        err = -EIO;
+    if (!err && rename(tmp, spool) < 0)
+        err = -errno;
+    if (err)
+        unlink(tmp);
+    return err;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    uint64_t x = (*(struct gt_spool *const *)a)->meta.t0, y = (*(struct gt_spool *const *)b)->meta.t0;
+    return x < y ? -1 : x > y;
+}
+
+/* The parent: reads every child's spool in the session folder (only regular files of
+ * this user, never through a link) into run->spools, and notes each child that started
+ * (its "token-<pid>.born") but left no spool: killed (e.g. SIGKILL) or still running. */
+void gt_children__read_spools(const char *children, struct gt_run *run, char *note, size_t nlen)
+{
+    char dir[4200];
+    snprintf(dir, sizeof(dir), "%s", children);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    const char *prefix = slash + 1;
+    size_t plen = strlen(prefix);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        gt_note__add(note, nlen,
+                    "child processes: the session folder could not be read (%s)",
+                    strerror(errno));
+        return;
+    }
+    int killed = 0, unreadable = 0;
+    char lost[160] = "";
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *name = e->d_name;
+        size_t n = strlen(name);
+        if (n <= plen + 5 || strncmp(name, prefix, plen) != 0 || strcmp(name + n - 5, ".born"))
+            continue;
+        long pid = strtol(name + plen, NULL, 10);
+        char spool[300];
+        snprintf(spool, sizeof(spool), "%s%ld.spool", prefix, pid);
+        int fd = openat(dfd, spool, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        FILE *f = NULL;
+        struct gt_spool *sp = NULL;
+        int err = -ENOENT;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+            (f = fdopen(fd, "rb")))
+            err = gt_spool__read(f, (uint64_t)st.st_size, &sp);
+        if (f)
+            fclose(f);
+        else if (fd >= 0)
+            close(fd);
+        if (err == 0 && sp->meta.pid == pid) {
+            struct gt_spool **more = realloc(run->spools, (run->nspools + 1) * sizeof(*more));
+            if (more) {
+                run->spools = more;
+                run->spools[run->nspools++] = sp;
+                continue;
+            }
+        }
+        gt_spool__free(sp);
+        if (fd < 0 && errno == ENOENT) {
+            if (killed++ < 6) {
+                size_t l = strlen(lost);
+                snprintf(lost + l, sizeof(lost) - l, "%s%ld", l ? ", " : "", pid);
+            }
+        } else {
+            unreadable++;
+        }
+    }
+    closedir(d);
+    qsort(run->spools, run->nspools, sizeof(*run->spools), by_start);
+    if (killed)
+        gt_note__add(note, nlen,
+                    "%d child process%s (pid %s%s) ended without writing its trace (killed, "
+                    "e.g. by SIGKILL, or still running): only this process's view of %s "
+                    "is shown", killed, killed > 1 ? "es" : "", lost, killed > 6 ? ", ..." : "",
+                    killed > 1 ? "them" : "it");
+    if (unreadable)
+        gt_note__add(note, nlen,
+                    "%d child process trace%s could not be read", unreadable,
+                    unreadable > 1 ? "s" : "");
+}
+
+/* The parent: `ti` plus every spool's threads, their functions after the parent's (each
+ * thread's map composed with its spool's offset). Sets *all and *maps (free both after
+ * the merge); returns 0 or -ENOMEM. */
+int gt_children__add(struct gt_run *run, struct gt_trace_input *ti, struct gt_emit_meta *m,
+                     struct gt_thread_input **all, uint32_t **maps)
+{
+    size_t nthreads = ti->nthreads, nmap = 0;
+    uint64_t nfuncs = ti->nfuncs;
+    *all = NULL;
+    *maps = NULL;
+    for (size_t k = 0; k < run->nspools; k++) {
+        const struct gt_spool *sp = run->spools[k];
+        nthreads += sp->nthreads;
+        nfuncs += sp->nfuncs;
+        for (size_t i = 0; i < sp->nthreads; i++)
+            nmap += sp->threads[i].func_map ? sp->threads[i].func_map_len : sp->nfuncs;
+    }
+    if (nfuncs >= GT_CALL_REC_FUNC_LIMIT)
+        return -E2BIG;
+    run->all_funcs = calloc(nfuncs ? nfuncs : 1, sizeof(*run->all_funcs));
+    *all = calloc(nthreads ? nthreads : 1, sizeof(**all));
+    *maps = calloc(nmap ? nmap : 1, sizeof(**maps));
+    if (!run->all_funcs || !*all || !*maps)
+        return -ENOMEM;
+    memcpy(run->all_funcs, ti->funcs, ti->nfuncs * sizeof(*ti->funcs));
+    memcpy(*all, ti->threads, ti->nthreads * sizeof(*ti->threads));
+    uint32_t base = ti->nfuncs;
+    size_t at = ti->nthreads;
+    uint32_t *map = *maps;
+    for (size_t k = 0; k < run->nspools; k++) {
+        const struct gt_spool *sp = run->spools[k];
+        memcpy(run->all_funcs + base, sp->funcs, sp->nfuncs * sizeof(*sp->funcs));
+        for (size_t i = 0; i < sp->nthreads; i++) {
+            struct gt_thread_input *in = &(*all)[at++];
+            *in = sp->threads[i];
+            size_t len = in->func_map ? in->func_map_len : sp->nfuncs;
+            for (size_t j = 0; j < len; j++) {
+                uint32_t g = in->func_map ? in->func_map[j] : (uint32_t)j;
+                map[j] = g == GT_NO_FUNC ? g : g + base;
+            }
+            in->func_map = map;
+            in->func_map_len = len;
+            map += len;
+            /* Born during the parent's session; ended by the time it wrote its spool (its
+             * first thread's GIL at its start is in the stream: spool.h). */
+            in->flags &= ~(uint32_t)(GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START |
+                                     GT_THREAD_ALIVE_AT_START);
+            in->flags |= GT_THREAD_ENDED;
+        }
+        base += sp->nfuncs;
+        m->event_count += sp->meta.event_count;
+        m->dropped_events += sp->meta.dropped_events;
+        m->gil_dropped += sp->meta.gil_dropped;
+        m->sched_lost += sp->meta.sched_lost;
+    }
+    ti->funcs = run->all_funcs;
+    ti->nfuncs = (uint32_t)nfuncs;
+    ti->threads = *all;
+    ti->nthreads = nthreads;
+    return 0;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* Child processes followed (follow_children): the session's side (children.c). */
+#ifndef GT_CHILDREN_H
+#define GT_CHILDREN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "session.h"
+
+/* A child: writes its merge input to `spool` (created private, never through a link,
+ * complete or not at all: written beside it and renamed). Returns 0 or -errno. */
+int gt_children__write_spool(const char *spool, const struct gt_trace_input *ti,
+                             const struct gt_emit_meta *m);
+
+/* The parent: reads the spools "<children><pid>.spool" ("folder/token-") into run->spools
+ * (in start order; only regular files of this user, never through a link) and says in
+ * `note` which children started but left none (killed, e.g. SIGKILL, or still running). */
+void gt_children__read_spools(const char *children, struct gt_run *run, char *note, size_t nlen);
+
+/* The parent: `ti` plus every spool's threads, their functions after the parent's. Sets
+ * *all and *maps (free both after the merge); returns 0 or -errno. */
+int gt_children__add(struct gt_run *run, struct gt_trace_input *ti, struct gt_emit_meta *m,
+                     struct gt_thread_input **all, uint32_t **maps);
+
+#endif /* GT_CHILDREN_H */

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/* The child-process spool (spool.h). Layout: magic, version, the meta, the counts, then
+ * the functions and the threads; strings are stored with their NUL and every array
+ * starts 8-byte aligned, so the reader points into the file's bytes instead of copying. */
+#include "spool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char MAGIC[8] = {'G', 'T', 'S', 'P', 'O', 'O', 'L', '1'};
+#define NO_NAME UINT32_MAX
+
+struct wr {
+    FILE *f;
+    uint64_t off;
+    int err;
+};
+
+static void put(struct wr *w, const void *p, size_t n)
+{
+    if (w->err || !n)
+        return;
+    if (fwrite(p, 1, n, w->f) != n)
+        w->err = -EIO;
+    w->off += n;
+}
+
+static void pad(struct wr *w)
+{
+    static const char zero[8];
+    put(w, zero, (size_t)(-w->off & 7u));
+}
+
+static void put_u32(struct wr *w, uint32_t v) { put(w, &v, sizeof(v)); }
+static void put_u64(struct wr *w, uint64_t v) { put(w, &v, sizeof(v)); }
+
+static void put_str(struct wr *w, const char *s)
+{
+    if (!s) {
+        put_u32(w, NO_NAME);
+        return;
+    }
+    size_t n = strlen(s) + 1;
+    put_u32(w, (uint32_t)n);
+    put(w, s, n);
+}
+
+static uint64_t chunk_total(const struct gt_chunk *c, size_t n)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += c[i].n;
+    return total;
+}
+
+static void put_chunks(struct wr *w, const struct gt_chunk *c, size_t n, size_t size)
+{
+    for (size_t i = 0; i < n; i++)
+        put(w, c[i].data, c[i].n * size);
+}
+
+int gt_spool__write(FILE *f, const struct gt_trace_input *ti, const struct gt_spool_meta *m)
+{
+    struct wr w = {f, 0, 0};
+    if (!f || !ti || !m)
+        return -EINVAL;
+    put(&w, MAGIC, sizeof(MAGIC));
+    put_u32(&w, 1);
+    put_u32(&w, (uint32_t)sizeof(*m));
+    put(&w, m, sizeof(*m));
+    put_u32(&w, ti->nfuncs);
+    put_u32(&w, 0);
+    put_u64(&w, ti->nthreads);
+    for (uint32_t i = 0; i < ti->nfuncs; i++) {
+        put_str(&w, ti->funcs[i].name);
+        put_str(&w, ti->funcs[i].file);
+        put_u32(&w, ti->funcs[i].line);
+        put_u32(&w, ti->funcs[i].flags);
+    }
+    for (size_t i = 0; i < ti->nthreads; i++) {
+        const struct gt_thread_input *t = &ti->threads[i];
+        int held = (t->flags & GT_THREAD_HELD_GIL_AT_START) != 0;
+        pad(&w);
+        put(&w, &t->tid, sizeof(t->tid));
+        put(&w, &t->pid, sizeof(t->pid));
+        put_u64(&w, t->ident);
+        put_u32(&w, t->flags);
+        put_u32(&w, t->interp);
+        put_u64(&w, t->calls_truncated_at);
+        put_str(&w, t->name);
+        pad(&w);
+        /* NULL map: identity over the functions */
+        put_u64(&w, t->func_map ? t->func_map_len : UINT64_MAX);
+        if (t->func_map)
+            put(&w, t->func_map, t->func_map_len * sizeof(*t->func_map));
+        pad(&w);
+        put_u64(&w, chunk_total(t->calls, t->ncalls));
+        put_chunks(&w, t->calls, t->ncalls, sizeof(struct gt_call_rec));
+        pad(&w);
+        put_u64(&w, chunk_total(t->gil, t->ngil) + (uint64_t)held);
+        if (held) {
+            struct gt_gil_event e = {ti->t0, GT_GIL_ACQUIRED, 0};
+            put(&w, &e, sizeof(e));
+        }
+        put_chunks(&w, t->gil, t->ngil, sizeof(struct gt_gil_event));
+        put_u64(&w, chunk_total(t->sched, t->nsched));
+        put_chunks(&w, t->sched, t->nsched, sizeof(struct gt_sched_event));
+    }
+    put(&w, MAGIC, sizeof(MAGIC)); /* the end: a spool cut short is refused */
+    if (!w.err && fflush(f) != 0)
+        w.err = -EIO;
+    return w.err;
+}
+
+struct rd {
+    char *buf;
+    uint64_t size, off;
+    int err;
+};
+
+static const void *take(struct rd *r, uint64_t n)
+{
+    if (r->err || n > r->size - r->off) {
+        r->err = -EINVAL;
+        return NULL;
+    }
+    const void *p = r->buf + r->off;
+    r->off += n;
+    return p;
+}
+
+static void skip_pad(struct rd *r)
+{
+    uint64_t n = -r->off & 7u;
+    take(r, n);
+}
+
+static uint32_t get_u32(struct rd *r)
+{
+    uint32_t v = 0;
+    const void *p = take(r, sizeof(v));
+    if (p)
+        memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static uint64_t get_u64(struct rd *r)
+{
+    uint64_t v = 0;
+    const void *p = take(r, sizeof(v));
+    if (p)
+        memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static const char *get_str(struct rd *r)
+{
+    uint32_t n = get_u32(r);
+    if (n == NO_NAME)
+        return NULL;
+    const char *s = take(r, n);
+    if (s && (n == 0 || s[n - 1] != '\0')) {
+        r->err = -EINVAL;
+        return NULL;
+    }
+    return s;
+}
+
+/* An array of n elements of `size` bytes, or NULL (r->err says whether that is an error). */
+static const void *get_array(struct rd *r, uint64_t n, size_t size)
+{
+    if (n > (r->size - r->off) / size) {
+        r->err = -EINVAL;
+        return NULL;
+    }
+    return take(r, n * size);
+}
+
+int gt_spool__read(FILE *f, uint64_t size, struct gt_spool **out)
+{
+    struct gt_spool_meta m;
+    *out = NULL;
+    if (size < sizeof(MAGIC) * 2 + 8 + sizeof(m) + 16 || size > (uint64_t)SIZE_MAX / 2)
+        return -EINVAL;
+    struct gt_spool *sp = calloc(1, sizeof(*sp));
+    struct rd r = {malloc(size), size, 0, 0};
+    if (!sp || !r.buf) {
+        free(sp);
+        free(r.buf);
+        return -ENOMEM;
+    }
+    sp->arena = r.buf;
+    if (fread(r.buf, 1, size, f) != size) {
+        r.err = -EINVAL;
+        goto done;
+    }
+    const void *magic = take(&r, sizeof(MAGIC));
+    if (!magic || memcmp(magic, MAGIC, sizeof(MAGIC)) != 0 || get_u32(&r) != 1 ||
+        get_u32(&r) != sizeof(m) || memcmp(r.buf + size - sizeof(MAGIC), MAGIC, sizeof(MAGIC))) {
+        r.err = -EINVAL;
+        goto done;
+    }
+    r.size -= sizeof(MAGIC);
+    memcpy(&sp->meta, take(&r, sizeof(m)), sizeof(m));
+    sp->meta.cmd[sizeof(sp->meta.cmd) - 1] = '\0';
+    sp->nfuncs = get_u32(&r);
+    get_u32(&r);
+    uint64_t nthreads = get_u64(&r);
+    /* each function takes at least 16 bytes, each thread at least 64 */
+    if (r.err || sp->nfuncs > (r.size - r.off) / 16 || nthreads > (r.size - r.off) / 64 ||
+        sp->nfuncs >= GT_CALL_REC_FUNC_LIMIT) {
+        r.err = -EINVAL;
+        goto done;
+    }
+    sp->nthreads = (size_t)nthreads;
+    sp->funcs = calloc(sp->nfuncs ? sp->nfuncs : 1, sizeof(*sp->funcs));
+    sp->threads = calloc(sp->nthreads ? sp->nthreads : 1, sizeof(*sp->threads));
+    sp->chunks = calloc(sp->nthreads ? 3 * sp->nthreads : 1, sizeof(*sp->chunks));
+    if (!sp->funcs || !sp->threads || !sp->chunks) {
+        r.err = -ENOMEM;
+        goto done;
+    }
+    for (uint32_t i = 0; i < sp->nfuncs && !r.err; i++) {
+        struct gt_func *fn = &sp->funcs[i];
+        fn->name = get_str(&r);
+        fn->file = get_str(&r);
+        fn->line = get_u32(&r);
+        fn->flags = get_u32(&r);
+        if (!fn->name)
+            fn->name = "?";
+        if (!fn->file)
+            fn->file = "";
+    }
+    for (size_t i = 0; i < sp->nthreads && !r.err; i++) {
+        struct gt_thread_input *t = &sp->threads[i];
+        struct gt_chunk *c = &sp->chunks[3 * i];
+        skip_pad(&r);
+        t->tid = (int32_t)get_u32(&r);
+        t->pid = (int32_t)get_u32(&r);
+        t->ident = get_u64(&r);
+        t->flags = get_u32(&r);
+        t->interp = get_u32(&r);
+        t->calls_truncated_at = get_u64(&r);
+        t->name = get_str(&r);
+        skip_pad(&r);
+        uint64_t nmap = get_u64(&r);
+        if (nmap != UINT64_MAX) {
+            t->func_map = get_array(&r, nmap, sizeof(uint32_t));
+            t->func_map_len = (size_t)nmap;
+            for (size_t k = 0; t->func_map && k < t->func_map_len; k++)
+                if (t->func_map[k] >= sp->nfuncs && t->func_map[k] != GT_NO_FUNC)
+                    r.err = -EINVAL;
+        }
+        skip_pad(&r);
+        uint64_t n = get_u64(&r);
+        c[0] = (struct gt_chunk){get_array(&r, n, sizeof(struct gt_call_rec)), (size_t)n};
+        skip_pad(&r);
+        n = get_u64(&r);
+        c[1] = (struct gt_chunk){get_array(&r, n, sizeof(struct gt_gil_event)), (size_t)n};
+        n = get_u64(&r);
+        c[2] = (struct gt_chunk){get_array(&r, n, sizeof(struct gt_sched_event)), (size_t)n};
+        t->calls = &c[0];
+        t->ncalls = c[0].n ? 1 : 0;
+        t->gil = &c[1];
+        t->ngil = c[1].n ? 1 : 0;
+        t->sched = &c[2];
+        t->nsched = c[2].n ? 1 : 0;
+    }
+    if (!r.err && r.off != r.size)
+        r.err = -EINVAL;
+done:
+    if (r.err) {
+        gt_spool__free(sp);
+        return r.err;
+    }
+    *out = sp;
+    return 0;
+}
+
+void gt_spool__free(struct gt_spool *sp)
+{
+    if (!sp)
+        return;
+    free(sp->funcs);
+    free(sp->threads);
+    free(sp->chunks);
+    free(sp->arena);
+    free(sp);
+}

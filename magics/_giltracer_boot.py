@@ -1,0 +1,199 @@
+"""A child process's side of ``follow_children`` (giltracer/_child.py has the parent's).
+
+Imported by the ``giltracer_children.pth`` start-up hook only when ``GILTRACER_CHILD`` is
+set, and by the parent's fork hook. It imports nothing of giltracer's package but its C core
+(the package's ``__init__`` brings typing, re, dataclasses...: tens of milliseconds a child
+would pay at birth), and only built-in modules besides.
+"""
+
+import os
+import sys
+from typing import Any, Dict, List, NoReturn, Optional, Tuple, Union
+
+ENV = "GILTRACER_CHILD"
+FIELD, ITEM = "\x1f", "\x1e"
+# multiprocessing's helper processes outlive the parent's trace (no spool ever); the fork
+# server is not traced, its forks (the workers) are, through its fork hook.
+_HELPERS = (b"from multiprocessing.resource_tracker import main",
+            b"from multiprocessing.semaphore_tracker import main")
+_FORK_SERVER = b"from multiprocessing.forkserver import main"
+
+_following: Optional[str] = None  # the value a fork child follows with (parent or child), or None
+_fork_hook = False
+_session: Any = None
+_session_pid = 0  # the process _session records (a fork's copy is not ours)
+_real_exit = os._exit
+_exits_installed = False
+
+
+def encode(prefix: str, options: Dict[str, Any]) -> str:
+    """The variable's value: the spool prefix, then name=value options (lists: items)."""
+    parts = [prefix]
+    v: Any
+    for k, v in sorted(options.items()):
+        if isinstance(v, (list, tuple)):
+            v = "L" + ITEM.join(v)
+        elif isinstance(v, bool):
+            v = "B" + ("1" if v else "0")
+        elif v is None:
+            v = "N"
+        else:
+            v = "I" + str(int(v))
+        parts.append(k + "=" + v)
+    return FIELD.join(parts)
+
+
+def decode(value: str) -> Tuple[str, Dict[str, Any]]:
+    parts = value.split(FIELD)
+    options: Dict[str, Union[None, bool, int, List[str]]] = {}
+    for p in parts[1:]:
+        k, _, v = p.partition("=")
+        kind, v = v[:1], v[1:]
+        options[k] = (v.split(ITEM) if v else []) if kind == "L" else (v == "1") if kind == "B" \
+            else None if kind == "N" else int(v)
+    return parts[0], options
+
+
+def _core() -> Any:
+    """giltracer._core, loaded without running the package's __init__ (a later
+    ``import giltracer`` finds and uses this same module)."""
+    mod = sys.modules.get("giltracer._core")
+    if mod is not None:
+        return mod
+    from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec
+
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "giltracer")
+    for suffix in EXTENSION_SUFFIXES:
+        path = os.path.join(here, "_core" + suffix)
+        if os.path.exists(path):
+            loader = ExtensionFileLoader("giltracer._core", path)
+            spec = ModuleSpec("giltracer._core", loader, origin=path)
+            mod = loader.create_module(spec)
+            mod.__spec__, mod.__loader__, mod.__file__ = spec, loader, path
+            sys.modules["giltracer._core"] = mod
+            loader.exec_module(mod)
+            return mod
+    raise ImportError("giltracer._core not found beside " + __file__)
+
+
+def register_fork_hook() -> None:
+    global _fork_hook
+    if not _fork_hook and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork)
+        _fork_hook = True
+
+
+def follow(value: Optional[str]) -> None:
+    """The parent: children forked from now on follow `value` (None: none do)."""
+    global _following
+    _following = value
+    if value is not None:
+        register_fork_hook()
+
+
+def _after_fork() -> None:
+    global _session
+    _session = None  # a fork of a followed child: its session is the parent's, not ours
+    if _following is not None:
+        try:
+            _begin(_following)
+        except Exception:
+            pass  # a child that cannot be followed runs untraced (the parent notes it)
+
+
+def boot() -> None:
+    """The ``.pth`` hook: a child of a following parent starts its session here."""
+    value = os.environ.get(ENV)
+    if not value:
+        return
+    cmd = _cmdline()
+    if any(h in cmd for h in _HELPERS):
+        return
+    try:
+        if _FORK_SERVER in cmd:  # its forks are the workers
+            follow(value)
+            return
+        _begin(value)
+    except Exception:
+        pass
+
+
+def _cmdline() -> bytes:
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            return f.read(8192)
+    except OSError:
+        return b""
+
+
+def _begin(value: str) -> None:
+    global _session, _session_pid
+    prefix, options = decode(value)
+    pid = os.getpid()
+    fd = os.open(f"{prefix}{pid}.born", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                 | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, _cmdline().replace(b"\0", b" ").strip())
+    finally:
+        os.close(fd)
+    import _thread
+
+    core = _core()
+    own_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "giltracer") + os.sep
+    session = core.Session(own_dir=own_dir, backend="hooks", spool=f"{prefix}{pid}.spool",
+                           **options)
+    threading = sys.modules.get("threading")
+    if threading is not None:  # a fork: the thread that forked
+        threads = [(t.ident, t.native_id) for t in threading.enumerate() if t.ident is not None]
+    else:
+        threads = [(_thread.get_ident(), _thread.get_native_id())]
+    session.start(threads)
+    _session, _session_pid = session, pid
+    follow(value)
+    _install_exits()
+
+
+def _install_exits() -> None:
+    global _exits_installed
+    if _exits_installed:
+        return
+    _exits_installed = True
+    _signal: Any = __import__("_signal")  # (signal imports enum: milliseconds at birth)
+    import atexit
+
+    atexit.register(end)
+    os._exit = _exit  # fork workers (multiprocessing, concurrent.futures) leave this way
+    try:
+        if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:  # Pool.terminate(), kill
+            _signal.signal(_signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread
+        pass
+
+
+def end() -> None:
+    """Ends this child's session: its streams go to the parent's folder."""
+    global _session
+    session, _session = _session, None
+    if session is None or getattr(session, "state", "") != "recording":
+        return
+    try:
+        threading = sys.modules.get("threading")
+        names: Dict[int, str] = {}
+        if threading is not None:
+            names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+        session.stop()
+        session.finish(names)
+    except Exception:
+        pass
+
+
+def _exit(status: int) -> "NoReturn":
+    end()
+    _real_exit(status)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    _signal: Any = __import__("_signal")
+    end()
+    _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+    os.kill(os.getpid(), _signal.SIGTERM)

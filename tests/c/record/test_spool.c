@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit test of the child-process spool (core/record/spool.c): a merge input written and
+ * read back is the same input (functions, threads, every stream, the map), a thread that
+ * held the GIL at its start gets an ACQUIRED at t0, and a spool cut short, or with a count
+ * larger than the file, is refused. Plain C. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spool.h"
+
+#include "check.h"
+
+static struct gt_func funcs[] = {{"main", "a.py", 1, 0}, {"len", "", 0, GT_FUNC_C}};
+static struct gt_call_rec calls1[] = {{0, 0}, {10, 1 << 4 | GT_CALL}, {20, 1 << 4 | GT_RETURN}};
+static struct gt_call_rec calls2[] = {{0, 0}, {30, 0 << 4 | GT_CCALL}};
+static struct gt_gil_event gil[] = {{100, GT_GIL_RELEASED, 0}, {150, GT_GIL_WANT, 0}};
+static struct gt_sched_event sched[] = {{120, GT_SCHED_OUT_BLOCKED, 1}};
+static const uint32_t map[] = {1, 0};
+
+static char *written(size_t *len, int held)
+{
+    struct gt_chunk cc[] = {{calls1, 3}, {calls2, 2}}, gc[] = {{gil, 2}}, sc[] = {{sched, 1}};
+    struct gt_thread_input th[] = {
+        {.tid = 7, .pid = 7, .ident = 99, .name = "MainThread",
+         .flags = held ? GT_THREAD_HELD_GIL_AT_START : 0, .calls = cc, .ncalls = 2,
+         .func_map = map, .func_map_len = 2, .gil = gc, .ngil = 1, .sched = sc, .nsched = 1},
+        {.tid = 8, .pid = 7, .name = NULL},
+    };
+    struct gt_trace_input ti = {.t0 = 50, .t1 = 500, .funcs = funcs, .nfuncs = 2,
+                                .threads = th, .nthreads = 2};
+    struct gt_spool_meta m = {.pid = 7, .ppid = 1, .t0 = 50, .t1 = 500, .event_count = 3};
+    snprintf(m.cmd, sizeof(m.cmd), "python child.py");
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    CHECK(gt_spool__write(f, &ti, &m) == 0, "write");
+    fclose(f);
+    return buf;
+}
+
+static int read_back(const char *buf, size_t len, struct gt_spool **sp)
+{
+    FILE *f = fmemopen((void *)buf, len ? len : 1, "rb");
+    int err = gt_spool__read(f, len, sp);
+    fclose(f);
+    return err;
+}
+
+static void run_round_trip(void)
+{
+    size_t len;
+    char *buf = written(&len, 1);
+    struct gt_spool *sp = NULL;
+    CHECK(read_back(buf, len, &sp) == 0, "read");
+    if (!sp)
+        return;
+    CHECK(sp->meta.pid == 7 && strcmp(sp->meta.cmd, "python child.py") == 0, "meta");
+    CHECK(sp->nfuncs == 2 && strcmp(sp->funcs[1].name, "len") == 0 &&
+              sp->funcs[1].flags == GT_FUNC_C && strcmp(sp->funcs[0].file, "a.py") == 0,
+          "funcs");
+    CHECK(sp->nthreads == 2, "threads %zu", sp->nthreads);
+    const struct gt_thread_input *t = &sp->threads[0];
+    CHECK(t->tid == 7 && t->ident == 99 && strcmp(t->name, "MainThread") == 0, "thread");
+    CHECK(t->ncalls == 1 && t->calls[0].n == 5, "calls %zu", t->calls[0].n);
+    const struct gt_call_rec *r = t->calls[0].data;
+    CHECK(r[4].ts_lo == 30 && r[3].ts_lo == 0 && r[3].word == 0, "the second chunk's base kept");
+    CHECK(t->func_map_len == 2 && t->func_map[0] == 1, "map");
+    const struct gt_gil_event *g = t->gil[0].data;
+    CHECK(t->gil[0].n == 3 && g[0].ts == 50 && g[0].kind == GT_GIL_ACQUIRED && g[1].ts == 100,
+          "held at start: ACQUIRED at t0 first");
+    CHECK(t->sched[0].n == 1, "sched");
+    CHECK(sp->threads[1].name == NULL && sp->threads[1].ncalls == 0 &&
+              sp->threads[1].func_map == NULL, "an empty thread, identity map");
+    gt_spool__free(sp);
+    free(buf);
+}
+
+static void run_refusals(void)
+{
+    size_t len;
+    char *buf = written(&len, 0);
+    struct gt_spool *sp = NULL;
+    for (size_t cut = 0; cut < len; cut += 7) {
+        int err = read_back(buf, cut, &sp);
+        CHECK(err == -EINVAL && sp == NULL, "cut at %zu of %zu: %d", cut, len, err);
+    }
+    /* the first thread's call count, made huge: refused, not allocated */
+    char *bad = malloc(len);
+    memcpy(bad, buf, len);
+    size_t at = 8 + 8 + sizeof(struct gt_spool_meta) + 16; /* after the counts */
+    at += (4 + 5 + 4 + 5 + 8) + (4 + 4 + 4 + 1 + 8); /* the functions: main a.py, len "" */
+    at = (at + 7) & ~(size_t)7;
+    at += 4 + 4 + 8 + 4 + 4 + 8 + 4 + 11; /* the thread's fields and name */
+    at = (at + 7) & ~(size_t)7;
+    at += 8 + 8; /* the map */
+    uint64_t huge = UINT64_MAX / 4;
+    uint64_t was;
+    memcpy(&was, bad + at, 8);
+    CHECK(was == 5, "found the call count: %llu", (unsigned long long)was);
+    memcpy(bad + at, &huge, 8);
+    CHECK(read_back(bad, len, &sp) == -EINVAL && !sp, "a count beyond the file");
+    memcpy(bad, "NOTSPOOL", 8);
+    CHECK(read_back(bad, len, &sp) == -EINVAL && !sp, "not a spool");
+    free(bad);
+    free(buf);
+}
+
+int main(void)
+{
+    run_round_trip();
+    run_refusals();
+    printf("test_spool: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,359 @@
+"""Child processes (follow_children=True, issue 23): a ProcessPoolExecutor's workers under
+every start method, a subprocess running sys.executable, and children that end by
+os._exit, SIGTERM or SIGKILL each show in the parent's trace, on its clock, grouped by
+process (t.processes, t.summary(process=...)), from the API, the CLI and a real kernel."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import _giltracer_boot
+import giltracer
+
+N = 3_000_000  # CPU-bound: each task a few tenths of a second
+
+POOL_SCRIPT = textwrap.dedent(f"""
+    import json, multiprocessing as mp, sys
+    from concurrent.futures import ProcessPoolExecutor
+    import giltracer
+
+    barrier = None
+
+    def init(b):
+        global barrier
+        barrier = b
+
+    def work(n):
+        if barrier is not None:  # one task per worker: each waits for the other three
+            barrier.wait()
+        s = 0
+        for i in range(n):
+            s += i * i
+        return s
+
+    if __name__ == "__main__":
+        method = sys.argv[1]
+        ctx = mp.get_context(method)
+        with giltracer.trace(follow_children=True) as t:
+            with ProcessPoolExecutor(4, mp_context=ctx, initializer=init,
+                                     initargs=(ctx.Barrier(4),)) as ex:
+                list(ex.map(work, [{N}] * 4))
+        def held_in_work(tid):  # the share of its time in work() with the GIL held
+            works = [(a, b) for a, b, name, _, _ in t.spans(tid) if name == "work"]
+            # from the barrier's end to work's (its wait: "wait" before 3.11, no co_qualname)
+            waits = [b for a, b, name, _, _ in t.spans(tid) if name in ("Barrier.wait", "wait")]
+            works = [(max([a] + [w for w in waits if a <= w <= b]), b) for a, b in works]
+            held = [(a, b) for a, b, state in t.gil_intervals(tid) if state == "held"]
+            total = sum(b - a for a, b in works)
+            inside = sum(max(0, min(b, d) - max(a, c)) for a, b in works for c, d in held)
+            return 100.0 * inside / total if total else 0.0
+
+        procs = [dict(pid=p.pid, child=p.child, command=p.command, tids=list(p.tids),
+                      start=p.start_ns, end=p.end_ns) for p in t.processes]
+        rows = {{p.pid: [dict(tid=s.tid, name=s.name, held=s.held_pct, wait=s.wait_pct,
+                              held_in_work=held_in_work(s.tid),
+                              released=s.released_pct, wall=s.wall_ns)
+                         for s in t.summary(process=p.pid)] for p in t.processes}}
+        names = {{p.pid: sorted({{sp[2] for tid in p.tids for sp in t.spans(tid)}})
+                  for p in t.processes}}
+
+        print(json.dumps(dict(procs=procs, rows={{str(k): v for k, v in rows.items()}},
+                              names={{str(k): v for k, v in names.items()}},
+                              t0=t.result.t0_ns, t1=t.result.t1_ns, note=t.result.tracer_note,
+                              text=t.summary_text(),
+                              payload=json.loads(t.result.payload())["meta"].get("processes"))))
+""")
+
+
+def run_script(tmp_path, body, *args, name="script.py", timeout=240, env=None):
+    path = tmp_path / name
+    path.write_text(body)
+    p = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                       timeout=timeout, cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1]), p
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_a_process_pool_shows_four_children_holding_their_own_gil(tmp_path, method):
+    facts, _ = run_script(tmp_path, POOL_SCRIPT, method)
+    procs = facts["procs"]
+    parent, children = procs[0], procs[1:]
+    assert not parent["child"] and parent["pid"] != 0
+    assert len(children) == 4, procs
+    assert all(c["child"] for c in children)
+    for c in children:
+        # One clock: each child's life lies within the parent's session.
+        assert facts["t0"] <= c["start"] <= c["end"] <= facts["t1"], c
+        main = facts["rows"][str(c["pid"])][0]
+        # Each worker holds its own process's GIL all the time it computes (on a 2-core
+        # machine four CPU-bound workers are preempted, but they keep their GIL: held) and
+        # never waits for it; the rest of its life it waits for work, the GIL released.
+        assert main["held_in_work"] >= 95, (method, main)
+        assert main["wait"] < 1, (method, main)
+        assert "work" in facts["names"][str(c["pid"])], facts["names"]
+        # The text table has a block per process; the viewer's payload names each child.
+        assert f" pid {c['pid']} (child process: " in facts["text"], facts["text"]
+    assert [p["pid"] for p in facts["payload"]] == [c["pid"] for c in children]
+    assert f" pid {parent['pid']} (the traced process)" in facts["text"]
+    # The parent waits for its workers: its main thread holds its GIL little of the time.
+    own = [r for r in facts["rows"][str(parent["pid"])] if r["name"] == "MainThread"][0]
+    assert own["released"] >= 80, own
+    assert facts["note"] is None
+    assert "work" not in facts["names"][str(parent["pid"])]
+
+
+SUB = textwrap.dedent(f"""
+    import json, os, subprocess, sys
+    import giltracer
+    child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
+    with giltracer.trace(follow_children=True) as t:
+        subprocess.run([sys.executable, child] + sys.argv[1:], check=False)
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+    print(json.dumps(dict(procs=[[p.pid, p.child, p.command, list(p.tids)] for p in t.processes],
+                          names={{p.pid: sorted({{s[2] for tid in p.tids for s in t.spans(tid)}})
+                                 for p in t.processes}},
+                          note=t.result.tracer_note, events=t.event_count)))
+""")
+
+CHILD = textwrap.dedent("""
+    import os, signal, sys
+    def child_work():
+        return sum(i * i for i in range(200_000))
+    child_work()
+    how = sys.argv[1] if len(sys.argv) > 1 else "normal"
+    if how == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "sigterm":
+        os.kill(os.getpid(), signal.SIGTERM)
+    if how == "os_exit":
+        os._exit(3)
+""")
+
+
+@pytest.mark.parametrize("how", ["normal", "os_exit", "sigterm"])
+def test_subprocess_running_this_python_is_followed(tmp_path, how):
+    (tmp_path / "child.py").write_text(CHILD)
+    facts, _ = run_script(tmp_path, SUB, how)
+    procs = facts["procs"]
+    assert len(procs) == 3, procs  # the parent, child.py and `-c pass`
+    by_cmd = {p[2]: p for p in procs[1:]}
+    script = next(c for c in by_cmd if c.endswith(f"child.py {how}"))
+    assert "child_work" in facts["names"][str(by_cmd[script][0])]
+    assert facts["note"] is None
+
+
+def test_a_child_killed_by_sigkill_leaves_the_trace_intact_with_a_note(tmp_path):
+    (tmp_path / "child.py").write_text(CHILD)
+    facts, _ = run_script(tmp_path, SUB, "sigkill")
+    procs = facts["procs"]
+    assert len(procs) == 2, procs  # the parent and `-c pass`; the killed child has no trace
+    assert "run" in facts["names"][str(procs[0][0])]  # the parent's subprocess.run calls
+    note = facts["note"]
+    assert note and "ended without writing its trace" in note and "SIGKILL" in note, note
+
+
+def test_without_follow_children_no_child_is_traced(tmp_path):
+    (tmp_path / "child.py").write_text(CHILD)
+    facts, _ = run_script(tmp_path, SUB.replace("follow_children=True", "follow_children=False"))
+    assert len(facts["procs"]) == 1
+    assert "GILTRACER_CHILD" not in os.environ
+
+
+def test_the_session_folder_is_private_and_removed(tmp_path, monkeypatch):
+    seen = {}
+    real = giltracer._child.Children.collect
+
+    def collect(self):
+        seen["mode"] = os.stat(self.folder).st_mode & 0o777
+        seen["token"] = self.token
+        seen["env"] = os.environ.get("GILTRACER_CHILD")
+        return real(self)
+
+    monkeypatch.setattr(giltracer._child.Children, "collect", collect)
+    with giltracer.trace(follow_children=True, functions=False) as t:
+        prefix, options = _giltracer_boot.decode(os.environ["GILTRACER_CHILD"])
+        folder = os.path.dirname(prefix)
+    assert seen["mode"] == 0o700
+    assert len(seen["token"]) == 32 and seen["token"] in prefix
+    assert options == dict(c_calls=True, exclude=None, functions=False, gil=True, include=None,
+                           max_depth=0, max_events=giltracer.api.DEFAULT_MAX_EVENTS, sched=True)
+    assert seen["env"] is None  # no child started after stop joins
+    assert not os.path.exists(folder)
+    assert [p.pid for p in t.processes] == [os.getpid()]
+
+
+PLANT = textwrap.dedent("""
+    import json, os, subprocess, sys
+    import giltracer
+    with giltracer.trace(follow_children=True) as t:
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        prefix = os.environ["GILTRACER_CHILD"].split("\x1f")[0]
+        folder = os.path.dirname(prefix)
+        spools = sorted(n for n in os.listdir(folder) if n.endswith(".spool"))
+        # the first: moved away and replaced by a link to it; the second: renamed (no token)
+        os.rename(os.path.join(folder, spools[0]), os.path.join(folder, "x" + spools[0]))
+        os.symlink(os.path.join(folder, "x" + spools[0]), os.path.join(folder, spools[0]))
+        os.rename(os.path.join(folder, spools[1]), os.path.join(folder, "x" + spools[1]))
+    print(json.dumps(dict(procs=[p.pid for p in t.processes], note=t.result.tracer_note)))
+""")
+
+
+def test_a_spool_is_read_only_under_the_token_and_never_through_a_link(tmp_path):
+    facts, _ = run_script(tmp_path, PLANT)
+    assert facts["procs"] == facts["procs"][:1], facts
+    note = facts["note"]
+    assert "1 child process trace could not be read" in note, note  # the link
+    assert "1 child process (pid" in note, note  # the renamed one: as if killed
+
+
+def test_the_startup_hook_imports_nothing_and_costs_under_a_millisecond():
+    env = {k: v for k, v in os.environ.items() if k != "GILTRACER_CHILD"}
+    p = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"], capture_output=True,
+                       text=True, env=env, check=True)
+    assert "giltracer" not in p.stderr
+    pth = [os.path.join(d, "giltracer_children.pth") for d in sys.path
+           if os.path.exists(os.path.join(d, "giltracer_children.pth"))]
+    assert pth, "the package installs its start-up hook"
+    line = open(pth[0]).read().strip()
+    code = compile(line, pth[0], "exec")
+    saved = os.environ.pop("GILTRACER_CHILD", None)
+    try:
+        n = 10_000
+        t0 = time.perf_counter()
+        for _ in range(n):
+            exec(code, {})
+        per_run = (time.perf_counter() - t0) / n
+    finally:
+        if saved is not None:
+            os.environ["GILTRACER_CHILD"] = saved
+    assert per_run < 1e-3, per_run
+
+
+def test_cli_follow_children_writes_one_chrome_process_per_process(tmp_path):
+    script = tmp_path / "pool.py"
+    script.write_text(POOL_SCRIPT.split('if __name__ == "__main__":')[0] + textwrap.dedent(f"""
+        if __name__ == "__main__":
+            ctx = mp.get_context("spawn")
+            with ProcessPoolExecutor(2, mp_context=ctx, initializer=init,
+                                     initargs=(ctx.Barrier(2),)) as ex:
+                list(ex.map(work, [{N // 4}] * 2))
+    """))
+    out = tmp_path / "t.json"
+    p = subprocess.run([sys.executable, "-m", "giltracer", "--follow-children", "-o", str(out),
+                        str(script)], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    events = json.load(open(out))["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    work_pids = {e["pid"] for e in events if e.get("ph") == "X" and e.get("name", "").startswith("work")}
+    assert len(work_pids) == 2, (work_pids, names)
+    assert all(pid in names for pid in work_pids)
+
+
+# -- a real kernel: %%giltracer follows the cell's processes by default ---------------
+
+KERNEL_CELLS = [
+    "%load_ext giltracer",
+    textwrap.dedent(f"""\
+        import json, multiprocessing as mp, os, subprocess, sys
+        from concurrent.futures import ProcessPoolExecutor
+        def work(n):
+            s = 0
+            for i in range(n):
+                s += i * i
+            return s
+        def held_in_work(t, tid):  # the share of its time in work() with the GIL held
+            works = [(a, b) for a, b, name, _, _ in t.spans(tid) if name == "work"]
+            # from the barrier's end to work's (its wait: "wait" before 3.11, no co_qualname)
+            waits = [b for a, b, name, _, _ in t.spans(tid) if name in ("Barrier.wait", "wait")]
+            works = [(max([a] + [w for w in waits if a <= w <= b]), b) for a, b in works]
+            held = [(a, b) for a, b, state in t.gil_intervals(tid) if state == "held"]
+            total = sum(b - a for a, b in works)
+            inside = sum(max(0, min(b, d) - max(a, c)) for a, b in works for c, d in held)
+            return 100.0 * inside / total if total else 0.0
+        def facts(t):
+            own = os.getpid()
+            return dict(own=own, procs=[[p.pid, p.child, p.command] for p in t.processes],
+                        held={{p.pid: max(held_in_work(t, tid) for tid in p.tids)
+                               for p in t.processes if p.child}},
+                        text=t.summary_text(), note=t.result.tracer_note)"""),
+    textwrap.dedent(f"""\
+        %%giltracer --var t -q
+        with ProcessPoolExecutor(4, mp_context=mp.get_context("fork")) as ex:
+            total = sum(ex.map(work, [{N}] * 4))
+        subprocess.run([sys.executable, "-c", "sum(i for i in range(100000))"], check=True)"""),
+    "print(json.dumps(facts(t)))",
+    textwrap.dedent("""\
+        %%giltracer --var u -q --no-follow-children
+        subprocess.run([sys.executable, "-c", "pass"], check=True)"""),
+    "print(json.dumps(facts(u)))",
+]
+
+
+@pytest.fixture(scope="module")
+def kernel_notebook(tmp_path_factory):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in KERNEL_CELLS]
+    work = tmp_path_factory.mktemp("kernel-children")
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(work)}}).execute()
+    return nb
+
+
+def printed(cell):
+    return json.loads("".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout"))
+
+
+def test_a_kernel_cell_follows_its_process_pool_and_subprocess(kernel_notebook):
+    facts = printed(kernel_notebook.cells[3])
+    procs = facts["procs"]
+    assert procs[0][0] == facts["own"] and not procs[0][1]
+    children = procs[1:]
+    assert len(children) == 5, procs  # four pool workers and the subprocess
+    assert sum("-c sum(i for i" in c[2] for c in children) == 1, children
+    workers = [c[0] for c in children if "-c sum(i for i" not in c[2]]
+    # Each worker holds its own GIL all the time it computes (see the pool test).
+    assert all(facts["held"][str(pid)] >= 95 for pid in workers), facts["held"]
+    assert facts["note"] is None
+    # One block per process in the text table.
+    for pid in workers:
+        assert f"pid {pid}" in facts["text"], facts["text"]
+
+
+def test_a_kernel_cell_with_no_follow_children_traces_only_the_kernel(kernel_notebook):
+    facts = printed(kernel_notebook.cells[5])
+    assert [p[0] for p in facts["procs"]] == [facts["own"]]
+
+
+OWN = textwrap.dedent("""
+    import json, multiprocessing as mp
+    import giltracer
+
+    def own_trace(n):  # a worker that traces itself, as lesson code may
+        with giltracer.trace(functions=False) as own:
+            sum(range(n))
+        return len(own.threads)
+
+    if __name__ == "__main__":
+        with giltracer.trace(follow_children=True) as t:
+            with mp.get_context("fork").Pool(1) as pool:
+                counts = pool.map(own_trace, [100_000])
+        print(json.dumps(dict(counts=counts, procs=[p.pid for p in t.processes])))
+""")
+
+
+def test_a_followed_child_may_start_its_own_trace(tmp_path):
+    """Its session from birth yields (what it recorded goes to the parent)."""
+    facts, _ = run_script(tmp_path, OWN)
+    assert facts["counts"] == [1]
+    assert len(facts["procs"]) == 2, facts
