@@ -173,6 +173,16 @@ static void thread_life(const struct gt_trace_input *in, const struct gt_thread_
         if (l > hi)
             hi = l;
     }
+    const struct gt_coalesced *more[2] = {ti->gil_more, ti->sched_more};
+    for (int k = 0; k < 2; k++) {
+        if (!more[k] || !more[k]->events)
+            continue;
+        any = 1;
+        if (more[k]->first < lo)
+            lo = more[k]->first;
+        if (more[k]->last > hi)
+            hi = more[k]->last;
+    }
     if (!any && !(ti->flags & GT_THREAD_EXISTED_AT_START)) {
         *start = *end = in->t0; /* registered but never seen: an empty life */
         return;
@@ -367,13 +377,14 @@ struct ivb {
     uint64_t since;
     uint32_t state;
     uint32_t aux; /* of the current state: which GIL (0 for OS states) */
+    size_t sealed; /* intervals before this one never grow (a coalesced part follows) */
 };
 
 static int ivb_flush(struct ivb *b, uint64_t t)
 {
     if (t <= b->since)
         return 0;
-    if (b->n && b->v[b->n - 1].state == b->state && b->v[b->n - 1].aux == b->aux &&
+    if (b->n > b->sealed && b->v[b->n - 1].state == b->state && b->v[b->n - 1].aux == b->aux &&
         b->v[b->n - 1].end == b->since) {
         b->v[b->n - 1].end = t;
     } else {
@@ -424,7 +435,43 @@ static uint32_t gil_initial_state(const struct gt_thread_input *ti)
             }
         }
     }
+    /* No event of its own in the window: the first one past it. */
+    if (ti->gil_more)
+        switch (ti->gil_more->first_kind) {
+        case GT_GIL_ACQUIRED:
+            return GT_GIL_STATE_WAIT;
+        case GT_GIL_RELEASED:
+            return GT_GIL_STATE_HELD;
+        default:
+            break;
+        }
     return GT_GIL_STATE_RELEASED;
+}
+
+/* Lays a coalesced stream's tiles end to end from its base (each tile's states in state
+ * order: exact totals, made-up order inside a tile), then goes on in its last state from
+ * its last event. */
+static int ivb_tiles(struct ivb *b, const struct gt_coalesced *m, uint64_t end, const uint32_t aux[3])
+{
+    if (!m->ntiles)
+        return 0;
+    uint64_t t = m->base < b->since ? b->since : m->base;
+    int err = ivb_flush(b, t > end ? end : t);
+    b->sealed = b->n;
+    for (size_t i = 0; i < m->ntiles && !err; i++) {
+        for (uint32_t k = 0; k < 3 && !err; k++) {
+            if (!m->tiles[i][k])
+                continue;
+            uint64_t at = t > end ? end : t;
+            err = ivb_set_aux(b, at, k, aux[k]);
+            t += m->tiles[i][k];
+        }
+    }
+    if (!err) {
+        uint64_t at = t > m->last ? t : m->last;
+        err = ivb_set_aux(b, at > end ? end : at, m->state, aux[m->state]);
+    }
+    return err;
 }
 
 static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *tr)
@@ -433,7 +480,7 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
     struct gt_summary *s = &tr->summary;
     /* Held at start: the start thread (main GIL), or a subinterpreter's holder. */
     struct ivb b = {NULL, 0, 0, start, gil_initial_state(ti),
-                    (ti->flags & GT_THREAD_HELD_GIL_AT_START) ? ti->interp : 0};
+                    (ti->flags & GT_THREAD_HELD_GIL_AT_START) ? ti->interp : 0, 0};
     int err = 0;
 
     for (size_t c = 0; c < ti->ngil; c++) {
@@ -469,6 +516,35 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
                 goto cleanup;
         }
     }
+    /* Past the stream's budget: its lead events, then its tiles (exact totals). */
+    uint64_t coalesced_from = 0;
+    const struct gt_coalesced *m = ti->gil_more;
+    if (m) {
+        for (size_t i = 0; i < m->nlead && !err; i++) {
+            uint64_t ts = m->lead[i].ts < last ? last : m->lead[i].ts > end ? end : m->lead[i].ts;
+            last = ts;
+            if (m->lead[i].kind == GT_GIL_WANT && b.state != GT_GIL_STATE_HELD)
+                err = ivb_set_aux(&b, ts, GT_GIL_STATE_WAIT, m->lead[i].aux);
+            else if (m->lead[i].kind == GT_GIL_SWITCH_DONE && b.state == GT_GIL_STATE_WAIT)
+                err = ivb_set(&b, ts, GT_GIL_STATE_RELEASED);
+        }
+        if (!err && m->ntiles) {
+            coalesced_from = m->base < start ? start : m->base > end ? end : m->base;
+            const uint32_t aux[3] = {m->aux, m->aux, m->aux};
+            err = ivb_tiles(&b, m, end, aux);
+        }
+        if (err)
+            goto cleanup;
+        s->acquisitions += m->acquisitions;
+        s->drop_requests += m->drop_requests;
+        if (m->longest_wait_ns > s->longest_wait_ns)
+            s->longest_wait_ns = m->longest_wait_ns;
+        /* A wait still open at the end lasts to the end. */
+        if (m->ntiles && m->state == GT_GIL_STATE_WAIT && m->wait_since < end &&
+            end - m->wait_since > s->longest_wait_ns)
+            s->longest_wait_ns = end - m->wait_since;
+    }
+    tr->gil_coalesced_from = coalesced_from;
     if ((err = ivb_flush(&b, end)))
         goto cleanup;
     /* The thread's interpreter: a subinterpreter whose GIL it held or waited for during
@@ -494,7 +570,8 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
             s->held_ns += d;
         } else if (b.v[i].state == GT_GIL_STATE_WAIT) {
             s->wait_ns += d;
-            if (d > s->longest_wait_ns)
+            /* (a coalesced wait's length is no wait's: the aggregate knows the longest) */
+            if (d > s->longest_wait_ns && (!coalesced_from || b.v[i].end <= coalesced_from))
                 s->longest_wait_ns = d;
         } else {
             s->released_ns += d;
@@ -525,15 +602,19 @@ static int build_os(const struct gt_thread_input *ti, struct gt_thread_result *t
     int err = 0;
 
     /* Switched in first: it was off CPU before; the reason is unknown, call it blocked. */
+    int seen = 0;
     for (size_t c = 0; c < ti->nsched; c++) {
         if (ti->sched[c].n) {
             const struct gt_sched_event *ev = ti->sched[c].data;
             if (ev[0].kind == GT_SCHED_IN)
                 init = GT_OS_BLOCKED;
+            seen = 1;
             break;
         }
     }
-    struct ivb b = {NULL, 0, 0, start, init, 0};
+    if (!seen && ti->sched_more && ti->sched_more->first_kind == GT_SCHED_IN)
+        init = GT_OS_BLOCKED;
+    struct ivb b = {NULL, 0, 0, start, init, 0, 0};
     for (size_t c = 0; c < ti->nsched; c++) {
         const struct gt_sched_event *ev = ti->sched[c].data;
         for (size_t i = 0, m = ti->sched[c].n; i < m; i++) {
@@ -556,6 +637,13 @@ static int build_os(const struct gt_thread_input *ti, struct gt_thread_result *t
             if (err)
                 goto cleanup;
         }
+    }
+    const struct gt_coalesced *m = ti->sched_more;
+    if (m && m->ntiles) {
+        const uint32_t aux[3] = {0, 0, 0};
+        tr->os_coalesced_from = m->base < start ? start : m->base > end ? end : m->base;
+        if ((err = ivb_tiles(&b, m, end, aux)))
+            goto cleanup;
     }
     if ((err = ivb_flush(&b, end)))
         goto cleanup;
@@ -761,7 +849,9 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
             a.ntouched = 0;
             for (size_t wv = 0; wv < w->ngil; wv++) {
                 const struct gt_interval *wt = &w->gil[wv];
-                if (wt->state != GT_GIL_STATE_WAIT)
+                /* Coalesced intervals' order is made up: no blame from them. */
+                if (wt->state != GT_GIL_STATE_WAIT ||
+                    (w->gil_coalesced_from && wt->end > w->gil_coalesced_from))
                     continue;
                 wait++;
                 k0 = iv_lower(h->gil, k0, h->ngil, wt->start);
@@ -770,7 +860,8 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
                     uint64_t lo = hv->start > wt->start ? hv->start : wt->start;
                     uint64_t hi2 = hv->end < wt->end ? hv->end : wt->end;
                     /* A wait is for one interpreter's GIL: only its holder is to blame. */
-                    if (hv->state != GT_GIL_STATE_HELD || hv->aux != wt->aux || lo >= hi2)
+                    if (hv->state != GT_GIL_STATE_HELD || hv->aux != wt->aux || lo >= hi2 ||
+                        (h->gil_coalesced_from && hv->end > h->gil_coalesced_from))
                         continue;
                     /* s0 trails the walk: the next overlap starts at or after it. */
                     for (size_t q = seg_find(sg, s0, nseg, lo); q < nseg && sg[q].start < hi2;
@@ -829,6 +920,12 @@ static int chunks_ok(const struct gt_chunk *c, size_t n)
     return 1;
 }
 
+static int coalesced_ok(const struct gt_coalesced *m)
+{
+    return !m || (m->state < 3 && (!m->nlead || m->lead) && (!m->ntiles || m->tiles) &&
+                  m->width_ns >= 0);
+}
+
 static int input_ok(const struct gt_trace_input *in)
 {
     /* CLOCK_MONOTONIC ns fit in int64 (292 years); durations are signed downstream. */
@@ -838,7 +935,8 @@ static int input_ok(const struct gt_trace_input *in)
     for (size_t i = 0; i < in->nthreads; i++) {
         const struct gt_thread_input *t = &in->threads[i];
         if (!chunks_ok(t->calls, t->ncalls) || !chunks_ok(t->gil, t->ngil) ||
-            !chunks_ok(t->sched, t->nsched))
+            !chunks_ok(t->sched, t->nsched) || !coalesced_ok(t->gil_more) ||
+            !coalesced_ok(t->sched_more))
             return 0;
     }
     return 1;

@@ -27,6 +27,8 @@ struct gt_emit_meta {
     const char *theme;       /* the viewer's theme: auto, light, dark (NULL = auto) */
     int32_t scope_tid;       /* the thread that started the trace, 0 = unknown */
     int all_threads;         /* text: list background threads too (else one line names them) */
+    uint64_t gil_aggregated;   /* GIL events past max_events kept as aggregates (exact totals) */
+    uint64_t sched_aggregated; /* scheduler records past max_events kept as aggregates */
 };
 
 /**

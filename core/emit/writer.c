@@ -342,6 +342,11 @@ json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta *m)
         bad = json_object_set_new(o, "theme", json_string(m->theme)) < 0;
     if (!bad && m->scope_tid > 0)
         bad = json_object_set_new(o, "scope_tid", json_integer(m->scope_tid)) < 0;
+    /* events past max_events kept as aggregates (exact totals, coalesced timeline) */
+    if (!bad && m->gil_aggregated)
+        bad = json_object_set_new(o, "gil_aggregated", json_integer((json_int_t)m->gil_aggregated)) < 0;
+    if (!bad && m->sched_aggregated)
+        bad = json_object_set_new(o, "sched_aggregated", json_integer((json_int_t)m->sched_aggregated)) < 0;
     if (bad) {
         json_decref(o);
         return NULL;

@@ -40,6 +40,29 @@ enum gt_thread_input_flags {
                                        shell channel, heartbeat): background */
 };
 
+/* A thread's GIL or OS states past its stream's budget, as the aggregate stage kept them
+ * (aggregate/gt_agg.h), in ns. Exact: time per state, acquisitions, drop requests and the
+ * longest wait; coalesced: where in time, as `ntiles` tiles of `width_ns` from `base`
+ * (each tile's time per state), at most GT_COALESCED_TILES of them, so a tile is at
+ * least 1/2048 of the coalesced period. `lead` are the events before the state was known (the
+ * merge decodes them after the stream's own); from `base` the state is known. */
+#define GT_COALESCED_TILES 2048 /* a coalesced stream's tiles, at most */
+
+struct gt_coalesced {
+    const struct gt_gil_event *lead; /* GIL only: WANT / SWITCH_DONE, ns */
+    size_t nlead;
+    uint64_t base;        /* ns; ntiles 0: no state-bearing event after the lead */
+    double width_ns;
+    const uint64_t (*tiles)[3]; /* ns in each state (gt_gil_state or gt_os_state) */
+    size_t ntiles;
+    uint64_t first, last; /* ns of the first and the last event it took */
+    uint32_t first_kind;  /* the first state-bearing event's kind */
+    uint32_t state, aux;  /* after the last event */
+    uint64_t events;      /* events it took */
+    uint64_t acquisitions, drop_requests, longest_wait_ns; /* GIL only */
+    uint64_t wait_since;  /* GIL, state WAIT: ns when that wait began (it is still open) */
+};
+
 struct gt_thread_input {
     int32_t tid;       /* kernel TID: the merge key */
     int32_t pid;       /* process id (for multi-process bpf traces); 0 = the traced process */
@@ -58,6 +81,9 @@ struct gt_thread_input {
     size_t ngil;
     const struct gt_chunk *sched;
     size_t nsched;
+    /* The GIL and OS events past their streams' budget (NULL: none). */
+    const struct gt_coalesced *gil_more;
+    const struct gt_coalesced *sched_more;
 };
 
 struct gt_trace_input {
@@ -141,6 +167,9 @@ struct gt_thread_result {
     int background;
     uint16_t outer_depth;
     uint64_t outer_start, outer_end;
+    /* From here on its GIL (OS) intervals are coalesced tiles, 0 = none: exact totals, the
+     * order inside a tile drawn as held, waiting, released (on CPU, preempted, blocked). */
+    uint64_t gil_coalesced_from, os_coalesced_from;
 };
 
 /* Time thread `waiter_tid` waited for the GIL while `holder_tid` held it and

@@ -675,6 +675,8 @@ RES_U64(dropped_events, self->run->meta.dropped_events)
 RES_U64(gil_events, self->run->gil_events)
 RES_U64(gil_dropped, self->run->meta.gil_dropped)
 RES_U64(sched_lost, self->run->meta.sched_lost)
+RES_U64(gil_aggregated, self->run->meta.gil_aggregated)
+RES_U64(sched_aggregated, self->run->meta.sched_aggregated)
 
 static PyObject *Result_get_gil_known(ResultObject *self, void *c)
 {
@@ -697,6 +699,8 @@ static PyGetSetDef Result_getset[] = {
     GET(gil_events, "GIL events recorded"),
     GET(gil_dropped, "GIL events lost"),
     GET(sched_lost, "scheduler records lost"),
+    GET(gil_aggregated, "GIL events past max_events kept as aggregates (exact totals)"),
+    GET(sched_aggregated, "scheduler records past max_events kept as aggregates"),
     GET(gil_known, "whether a GIL probe ran"),
     GET(tracer_note, "threads the function tracer missed (a sentence), or None"),
     {NULL, NULL, NULL, NULL, NULL},

@@ -13,6 +13,7 @@
 #include "bpfprobe.h"
 #include "gilhook.h"
 #include "interps.h"
+#include "gt_agg.h"
 #include "gt_clock.h"
 #include "gt_sched.h"
 #include "threads.h"
@@ -479,7 +480,10 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         }
     }
 
-    /* max_events caps every kind of stream, with or without function tracing. */
+    /* max_events caps every kind of stream, with or without function tracing; GIL and
+     * OS-state events past it go on into each stream's aggregate (exact totals). */
+    gt_registry__set_overflow(GT_BUDGET_GIL, gt_agg__gil_sink);
+    gt_registry__set_overflow(GT_BUDGET_SCHED, gt_agg__os_sink);
     int err = gt_registry__begin(s->o.max_events,
                                  s->sched ? watch_thread : NULL, s->sched);
     if (err < 0) {
@@ -623,6 +627,35 @@ static void convert_block(void *events, size_t n, void *ctx)
         e[i].ts = gt_clock__to_ns(fit, e[i].ts);
 }
 
+static uint64_t fit_to_ns(uint64_t t, const void *ctx)
+{
+    return gt_clock__to_ns(ctx, t);
+}
+
+/* A stream's aggregate as the merge's input (NULL: it has none, or no memory: then
+ * *nomem is set). */
+struct coalesced_store {
+    struct gt_coalesced c;
+    struct gt_gil_event lead[GT_AGG_LEAD];
+    uint64_t tiles[GT_AGG_TILES][3];
+};
+
+static struct gt_coalesced *stream_more(const struct gt_stream *st, const struct gt_clock_fit *fit,
+                                        int *nomem)
+{
+    const struct gt_agg *a = st->overflow;
+    if (!a || !a->events)
+        return NULL;
+    struct coalesced_store *cs = malloc(sizeof(*cs));
+    if (!cs) {
+        *nomem = 1;
+        return NULL;
+    }
+    gt_agg__export(a, fit ? fit_to_ns : NULL, fit, fit ? fit->ns_per_tick : 1.0, &cs->c,
+                   cs->lead, cs->tiles);
+    return &cs->c;
+}
+
 static struct gt_chunk *stream_chunks(const struct gt_stream *st, size_t *n)
 {
     size_t need = gt_stream__chunks(st, NULL, 0);
@@ -682,6 +715,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
 {
     struct gt_run *run = NULL;
     struct gt_thread_input *inputs = NULL;
+    const struct gt_coalesced **more = NULL; /* each input's gil_more, sched_more */
     size_t nthreads = 0;
     if (refuse_released(s) < 0)
         return NULL;
@@ -723,7 +757,8 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         t1 = t0;
 
     inputs = calloc(nthreads ? nthreads : 1, sizeof(*inputs));
-    if (!inputs) {
+    more = calloc(nthreads ? 2 * nthreads : 1, sizeof(*more));
+    if (!inputs || !more) {
         PyErr_NoMemory();
         goto cleanup;
     }
@@ -760,7 +795,16 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         in->calls = stream_chunks(&t->calls, &in->ncalls);
         in->gil = stream_chunks(&t->gil, &in->ngil);
         in->sched = stream_chunks(&t->sched, &in->nsched);
-        if (!in->calls || !in->gil || !in->sched) {
+        int nomem = 0;
+        in->gil_more = stream_more(&t->gil, s->used == USED_HOOKS ? &fit : NULL, &nomem);
+        in->sched_more = stream_more(&t->sched, NULL, &nomem);
+        more[2 * i] = in->gil_more;
+        more[2 * i + 1] = in->sched_more;
+        if (in->gil_more)
+            run->meta.gil_aggregated += in->gil_more->events;
+        if (in->sched_more)
+            run->meta.sched_aggregated += in->sched_more->events;
+        if (!in->calls || !in->gil || !in->sched || nomem) {
             PyErr_NoMemory();
             goto cleanup;
         }
@@ -793,6 +837,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
             free((void *)in->gil);
             in->gil = stream_chunks(&t->gil_check, &in->ngil);
             in->ncalls = in->nsched = 0;
+            in->gil_more = in->sched_more = NULL; /* (its own view is never aggregated) */
             in->flags &= ~(uint32_t)GT_THREAD_HAS_SCHED;
             if (!in->gil) {
                 err = -ENOMEM;
@@ -847,6 +892,11 @@ cleanup:
             free((void *)inputs[k].sched);
         }
         free(inputs);
+    }
+    if (more) {
+        for (size_t k = 0; k < 2 * nthreads; k++)
+            free((void *)more[k]);
+        free(more);
     }
     release_records(s);
     release_probes(s);

@@ -35,6 +35,7 @@ static void *on_new_ctx;
 static uint64_t budget_left[GT_BUDGET_END]; /* by enum gt_budget; [GT_BUDGET_NONE] unused */
 static int budget_limited;
 static atomic_int budget_spent[GT_BUDGET_END];
+static _Atomic(gt_overflow_fn) overflow_fn[GT_BUDGET_END];
 
 /* Blocks are carved out of 2 MiB arenas of small pages. (Transparent huge pages: one
  * fault per arena, 0.1 ms where the kernel recycles a huge page, but 2.3-4.3 ms for
@@ -308,6 +309,25 @@ static void pool_trim(void)
 static char *block_events(struct gt_block *b)
 {
     return (char *)b + GT_BLOCK_HEADER;
+}
+
+void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn)
+{
+    if (budget > GT_BUDGET_NONE && budget < GT_BUDGET_END)
+        atomic_store(&overflow_fn[budget], fn);
+}
+
+void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b)
+{
+    if (!s->refused_at)
+        s->refused_at = ts;
+    /* Past the budget or out of blocks the sink may take it; after the session, nobody. */
+    if (err != -ESRCH && s->budget > GT_BUDGET_NONE && s->budget < GT_BUDGET_END) {
+        gt_overflow_fn fn = atomic_load_explicit(&overflow_fn[s->budget], memory_order_relaxed);
+        if (fn && fn(s, ts, a, b) == 0)
+            return;
+    }
+    s->dropped++;
 }
 
 int gt_stream__grow(struct gt_stream *s)
@@ -667,6 +687,7 @@ void gt_registry__release(void (*free_state)(struct gt_thread *t))
         struct gt_stream *streams[] = {&t->calls, &t->gil, &t->sched, &t->gil_check};
         for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++) {
             block_put_list(streams[i]->head);
+            free(streams[i]->overflow);
             memset(streams[i], 0, sizeof(*streams[i]));
         }
     }

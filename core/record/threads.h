@@ -50,6 +50,7 @@ struct gt_stream {
     uint64_t refused_at; /* raw timestamp of the first refusal; 0 = never */
     uint64_t granted;    /* records of the budget granted to it so far */
     enum gt_budget budget; /* the registry budget it counts against */
+    void *overflow; /* the overflow sink's state for this stream (malloc'd; freed at release) */
 };
 
 
@@ -192,13 +193,23 @@ size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t
 typedef void (*gt_block_fn)(void *events, size_t n, void *ctx);
 void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx);
 
+/* Where a 16-byte stream's events go once its budget is spent or no block is left
+ * (the aggregate stage installs one per budget): called by the stream's producer, it
+ * returns 0 when it took the event, else the event counts as dropped. */
+typedef int (*gt_overflow_fn)(struct gt_stream *s, uint64_t ts, uint32_t a, uint32_t b);
+
+/* Installs `fn` (NULL: none) for the streams of `budget`; set between sessions. */
+void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn);
+
+/* Slow path of a refused push (`err` from gt_stream__grow): the overflow sink, or dropped. */
+void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b);
+
 static inline void gt_stream__push(struct gt_stream *s, uint64_t ts, uint32_t a, uint32_t b)
 {
     if (__builtin_expect(s->cur == s->lim, 0)) {
-        if (gt_stream__grow(s) < 0) {
-            if (!s->refused_at)
-                s->refused_at = ts;
-            s->dropped++;
+        int err = gt_stream__grow(s);
+        if (err < 0) {
+            gt_stream__refused(s, err, ts, a, b);
             return;
         }
     }

@@ -36,6 +36,9 @@ function buildHeader() {
     '(--max-events reached): the call trace is incomplete; GIL states are still complete.');
   var cap = num(meta.max_events, 0) > 0 ? ' (max_events=' + fmtInt(num(meta.max_events, 0)) + ' reached, or lost):' : ' (lost):';
   if (gd > 0) banner('gt-warn', '\u26a0 ' + fmtInt(gd) + ' GIL events were not recorded' + cap, 'GIL states, percentages and blame may be inaccurate.');
+  var ga = num(meta.gil_aggregated, 0) + num(meta.sched_aggregated, 0);
+  if (ga > 0) banner('gt-note', '\u2139 ' + fmtInt(ga) + ' GIL and scheduler events past max_events were aggregated:',
+    'the table is exact; the end of each such thread\'s GIL and OS strips is coalesced (at most 2048 tiles, each drawn as held, waiting, released) and not in the blame.');
   if (meta.tracer_note) banner('gt-warn', '\u26a0 Some threads were not fully traced:', String(meta.tracer_note));
   if (sl > 0) banner('gt-warn', '\u26a0 ' + fmtInt(sl) + ' scheduler records were not recorded' + cap, 'OS states may have gaps.');
   if (!gilKnown) banner('gt-note', '\u2139 GIL state unknown.',

@@ -82,6 +82,8 @@ class Result:
     gil_events: int
     gil_dropped: int
     sched_lost: int
+    gil_aggregated: int
+    sched_aggregated: int
     gil_known: bool
     tracer_note: Optional[str]
     def threads(self) -> List[ThreadRow]: ...
