@@ -183,6 +183,11 @@ static void thread_life(const struct gt_trace_input *in, const struct gt_thread_
         if (more[k]->last > hi)
             hi = more[k]->last;
     }
+    if (ti->calls_more && ti->calls_more->events) {
+        any = 1;
+        lo = ti->calls_more->first < lo ? ti->calls_more->first : lo;
+        hi = ti->calls_more->last > hi ? ti->calls_more->last : hi;
+    }
     if (!any && !(ti->flags & GT_THREAD_EXISTED_AT_START)) {
         *start = *end = in->t0; /* registered but never seen: an empty life */
         return;
@@ -910,6 +915,35 @@ cleanup:
     return err;
 }
 
+/* The calls past the budget, their functions made global ids (the profile grafts them). */
+static int build_calls_more(const struct gt_trace_input *in, const struct gt_thread_input *ti,
+                            struct gt_thread_result *tr)
+{
+    const struct gt_calltree *c = ti->calls_more;
+    if (!c || !c->n || !ti->calls_truncated_at)
+        return 0;
+    tr->calls_more = malloc(c->n * sizeof(*tr->calls_more));
+    if (!tr->calls_more)
+        return -ENOMEM;
+    for (size_t i = 0; i < c->n; i++) {
+        struct gt_cnode nd = c->nodes[i];
+        if (nd.func != GT_CNODE_ANCHOR) {
+            uint32_t f = nd.func;
+            if (ti->func_map)
+                f = f < ti->func_map_len ? ti->func_map[f] : GT_NO_FUNC;
+            nd.func = f < in->nfuncs ? f : GT_NO_FUNC;
+            if (nd.parent >= i) /* parents come first */
+                nd.parent = 0;
+        }
+        tr->calls_more[i] = nd;
+    }
+    tr->ncalls_more = c->n;
+    tr->calls_more_cur = c->cur < c->n ? c->cur : 0;
+    tr->calls_more_last = clamp_u64(c->last, tr->start_ns, tr->end_ns);
+    tr->calls_truncated_at = clamp_u64(ti->calls_truncated_at, tr->start_ns, tr->end_ns);
+    return 0;
+}
+
 static int chunks_ok(const struct gt_chunk *c, size_t n)
 {
     if (n && !c)
@@ -936,7 +970,7 @@ static int input_ok(const struct gt_trace_input *in)
         const struct gt_thread_input *t = &in->threads[i];
         if (!chunks_ok(t->calls, t->ncalls) || !chunks_ok(t->gil, t->ngil) ||
             !chunks_ok(t->sched, t->nsched) || !coalesced_ok(t->gil_more) ||
-            !coalesced_ok(t->sched_more))
+            !coalesced_ok(t->sched_more) || (t->calls_more && t->calls_more->n && !t->calls_more->nodes))
             return 0;
     }
     return 1;
@@ -1083,7 +1117,7 @@ int gt_merge__run(const struct gt_trace_input *in, struct gt_result **out)
         tr->summary.wall_ns = tr->end_ns - tr->start_ns;
         tr->summary.off_cpu_ns = -1;
         tr->summary.preempted_ns = -1;
-        if ((err = build_spans(&x, in, ti, tr)))
+        if ((err = build_spans(&x, in, ti, tr)) || (err = build_calls_more(in, ti, tr)))
             goto cleanup;
         if (in->gil_known && (err = build_gil(ti, tr)))
             goto cleanup;
@@ -1113,6 +1147,7 @@ void gt_result__free(struct gt_result *r)
         free(r->threads[i].spans);
         free(r->threads[i].gil);
         free(r->threads[i].os);
+        free(r->threads[i].calls_more);
     }
     free(r->threads);
     free(r->blame);

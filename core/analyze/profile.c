@@ -167,6 +167,34 @@ static const uint8_t state_of[4][4] = {
     [3] = {GT_PSTATE_UNKNOWN, GT_PSTATE_UNKNOWN, GT_PSTATE_UNKNOWN, GT_PSTATE_UNKNOWN},
 };
 
+/* The calls past the budget (t->calls_more) into the tree, below the frames open when
+ * the budget ran out (st[0..d), innermost last); their nodes' ids into map[]. */
+static int graft(struct tbuild *b, const struct gt_result *r, const struct gt_thread_result *t,
+                 const struct pframe *st, size_t d, uint32_t *map)
+{
+    static const uint8_t pstate[4] = {GT_PSTATE_RELEASED, GT_PSTATE_WAITING, GT_PSTATE_RUNNING,
+                                      GT_PSTATE_UNKNOWN};
+    for (size_t i = 0; i < t->ncalls_more; i++) {
+        const struct gt_cnode *nd = &t->calls_more[i];
+        if (nd->func == GT_CNODE_ANCHOR) {
+            map[i] = nd->parent < d ? st[d - 1 - nd->parent].node : 0;
+        } else if (nd->func >= r->nfuncs) {
+            map[i] = map[nd->parent];
+        } else {
+            uint32_t rec = 0;
+            for (uint32_t u = map[nd->parent]; u != GT_PNODE_NONE && !rec; u = b->nodes[u].parent)
+                rec = b->nodes[u].func == nd->func;
+            int err = tb_child(b, map[nd->parent], nd->func, rec, &map[i]);
+            if (err)
+                return err;
+            b->nodes[map[i]].calls += nd->calls;
+        }
+        for (int k = 0; k < 4; k++)
+            b->nodes[map[i]].self[pstate[k]] += nd->self[k];
+    }
+    return 0;
+}
+
 /* One thread: a single sweep over its spans (a stack of open frames) and its GIL and OS
  * intervals; each stretch between two boundaries goes to the innermost open frame's
  * self time, in the state of that stretch. */
@@ -185,6 +213,11 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
     unsigned gs = 3, osx = 3, state = GT_PSTATE_UNKNOWN;
     uint32_t cur = 0;
     struct tbuild b;
+    /* Past the call budget: the aggregate's tree is grafted at calls_truncated_at; it
+     * holds the time up to its last event, the sweep's state splits the rest, which goes
+     * to the node the aggregate had open. */
+    int grafting = t->ncalls_more != 0, grafted = 0;
+    uint32_t tail_node = 0, *map = NULL;
     int err = tb_init(&b);
 
     if (err)
@@ -227,6 +260,16 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
             cur = node;
         }
         struct pframe *st = *stp;
+        if (grafting && !grafted && last >= t->calls_truncated_at) {
+            if (!(map = malloc(t->ncalls_more * sizeof(*map)))) {
+                err = -ENOMEM;
+                goto cleanup;
+            }
+            if ((err = graft(&b, r, t, st, d, map)))
+                goto cleanup;
+            tail_node = map[t->calls_more_cur < t->ncalls_more ? t->calls_more_cur : 0];
+            grafted = 1;
+        }
         while (d && st[d - 1].end <= last)
             in_path[st[--d].func]--;
         cur = d ? st[d - 1].node : 0;
@@ -256,14 +299,22 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
             nx = sp[i].start;
         if (d && st[d - 1].end < nx)
             nx = st[d - 1].end;
+        if (grafting && !grafted && t->calls_truncated_at > last && t->calls_truncated_at < nx)
+            nx = t->calls_truncated_at;
+        if (grafted && last < t->calls_more_last && t->calls_more_last < nx)
+            nx = t->calls_more_last;
         if (nx == NO_TIME)
             break;
-        b.nodes[cur].self[state] += nx - last;
+        if (!grafted)
+            b.nodes[cur].self[state] += nx - last;
+        else if (last >= t->calls_more_last)
+            b.nodes[tail_node].self[state] += nx - last;
         last = nx;
     }
     tb_finish(&b, out);
     out->tid = t->tid;
 cleanup:
+    free(map);
     while (d)
         in_path[(*stp)[--d].func]--;
     if (err)

@@ -29,6 +29,7 @@ struct gt_emit_meta {
     int all_threads;         /* text: list background threads too (else one line names them) */
     uint64_t gil_aggregated;   /* GIL events past max_events kept as aggregates (exact totals) */
     uint64_t sched_aggregated; /* scheduler records past max_events kept as aggregates */
+    uint64_t calls_aggregated; /* call events past max_events kept as call trees */
 };
 
 /**

@@ -63,6 +63,35 @@ struct gt_coalesced {
     uint64_t wait_since;  /* GIL, state WAIT: ns when that wait began (it is still open) */
 };
 
+/* A thread's calls past its call budget as the aggregate stage kept them: a call tree
+ * (one node per call path, like _lsprof) with exact counts and self time split by the
+ * thread's GIL state (aggregate/gt_ctree.h). Paths start at anchors: the frames open when
+ * the budget ran out (anchor `up` = j: the frame j levels above the innermost one). */
+#define GT_CNODE_ANCHOR UINT32_MAX
+
+enum gt_cnode_state { /* a node's self time: gt_gil_state, or not known */
+    GT_CNODE_RELEASED = 0,
+    GT_CNODE_WAIT = 1,
+    GT_CNODE_HELD = 2,
+    GT_CNODE_UNKNOWN = 3, /* no GIL counters in this thread (the bpf probe, or none) */
+};
+
+struct gt_cnode {
+    uint32_t parent; /* anchors: how many levels above the innermost open frame */
+    uint32_t func;   /* GT_CNODE_ANCHOR for an anchor; else as the call records' */
+    uint64_t calls;
+    uint64_t self[4]; /* enum gt_cnode_state; ns once exported */
+};
+
+struct gt_calltree {
+    const struct gt_cnode *nodes; /* parents before children */
+    size_t n;
+    uint32_t cur;   /* the node open at its last event */
+    uint64_t first; /* ns of the first event it took (the budget ran out) */
+    uint64_t last;  /* ns of its last event: from there the thread's time is cur's */
+    uint64_t events;
+};
+
 struct gt_thread_input {
     int32_t tid;       /* kernel TID: the merge key */
     int32_t pid;       /* process id (for multi-process bpf traces); 0 = the traced process */
@@ -84,6 +113,7 @@ struct gt_thread_input {
     /* The GIL and OS events past their streams' budget (NULL: none). */
     const struct gt_coalesced *gil_more;
     const struct gt_coalesced *sched_more;
+    const struct gt_calltree *calls_more; /* the calls past the budget (NULL: none) */
 };
 
 struct gt_trace_input {
@@ -170,6 +200,13 @@ struct gt_thread_result {
     /* From here on its GIL (OS) intervals are coalesced tiles, 0 = none: exact totals, the
      * order inside a tile drawn as held, waiting, released (on CPU, preempted, blocked). */
     uint64_t gil_coalesced_from, os_coalesced_from;
+    /* The calls past the budget (calls_more), funcs global ids (a node whose function is
+     * unknown is an anchor's child with GT_NO_FUNC): the profile grafts it at
+     * calls_truncated_at. */
+    struct gt_cnode *calls_more;
+    size_t ncalls_more;
+    uint32_t calls_more_cur;
+    uint64_t calls_more_last, calls_truncated_at;
 };
 
 /* Time thread `waiter_tid` waited for the GIL while `holder_tid` held it and

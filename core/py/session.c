@@ -14,6 +14,7 @@
 #include "gilhook.h"
 #include "interps.h"
 #include "gt_agg.h"
+#include "gt_ctree.h"
 #include "gt_clock.h"
 #include "gt_sched.h"
 #include "threads.h"
@@ -482,8 +483,9 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
 
     /* max_events caps every kind of stream, with or without function tracing; GIL and
      * OS-state events past it go on into each stream's aggregate (exact totals). */
-    gt_registry__set_overflow(GT_BUDGET_GIL, gt_agg__gil_sink);
-    gt_registry__set_overflow(GT_BUDGET_SCHED, gt_agg__os_sink);
+    gt_registry__set_overflow(GT_BUDGET_GIL, gt_agg__gil_sink, NULL);
+    gt_registry__set_overflow(GT_BUDGET_SCHED, gt_agg__os_sink, NULL);
+    gt_registry__set_overflow(GT_BUDGET_CALLS, gt_ctree__sink, gt_ctree__release);
     int err = gt_registry__begin(s->o.max_events,
                                  s->sched ? watch_thread : NULL, s->sched);
     if (err < 0) {
@@ -656,6 +658,29 @@ static struct gt_coalesced *stream_more(const struct gt_stream *st, const struct
     return &cs->c;
 }
 
+/* The call stream's tree as the merge's input, in ns (NULL: none, or *nomem set). */
+static struct gt_calltree *calls_more(const struct gt_stream *st, const struct gt_clock_fit *fit,
+                                      int *nomem)
+{
+    const struct gt_ctree *c = st->overflow;
+    if (!c || !c->events || !c->n)
+        return NULL;
+    struct gt_calltree *ct = malloc(sizeof(*ct) + c->n * sizeof(struct gt_cnode));
+    if (!ct) {
+        *nomem = 1;
+        return NULL;
+    }
+    struct gt_cnode *nodes = (struct gt_cnode *)(ct + 1);
+    for (size_t i = 0; i < c->n; i++) {
+        nodes[i] = c->nodes[i];
+        for (int k = 0; k < 4; k++)
+            nodes[i].self[k] = (uint64_t)((double)c->nodes[i].self[k] * fit->ns_per_tick + 0.5);
+    }
+    *ct = (struct gt_calltree){nodes, c->n, c->cur, gt_clock__to_ns(fit, c->first),
+                               gt_clock__to_ns(fit, c->last), c->events};
+    return ct;
+}
+
 static struct gt_chunk *stream_chunks(const struct gt_stream *st, size_t *n)
 {
     size_t need = gt_stream__chunks(st, NULL, 0);
@@ -715,7 +740,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
 {
     struct gt_run *run = NULL;
     struct gt_thread_input *inputs = NULL;
-    const struct gt_coalesced **more = NULL; /* each input's gil_more, sched_more */
+    const void **more = NULL; /* each input's gil_more, sched_more, calls_more */
     size_t nthreads = 0;
     if (refuse_released(s) < 0)
         return NULL;
@@ -757,7 +782,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         t1 = t0;
 
     inputs = calloc(nthreads ? nthreads : 1, sizeof(*inputs));
-    more = calloc(nthreads ? 2 * nthreads : 1, sizeof(*more));
+    more = calloc(nthreads ? 3 * nthreads : 1, sizeof(*more));
     if (!inputs || !more) {
         PyErr_NoMemory();
         goto cleanup;
@@ -798,8 +823,12 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         int nomem = 0;
         in->gil_more = stream_more(&t->gil, s->used == USED_HOOKS ? &fit : NULL, &nomem);
         in->sched_more = stream_more(&t->sched, NULL, &nomem);
-        more[2 * i] = in->gil_more;
-        more[2 * i + 1] = in->sched_more;
+        in->calls_more = calls_more(&t->calls, &fit, &nomem);
+        more[3 * i] = in->gil_more;
+        more[3 * i + 1] = in->sched_more;
+        more[3 * i + 2] = in->calls_more;
+        if (in->calls_more)
+            run->meta.calls_aggregated += in->calls_more->events;
         if (in->gil_more)
             run->meta.gil_aggregated += in->gil_more->events;
         if (in->sched_more)
@@ -838,6 +867,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
             in->gil = stream_chunks(&t->gil_check, &in->ngil);
             in->ncalls = in->nsched = 0;
             in->gil_more = in->sched_more = NULL; /* (its own view is never aggregated) */
+            in->calls_more = NULL;
             in->flags &= ~(uint32_t)GT_THREAD_HAS_SCHED;
             if (!in->gil) {
                 err = -ENOMEM;
@@ -894,7 +924,7 @@ cleanup:
         free(inputs);
     }
     if (more) {
-        for (size_t k = 0; k < 2 * nthreads; k++)
+        for (size_t k = 0; k < 3 * nthreads; k++)
             free((void *)more[k]);
         free(more);
     }

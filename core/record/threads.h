@@ -74,7 +74,32 @@ struct gt_thread {
     void *sched_state;  /* owned by the sched probe */
     struct gt_thread *next;
     struct gt_thread *hnext; /* the registry's tid hash chain, newest first */
+    /* Its own GIL time so far per gt_gil_state (ticks), kept by a probe that runs in the
+     * thread (the hooks): the call aggregate splits a call's time by it. */
+    uint64_t gil_cum[3];
+    uint64_t gil_since; /* when gil_state began; 0 = no counters */
+    uint32_t gil_state;
 };
+
+/* The thread's GIL counters, one event on (merge's decoding, analyze/merge.c build_gil).
+ * Called by the thread itself. */
+static inline void gt_thread__gil_note(struct gt_thread *t, uint64_t ts, uint32_t kind)
+{
+    enum { RELEASED, WAIT, HELD }; /* gt_gil_state (gt_trace.h) */
+    uint32_t st = t->gil_state;
+    if (kind == GT_GIL_WANT)
+        st = st == HELD ? HELD : WAIT;
+    else if (kind == GT_GIL_ACQUIRED)
+        st = HELD;
+    else if (kind == GT_GIL_RELEASED || (kind == GT_GIL_SWITCH_DONE && st == WAIT))
+        st = RELEASED;
+    if (st == t->gil_state && t->gil_since)
+        return;
+    if (t->gil_since && ts > t->gil_since)
+        t->gil_cum[t->gil_state] += ts - t->gil_since;
+    t->gil_since = ts ? ts : 1;
+    t->gil_state = st;
+}
 
 /* Recording gate of the tracer's hooks: nonzero while a session records (the GIL
  * hooks have their own gate, gt_gilhook__set_recording). */
@@ -198,8 +223,9 @@ void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx);
  * returns 0 when it took the event, else the event counts as dropped. */
 typedef int (*gt_overflow_fn)(struct gt_stream *s, uint64_t ts, uint32_t a, uint32_t b);
 
-/* Installs `fn` (NULL: none) for the streams of `budget`; set between sessions. */
-void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn);
+/* Installs `fn` (NULL: none) for the streams of `budget`, and what frees a stream's
+ * `overflow` at release (NULL: free()); set between sessions. */
+void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn, void (*release)(void *));
 
 /* Slow path of a refused push (`err` from gt_stream__grow): the overflow sink, or dropped. */
 void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b);

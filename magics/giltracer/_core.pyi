@@ -83,6 +83,7 @@ class Result:
     gil_dropped: int
     sched_lost: int
     gil_aggregated: int
+    calls_aggregated: int
     sched_aggregated: int
     gil_known: bool
     tracer_note: Optional[str]

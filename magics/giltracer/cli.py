@@ -266,6 +266,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                   backend=a.backend, follow_children=a.follow_children, title=run_name)
     except ValueError as e:
         p.error(str(e))
+    t.on_notice = lambda m: None  # the report's table says it (NOTE)
     return run(a, t, target, out, profile)
 
 

@@ -52,11 +52,15 @@ def make_trace(args: Any, title: str) -> Trace:
     if why:  # before the code runs: its work is not lost to the output path
         raise UsageError(f"-o {args.output}: {why}")
     try:
-        return Trace(c_calls=args.c_calls, sched=args.sched, backend=args.backend, title=title,
-                     **{k: getattr(args, k) for k in ("functions", "max_events", "max_depth",
-                                                      "include", "exclude") if hasattr(args, k)})
+        t = Trace(c_calls=args.c_calls, sched=args.sched, backend=args.backend, title=title,
+                  **{k: getattr(args, k) for k in ("functions", "max_events", "max_depth",
+                                                   "include", "exclude") if hasattr(args, k)})
     except ValueError as e:
         raise UsageError(str(e)) from None
+    # The budget notice as a plain message under the cell (not a warning with a file:line).
+    t.on_notice = (lambda m: None) if getattr(args, "quiet", False) else (
+        lambda m: print(m, file=sys.stderr))
+    return t
 
 
 def check_var(name: Optional[str]) -> None:

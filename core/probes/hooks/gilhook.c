@@ -211,7 +211,9 @@ static void record(uint32_t kind, uint32_t gil_id)
             t = gt_thread_current();
         /* drop_gil also locks the mutex: only a non-holder wants it. */
         if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
-            gt_stream__push(&t->gil, gt_ticks(), kind, gil_id);
+            uint64_t ts = gt_ticks();
+            gt_stream__push(&t->gil, ts, kind, gil_id);
+            gt_thread__gil_note(t, ts, kind);
             if (gil_id)
                 t->interp = gil_id;
             if (kind == GT_GIL_ACQUIRED)
