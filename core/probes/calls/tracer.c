@@ -519,8 +519,8 @@ static uint32_t tr_insert_c(struct tr_state *s, struct gt_thread *t, PyMethodDef
 /* An event of a function that has flags: excluded ones are not events; FID_UNREF ones
  * (first seen past the budget) go to the full call stream, which hands them to its
  * overflow sink (the aggregate's call tree). */
-static void record_flagged(struct gt_thread *t, uint64_t ts, uint32_t fid, uint32_t kind,
-                           int entering)
+static __attribute__((noinline, cold)) void record_flagged(struct gt_thread *t, uint64_t ts,
+                                                           uint32_t fid, uint32_t kind, int entering)
 {
     if (fid & FID_EXCLUDED)
         return;
