@@ -326,8 +326,10 @@ void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, u
 {
     if (!s->refused_at)
         s->refused_at = ts;
-    /* Past the budget or out of blocks the sink may take it; after the session, nobody. */
-    if (err != -ESRCH && s->budget > GT_BUDGET_NONE && s->budget < GT_BUDGET_END) {
+    /* Past the budget (for good: budgets only shrink) the sink may take it; out of blocks
+     * (a later push may succeed: its events would come out of order) or after the
+     * session, nobody. */
+    if (err == -ENOSPC && s->budget > GT_BUDGET_NONE && s->budget < GT_BUDGET_END) {
         gt_overflow_fn fn = atomic_load_explicit(&overflow_fn[s->budget], memory_order_relaxed);
         if (fn && fn(s, ts, a, b) == 0)
             return;

@@ -218,9 +218,9 @@ size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t
 typedef void (*gt_block_fn)(void *events, size_t n, void *ctx);
 void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx);
 
-/* Where a 16-byte stream's events go once its budget is spent or no block is left
- * (the aggregate stage installs one per budget): called by the stream's producer, it
- * returns 0 when it took the event, else the event counts as dropped. */
+/* Where a stream's events go once its budget is spent (the aggregate stage installs one
+ * per budget): called by the stream's producer with the event (a call stream's as func,
+ * kind), it returns 0 when it took the event, else the event counts as dropped. */
 typedef int (*gt_overflow_fn)(struct gt_stream *s, uint64_t ts, uint32_t a, uint32_t b);
 
 /* Installs `fn` (NULL: none) for the streams of `budget`, and what frees a stream's
