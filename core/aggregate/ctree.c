@@ -13,9 +13,11 @@ int gt_ctree__init(struct gt_ctree *c)
     c->cap = 64;
     c->hcap = 128;
     c->nodes = calloc(c->cap, sizeof(*c->nodes));
+    c->hint = calloc(c->cap, sizeof(*c->hint));
+    c->hint_func = calloc(c->cap, sizeof(*c->hint_func));
     c->keys = calloc(c->hcap, sizeof(*c->keys));
     c->vals = calloc(c->hcap, sizeof(*c->vals));
-    if (!c->nodes || !c->keys || !c->vals) {
+    if (!c->nodes || !c->hint || !c->hint_func || !c->keys || !c->vals) {
         gt_ctree__free(c);
         return -ENOMEM;
     }
@@ -25,6 +27,8 @@ int gt_ctree__init(struct gt_ctree *c)
 void gt_ctree__free(struct gt_ctree *c)
 {
     free(c->nodes);
+    free(c->hint);
+    free(c->hint_func);
     free(c->keys);
     free(c->vals);
     memset(c, 0, sizeof(*c));
@@ -71,14 +75,24 @@ static uint32_t node_for(struct gt_ctree *c, uint64_t key, uint32_t parent, uint
         if (c->keys[s] == key + 1)
             return c->vals[s];
     if (c->n == c->cap) {
-        struct gt_cnode *q = c->n < UINT32_MAX / 2 ? realloc(c->nodes, 2 * c->cap * sizeof(*q)) : NULL;
+        struct gt_cnode *q = c->n < UINT32_MAX / 4 ? realloc(c->nodes, 2 * c->cap * sizeof(*q)) : NULL;
         if (!q)
             return UINT32_MAX;
         c->nodes = q;
+        uint32_t *h = realloc(c->hint, 2 * c->cap * sizeof(*h));
+        if (!h)
+            return UINT32_MAX;
+        c->hint = h;
+        uint32_t *hf = realloc(c->hint_func, 2 * c->cap * sizeof(*hf));
+        if (!hf)
+            return UINT32_MAX;
+        c->hint_func = hf;
         c->cap *= 2;
     }
     uint32_t id = (uint32_t)c->n++;
     c->nodes[id] = (struct gt_cnode){.parent = parent, .func = func};
+    c->hint[id] = UINT32_MAX;
+    c->hint_func[id] = UINT32_MAX;
     c->keys[s] = key + 1;
     c->vals[s] = id;
     if (2 * c->n > c->hcap && rehash(c) < 0)
@@ -119,8 +133,13 @@ void gt_ctree__add(struct gt_ctree *c, uint64_t ts, uint32_t func, uint32_t kind
     switch (kind & GT_CALL_KIND_MASK) {
     case GT_CALL:
     case GT_CCALL:
-        if (func < GT_CALL_REC_FUNC_LIMIT && !c->failed)
-            next = node_for(c, (uint64_t)c->cur << 32 | func, c->cur, func);
+        if (c->hint_func[c->cur] == func)
+            next = c->hint[c->cur];
+        else if (func < GT_CALL_REC_FUNC_LIMIT && !c->failed &&
+                 (next = node_for(c, (uint64_t)c->cur << 32 | func, c->cur, func)) != UINT32_MAX) {
+            c->hint[c->cur] = next;
+            c->hint_func[c->cur] = func;
+        }
         if (next != UINT32_MAX)
             c->nodes[next].calls++;
         break;

@@ -15,6 +15,9 @@
 struct gt_ctree {
     struct gt_cnode *nodes;
     size_t n, cap;
+    /* Per node, the child looked up last and its function: a loop calls the same child
+     * again and again (no hash lookup then). */
+    uint32_t *hint, *hint_func;
     uint64_t *keys; /* open addressing (parent << 32 | func) + 1 -> node; 0 = free */
     uint32_t *vals;
     size_t hcap;
