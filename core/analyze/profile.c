@@ -174,6 +174,22 @@ static int graft(struct tbuild *b, const struct gt_result *r, const struct gt_th
 {
     static const uint8_t pstate[4] = {GT_PSTATE_RELEASED, GT_PSTATE_WAITING, GT_PSTATE_RUNNING,
                                       GT_PSTATE_UNKNOWN};
+    /* Time the tree could not split (no GIL counters in the thread: the bpf probe) is split
+     * in the thread's own GIL proportions over the tree's stretch: each node's total per
+     * state is then an estimate, the thread's exact. */
+    uint64_t share[3] = {0, 0, 0}, all = 0, got[3] = {0, 0, 0}, most[3] = {0, 0, 0};
+    uint32_t big[3] = {0, 0, 0};
+    if (r->gil_known) {
+        uint64_t lo = t->calls_truncated_at, hi = t->calls_more_last;
+        for (size_t i = 0; i < t->ngil; i++) {
+            uint64_t a = t->gil[i].start > lo ? t->gil[i].start : lo;
+            uint64_t e = t->gil[i].end < hi ? t->gil[i].end : hi;
+            if (e > a && t->gil[i].state < 3) {
+                share[t->gil[i].state] += e - a;
+                all += e - a;
+            }
+        }
+    }
     for (size_t i = 0; i < t->ncalls_more; i++) {
         const struct gt_cnode *nd = &t->calls_more[i];
         if (nd->func == GT_CNODE_ANCHOR) {
@@ -189,8 +205,38 @@ static int graft(struct tbuild *b, const struct gt_result *r, const struct gt_th
                 return err;
             b->nodes[map[i]].calls += nd->calls;
         }
-        for (int k = 0; k < 4; k++)
-            b->nodes[map[i]].self[pstate[k]] += nd->self[k];
+        uint64_t add[3] = {nd->self[0], nd->self[1], nd->self[2]};
+        uint64_t u = nd->self[GT_CNODE_UNKNOWN];
+        if (all && u) {
+            uint64_t given = 0;
+            for (int k = 0; k < 2; k++) { /* released, wait; held takes the rest */
+                uint64_t part = (uint64_t)((double)u * (double)share[k] / (double)all);
+                add[k] += part;
+                given += part;
+            }
+            add[GT_CNODE_HELD] += u - given;
+        } else {
+            b->nodes[map[i]].self[GT_PSTATE_UNKNOWN] += u;
+        }
+        for (int k = 0; k < 3; k++) {
+            b->nodes[map[i]].self[pstate[k]] += add[k];
+            got[k] += add[k];
+            if (add[k] > most[k]) {
+                most[k] = add[k];
+                big[k] = map[i];
+            }
+        }
+    }
+    /* The tree's split comes from the thread's counters in ticks, the intervals from each
+     * event's ns: they differ by the rounding of the conversions (a few ns), which goes to
+     * the node with the most time in that state, so the root splits like the table. */
+    for (int k = 0; k < 3 && all; k++) {
+        int64_t diff = (int64_t)share[k] - (int64_t)got[k];
+        uint64_t *v = &b->nodes[big[k]].self[pstate[k]];
+        if (diff == 0 || (uint64_t)(diff < 0 ? -diff : diff) > 1000 + 4 * t->ncalls_more ||
+            (diff < 0 && (uint64_t)-diff > *v))
+            continue;
+        *v = (uint64_t)((int64_t)*v + diff);
     }
     return 0;
 }

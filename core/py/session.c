@@ -671,10 +671,17 @@ static struct gt_calltree *calls_more(const struct gt_stream *st, const struct g
         return NULL;
     }
     struct gt_cnode *nodes = (struct gt_cnode *)(ct + 1);
+    /* The nodes' times add up to the ticks from the first event to the last: converted
+     * cumulatively, they add up to exactly the ns between them as well. */
+    uint64_t cum = 0, prev = 0, ns0 = gt_clock__to_ns(fit, c->first);
     for (size_t i = 0; i < c->n; i++) {
         nodes[i] = c->nodes[i];
-        for (int k = 0; k < 4; k++)
-            nodes[i].self[k] = (uint64_t)((double)c->nodes[i].self[k] * fit->ns_per_tick + 0.5);
+        for (int k = 0; k < 4; k++) {
+            cum += c->nodes[i].self[k];
+            uint64_t at = gt_clock__to_ns(fit, c->first + cum) - ns0;
+            nodes[i].self[k] = at - prev;
+            prev = at;
+        }
     }
     *ct = (struct gt_calltree){nodes, c->n, c->cur, gt_clock__to_ns(fit, c->first),
                                gt_clock__to_ns(fit, c->last), c->events};
