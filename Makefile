@@ -22,7 +22,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-children bench-sample bench-bytes bench-deflate readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-bytes bench-deflate readme-picture bench-matrix clean \
         pythons test-sid test-sid-lessons-busy bench-sid \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
@@ -366,6 +366,12 @@ bench-sample: setup
 # The README's picture (docs/threads-demo.svg): the demo traced, drawn as a cell's static picture.
 readme-picture: setup
 	$(PY) docs/make_picture.py
+
+# Issue 18's long cell: LONG_S seconds (untraced) of 4 threads, traced with the default
+# options, untraced and with functions=False -> bench/results/long-cell-<python>-<N>s.md.
+LONG_S ?= 60
+bench-long: setup
+	$(PY) bench/long_cell.py --seconds $(LONG_S)
 
 # Bytes of a traced cell's output (tiny and 1M calls) -> bench/results/output-bytes.md;
 # BEFORE_PY=<an older build's python> (e.g. main's .venv/bin/python) adds its column.

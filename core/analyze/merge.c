@@ -173,6 +173,21 @@ static void thread_life(const struct gt_trace_input *in, const struct gt_thread_
         if (l > hi)
             hi = l;
     }
+    const struct gt_coalesced *more[2] = {ti->gil_more, ti->sched_more};
+    for (int k = 0; k < 2; k++) {
+        if (!more[k] || !more[k]->events)
+            continue;
+        any = 1;
+        if (more[k]->first < lo)
+            lo = more[k]->first;
+        if (more[k]->last > hi)
+            hi = more[k]->last;
+    }
+    if (ti->calls_more && ti->calls_more->events) {
+        any = 1;
+        lo = ti->calls_more->first < lo ? ti->calls_more->first : lo;
+        hi = ti->calls_more->last > hi ? ti->calls_more->last : hi;
+    }
     if (!any && !(ti->flags & GT_THREAD_EXISTED_AT_START)) {
         *start = *end = in->t0; /* registered but never seen: an empty life */
         return;
@@ -367,13 +382,14 @@ struct ivb {
     uint64_t since;
     uint32_t state;
     uint32_t aux; /* of the current state: which GIL (0 for OS states) */
+    size_t sealed; /* intervals before this one never grow (a coalesced part follows) */
 };
 
 static int ivb_flush(struct ivb *b, uint64_t t)
 {
     if (t <= b->since)
         return 0;
-    if (b->n && b->v[b->n - 1].state == b->state && b->v[b->n - 1].aux == b->aux &&
+    if (b->n > b->sealed && b->v[b->n - 1].state == b->state && b->v[b->n - 1].aux == b->aux &&
         b->v[b->n - 1].end == b->since) {
         b->v[b->n - 1].end = t;
     } else {
@@ -424,7 +440,43 @@ static uint32_t gil_initial_state(const struct gt_thread_input *ti)
             }
         }
     }
+    /* No event of its own in the window: the first one past it. */
+    if (ti->gil_more)
+        switch (ti->gil_more->first_kind) {
+        case GT_GIL_ACQUIRED:
+            return GT_GIL_STATE_WAIT;
+        case GT_GIL_RELEASED:
+            return GT_GIL_STATE_HELD;
+        default:
+            break;
+        }
     return GT_GIL_STATE_RELEASED;
+}
+
+/* Lays a coalesced stream's tiles end to end from its base (each tile's states in state
+ * order: exact totals, made-up order inside a tile), then goes on in its last state from
+ * its last event. */
+static int ivb_tiles(struct ivb *b, const struct gt_coalesced *m, uint64_t end, const uint32_t aux[3])
+{
+    if (!m->ntiles)
+        return 0;
+    uint64_t t = m->base < b->since ? b->since : m->base;
+    int err = ivb_flush(b, t > end ? end : t);
+    b->sealed = b->n;
+    for (size_t i = 0; i < m->ntiles && !err; i++) {
+        for (uint32_t k = 0; k < 3 && !err; k++) {
+            if (!m->tiles[i][k])
+                continue;
+            uint64_t at = t > end ? end : t;
+            err = ivb_set_aux(b, at, k, aux[k]);
+            t += m->tiles[i][k];
+        }
+    }
+    if (!err) {
+        uint64_t at = t > m->last ? t : m->last;
+        err = ivb_set_aux(b, at > end ? end : at, m->state, aux[m->state]);
+    }
+    return err;
 }
 
 static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *tr)
@@ -433,7 +485,7 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
     struct gt_summary *s = &tr->summary;
     /* Held at start: the start thread (main GIL), or a subinterpreter's holder. */
     struct ivb b = {NULL, 0, 0, start, gil_initial_state(ti),
-                    (ti->flags & GT_THREAD_HELD_GIL_AT_START) ? ti->interp : 0};
+                    (ti->flags & GT_THREAD_HELD_GIL_AT_START) ? ti->interp : 0, 0};
     int err = 0;
 
     for (size_t c = 0; c < ti->ngil; c++) {
@@ -469,6 +521,35 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
                 goto cleanup;
         }
     }
+    /* Past the stream's budget: its lead events, then its tiles (exact totals). */
+    uint64_t coalesced_from = 0;
+    const struct gt_coalesced *m = ti->gil_more;
+    if (m) {
+        for (size_t i = 0; i < m->nlead && !err; i++) {
+            uint64_t ts = m->lead[i].ts < last ? last : m->lead[i].ts > end ? end : m->lead[i].ts;
+            last = ts;
+            if (m->lead[i].kind == GT_GIL_WANT && b.state != GT_GIL_STATE_HELD)
+                err = ivb_set_aux(&b, ts, GT_GIL_STATE_WAIT, m->lead[i].aux);
+            else if (m->lead[i].kind == GT_GIL_SWITCH_DONE && b.state == GT_GIL_STATE_WAIT)
+                err = ivb_set(&b, ts, GT_GIL_STATE_RELEASED);
+        }
+        if (!err && m->ntiles) {
+            coalesced_from = m->base < start ? start : m->base > end ? end : m->base;
+            const uint32_t aux[3] = {m->aux, m->aux, m->aux};
+            err = ivb_tiles(&b, m, end, aux);
+        }
+        if (err)
+            goto cleanup;
+        s->acquisitions += m->acquisitions;
+        s->drop_requests += m->drop_requests;
+        if (m->longest_wait_ns > s->longest_wait_ns)
+            s->longest_wait_ns = m->longest_wait_ns;
+        /* A wait still open at the end lasts to the end. */
+        if (m->ntiles && m->state == GT_GIL_STATE_WAIT && m->wait_since < end &&
+            end - m->wait_since > s->longest_wait_ns)
+            s->longest_wait_ns = end - m->wait_since;
+    }
+    tr->gil_coalesced_from = coalesced_from;
     if ((err = ivb_flush(&b, end)))
         goto cleanup;
     /* The thread's interpreter: a subinterpreter whose GIL it held or waited for during
@@ -494,7 +575,8 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
             s->held_ns += d;
         } else if (b.v[i].state == GT_GIL_STATE_WAIT) {
             s->wait_ns += d;
-            if (d > s->longest_wait_ns)
+            /* (a coalesced wait's length is no wait's: the aggregate knows the longest) */
+            if (d > s->longest_wait_ns && (!coalesced_from || b.v[i].end <= coalesced_from))
                 s->longest_wait_ns = d;
         } else {
             s->released_ns += d;
@@ -585,15 +667,19 @@ static int build_os(const struct gt_thread_input *ti, struct gt_thread_result *t
     int err = 0;
 
     /* Switched in first: it was off CPU before; the reason is unknown, call it blocked. */
+    int seen = 0;
     for (size_t c = 0; c < ti->nsched; c++) {
         if (ti->sched[c].n) {
             const struct gt_sched_event *ev = ti->sched[c].data;
             if (ev[0].kind == GT_SCHED_IN)
                 init = GT_OS_BLOCKED;
+            seen = 1;
             break;
         }
     }
-    struct ivb b = {NULL, 0, 0, start, init, 0};
+    if (!seen && ti->sched_more && ti->sched_more->first_kind == GT_SCHED_IN)
+        init = GT_OS_BLOCKED;
+    struct ivb b = {NULL, 0, 0, start, init, 0, 0};
     for (size_t c = 0; c < ti->nsched; c++) {
         const struct gt_sched_event *ev = ti->sched[c].data;
         for (size_t i = 0, m = ti->sched[c].n; i < m; i++) {
@@ -616,6 +702,13 @@ static int build_os(const struct gt_thread_input *ti, struct gt_thread_result *t
             if (err)
                 goto cleanup;
         }
+    }
+    const struct gt_coalesced *m = ti->sched_more;
+    if (m && m->ntiles) {
+        const uint32_t aux[3] = {0, 0, 0};
+        tr->os_coalesced_from = m->base < start ? start : m->base > end ? end : m->base;
+        if ((err = ivb_tiles(&b, m, end, aux)))
+            goto cleanup;
     }
     if ((err = ivb_flush(&b, end)))
         goto cleanup;
@@ -821,7 +914,9 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
             a.ntouched = 0;
             for (size_t wv = 0; wv < w->ngil; wv++) {
                 const struct gt_interval *wt = &w->gil[wv];
-                if (wt->state != GT_GIL_STATE_WAIT)
+                /* Coalesced intervals' order is made up: no blame from them. */
+                if (wt->state != GT_GIL_STATE_WAIT ||
+                    (w->gil_coalesced_from && wt->end > w->gil_coalesced_from))
                     continue;
                 if (in->free_threaded) {
                     /* Parked: the waker is to blame for all of it, in whatever it ran. */
@@ -848,7 +943,8 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
                     uint64_t lo = hv->start > wt->start ? hv->start : wt->start;
                     uint64_t hi2 = hv->end < wt->end ? hv->end : wt->end;
                     /* A wait is for one interpreter's GIL: only its holder is to blame. */
-                    if (hv->state != GT_GIL_STATE_HELD || hv->aux != wt->aux || lo >= hi2)
+                    if (hv->state != GT_GIL_STATE_HELD || hv->aux != wt->aux || lo >= hi2 ||
+                        (h->gil_coalesced_from && hv->end > h->gil_coalesced_from))
                         continue;
                     /* s0 trails the walk: the next overlap starts at or after it. */
                     for (size_t q = seg_find(sg, s0, nseg, lo); q < nseg && sg[q].start < hi2;
@@ -897,6 +993,35 @@ cleanup:
     return err;
 }
 
+/* The calls past the budget, their functions made global ids (the profile grafts them). */
+static int build_calls_more(const struct gt_trace_input *in, const struct gt_thread_input *ti,
+                            struct gt_thread_result *tr)
+{
+    const struct gt_calltree *c = ti->calls_more;
+    if (!c || !c->n || !ti->calls_truncated_at)
+        return 0;
+    tr->calls_more = malloc(c->n * sizeof(*tr->calls_more));
+    if (!tr->calls_more)
+        return -ENOMEM;
+    for (size_t i = 0; i < c->n; i++) {
+        struct gt_cnode nd = c->nodes[i];
+        if (nd.func != GT_CNODE_ANCHOR) {
+            uint32_t f = nd.func;
+            if (ti->func_map)
+                f = f < ti->func_map_len ? ti->func_map[f] : GT_NO_FUNC;
+            nd.func = f < in->nfuncs ? f : GT_NO_FUNC;
+            if (nd.parent >= i) /* parents come first */
+                nd.parent = 0;
+        }
+        tr->calls_more[i] = nd;
+    }
+    tr->ncalls_more = c->n;
+    tr->calls_more_cur = c->cur < c->n ? c->cur : 0;
+    tr->calls_more_last = clamp_u64(c->last, tr->start_ns, tr->end_ns);
+    tr->calls_truncated_at = clamp_u64(ti->calls_truncated_at, tr->start_ns, tr->end_ns);
+    return 0;
+}
+
 static int chunks_ok(const struct gt_chunk *c, size_t n)
 {
     if (n && !c)
@@ -905,6 +1030,12 @@ static int chunks_ok(const struct gt_chunk *c, size_t n)
         if (c[i].n && !c[i].data)
             return 0;
     return 1;
+}
+
+static int coalesced_ok(const struct gt_coalesced *m)
+{
+    return !m || (m->state < 3 && (!m->nlead || m->lead) && (!m->ntiles || m->tiles) &&
+                  m->width_ns >= 0);
 }
 
 static int input_ok(const struct gt_trace_input *in)
@@ -916,7 +1047,8 @@ static int input_ok(const struct gt_trace_input *in)
     for (size_t i = 0; i < in->nthreads; i++) {
         const struct gt_thread_input *t = &in->threads[i];
         if (!chunks_ok(t->calls, t->ncalls) || !chunks_ok(t->gil, t->ngil) ||
-            !chunks_ok(t->sched, t->nsched))
+            !chunks_ok(t->sched, t->nsched) || !coalesced_ok(t->gil_more) ||
+            !coalesced_ok(t->sched_more) || (t->calls_more && t->calls_more->n && !t->calls_more->nodes))
             return 0;
     }
     return 1;
@@ -1064,7 +1196,7 @@ int gt_merge__run(const struct gt_trace_input *in, struct gt_result **out)
         tr->summary.wall_ns = tr->end_ns - tr->start_ns;
         tr->summary.off_cpu_ns = -1;
         tr->summary.preempted_ns = -1;
-        if ((err = build_spans(&x, in, ti, tr)))
+        if ((err = build_spans(&x, in, ti, tr)) || (err = build_calls_more(in, ti, tr)))
             goto cleanup;
         if (in->gil_known && (err = in->free_threaded ? build_park(ti, tr) : build_gil(ti, tr)))
             goto cleanup;
@@ -1094,6 +1226,7 @@ void gt_result__free(struct gt_result *r)
         free(r->threads[i].spans);
         free(r->threads[i].gil);
         free(r->threads[i].os);
+        free(r->threads[i].calls_more);
     }
     free(r->threads);
     free(r->blame);

@@ -167,6 +167,80 @@ static const uint8_t state_of[4][4] = {
     [3] = {GT_PSTATE_UNKNOWN, GT_PSTATE_UNKNOWN, GT_PSTATE_UNKNOWN, GT_PSTATE_UNKNOWN},
 };
 
+/* The calls past the budget (t->calls_more) into the tree, below the frames open when
+ * the budget ran out (st[0..d), innermost last); their nodes' ids into map[]. */
+static int graft(struct tbuild *b, const struct gt_result *r, const struct gt_thread_result *t,
+                 const struct pframe *st, size_t d, uint32_t *map)
+{
+    static const uint8_t pstate[4] = {GT_PSTATE_RELEASED, GT_PSTATE_WAITING, GT_PSTATE_RUNNING,
+                                      GT_PSTATE_UNKNOWN};
+    /* Time the tree could not split (no GIL counters in the thread: the bpf probe) is split
+     * in the thread's own GIL proportions over the tree's stretch: each node's total per
+     * state is then an estimate, the thread's exact. */
+    uint64_t share[3] = {0, 0, 0}, all = 0, got[3] = {0, 0, 0}, most[3] = {0, 0, 0};
+    uint32_t big[3] = {0, 0, 0};
+    if (r->gil_known) {
+        uint64_t lo = t->calls_truncated_at, hi = t->calls_more_last;
+        for (size_t i = 0; i < t->ngil; i++) {
+            uint64_t a = t->gil[i].start > lo ? t->gil[i].start : lo;
+            uint64_t e = t->gil[i].end < hi ? t->gil[i].end : hi;
+            if (e > a && t->gil[i].state < 3) {
+                share[t->gil[i].state] += e - a;
+                all += e - a;
+            }
+        }
+    }
+    for (size_t i = 0; i < t->ncalls_more; i++) {
+        const struct gt_cnode *nd = &t->calls_more[i];
+        if (nd->func == GT_CNODE_ANCHOR) {
+            map[i] = nd->parent < d ? st[d - 1 - nd->parent].node : 0;
+        } else if (nd->func >= r->nfuncs) {
+            map[i] = map[nd->parent];
+        } else {
+            uint32_t rec = 0;
+            for (uint32_t u = map[nd->parent]; u != GT_PNODE_NONE && !rec; u = b->nodes[u].parent)
+                rec = b->nodes[u].func == nd->func;
+            int err = tb_child(b, map[nd->parent], nd->func, rec, &map[i]);
+            if (err)
+                return err;
+            b->nodes[map[i]].calls += nd->calls;
+        }
+        uint64_t add[3] = {nd->self[0], nd->self[1], nd->self[2]};
+        uint64_t u = nd->self[GT_CNODE_UNKNOWN];
+        if (all && u) {
+            uint64_t given = 0;
+            for (int k = 0; k < 2; k++) { /* released, wait; held takes the rest */
+                uint64_t part = (uint64_t)((double)u * (double)share[k] / (double)all);
+                add[k] += part;
+                given += part;
+            }
+            add[GT_CNODE_HELD] += u - given;
+        } else {
+            b->nodes[map[i]].self[GT_PSTATE_UNKNOWN] += u;
+        }
+        for (int k = 0; k < 3; k++) {
+            b->nodes[map[i]].self[pstate[k]] += add[k];
+            got[k] += add[k];
+            if (add[k] > most[k]) {
+                most[k] = add[k];
+                big[k] = map[i];
+            }
+        }
+    }
+    /* The tree's split comes from the thread's counters in ticks, the intervals from each
+     * event's ns: they differ by the rounding of the conversions (a few ns), which goes to
+     * the node with the most time in that state, so the root splits like the table. */
+    for (int k = 0; k < 3 && all; k++) {
+        int64_t diff = (int64_t)share[k] - (int64_t)got[k];
+        uint64_t *v = &b->nodes[big[k]].self[pstate[k]];
+        if (diff == 0 || (uint64_t)(diff < 0 ? -diff : diff) > 1000 + 4 * t->ncalls_more ||
+            (diff < 0 && (uint64_t)-diff > *v))
+            continue;
+        *v = (uint64_t)((int64_t)*v + diff);
+    }
+    return 0;
+}
+
 /* One thread: a single sweep over its spans (a stack of open frames) and its GIL and OS
  * intervals; each stretch between two boundaries goes to the innermost open frame's
  * self time, in the state of that stretch. */
@@ -185,6 +259,11 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
     unsigned gs = 3, osx = 3, state = GT_PSTATE_UNKNOWN;
     uint32_t cur = 0;
     struct tbuild b;
+    /* Past the call budget: the aggregate's tree is grafted at calls_truncated_at; it
+     * holds the time up to its last event, the sweep's state splits the rest, which goes
+     * to the node the aggregate had open. */
+    int grafting = t->ncalls_more != 0, grafted = 0;
+    uint32_t tail_node = 0, *map = NULL;
     int err = tb_init(&b);
 
     if (err)
@@ -227,6 +306,16 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
             cur = node;
         }
         struct pframe *st = *stp;
+        if (grafting && !grafted && last >= t->calls_truncated_at) {
+            if (!(map = malloc(t->ncalls_more * sizeof(*map)))) {
+                err = -ENOMEM;
+                goto cleanup;
+            }
+            if ((err = graft(&b, r, t, st, d, map)))
+                goto cleanup;
+            tail_node = map[t->calls_more_cur < t->ncalls_more ? t->calls_more_cur : 0];
+            grafted = 1;
+        }
         while (d && st[d - 1].end <= last)
             in_path[st[--d].func]--;
         cur = d ? st[d - 1].node : 0;
@@ -256,14 +345,22 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
             nx = sp[i].start;
         if (d && st[d - 1].end < nx)
             nx = st[d - 1].end;
+        if (grafting && !grafted && t->calls_truncated_at > last && t->calls_truncated_at < nx)
+            nx = t->calls_truncated_at;
+        if (grafted && last < t->calls_more_last && t->calls_more_last < nx)
+            nx = t->calls_more_last;
         if (nx == NO_TIME)
             break;
-        b.nodes[cur].self[state] += nx - last;
+        if (!grafted)
+            b.nodes[cur].self[state] += nx - last;
+        else if (last >= t->calls_more_last)
+            b.nodes[tail_node].self[state] += nx - last;
         last = nx;
     }
     tb_finish(&b, out);
     out->tid = t->tid;
 cleanup:
+    free(map);
     while (d)
         in_path[(*stp)[--d].func]--;
     if (err)

@@ -99,6 +99,17 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
     if (m->sched_lost)
         sb_printf(&b, "WARNING: %" PRIu64 " scheduler records dropped (max_events reached) or "
                       "lost: OS states may have gaps\n", m->sched_lost);
+    if (m->calls_aggregated)
+        sb_printf(&b, "NOTE: max_events (%" PRIu64 ") reached: the timeline shows the calls up to "
+                      "then; the %" PRIu64 " call events after it went into a per-thread call tree, "
+                      "so the profile and top functions cover the whole run (GIL blame after it "
+                      "names no function). Raise --max-events for a longer timeline\n",
+                  m->max_events, m->calls_aggregated);
+    if (m->gil_aggregated || m->sched_aggregated)
+        sb_printf(&b, "NOTE: past max_events, %" PRIu64 " GIL events and %" PRIu64 " scheduler "
+                      "records were aggregated: the table is exact; their timeline is "
+                      "coalesced (each thread's rest in at most %d tiles) and not blamed\n",
+                  m->gil_aggregated, m->sched_aggregated, GT_COALESCED_TILES);
     if (m->tracer_note)
         sb_printf(&b, "WARNING: %s\n", m->tracer_note);
     if (m->sampling)

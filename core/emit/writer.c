@@ -354,6 +354,13 @@ json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta *m)
             bad = json_array_append_new(procs, json_pack("{s:i,s:o}", "pid", (int)m->processes[k].pid,
                                                          "cmd", jstr(m->processes[k].cmd))) < 0;
     }
+    /* events past max_events kept as aggregates (exact totals, coalesced timeline) */
+    if (!bad && m->gil_aggregated)
+        bad = json_object_set_new(o, "gil_aggregated", json_integer((json_int_t)m->gil_aggregated)) < 0;
+    if (!bad && m->calls_aggregated)
+        bad = json_object_set_new(o, "calls_aggregated", json_integer((json_int_t)m->calls_aggregated)) < 0;
+    if (!bad && m->sched_aggregated)
+        bad = json_object_set_new(o, "sched_aggregated", json_integer((json_int_t)m->sched_aggregated)) < 0;
     if (bad) {
         json_decref(o);
         return NULL;

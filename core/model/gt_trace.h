@@ -40,6 +40,58 @@ enum gt_thread_input_flags {
                                        shell channel, heartbeat): background */
 };
 
+/* A thread's GIL or OS states past its stream's budget, as the aggregate stage kept them
+ * (aggregate/gt_agg.h), in ns. Exact: time per state, acquisitions, drop requests and the
+ * longest wait; coalesced: where in time, as `ntiles` tiles of `width_ns` from `base`
+ * (each tile's time per state), at most GT_COALESCED_TILES of them, so a tile is at
+ * least 1/2048 of the coalesced period. `lead` are the events before the state was known (the
+ * merge decodes them after the stream's own); from `base` the state is known. */
+#define GT_COALESCED_TILES 2048 /* a coalesced stream's tiles, at most */
+
+struct gt_coalesced {
+    const struct gt_gil_event *lead; /* GIL only: WANT / SWITCH_DONE, ns */
+    size_t nlead;
+    uint64_t base;        /* ns; ntiles 0: no state-bearing event after the lead */
+    double width_ns;
+    const uint64_t (*tiles)[3]; /* ns in each state (gt_gil_state or gt_os_state) */
+    size_t ntiles;
+    uint64_t first, last; /* ns of the first and the last event it took */
+    uint32_t first_kind;  /* the first state-bearing event's kind */
+    uint32_t state, aux;  /* after the last event */
+    uint64_t events;      /* events it took */
+    uint64_t acquisitions, drop_requests, longest_wait_ns; /* GIL only */
+    uint64_t wait_since;  /* GIL, state WAIT: ns when that wait began (it is still open) */
+};
+
+/* A thread's calls past its call budget as the aggregate stage kept them: a call tree
+ * (one node per call path, like _lsprof) with exact counts and self time split by the
+ * thread's GIL state (aggregate/gt_ctree.h). Paths start at anchors: the frames open when
+ * the budget ran out (anchor `up` = j: the frame j levels above the innermost one). */
+#define GT_CNODE_ANCHOR UINT32_MAX
+
+enum gt_cnode_state { /* a node's self time: gt_gil_state, or not known */
+    GT_CNODE_RELEASED = 0,
+    GT_CNODE_WAIT = 1,
+    GT_CNODE_HELD = 2,
+    GT_CNODE_UNKNOWN = 3, /* no GIL counters in this thread (the bpf probe, or none) */
+};
+
+struct gt_cnode {
+    uint32_t parent; /* anchors: how many levels above the innermost open frame */
+    uint32_t func;   /* GT_CNODE_ANCHOR for an anchor; else as the call records' */
+    uint64_t calls;
+    uint64_t self[4]; /* enum gt_cnode_state; ns once exported */
+};
+
+struct gt_calltree {
+    const struct gt_cnode *nodes; /* parents before children */
+    size_t n;
+    uint32_t cur;   /* the node open at its last event */
+    uint64_t first; /* ns of the first event it took (the budget ran out) */
+    uint64_t last;  /* ns of its last event: from there the thread's time is cur's */
+    uint64_t events;
+};
+
 struct gt_thread_input {
     int32_t tid;       /* kernel TID: the merge key */
     int32_t pid;       /* process id (for multi-process bpf traces); 0 = the traced process */
@@ -58,6 +110,10 @@ struct gt_thread_input {
     size_t ngil;
     const struct gt_chunk *sched;
     size_t nsched;
+    /* The GIL and OS events past their streams' budget (NULL: none). */
+    const struct gt_coalesced *gil_more;
+    const struct gt_coalesced *sched_more;
+    const struct gt_calltree *calls_more; /* the calls past the budget (NULL: none) */
 };
 
 struct gt_trace_input {
@@ -146,6 +202,16 @@ struct gt_thread_result {
     int background;
     uint16_t outer_depth;
     uint64_t outer_start, outer_end;
+    /* From here on its GIL (OS) intervals are coalesced tiles, 0 = none: exact totals, the
+     * order inside a tile drawn as held, waiting, released (on CPU, preempted, blocked). */
+    uint64_t gil_coalesced_from, os_coalesced_from;
+    /* The calls past the budget (calls_more), funcs global ids (a node whose function is
+     * unknown is an anchor's child with GT_NO_FUNC): the profile grafts it at
+     * calls_truncated_at. */
+    struct gt_cnode *calls_more;
+    size_t ncalls_more;
+    uint32_t calls_more_cur;
+    uint64_t calls_more_last, calls_truncated_at;
 };
 
 /* Time thread `waiter_tid` waited for the GIL while `holder_tid` held it and

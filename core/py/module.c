@@ -709,6 +709,9 @@ RES_U64(dropped_events, self->run->meta.dropped_events)
 RES_U64(gil_events, self->run->gil_events)
 RES_U64(gil_dropped, self->run->meta.gil_dropped)
 RES_U64(sched_lost, self->run->meta.sched_lost)
+RES_U64(gil_aggregated, self->run->meta.gil_aggregated)
+RES_U64(calls_aggregated, self->run->meta.calls_aggregated)
+RES_U64(sched_aggregated, self->run->meta.sched_aggregated)
 
 static PyObject *Result_get_gil_known(ResultObject *self, void *c)
 {
@@ -737,6 +740,9 @@ static PyGetSetDef Result_getset[] = {
     GET(gil_events, "GIL events recorded"),
     GET(gil_dropped, "GIL events lost"),
     GET(sched_lost, "scheduler records lost"),
+    GET(gil_aggregated, "GIL events past max_events kept as aggregates (exact totals)"),
+    GET(calls_aggregated, "call events past max_events kept as per-thread call trees"),
+    GET(sched_aggregated, "scheduler records past max_events kept as aggregates"),
     GET(gil_known, "whether a GIL probe ran"),
     GET(free_threaded, "a free-threaded build's trace: the GIL figures are lock contention "
                        "(held = running, wait = parked, blame = waiter <- waker)"),

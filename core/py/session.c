@@ -14,6 +14,8 @@
 #include "bpfprobe.h"
 #include "gilhook.h"
 #include "interps.h"
+#include "gt_agg.h"
+#include "gt_ctree.h"
 #include "gt_clock.h"
 #include "gt_sched.h"
 #include "children.h"
@@ -634,7 +636,11 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         }
     }
 
-    /* max_events caps every kind of stream, with or without function tracing. */
+    /* max_events caps every kind of stream, with or without function tracing; GIL and
+     * OS-state events past it go on into each stream's aggregate (exact totals). */
+    gt_registry__set_overflow(GT_BUDGET_GIL, gt_agg__gil_sink, NULL);
+    gt_registry__set_overflow(GT_BUDGET_SCHED, gt_agg__os_sink, NULL);
+    gt_registry__set_overflow(GT_BUDGET_CALLS, gt_ctree__sink, gt_ctree__release);
     int err = gt_registry__begin(s->o.max_events,
                                  s->sched ? watch_thread : NULL, s->sched);
     if (err < 0) {
@@ -789,6 +795,65 @@ static void convert_block(void *events, size_t n, void *ctx)
         e[i].ts = gt_clock__to_ns(fit, e[i].ts);
 }
 
+static uint64_t fit_to_ns(uint64_t t, const void *ctx)
+{
+    return gt_clock__to_ns(ctx, t);
+}
+
+/* A stream's aggregate as the merge's input (NULL: it has none, or no memory: then
+ * *nomem is set). */
+struct coalesced_store {
+    struct gt_coalesced c;
+    struct gt_gil_event lead[GT_AGG_LEAD];
+    uint64_t tiles[GT_AGG_TILES][3];
+};
+
+static struct gt_coalesced *stream_more(const struct gt_stream *st, const struct gt_clock_fit *fit,
+                                        int *nomem)
+{
+    const struct gt_agg *a = st->overflow;
+    if (!a || !a->events)
+        return NULL;
+    struct coalesced_store *cs = malloc(sizeof(*cs));
+    if (!cs) {
+        *nomem = 1;
+        return NULL;
+    }
+    gt_agg__export(a, fit ? fit_to_ns : NULL, fit, fit ? fit->ns_per_tick : 1.0, &cs->c,
+                   cs->lead, cs->tiles);
+    return &cs->c;
+}
+
+/* The call stream's tree as the merge's input, in ns (NULL: none, or *nomem set). */
+static struct gt_calltree *calls_more(const struct gt_stream *st, const struct gt_clock_fit *fit,
+                                      int *nomem)
+{
+    const struct gt_ctree *c = st->overflow;
+    if (!c || !c->events || !c->n)
+        return NULL;
+    struct gt_calltree *ct = malloc(sizeof(*ct) + c->n * sizeof(struct gt_cnode));
+    if (!ct) {
+        *nomem = 1;
+        return NULL;
+    }
+    struct gt_cnode *nodes = (struct gt_cnode *)(ct + 1);
+    /* The nodes' times add up to the ticks from the first event to the last: converted
+     * cumulatively, they add up to exactly the ns between them as well. */
+    uint64_t cum = 0, prev = 0, ns0 = gt_clock__to_ns(fit, c->first);
+    for (size_t i = 0; i < c->n; i++) {
+        nodes[i] = c->nodes[i];
+        for (int k = 0; k < 4; k++) {
+            cum += c->nodes[i].self[k];
+            uint64_t at = gt_clock__to_ns(fit, c->first + cum) - ns0;
+            nodes[i].self[k] = at - prev;
+            prev = at;
+        }
+    }
+    *ct = (struct gt_calltree){nodes, c->n, c->cur, gt_clock__to_ns(fit, c->first),
+                               gt_clock__to_ns(fit, c->last), c->events};
+    return ct;
+}
+
 static struct gt_chunk *stream_chunks(const struct gt_stream *st, size_t *n)
 {
     size_t need = gt_stream__chunks(st, NULL, 0);
@@ -857,6 +922,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
 {
     struct gt_run *run = NULL;
     struct gt_thread_input *inputs = NULL;
+    const void **more = NULL; /* each input's gil_more, sched_more, calls_more */
     size_t nthreads = 0;
     if (refuse_released(s) < 0)
         return NULL;
@@ -899,7 +965,8 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         t1 = t0;
 
     inputs = calloc(nthreads ? nthreads : 1, sizeof(*inputs));
-    if (!inputs) {
+    more = calloc(nthreads ? 3 * nthreads : 1, sizeof(*more));
+    if (!inputs || !more) {
         PyErr_NoMemory();
         goto cleanup;
     }
@@ -938,7 +1005,20 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         in->calls = stream_chunks(&t->calls, &in->ncalls);
         in->gil = stream_chunks(&t->gil, &in->ngil);
         in->sched = stream_chunks(&t->sched, &in->nsched);
-        if (!in->calls || !in->gil || !in->sched) {
+        int nomem = 0;
+        in->gil_more = stream_more(&t->gil, s->used == USED_HOOKS ? &fit : NULL, &nomem);
+        in->sched_more = stream_more(&t->sched, NULL, &nomem);
+        in->calls_more = calls_more(&t->calls, &fit, &nomem);
+        more[3 * i] = in->gil_more;
+        more[3 * i + 1] = in->sched_more;
+        more[3 * i + 2] = in->calls_more;
+        if (in->calls_more)
+            run->meta.calls_aggregated += in->calls_more->events;
+        if (in->gil_more)
+            run->meta.gil_aggregated += in->gil_more->events;
+        if (in->sched_more)
+            run->meta.sched_aggregated += in->sched_more->events;
+        if (!in->calls || !in->gil || !in->sched || nomem) {
             PyErr_NoMemory();
             goto cleanup;
         }
@@ -1000,6 +1080,8 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
             free((void *)in->gil);
             in->gil = stream_chunks(&t->gil_check, &in->ngil);
             in->ncalls = in->nsched = 0;
+            in->gil_more = in->sched_more = NULL; /* (its own view is never aggregated) */
+            in->calls_more = NULL;
             in->flags &= ~(uint32_t)GT_THREAD_HAS_SCHED;
             if (!in->gil) {
                 err = -ENOMEM;
@@ -1062,6 +1144,11 @@ cleanup:
             free((void *)inputs[k].sched);
         }
         free(inputs);
+    }
+    if (more) {
+        for (size_t k = 0; k < 3 * nthreads; k++)
+            free((void *)more[k]);
+        free(more);
     }
     release_records(s);
     release_probes(s);

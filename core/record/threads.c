@@ -35,6 +35,8 @@ static void *on_new_ctx;
 static uint64_t budget_left[GT_BUDGET_END]; /* by enum gt_budget; [GT_BUDGET_NONE] unused */
 static int budget_limited;
 static atomic_int budget_spent[GT_BUDGET_END];
+static _Atomic(gt_overflow_fn) overflow_fn[GT_BUDGET_END];
+static void (*overflow_release[GT_BUDGET_END])(void *);
 
 /* Blocks are carved out of 2 MiB arenas of small pages. (Transparent huge pages: one
  * fault per arena, 0.1 ms where the kernel recycles a huge page, but 2.3-4.3 ms for
@@ -310,6 +312,31 @@ static char *block_events(struct gt_block *b)
     return (char *)b + GT_BLOCK_HEADER;
 }
 
+void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn, void (*release)(void *))
+{
+    if (budget > GT_BUDGET_NONE && budget < GT_BUDGET_END) {
+        pthread_mutex_lock(&reg_lock);
+        overflow_release[budget] = release;
+        pthread_mutex_unlock(&reg_lock);
+        atomic_store(&overflow_fn[budget], fn);
+    }
+}
+
+void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b)
+{
+    if (!s->refused_at)
+        s->refused_at = ts;
+    /* Past the budget (for good: budgets only shrink) the sink may take it; out of blocks
+     * (a later push may succeed: its events would come out of order) or after the
+     * session, nobody. */
+    if (err == -ENOSPC && s->budget > GT_BUDGET_NONE && s->budget < GT_BUDGET_END) {
+        gt_overflow_fn fn = atomic_load_explicit(&overflow_fn[s->budget], memory_order_relaxed);
+        if (fn && fn(s, ts, a, b) == 0)
+            return;
+    }
+    s->dropped++;
+}
+
 int gt_stream__grow(struct gt_stream *s)
 {
     int err = 0;
@@ -397,10 +424,9 @@ void gt_stream__push_call_slow(struct gt_stream *s, uint64_t ts, uint32_t word)
 {
     const uint32_t hi = (uint32_t)(ts >> 32);
     for (;;) {
-        if (s->cur == s->lim && gt_stream__grow(s) < 0) {
-            if (!s->refused_at)
-                s->refused_at = ts;
-            s->dropped++;
+        int err;
+        if (s->cur == s->lim && (err = gt_stream__grow(s)) < 0) {
+            gt_stream__refused(s, err, ts, word >> 4, (word & 7u) | ((word & 8u) ? GT_CALL_OPEN_AT_START : 0u));
             return;
         }
         struct gt_call_rec *p = s->cur;
@@ -716,6 +742,11 @@ void gt_registry__release(void (*free_state)(struct gt_thread *t))
         struct gt_stream *streams[] = {&t->calls, &t->gil, &t->sched, &t->gil_check};
         for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++) {
             block_put_list(streams[i]->head);
+            if (streams[i]->overflow) {
+                enum gt_budget k = streams[i]->budget;
+                void (*rel)(void *) = k < GT_BUDGET_END ? overflow_release[k] : NULL;
+                (rel ? rel : free)(streams[i]->overflow);
+            }
             memset(streams[i], 0, sizeof(*streams[i]));
         }
     }

@@ -50,6 +50,7 @@ struct gt_stream {
     uint64_t refused_at; /* raw timestamp of the first refusal; 0 = never */
     uint64_t granted;    /* records of the budget granted to it so far */
     enum gt_budget budget; /* the registry budget it counts against */
+    void *overflow; /* the overflow sink's state for this stream (malloc'd; freed at release) */
 };
 
 
@@ -80,6 +81,11 @@ struct gt_thread {
     int gil_live;                          /* enum gt_gil_live */
     uint64_t gil_since;                    /* ticks of its last change of state */
     uint64_t gil_ticks[GT_GIL_LIVE_NSTATES]; /* ticks spent in each state so far */
+    /* Its own GIL time so far per gt_gil_state (ticks), kept by a probe that runs in the
+     * thread (the hooks): the call aggregate splits a call's time by it. */
+    uint64_t gil_cum[3];
+    uint64_t gil_cum_since; /* when gil_cum_state began; 0 = no counters */
+    uint32_t gil_cum_state;
 };
 
 /* Where a thread stands with the GIL, for the live meter. */
@@ -131,6 +137,27 @@ struct gt_live {
  * producers' fields with relaxed loads. Returns 0 or -ESRCH (no active generation).
  */
 int gt_registry__live(struct gt_live *sum, struct gt_live_thread *out, size_t max);
+
+
+/* The thread's GIL counters, one event on (merge's decoding, analyze/merge.c build_gil).
+ * Called by the thread itself. */
+static inline void gt_thread__gil_note(struct gt_thread *t, uint64_t ts, uint32_t kind)
+{
+    enum { RELEASED, WAIT, HELD }; /* gt_gil_state (gt_trace.h) */
+    uint32_t st = t->gil_cum_state;
+    if (kind == GT_GIL_WANT)
+        st = st == HELD ? HELD : WAIT;
+    else if (kind == GT_GIL_ACQUIRED)
+        st = HELD;
+    else if (kind == GT_GIL_RELEASED || (kind == GT_GIL_SWITCH_DONE && st == WAIT))
+        st = RELEASED;
+    if (st == t->gil_cum_state && t->gil_cum_since)
+        return;
+    if (t->gil_cum_since && ts > t->gil_cum_since)
+        t->gil_cum[t->gil_cum_state] += ts - t->gil_cum_since;
+    t->gil_cum_since = ts ? ts : 1;
+    t->gil_cum_state = st;
+}
 
 /* Recording gate of the tracer's hooks: nonzero while a session records (the GIL
  * hooks have their own gate, gt_gilhook__set_recording). */
@@ -249,13 +276,24 @@ size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t
 typedef void (*gt_block_fn)(void *events, size_t n, void *ctx);
 void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx);
 
+/* Where a stream's events go once its budget is spent (the aggregate stage installs one
+ * per budget): called by the stream's producer with the event (a call stream's as func,
+ * kind), it returns 0 when it took the event, else the event counts as dropped. */
+typedef int (*gt_overflow_fn)(struct gt_stream *s, uint64_t ts, uint32_t a, uint32_t b);
+
+/* Installs `fn` (NULL: none) for the streams of `budget`, and what frees a stream's
+ * `overflow` at release (NULL: free()); set between sessions. */
+void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn, void (*release)(void *));
+
+/* Slow path of a refused push (`err` from gt_stream__grow): the overflow sink, or dropped. */
+void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b);
+
 static inline void gt_stream__push(struct gt_stream *s, uint64_t ts, uint32_t a, uint32_t b)
 {
     if (__builtin_expect(s->cur == s->lim, 0)) {
-        if (gt_stream__grow(s) < 0) {
-            if (!s->refused_at)
-                s->refused_at = ts;
-            s->dropped++;
+        int err = gt_stream__grow(s);
+        if (err < 0) {
+            gt_stream__refused(s, err, ts, a, b);
             return;
         }
     }

@@ -38,6 +38,12 @@ function buildHeader() {
   if (gd > 0) banner('gt-warn', '\u26a0 ' + fmtInt(gd) + ' GIL events were not recorded' + cap, 'GIL states, percentages and blame may be inaccurate.');
   if (meta.sampling) banner('gt-note', '\u2139 Calls were sampled, not traced:', String(meta.sampling) +
     '. Profile, Top functions and blame weigh each stack by the time to the next sample; the GIL table is exact.');
+  var ca = num(meta.calls_aggregated, 0);
+  if (ca > 0) banner('gt-note', '\u2139 max_events reached: the timeline shows the calls recorded until then.',
+    'The ' + fmtInt(ca) + ' call events after it were kept as per-thread call trees: Profile and Top functions cover the whole run; GIL blame after that point names no function. Raise --max-events for more of the timeline.');
+  var ga = num(meta.gil_aggregated, 0) + num(meta.sched_aggregated, 0);
+  if (ga > 0) banner('gt-note', '\u2139 ' + fmtInt(ga) + ' GIL and scheduler events past max_events were aggregated:',
+    'the table is exact; the end of each such thread\'s GIL and OS strips is coalesced (at most 2048 tiles, each drawn as held, waiting, released) and not in the blame.');
   if (meta.tracer_note) banner('gt-warn', '\u26a0 Some threads were not fully traced:', String(meta.tracer_note));
   if (sl > 0) banner('gt-warn', '\u26a0 ' + fmtInt(sl) + ' scheduler records were not recorded' + cap, 'OS states may have gaps.');
   if (freeThreaded) banner('gt-note', '\u2139 free-threaded build: no GIL; showing lock contention.',

@@ -90,6 +90,9 @@ class Result:
     gil_events: int
     gil_dropped: int
     sched_lost: int
+    gil_aggregated: int
+    calls_aggregated: int
+    sched_aggregated: int
     gil_known: bool
     free_threaded: bool
     tracer_note: Optional[str]

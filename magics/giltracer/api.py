@@ -249,6 +249,14 @@ class FunctionRow:
 
 
 
+class BudgetNotice(UserWarning):
+    """The event budget was reached: part of the trace changed form (see the message)."""
+
+
+def _warn_notice(message: str) -> None:
+    warnings.warn(message, BudgetNotice, stacklevel=4)
+
+
 def _check_globs(name: str, value: Union[None, str, Iterable[str]]) -> Optional[List[str]]:
     if value is None:
         return None
@@ -486,6 +494,9 @@ class Trace:
                     self._collect_children()
         global _last
         _last = self
+        notice = self.budget_notice()
+        if notice:
+            (self.on_notice or _warn_notice)(notice)
         dropped = self.dropped
         if dropped["calls"]:
             warnings.warn(
@@ -508,6 +519,31 @@ class Trace:
                 stacklevel=3,
             )
         return self
+
+    # Where the end-of-run budget notice goes: None warns (BudgetNotice); the magics and
+    # the CLI print it as it is.
+    on_notice: Optional[Callable[[str], None]] = None
+
+    def budget_notice(self) -> Optional[str]:
+        """What changed form when max_events was reached, and how to get more; None if
+        nothing did."""
+        r = self.result
+        calls, gil = r.calls_aggregated, r.gil_aggregated + r.sched_aggregated
+        if not calls and not gil:
+            return None
+        cap = f"{self.max_events:,}" if self.max_events else "the memory"
+        parts = [f"giltracer: the event budget (max_events={cap}) was reached."]
+        if calls:
+            parts.append(f"The timeline shows the calls recorded until then; the {calls:,} call "
+                         "events after it were kept as per-thread call trees, so Profile and "
+                         "Top functions cover the whole run (GIL blame after that point names "
+                         "no function).")
+        if gil:
+            parts.append(f"{gil:,} GIL and OS-state events after it were aggregated: the "
+                         "per-thread table is exact, their strips are coalesced.")
+        parts.append("For more of the timeline, raise max_events (--max-events N) or narrow "
+                     "it with include/exclude.")
+        return " ".join(parts)
 
     def _labels(self) -> Optional[Dict[str, str]]:
         """file_labels(), or None when there are none or they cannot be had (names are a

@@ -270,6 +270,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ValueError as e:
         p.error(str(e))
     t.host_thread = live.service_thread
+    t.on_notice = lambda m: None  # the report's table says it (NOTE)
     return run(a, t, target, out, profile)
 
 

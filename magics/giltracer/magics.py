@@ -54,13 +54,17 @@ def make_trace(args: Any, title: str) -> Trace:
     sampling = {} if getattr(args, "sample", None) is None else dict(
         mode="sample", sample_interval=args.sample, functions=False)
     try:
-        return Trace(c_calls=args.c_calls, sched=args.sched, backend=args.backend, title=title,
-                     **{**{k: getattr(args, k) for k in ("functions", "max_events", "max_depth",
-                                                         "include", "exclude", "follow_children")
-                           if hasattr(args, k)},
-                        **sampling})
+        t = Trace(c_calls=args.c_calls, sched=args.sched, backend=args.backend, title=title,
+                  **{**{k: getattr(args, k) for k in ("functions", "max_events", "max_depth",
+                                                      "include", "exclude", "follow_children")
+                        if hasattr(args, k)},
+                     **sampling})
     except ValueError as e:
         raise UsageError(str(e)) from None
+    # The budget notice as a plain message under the cell (not a warning with a file:line).
+    t.on_notice = (lambda m: None) if getattr(args, "quiet", False) else (
+        lambda m: print(m, file=sys.stderr))
+    return t
 
 
 def check_var(name: Optional[str]) -> None:

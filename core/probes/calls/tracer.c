@@ -340,6 +340,17 @@ static void tr_name_entry(struct tr_state *s, uint32_t fid, const char *name, co
     e->sline = line;
 }
 
+/* Entry `fid`, made without references past the call budget, named by copy (its calls
+ * are counted in the aggregate's call tree; the code object may go, its name stays). */
+static void tr_name_unref(struct tr_state *s, uint32_t fid, const char *name, const char *file,
+                          uint32_t line)
+{
+    if (fid & FID_EXCLUDED)
+        return;
+    tr_name_entry(s, fid, name, file, line);
+    s->entries[fid & ~FID_FLAGS].excluded = 0;
+}
+
 /* A new entry for `code`, with a reference to it; without one (FID_UNREF) once the
  * thread's call stream refuses events: the table then holds no object past the budget. */
 static uint32_t tr_insert_code(struct tr_state *s, struct gt_thread *t, PyCodeObject *code)
@@ -349,8 +360,16 @@ static uint32_t tr_insert_code(struct tr_state *s, struct gt_thread *t, PyCodeOb
     PyErr_Fetch(&et, &ev, &tb);
     uint32_t flags = code_excluded(code) ? FID_EXCLUDED : 0;
     uint32_t fid;
-    if (t->calls.dropped) {
+    if (t->calls.refused_at) {
+        /* Past the budget its calls go to the aggregate's call tree: named by copy. */
         fid = tr_add(s, code, NULL, NULL, NULL, ENTRY_CODE, flags | FID_UNREF);
+#if PY_VERSION_HEX >= 0x030B0000
+        tr_name_unref(s, fid, utf8_or_empty(code->co_qualname), utf8_or_empty(code->co_filename),
+                      (uint32_t)code->co_firstlineno);
+#else
+        tr_name_unref(s, fid, utf8_or_empty(code->co_name), utf8_or_empty(code->co_filename),
+                      (uint32_t)code->co_firstlineno);
+#endif
     } else if (in_subinterp()) {
 #if PY_VERSION_HEX >= 0x030B0000
         const char *name = utf8_or_empty(code->co_qualname);
@@ -477,14 +496,14 @@ static uint32_t tr_insert_c(struct tr_state *s, struct gt_thread *t, PyMethodDef
         enum entry_filter f = filter(NULL, name);
         flags = f == F_EXCLUDED ? FID_EXCLUDED : f == F_FOLLOW ? FID_FOLLOW : 0;
     }
-    int sub = !t->calls.dropped && in_subinterp();
+    const int refused = t->calls.refused_at != 0;
+    int sub = !refused && in_subinterp();
     char sname[256];
-    if (sub) {
+    if (sub || refused)
         c_name(owner, ml->ml_name, sname, sizeof(sname));
-        if (keep)
-            sub_keep(keep);
-    }
-    if (t->calls.dropped || sub) {
+    if (sub && keep)
+        sub_keep(keep);
+    if (refused || sub) {
         Py_XDECREF(owner);
         Py_XDECREF(keep);
         owner = keep = NULL;
@@ -494,6 +513,8 @@ static uint32_t tr_insert_c(struct tr_state *s, struct gt_thread *t, PyMethodDef
     uint32_t fid = tr_add(s, ml, owner, keep, ml->ml_name, ENTRY_CFUNC, flags);
     if (sub)
         tr_name_entry(s, fid, sname, "", 0);
+    else if (refused)
+        tr_name_unref(s, fid, sname, "", 0);
     PyErr_Restore(et, ev, tb);
     return fid;
 }
@@ -501,8 +522,10 @@ static uint32_t tr_insert_c(struct tr_state *s, struct gt_thread *t, PyMethodDef
 /* ------------------------------------------------------------------ recording */
 
 /* An event of a function that has flags: excluded ones are not events; FID_UNREF ones
- * are counted as the thread's full call stream counts them. */
-static void record_flagged(struct gt_thread *t, uint32_t fid, int entering)
+ * (first seen past the budget) go to the full call stream, which hands them to its
+ * overflow sink (the aggregate's call tree). */
+static __attribute__((noinline, cold)) void record_flagged(struct gt_thread *t, uint64_t ts,
+                                                           uint32_t fid, uint32_t kind, int entering)
 {
     if (fid & FID_EXCLUDED)
         return;
@@ -511,14 +534,14 @@ static void record_flagged(struct gt_thread *t, uint32_t fid, int entering)
         if (d > tr.max_depth)
             return;
     }
-    t->calls.dropped++;
+    gt_stream__push_call(&t->calls, ts, fid & ~FID_FLAGS, kind);
 }
 
 static inline void record(struct gt_thread *t, uint64_t ts, uint32_t fid, uint32_t kind,
                           int entering)
 {
     if (__builtin_expect(fid & FID_FLAGS, 0)) {
-        record_flagged(t, fid, entering);
+        record_flagged(t, ts, fid, kind, entering);
         return;
     }
     if (tr.max_depth) {
@@ -628,10 +651,8 @@ static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint
             /* Not counted in t->depth: max_depth is relative to where tracing began
              * (a notebook cell already runs 30-40 frames deep). Their returns take the
              * depth below 0, so they are always recorded. */
-            if (!(fid & FID_FLAGS))
-                gt_stream__push_call(&t->calls, ts, fid, GT_CALL | GT_CALL_OPEN_AT_START);
-            else if (!(fid & FID_EXCLUDED))
-                t->calls.dropped++;
+            if (!(fid & FID_EXCLUDED))
+                gt_stream__push_call(&t->calls, ts, fid & ~FID_FLAGS, GT_CALL | GT_CALL_OPEN_AT_START);
         }
         Py_DECREF(stack[i]);
     }

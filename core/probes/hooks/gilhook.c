@@ -235,6 +235,7 @@ static void record(uint32_t kind, uint32_t gil_id)
         if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
             uint64_t ts = gt_ticks();
             gt_stream__push(&t->gil, ts, kind, gil_id);
+            gt_thread__gil_note(t, ts, kind);
             if (gil_id)
                 t->interp = gil_id;
             if (kind == GT_GIL_ACQUIRED) {

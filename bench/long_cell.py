@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""A long cell (issue 18): N s of 4 threads making Python calls and dropping the GIL now
+and then, traced with the default options, against the same work untraced and traced
+with functions=False. Each run in a fresh process.
+
+    python bench/long_cell.py [--seconds 60] [--threads 4] [--out bench/results]
+
+Reports (bench/results/long-cell-<python>.md and .json): calls made, wall time traced /
+untraced, the process's RSS growth (peak while tracing and saving, and kept after the
+trace is saved and dropped), the page's size and save time, each thread's GIL table
+against the functions=False run (largest difference, percentage points), and each
+thread's Profile root against its traced wall time (and any 'unknown' blame)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def status(key: str) -> int:
+    """A /proc/self/status figure in bytes (VmRSS, VmHWM)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+# -- the workload ----------------------------------------------------------------------------
+
+def leaf(i):
+    return i & 7
+
+
+def middle(i):
+    return leaf(i) + leaf(i + 1)
+
+
+def top(n):
+    s = 0
+    for i in range(n):
+        s += middle(i)
+        if i % 20000 == 0:
+            time.sleep(0.0005)  # the GIL dropped now and then (I/O-ish)
+    return s
+
+
+def run_threads(n_threads, per_thread):
+    import threading
+    ths = [threading.Thread(target=top, args=(per_thread,), name=f"worker-{k}") for k in range(n_threads)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+
+
+def child(mode: str, n_threads: int, per_thread: int, page: str) -> dict:
+    import gc
+    rss0 = status("VmRSS")
+    out = {"mode": mode}
+    if mode == "untraced":
+        w0 = time.perf_counter()
+        run_threads(n_threads, per_thread)
+        out["wall_s"] = time.perf_counter() - w0
+        return out
+    import warnings
+
+    import giltracer
+    warnings.simplefilter("ignore")
+    kw = {"functions": False} if mode == "no-functions" else {}
+    w0 = time.perf_counter()
+    with giltracer.trace(**kw) as t:
+        run_threads(n_threads, per_thread)
+    out["wall_s"] = time.perf_counter() - w0
+    r = t.result
+    out["events"] = t.event_count
+    out["calls_aggregated"] = getattr(r, "calls_aggregated", 0)  # (0 before issue 18)
+    out["gil_aggregated"] = getattr(r, "gil_aggregated", 0)
+    out["dropped"] = t.dropped
+    rows = {s.name: s for s in t.summary() if s.name.startswith("worker-")}
+    out["table"] = {n: {"held": s.held_pct, "wait": s.wait_pct, "released": s.released_pct,
+                        "wall_ns": s.wall_ns} for n, s in rows.items()}
+    if mode == "default":
+        out["profile_root_vs_wall"] = {n: t.profile(n).total_ns / max(1, s.wall_ns)
+                                       for n, s in rows.items()}
+        calls = {}
+        for f in t.functions():
+            if f.name in ("leaf", "middle", "top"):
+                calls[f.name] = f.calls
+        out["calls_counted"] = calls
+        out["unknown_blame_ns"] = sum(b.wait_ns for b in t.blame() if b.function and "unknown" in b.function)
+        out["blame_ns"] = sum(b.wait_ns for b in t.blame())
+        s0 = time.perf_counter()
+        t.save(page)
+        out["save_s"] = time.perf_counter() - s0
+        out["page_bytes"] = os.path.getsize(page)
+    out["rss_peak_growth"] = status("VmHWM") - rss0
+    del t, r, rows
+    gc.collect()
+    out["rss_kept"] = status("VmRSS") - rss0
+    return out
+
+
+def spawn(mode, n_threads, per_thread, page):
+    p = subprocess.run([sys.executable, __file__, "--child", mode, "--threads", str(n_threads),
+                        "--per-thread", str(per_thread), "--page", page],
+                       capture_output=True, text=True, timeout=3600)
+    if p.returncode:
+        raise SystemExit(f"{mode} run failed:\n{p.stderr}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=60.0, help="untraced length of the cell")
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--per-thread", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--page", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        print(json.dumps(child(a.child, a.threads, a.per_thread, a.page)))
+        return
+    # Calibrate: iterations per thread for --seconds untraced.
+    probe = 200_000
+    cal = spawn("untraced", a.threads, probe, "")
+    per_thread = int(probe * a.seconds / cal["wall_s"])
+    page = os.path.join(tempfile.mkdtemp(prefix="gt-long-"), "long.html")
+    runs = {m: spawn(m, a.threads, per_thread, page) for m in ("untraced", "default", "no-functions")}
+    d, nf, un = runs["default"], runs["no-functions"], runs["untraced"]
+    diff = max(abs(d["table"][n][k] - nf["table"][n][k])
+               for n in d["table"] for k in ("held", "wait", "released"))
+    calls = a.threads * per_thread * 3  # top's loop: middle + 2 leaf calls per iteration
+    ver = sysconfig.get_python_version()
+    L = [f"# Long cell: {a.seconds:g} s untraced, {a.threads} threads (Python {platform.python_version()})",
+         "", f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
+         f"load {os.getloadavg()[0]:.1f}; one run each (fresh processes).", "",
+         "| figure | value |", "|---|---|",
+         f"| Python calls made | {calls:,} |",
+         f"| call events on the timeline / in the call trees | {d['events']:,} / {d['calls_aggregated']:,} |",
+         f"| calls counted by Top functions (leaf, middle, top) | {d['calls_counted']} |",
+         f"| wall untraced / default / functions=False | {un['wall_s']:.1f} s / {d['wall_s']:.1f} s "
+         f"({d['wall_s'] / un['wall_s']:.2f}x) / {nf['wall_s']:.1f} s ({nf['wall_s'] / un['wall_s']:.2f}x) |",
+         f"| RSS growth, peak while tracing and saving (default) | {d['rss_peak_growth'] / 2**20:.0f} MB |",
+         f"| RSS kept after saving and dropping the trace (default) | {d['rss_kept'] / 2**20:.0f} MB |",
+         f"| page size / save time | {d['page_bytes'] / 2**20:.1f} MB / {d['save_s']:.1f} s |",
+         f"| GIL table vs functions=False: largest difference | {diff:.2f} points |",
+         f"| Profile root / thread wall | {', '.join(f'{v:.4f}' for v in d['profile_root_vs_wall'].values())} |",
+         f"| blame 'unknown' (after the call budget) / all blame | {d['unknown_blame_ns'] / 1e6:.0f} ms / "
+         f"{d['blame_ns'] / 1e6:.0f} ms |",
+         f"| events dropped (default) | {d['dropped']} |", "",
+         "GIL tables (held / wait / released %):", "",
+         "| thread | default | functions=False |", "|---|---|---|"]
+    for n in sorted(d["table"]):
+        x, y = d["table"][n], nf["table"][n]
+        L.append(f"| {n} | {x['held']:.1f} / {x['wait']:.1f} / {x['released']:.1f} | "
+                 f"{y['held']:.1f} / {y['wait']:.1f} / {y['released']:.1f} |")
+    text = "\n".join(L) + "\n"
+    print(text)
+    os.makedirs(a.out, exist_ok=True)
+    stem = os.path.join(a.out, f"long-cell-{ver}-{a.seconds:g}s")
+    with open(stem + ".md", "w") as f:
+        f.write(text)
+    with open(stem + ".json", "w") as f:
+        json.dump({"seconds": a.seconds, "threads": a.threads, "per_thread": per_thread, "runs": runs}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
