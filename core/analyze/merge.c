@@ -618,7 +618,7 @@ static int build_park(const struct gt_thread_input *ti, struct gt_thread_result 
                 init = GT_GIL_STATE_WAIT;
         }
     }
-    struct ivb b = {NULL, 0, 0, start, init, 0};
+    struct ivb b = {.since = start, .state = init};
     for (size_t c = 0; c < ti->ngil; c++) {
         const struct gt_gil_event *ev = ti->gil[c].data;
         for (size_t i = 0, m = ti->gil[c].n; i < m; i++) {
