@@ -11,7 +11,6 @@ import pytest
 
 import giltracer
 
-pytestmark = pytest.mark.skipif(giltracer.api.FREE_THREADED, reason="no tracing on free-threaded builds")
 
 TIMEOUT = 120
 

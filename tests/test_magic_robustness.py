@@ -12,7 +12,6 @@ from IPython.core.error import UsageError  # noqa: E402
 
 import giltracer  # noqa: E402
 
-pytestmark = pytest.mark.skipif(giltracer.api.FREE_THREADED, reason="no tracing on free-threaded builds")
 
 PLUMBING = ("exec", "eval", "user_ns", "run_code", "<lambda>")
 

@@ -135,10 +135,8 @@ def test_the_api_refuses_what_the_table_refuses(keyword):
         giltracer.Trace(backend="perf")
 
 
-def test_one_refusal_text_and_one_default_cap():
-    """The core reports the API's free-threaded refusal (it had its own wording) and has
-    no default cap of its own (the table's is the one)."""
+def test_one_default_cap():
+    """The core has no default cap of its own (the table's is the one)."""
     import giltracer._core as core
 
-    assert core.build_info()["free_threaded_refusal"] == giltracer.api.FREE_THREADED_REFUSAL
     assert not hasattr(core, "DEFAULT_MAX_EVENTS")

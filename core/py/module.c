@@ -111,30 +111,6 @@ static void Session_dealloc(SessionObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The refusal on a free-threaded build is worded once, in giltracer.api, which says it
- * without loading the core (that would switch the GIL back on). */
-static PyObject *free_threaded_refusal(void)
-{
-    PyObject *api = PyImport_ImportModule("giltracer.api");
-    if (!api)
-        return NULL;
-    PyObject *text = PyObject_GetAttrString(api, "FREE_THREADED_REFUSAL");
-    Py_DECREF(api);
-    return text;
-}
-
-#ifdef Py_GIL_DISABLED
-static PyObject *free_threaded_refused(void)
-{
-    PyObject *text = free_threaded_refusal();
-    if (text) {
-        PyErr_SetObject(PyExc_RuntimeError, text);
-        Py_DECREF(text);
-    }
-    return NULL;
-}
-#endif
-
 static PyObject *Session_start(SessionObject *self, PyObject *args)
 {
     PyObject *threads = Py_None;
@@ -144,9 +120,6 @@ static PyObject *Session_start(SessionObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "Session not initialised");
         return NULL;
     }
-#ifdef Py_GIL_DISABLED
-    return free_threaded_refused();
-#endif
     if (gt_session__start(self->s, threads == Py_None ? NULL : threads) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -760,13 +733,10 @@ static PyObject *mod_build_info(PyObject *m, PyObject *noargs)
 #else
     PyObject *free_threaded = Py_False;
 #endif
-    PyObject *refusal = free_threaded_refusal();
-    if (!refusal)
-        return NULL;
-    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:O,s:N}", "clock", gt_clock__source(), "tracer",
+    return Py_BuildValue("{s:s,s:s,s:O,s:s,s:O}", "clock", gt_clock__source(), "tracer",
                          gt_tracer__mechanism(), "bpf_available", bpf == 0 ? Py_True : Py_False,
                          "bpf_why", bpf == 0 ? "" : (why ? why : "unavailable"),
-                         "free_threaded", free_threaded, "free_threaded_refusal", refusal);
+                         "free_threaded", free_threaded);
 }
 
 static PyObject *mod_live_profiles(PyObject *m, PyObject *noargs)
@@ -872,9 +842,8 @@ cleanup:
     return err;
 }
 
-/* No Py_mod_gil slot: the core is not safe without the GIL (giltracer.api's
- * FREE_THREADED_REFUSAL), so a free-threaded interpreter keeps (or turns
- * on) the GIL when it imports this module, and trace() refuses there anyway. */
+/* No Py_mod_gil slot: the core is not yet safe without the GIL, so a free-threaded
+ * interpreter keeps (or turns on) the GIL when it imports this module. */
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, (void *)module_exec},
     {0, NULL},

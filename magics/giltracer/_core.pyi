@@ -65,7 +65,6 @@ class BuildInfo(TypedDict):
     bpf_available: bool
     bpf_why: str
     free_threaded: bool
-    free_threaded_refusal: str
 
 @final
 class Result:

@@ -19,7 +19,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
                     Tuple, Union)
 
 if TYPE_CHECKING:  # at run time the core is imported where it is used: importing giltracer
-    from . import _core  # stays cheap, and a free-threaded build never loads it
+    from . import _core  # stays cheap
 
 from . import options, render
 from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
@@ -34,14 +34,8 @@ OS_STATES = ("on-cpu", "preempted", "blocked")
 PROFILE_STATES = ("running", "held_off_cpu", "waiting", "released", "unknown")
 VIEWER_TABS = ("timeline", "profile", "blame", "top")
 
-# A free-threaded build (3.13t+): the core relies on the GIL and is not loaded there
-# (importing it would switch the GIL back on, changing the very program one looks at).
+# A free-threaded build (3.13t+): traced like any other; there is no GIL to show.
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-FREE_THREADED_REFUSAL = (
-    "giltracer: free-threaded Python builds (3.13t and later) are not supported: the "
-    "tracer reads other threads' frames and keeps state that only the GIL protects, and "
-    "loading it would switch the GIL back on in this process. Use a default build of Python "
-    "(with the GIL) to see the GIL.")
 
 _last: Optional["Trace"] = None
 
@@ -51,8 +45,6 @@ def stop_active() -> bool:
     are not merged: that trace gives no results; its ``stop()`` says so). For a trace
     that nothing can stop any more, e.g. one started in a line that failed and kept
     alive by ``sys.last_traceback``. Returns True if there was one."""
-    if FREE_THREADED:
-        return False
     from . import _core
 
     return _core.stop_active()
@@ -334,8 +326,6 @@ class Trace:
     def start(self) -> "Trace":
         if self._session is not None:
             raise RuntimeError("this trace was already started; make a new giltracer.trace()")
-        if FREE_THREADED:
-            raise RuntimeError(FREE_THREADED_REFUSAL)
         from . import _core
 
         session = self._session = _core.Session(own_dir=_PACKAGE_DIR, **self.options)

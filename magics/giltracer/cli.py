@@ -255,8 +255,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = a.output or (os.path.splitext(os.path.basename(target))[0] + ".giltracer.html")
     if not out.lower().endswith((".html", ".htm", ".json", ".txt")):
         p.error(f"cannot tell the format of {out!r}: use a .html, .json or .txt path")
-    if api.FREE_THREADED:  # before the script runs: it would run untraced
-        p.error(api.FREE_THREADED_REFUSAL)
     why = api.check_output_path(out)
     if why:  # before the script runs: its work is not lost to the output path
         p.error(f"cannot write the trace to {out}: {why}")

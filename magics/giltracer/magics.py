@@ -84,14 +84,6 @@ def check_options(args: Any, front: str) -> None:
     check_var(args.var)
 
 
-def untraced(args: Any, run: Any) -> Any:
-    """A free-threaded build: say why nothing is traced, and run the code all the same
-    (the user's work is not lost)."""
-    if not args.quiet:
-        print(f"{api.FREE_THREADED_REFUSAL} The code runs untraced.")
-    return run()
-
-
 def start_trace(t: Trace) -> None:
     """A trace that cannot start (another one is recording) is a UsageError."""
     try:
@@ -321,11 +313,6 @@ class GilTracerMagics(Magics):
         t.file_labels = lambda: cell_labels(self._shell)
         t.host_thread = kernel_thread
         ns = self._shell.user_ns  # fetched before the trace: a property, a call of its own
-        if api.FREE_THREADED:
-            if awaits(code):
-                return untraced(args, lambda: eval(code, ns))  # a coroutine: IPython awaits it
-            untraced(args, lambda: exec(code, ns))
-            return None
         run = api.code_runner()
         if awaits(code):
             return self._await(t, args, lambda: run(code, ns), ns, "cell", Bundle(t, args, max_output))
@@ -360,9 +347,6 @@ class GilTracerMagics(Magics):
         t = make_trace(args, "%gilprofile " + statement if cell is None else self._title("%%gilprofile"))
         t.file_labels = lambda: cell_labels(self._shell)
         t.host_thread = kernel_thread
-        if api.FREE_THREADED:
-            value = untraced(args, lambda: eval(code, ns, run_locals))
-            return value if cell is None or awaits(code) else None
         run = api.code_runner()
         if cell is not None and awaits(code):
             return self._await(t, args, lambda: run(code, ns), ns, "cell",
