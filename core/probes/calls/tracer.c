@@ -260,7 +260,7 @@ static enum entry_filter filter(const char *path, const char *name)
     if (!tr.include)
         return F_TRACED;
     if ((path && matches_any(tr.include, path)) || matches_any(tr.include, name)) {
-        tr.include_matched++;
+        __atomic_fetch_add(&tr.include_matched, 1, __ATOMIC_RELAXED); /* any thread */
         return F_TRACED;
     }
     return path ? F_EXCLUDED : F_FOLLOW;
@@ -600,21 +600,11 @@ static inline __attribute__((always_inline)) void on_c(struct gt_thread *t, uint
         on_cfunc(t, ts, ml, callable, caller, kind, entering);
 }
 
-/* Record the Python frames open on a thread as calls at `ts`, outermost first. */
-static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint64_t ts)
+/* Record the code objects `stack` (innermost first; n new references, released here)
+ * of a thread's open frames as calls at `ts`, outermost first. `t` may be NULL. */
+static void record_open_frames(struct gt_thread *t, PyCodeObject **stack, int n, uint64_t ts)
 {
-    PyCodeObject *stack[512];
-    int n = 0;
-    PyFrameObject *f = innermost;
-    Py_XINCREF(f);
-    while (f) {
-        if (n < (int)(sizeof(stack) / sizeof(stack[0])))
-            stack[n++] = PyFrame_GetCode(f); /* new reference */
-        PyFrameObject *back = PyFrame_GetBack(f); /* new reference */
-        Py_DECREF(f);
-        f = back;
-    }
-    struct tr_state *s = tr_get(t);
+    struct tr_state *s = t ? tr_get(t) : NULL;
     for (int i = n - 1; i >= 0; i--) {
         if (s) {
             uint32_t fid;
@@ -630,6 +620,23 @@ static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint
         }
         Py_DECREF(stack[i]);
     }
+}
+
+/* Record the Python frames open on a thread as calls at `ts`, outermost first. */
+static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint64_t ts)
+{
+    PyCodeObject *stack[512];
+    int n = 0;
+    PyFrameObject *f = innermost;
+    Py_XINCREF(f);
+    while (f) {
+        if (n < (int)(sizeof(stack) / sizeof(stack[0])))
+            stack[n++] = PyFrame_GetCode(f); /* new reference */
+        PyFrameObject *back = PyFrame_GetBack(f); /* new reference */
+        Py_DECREF(f);
+        f = back;
+    }
+    record_open_frames(t, stack, n, ts);
 }
 
 /* ------------------------------------------------------------------ 3.9 - 3.11 */
@@ -1064,7 +1071,8 @@ static inline struct gt_thread *tr_thread(void)
     uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
     if (__builtin_expect(tr_tls.gen == gen && gen != 0, 1))
         return tr_tls.thread;
-    if (!tr.active) /* callbacks left registered by a failed uninstall: record nothing */
+    /* callbacks left registered by a failed uninstall: record nothing */
+    if (!__atomic_load_n(&tr.active, __ATOMIC_RELAXED))
         return NULL;
     struct gt_thread *t = gt_thread_current();
     if (t) {
@@ -1183,6 +1191,7 @@ static const struct {
 #define NCB ((int)(sizeof(cb_table) / sizeof(cb_table[0])))
 
 static int register_here(PyObject *m, const vectorcallfunc *fns, PyObject *keep);
+static const vectorcallfunc *main_callbacks(void);
 
 static int install(void)
 {
@@ -1194,7 +1203,7 @@ static int install(void)
     tr.callbacks = PyList_New(0);
     if (!tr.monitoring || !tr.callbacks)
         return -1;
-    int err = register_here(tr.monitoring, cb_funcs, tr.callbacks);
+    int err = register_here(tr.monitoring, main_callbacks(), tr.callbacks);
     if (err == -2) /* not ours: uninstall must not free it */
         Py_CLEAR(tr.monitoring);
     return err < 0 ? -1 : 0;
@@ -1283,6 +1292,57 @@ SUB_CB(creturn, cb_creturn)
 SUB_CB(craise, cb_craise)
 
 static const vectorcallfunc sub_cb_funcs[] = {sub_start, sub_return, sub_unwind, sub_call, sub_creturn, sub_craise};
+
+/* ---- free-threaded builds: the main interpreter's callbacks ----
+
+ * No GIL keeps them out of stop: they mark themselves in flight on the same stripes
+ * as a subinterpreter's (each thread its own cache line, no lock) and check ft_open,
+ * so that once stop has closed it and waited for the marks no thread touches a record
+ * or a tracer table. Closed, they record nothing (their removal is uninstall's). */
+#ifdef Py_GIL_DISABLED
+static atomic_int ft_open;
+
+static inline int ft_enter(void)
+{
+    if (__builtin_expect(sub_stripe < 0, 0))
+        sub_stripe = (int)(atomic_fetch_add(&sub_next_stripe, 1) % SUB_STRIPES);
+    int i = sub_stripe;
+    atomic_fetch_add(&sub_inflight[i].n, 1); /* seq_cst: pairs with close_subinterps */
+    if (__builtin_expect(atomic_load(&ft_open), 1))
+        return i;
+    atomic_fetch_sub_explicit(&sub_inflight[i].n, 1, memory_order_release);
+    return -1;
+}
+
+#define FT_CB(name, inner)                                                                   \
+    static PyObject *ft_##name(PyObject *self, PyObject *const *args, size_t nargsf,         \
+                               PyObject *kw)                                                 \
+    {                                                                                        \
+        int i = ft_enter();                                                                  \
+        if (i < 0)                                                                           \
+            Py_RETURN_NONE;                                                                  \
+        PyObject *r = inner(self, args, nargsf, kw);                                         \
+        sub_leave(i);                                                                        \
+        return r;                                                                            \
+    }
+FT_CB(start, cb_start)
+FT_CB(return, cb_return)
+FT_CB(unwind, cb_unwind)
+FT_CB(call, cb_call)
+FT_CB(creturn, cb_creturn)
+FT_CB(craise, cb_craise)
+
+static const vectorcallfunc ft_cb_funcs[] = {ft_start, ft_return, ft_unwind, ft_call, ft_creturn, ft_craise};
+#endif
+
+static const vectorcallfunc *main_callbacks(void)
+{
+#ifdef Py_GIL_DISABLED
+    return ft_cb_funcs;
+#else
+    return cb_funcs;
+#endif
+}
 
 /* Register the callbacks `fns` in sys.monitoring `m` of the calling interpreter. 0, or
  * -1 with an exception set (-2: the tool id is another tool's, left alone). */
@@ -1375,13 +1435,23 @@ int gt_tracer__attach_interp(void)
     return err < 0 ? -1 : 1;
 }
 
-/* No subinterpreter callback records from here on (called with the main GIL). */
+/* No subinterpreter callback records from here on (called with the main GIL); on a
+ * free-threaded build no callback at all. */
 static void close_subinterps(void)
 {
     atomic_store(&sub_open, 0);
+#ifdef Py_GIL_DISABLED
+    atomic_store(&ft_open, 0);
+    /* Detached: a marked thread may wait for a stop-the-world (or a lock of a thread
+     * that waits for one), which would wait for this thread forever. */
+    Py_BEGIN_ALLOW_THREADS
+#endif
     for (int i = 0; i < SUB_STRIPES; i++)
         while (atomic_load_explicit(&sub_inflight[i].n, memory_order_acquire))
             sched_yield();
+#ifdef Py_GIL_DISABLED
+    Py_END_ALLOW_THREADS
+#endif
 }
 
 /* Leaves nothing behind for the id's next user: 3.14+ clear_tool_id() drops the
@@ -1658,6 +1728,88 @@ static int32_t tstate_tid(PyThreadState *ts, PyObject *threads)
 #endif
 }
 
+#ifdef Py_GIL_DISABLED
+/* Internal but exported (Include/internal/pycore_pystate.h, 3.13+): every other thread
+ * of the interpreter waits at its next safe point until the world starts again. */
+extern void _PyEval_StopTheWorld(PyInterpreterState *interp);
+extern void _PyEval_StartTheWorld(PyInterpreterState *interp);
+#endif
+
+/* The code objects of a thread's open frames, innermost first (new references). */
+struct open_stack {
+    int32_t tid;
+    int n;
+    PyCodeObject *code[512];
+};
+
+static int frames_of(PyThreadState *ts, struct open_stack *st)
+{
+    PyFrameObject *f = PyThreadState_GetFrame(ts); /* new ref */
+    int n = 0;
+    while (f) {
+        if (n < (int)(sizeof(st->code) / sizeof(st->code[0])))
+            st->code[n++] = PyFrame_GetCode(f); /* new reference */
+        PyFrameObject *back = PyFrame_GetBack(f); /* new reference */
+        Py_DECREF(f);
+        f = back;
+    }
+    st->n = n;
+    return n;
+}
+
+/* Register every thread of the interpreter and record the Python frames open in each
+ * (`functions`) as calls at `ts`. The frames are read first, then recorded: on a
+ * free-threaded build the other threads run, so they are read with the world stopped
+ * (which takes no Python call: nothing in between may detach), and recorded into the
+ * other threads' streams before install() lets those threads push there. 0, or -1
+ * with an exception set (out of memory). */
+static int open_frames_at_start(int functions, uint64_t ts_ticks, PyObject *threads)
+{
+    PyThreadState *me = PyThreadState_Get();
+    size_t n = 0, cap = 0;
+    struct open_stack *stacks = NULL;
+    int32_t *tids = NULL;
+    /* Thread ids first (tstate_tid may call Python before 3.11; never here on ft). */
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts;
+         ts = PyThreadState_Next(ts))
+        cap++;
+    cap += 16; /* threads started while we look */
+    tids = calloc(cap, sizeof(*tids));
+    if (!tids) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (functions && !(stacks = malloc(cap * sizeof(*stacks)))) {
+        free(tids);
+        PyErr_NoMemory();
+        return -1;
+    }
+#ifdef Py_GIL_DISABLED
+    _PyEval_StopTheWorld(me->interp);
+#endif
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts && n < cap;
+         ts = PyThreadState_Next(ts)) {
+        int32_t tid = tstate_tid(ts, threads);
+        if (tid <= 0)
+            continue;
+        tids[n] = tid;
+        if (stacks)
+            frames_of(ts, &stacks[n]);
+        n++;
+    }
+#ifdef Py_GIL_DISABLED
+    _PyEval_StartTheWorld(me->interp);
+#endif
+    for (size_t i = 0; i < n; i++) {
+        struct gt_thread *t = gt_registry__register(tids[i], GT_THREAD_EXISTED_AT_START);
+        if (stacks)
+            record_open_frames(t, stacks[i].code, stacks[i].n, ts_ticks);
+    }
+    free(stacks);
+    free(tids);
+    return 0;
+}
+
 int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObject *threads)
 {
     if (tr.active) {
@@ -1687,29 +1839,25 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
 
     /* Frames already open in every thread become calls at the session start, so
      * returns that happen later nest correctly (seed 000's incomplete events). */
-    PyThreadState *me = PyThreadState_Get();
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts;
-         ts = PyThreadState_Next(ts)) {
-        int32_t tid = tstate_tid(ts, threads);
-        if (tid <= 0)
-            continue;
-        struct gt_thread *t = gt_registry__register(tid, GT_THREAD_EXISTED_AT_START);
-        if (!t)
-            continue;
-        PyFrameObject *f = o->functions ? PyThreadState_GetFrame(ts) : NULL; /* new ref */
-        if (f) {
-            push_open_frames(t, f, start_ticks);
-            Py_DECREF(f);
-        }
-    }
+    if (open_frames_at_start(o->functions, start_ticks, threads) < 0)
+        goto fail;
     Py_XSETREF(tr.names, PyDict_New());
     if (!tr.names || watch_new_threads() < 0)
         goto fail;
     tr.watching = 1;
     tr.functions = o->functions;
+#ifdef Py_GIL_DISABLED
+    /* Other threads run on while install() turns the events on: they record from then. */
+    __atomic_store_n(&tr.active, o->functions, __ATOMIC_RELAXED);
+    atomic_store(&ft_open, o->functions);
+#endif
     if (o->functions && install() < 0) {
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
+#ifdef Py_GIL_DISABLED
+        close_subinterps();
+        __atomic_store_n(&tr.active, 0, __ATOMIC_RELAXED);
+#endif
         uninstall();
         unwatch_new_threads();
         tr.watching = 0;
@@ -1717,7 +1865,7 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
         PyErr_Restore(et, ev, tb);
         goto fail;
     }
-    tr.active = o->functions;
+    __atomic_store_n(&tr.active, o->functions, __ATOMIC_RELAXED);
 #if GT_USE_MONITORING
     atomic_store(&sub_attached, 0);
     atomic_store(&sub_attach_failed, 0);
@@ -1749,7 +1897,7 @@ int gt_tracer__stop(void)
     if (tr.active && tr.include && !tr.include_matched)
         note_unmatched_include();
     if (tr.active) {
-        tr.active = 0;
+        __atomic_store_n(&tr.active, 0, __ATOMIC_RELAXED);
         err = uninstall();
     }
     if (tr.watching) {
