@@ -627,23 +627,6 @@ static void record_open_frames(struct gt_thread *t, PyCodeObject **stack, int n,
     }
 }
 
-/* Record the Python frames open on a thread as calls at `ts`, outermost first. */
-static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint64_t ts)
-{
-    PyCodeObject *stack[512];
-    int n = 0;
-    PyFrameObject *f = innermost;
-    Py_XINCREF(f);
-    while (f) {
-        if (n < (int)(sizeof(stack) / sizeof(stack[0])))
-            stack[n++] = PyFrame_GetCode(f); /* new reference */
-        PyFrameObject *back = PyFrame_GetBack(f); /* new reference */
-        Py_DECREF(f);
-        f = back;
-    }
-    record_open_frames(t, stack, n, ts);
-}
-
 /* ------------------------------------------------------------------ hook APIs */
 #if GT_USE_MONITORING
 #include "monitoring.inc" /* 3.12+: sys.monitoring (free_threaded.inc inside) */
