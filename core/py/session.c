@@ -617,7 +617,7 @@ int gt_session__stop(struct gt_session *s)
     /* Which threads ended is decided now: one alive at stop runs to t1 even if it
      * exits before finish. (No record is added after the registry's end.) Free-threaded
      * builds: the thread states are walked with the world stopped, as an ending thread
-     * frees its own (ThreadSanitizer saw the race); other interpreters' threads run on. */
+     * unlinks and frees its own while attached (ThreadSanitizer saw the race). */
 #ifdef Py_GIL_DISABLED
     _PyEval_StopTheWorld(PyInterpreterState_Get());
 #endif

@@ -657,18 +657,32 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssiz
     (void)self;
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
+#ifdef Py_GIL_DISABLED
+    /* The record and the names dict are read marked in flight, as a callback does (stop
+     * frees the records after waiting for the marks); no Python runs while marked. */
+    int mark = ft_enter();
+    struct gt_thread *t = mark >= 0 ? gt_thread_current() : NULL;
+    int32_t tid = t ? t->tid : 0;
+    PyObject *names = t ? Py_XNewRef(tr.names) : NULL;
+    if (mark >= 0)
+        sub_leave(mark);
+#else
     struct gt_thread *t = gt_thread_current();
-    if (t && tr.names) {
-        PyObject *key = PyLong_FromLong(t->tid); /* t is not used after Python code ran */
+    int32_t tid = t ? t->tid : 0;
+    PyObject *names = t ? Py_XNewRef(tr.names) : NULL;
+#endif
+    if (names) {
+        PyObject *key = PyLong_FromLong(tid); /* t is not used after Python code ran */
         PyObject *threading = PyImport_ImportModule("threading");
         PyObject *cur = threading ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
         PyObject *name = cur ? PyObject_GetAttrString(cur, "name") : NULL;
-        if (!name || !key || !tr.names || PyDict_SetItem(tr.names, key, name) < 0)
+        if (!name || !key || PyDict_SetItem(names, key, name) < 0)
             PyErr_Clear();
         Py_XDECREF(key);
         Py_XDECREF(name);
         Py_XDECREF(cur);
         Py_XDECREF(threading);
+        Py_DECREF(names);
     }
 #if !GT_USE_MONITORING
     if (tr.active) {
@@ -950,7 +964,7 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
 #ifdef Py_GIL_DISABLED
     /* Other threads run on while install() turns the events on: they record from then. */
     __atomic_store_n(&tr.active, o->functions, __ATOMIC_RELAXED);
-    atomic_store(&ft_open, o->functions);
+    atomic_store(&ft_open, 1); /* also for thread_bootstrap, which names threads */
 #endif
     if (o->functions && install() < 0) {
         PyObject *et, *ev, *tb;
