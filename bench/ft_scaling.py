@@ -87,7 +87,7 @@ def main(argv=None):
              f"- work per thread: {a.reps} x fib({a.fib}) = {per_thread_calls:,} Python calls; "
              f"{a.rounds} rounds, cells interleaved, medians; CPUs: {os.cpu_count()}; "
              f"load at end: {os.getloadavg()[0]:.1f}",
-             "- traced: `giltracer.trace(c_calls=False, max_events=None)` (hooks backend, every call recorded)",
+             "- traced: `giltracer.trace(c_calls=False, max_events=None)` (the default backend: as root bpf with the GIL, no GIL probe on 3.14t; every call recorded)",
              "", "| threads | untraced Mcalls/s | traced Mcalls/s | traced cost | untraced scaling | traced scaling |",
              "|---|---|---|---|---|---|"]
     for k in THREADS:
