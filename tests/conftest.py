@@ -1,8 +1,15 @@
 import os
 import sys
+import sysconfig
 import threading
 
 import pytest
+
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+# Ground truth about the GIL (who holds it, waits, takes turns) cannot hold on a
+# free-threaded build: tests of it are skipped there with this reason.
+NO_GIL = "free-threaded build: no GIL"
+needs_gil = pytest.mark.skipif(FREE_THREADED, reason=NO_GIL)
 
 
 @pytest.fixture(autouse=True)

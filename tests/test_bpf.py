@@ -24,14 +24,15 @@ import pytest
 
 import giltracer
 import giltracer._core
+from conftest import needs_gil
 from workloads import run_threads, sleeper, spin_for, spin_on_cpu, traced_cpu_pair
 
 _INFO = giltracer._core.build_info()
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [needs_gil, pytest.mark.skipif(
     not _INFO["bpf_available"],
     reason=f"the bpf backend is not available here: {_INFO['bpf_why'] or 'unknown'} "
-           "(run as root with a build that has libbpf)")
+           "(run as root with a build that has libbpf)")]
 
 BACKEND = "bpf"
 # How take_gil can be found (the reason names one): a symbol (pyenv), the debug file,

@@ -51,3 +51,10 @@ def test_every_call_in_every_thread_is_recorded():
         assert len([s for s in spans if s[2] == "worker"]) == 1, tid
         assert len([s for s in spans if s[2] == "leaf"]) == n, tid
 
+
+def test_the_gil_stays_as_the_build_has_it():
+    """Loading and running the tracer does not switch a free-threaded build's GIL on."""
+    with giltracer.trace(c_calls=False):
+        worker(10)
+    if hasattr(sys, "_is_gil_enabled"):
+        assert sys._is_gil_enabled() is (not FREE_THREADED)

@@ -12,10 +12,12 @@ import pytest
 
 import giltracer
 import giltracer._core
+from conftest import needs_gil
 from workloads import (cpu_pair, gil_shares, held_while_preempted, preempted_ns, run_threads, sleeper,
                        socket_waiter, spin_for, traced_cpu_pair)
 
 _INFO = giltracer._core.build_info()
+pytestmark = needs_gil
 BACKENDS = [
     "hooks",
     pytest.param("bpf", marks=pytest.mark.skipif(

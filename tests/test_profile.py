@@ -12,7 +12,10 @@ import pytest
 import giltracer
 import giltracer._core
 import pagedata
+from conftest import needs_gil
 from workloads import pin_to_own_cpu, run_threads
+
+pytestmark = needs_gil  # the profile splits time by GIL state
 
 _INFO = giltracer._core.build_info()
 BACKENDS = [

@@ -9,9 +9,10 @@ import pytest
 
 import giltracer
 import giltracer._core
+from conftest import needs_gil
 
-pytestmark = pytest.mark.skipif(sys.version_info < (3, 12),
-                                reason="per-interpreter GILs need 3.12+")
+pytestmark = [needs_gil, pytest.mark.skipif(sys.version_info < (3, 12),
+                                reason="per-interpreter GILs need 3.12+")]
 
 # Few events per second: one call per 20k loop iterations.
 WORK = """

@@ -21,6 +21,9 @@ import pytest
 
 import giltracer
 import giltracer._core
+from conftest import needs_gil
+
+pytestmark = needs_gil
 
 _INFO = giltracer._core.build_info()
 PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(giltracer.__file__)))

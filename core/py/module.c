@@ -4,6 +4,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,11 +104,51 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
  * refcount is 0 and nothing refers to it), and a failure is reported as unraisable
  * with what failed; the hooks and records are released anyway. A stopped, finished
  * or released session runs no Python here beyond those finalizers. */
+#ifdef Py_GIL_DISABLED
+/* Free-threaded builds: no GIL keeps two threads out of the session calls at once (they
+ * start and stop the process-wide probes): this lock does. The thread holding it enters
+ * again freely (Python code a call runs may start another session, which then finds
+ * this one active, as with the GIL). Waiting for it detaches the thread. */
+static PyMutex session_lock;
+static _Atomic unsigned long session_owner;
+
+static int session_enter(void)
+{
+    unsigned long me = PyThread_get_thread_ident();
+    if (atomic_load(&session_owner) == me)
+        return 0;
+    PyMutex_Lock(&session_lock);
+    atomic_store(&session_owner, me);
+    return 1;
+}
+
+static void session_leave(int locked)
+{
+    if (!locked)
+        return;
+    atomic_store(&session_owner, 0);
+    PyMutex_Unlock(&session_lock);
+}
+#else
+static int session_enter(void)
+{
+    return 0;
+}
+
+static void session_leave(int locked)
+{
+    (void)locked;
+}
+#endif
+
 static void Session_dealloc(SessionObject *self)
 {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    if (gt_session__free(self->s) < 0) {
+    int locked = session_enter();
+    int freed = gt_session__free(self->s);
+    session_leave(locked);
+    if (freed < 0) {
         /* At exit a trace still recording is torn down with the modules it needs
          * (threading): nothing is left to tell the user about. */
         if (gt_is_finalizing())
@@ -129,7 +170,10 @@ static PyObject *Session_start(SessionObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "Session not initialised");
         return NULL;
     }
-    if (gt_session__start(self->s, threads == Py_None ? NULL : threads) < 0)
+    int locked = session_enter();
+    int rc = gt_session__start(self->s, threads == Py_None ? NULL : threads);
+    session_leave(locked);
+    if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -137,7 +181,10 @@ static PyObject *Session_start(SessionObject *self, PyObject *args)
 static PyObject *Session_stop(SessionObject *self, PyObject *noargs)
 {
     (void)noargs;
-    if (self->s && gt_session__stop(self->s) < 0)
+    int locked = session_enter();
+    int rc = self->s ? gt_session__stop(self->s) : 0;
+    session_leave(locked);
+    if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -156,7 +203,9 @@ static PyObject *Session_finish(SessionObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "Session not initialised");
         return NULL;
     }
+    int locked = session_enter();
     struct gt_run *run = gt_session__finish(self->s, names, title, files == Py_None ? NULL : files);
+    session_leave(locked);
     if (!run)
         return NULL;
     ResultObject *r = PyObject_New(ResultObject, &Result_Type);
@@ -796,7 +845,10 @@ static PyObject *mod_probe_info(PyObject *m, PyObject *noargs)
 {
     (void)m;
     (void)noargs;
-    return gt_session__probe_info();
+    int locked = session_enter();
+    PyObject *info = gt_session__probe_info();
+    session_leave(locked);
+    return info;
 }
 
 static PyObject *mod_build_info(PyObject *m, PyObject *noargs)
@@ -828,7 +880,9 @@ static PyObject *mod_stop_active(PyObject *m, PyObject *noargs)
 {
     (void)m;
     (void)noargs;
+    int locked = session_enter();
     int rc = gt_session__stop_active();
+    session_leave(locked);
     if (rc < 0)
         return NULL;
     return PyBool_FromLong(rc);
@@ -920,10 +974,14 @@ cleanup:
     return err;
 }
 
-/* No Py_mod_gil slot: the core is not yet safe without the GIL, so a free-threaded
- * interpreter keeps (or turns on) the GIL when it imports this module. */
+/* Free-threaded builds: the core runs without the GIL (the tracer's callbacks mark
+ * themselves in flight for stop, it reads other threads' frames with the world stopped,
+ * its tables are per thread: `make test-tsan-ft`), so importing it leaves the GIL off. */
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, (void *)module_exec},
+#ifdef Py_GIL_DISABLED
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
     {0, NULL},
 };
 

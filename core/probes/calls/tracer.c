@@ -2,7 +2,12 @@
 /* The function tracer (see tracer.h). The hot path: check the hook's generation, read
  * the clock, find the thread's record (the hook's slot, or TLS), look the code object
  * up in the thread's intern table, push 8 bytes. No allocation, no Python call, no
- * exception state touched. */
+ * exception state touched.
+ *
+ * This file is the recorder every hook API shares (the per-thread intern tables, the
+ * recording, start/stop, collect); each hook API is a file included below, so that its
+ * hot path inlines the recorder's: profile_hook.inc (3.9-3.11, PyEval_SetProfile),
+ * monitoring.inc (3.12+, sys.monitoring) with free_threaded.inc (Py_GIL_DISABLED). */
 #include "tracer.h"
 
 #include <errno.h>
@@ -265,7 +270,7 @@ static enum entry_filter filter(const char *path, const char *name)
     if (!tr.include)
         return F_TRACED;
     if ((path && matches_any(tr.include, path)) || matches_any(tr.include, name)) {
-        tr.include_matched++;
+        __atomic_fetch_add(&tr.include_matched, 1, __ATOMIC_RELAXED); /* any thread */
         return F_TRACED;
     }
     return path ? F_EXCLUDED : F_FOLLOW;
@@ -628,21 +633,11 @@ static inline __attribute__((always_inline)) void on_c(struct gt_thread *t, uint
         on_cfunc(t, ts, ml, callable, caller, kind, entering);
 }
 
-/* Record the Python frames open on a thread as calls at `ts`, outermost first. */
-static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint64_t ts)
+/* Record the code objects `stack` (innermost first; n new references, released here)
+ * of a thread's open frames as calls at `ts`, outermost first. `t` may be NULL. */
+static void record_open_frames(struct gt_thread *t, PyCodeObject **stack, int n, uint64_t ts)
 {
-    PyCodeObject *stack[512];
-    int n = 0;
-    PyFrameObject *f = innermost;
-    Py_XINCREF(f);
-    while (f) {
-        if (n < (int)(sizeof(stack) / sizeof(stack[0])))
-            stack[n++] = PyFrame_GetCode(f); /* new reference */
-        PyFrameObject *back = PyFrame_GetBack(f); /* new reference */
-        Py_DECREF(f);
-        f = back;
-    }
-    struct tr_state *s = tr_get(t);
+    struct tr_state *s = t ? tr_get(t) : NULL;
     for (int i = n - 1; i >= 0; i--) {
         if (s) {
             uint32_t fid;
@@ -665,6 +660,9 @@ static void push_open_frames(struct gt_thread *t, PyFrameObject *innermost, uint
  * Excluded functions (giltracer's own, include/exclude) and those past the budget are
  * left out of the stack. The sampler thread is the call stream's only producer (no
  * function tracer runs), with the GIL held. */
+static void sample_codes(struct gt_thread *t, PyCodeObject **codes, int n, uint64_t ts,
+                         uint32_t flag);
+
 static void sample_frames(struct gt_thread *t, PyFrameObject *innermost, uint64_t ts,
                           uint32_t flag)
 {
@@ -679,7 +677,15 @@ static void sample_frames(struct gt_thread *t, PyFrameObject *innermost, uint64_
         Py_DECREF(f);
         f = back;
     }
-    struct tr_state *s = tr_get(t);
+    sample_codes(t, codes, n, ts, flag);
+}
+
+/* sample_frames' step for a stack already read: `codes` innermost first, n new
+ * references, released here. */
+static void sample_codes(struct gt_thread *t, PyCodeObject **codes, int n, uint64_t ts,
+                         uint32_t flag)
+{
+    struct tr_state *s = t ? tr_get(t) : NULL;
     uint32_t now[512];
     uint32_t depth = 0;
     for (int i = n - 1; i >= 0; i--) {
@@ -712,836 +718,12 @@ static void sample_frames(struct gt_thread *t, PyFrameObject *innermost, uint64_
     s->sdepth = depth;
 }
 
-/* ------------------------------------------------------------------ 3.9 - 3.11 */
-#if !GT_USE_MONITORING
-
-static inline PyCodeObject *frame_code(PyFrameObject *frame)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-    PyCodeObject *code = PyFrame_GetCode(frame);
-    Py_DECREF(code); /* the frame keeps it alive while we use it */
-    return code;
+/* ------------------------------------------------------------------ hook APIs */
+#if GT_USE_MONITORING
+#include "monitoring.inc" /* 3.12+: sys.monitoring (free_threaded.inc inside) */
 #else
-    return frame->f_code;
+#include "profile_hook.inc" /* 3.9-3.11: PyEval_SetProfile */
 #endif
-}
-
-/* The profile function's `obj`, one per thread state: it carries the thread's record,
- * found once, so the hot path needs no TLS lookup. Lives from install to uninstall
- * (the thread state holds the only reference). */
-typedef struct {
-    PyObject_HEAD
-    /* The registry generation the slot was made in: the record `t` is valid while the
-     * registry's generation is still this one (the records are freed only after the
-     * generation ends). A hook left behind by a session that could not remove it (an
-     * audit hook refused sys.setprofile) sees another generation and touches nothing. */
-    uint64_t gen;
-    struct gt_thread *t; /* NULL until the thread's first event */
-    PyThreadState *ts;   /* the thread state it was given to */
-    uint64_t ts_id;      /* ... and its id (an address can be reused) */
-    int late; /* installed by attach_new_threads: record the open frames at first event */
-    int retired; /* stale, and could not remove itself: every event is ignored */
-} SlotObject;
-
-static void slot_dealloc(PyObject *self);
-
-static PyTypeObject Slot_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "giltracer._core._ThreadSlot",
-    .tp_basicsize = sizeof(SlotObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_dealloc = slot_dealloc,
-};
-
-/* A new reference for thread state `ts`, or NULL with an exception set. */
-static PyObject *slot_new(PyThreadState *ts)
-{
-    if (!(Slot_Type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&Slot_Type) < 0)
-        return NULL;
-    SlotObject *o = PyObject_New(SlotObject, &Slot_Type);
-    if (o) {
-        o->gen = atomic_load(&gt_registry_gen);
-        o->t = NULL;
-        o->ts = ts;
-        o->ts_id = ts->id;
-        o->late = 0;
-        o->retired = 0;
-    }
-    return (PyObject *)o;
-}
-
-static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
-
-/* cProfile.Profile or another subclass of _lsprof.Profiler? */
-static int is_lsprof(PyTypeObject *tp)
-{
-    for (; tp; tp = tp->tp_base)
-        if (strcmp(tp->tp_name, "_lsprof.Profiler") == 0)
-            return 1;
-    return 0;
-}
-
-/* A short name for the profile function `func(obj)`, for the trace's notes. No Python
- * code runs: this is called from a deallocator. */
-static void profiler_name(Py_tracefunc func, PyObject *obj, char *buf, size_t len)
-{
-    if (!func) {
-        snprintf(buf, len, "sys.setprofile(None)");
-    } else if (obj && is_lsprof(Py_TYPE(obj))) {
-        snprintf(buf, len, "cProfile");
-    } else if (obj && PyFunction_Check(obj)) {
-        PyObject *q = ((PyFunctionObject *)obj)->func_qualname;
-        snprintf(buf, len, "sys.setprofile(%.72s)",
-                 q && PyUnicode_Check(q) && PyUnicode_IS_ASCII(q) ? (const char *)PyUnicode_DATA(q)
-                                                                   : "a function");
-    } else {
-        snprintf(buf, len, "a profile function (%.40s)", obj ? Py_TYPE(obj)->tp_name : "C");
-    }
-}
-
-/* Does thread state `ts` run Python code (frames open)? A thread state without frames
- * is ending (PyThreadState_Clear drops its profile function). */
-static int ts_has_frame(PyThreadState *ts)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-    return ts->cframe && ts->cframe->current_frame;
-#else
-    return ts->frame != NULL;
-#endif
-}
-
-/* `o`'s thread state, if it still exists (a slot kept by sys.getprofile() can outlive it). */
-static PyThreadState *slot_tstate(SlotObject *o)
-{
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(tr.interp); ts; ts = PyThreadState_Next(ts))
-        if (ts == o->ts && ts->id == o->ts_id)
-            return ts;
-    return NULL;
-}
-
-/* The thread states whose hook went (slot_dealloc): a thread that still runs Python
- * code and now has another profile function than ours or threading's bootstrap (or
- * none) had the tracer displaced, at that time. Runs with the GIL, soon after (a
- * pending call) and at stop. */
-static void look_at_dropped_slots(void)
-{
-    for (size_t i = 0; i < tr.ndropped; i++) {
-        struct dropped_slot *d = &tr.dropped[i];
-        PyThreadState *ts = PyInterpreterState_ThreadHead(tr.interp);
-        while (ts && !(ts == d->ts && ts->id == d->ts_id))
-            ts = PyThreadState_Next(ts);
-        if (!ts || !ts_has_frame(ts) || ts->c_profilefunc == profile_hook ||
-            (ts->c_profileobj && ts->c_profileobj == tr.bootstrap))
-            continue;
-        if (tr.displaced++ == 0 || d->ticks < tr.displaced_ticks) {
-            tr.displaced_ticks = d->ticks;
-            profiler_name(ts->c_profilefunc, ts->c_profileobj, tr.displaced_by,
-                          sizeof(tr.displaced_by));
-        }
-    }
-    tr.ndropped = 0;
-}
-
-static int look_at_dropped_slots_pending(void *arg)
-{
-    (void)arg;
-    tr.look_scheduled = 0;
-    if (tr.active)
-        look_at_dropped_slots();
-    return 0;
-}
-
-/* A slot of the running session goes: the thread state released it (it ends), or its
- * profile function changed: threading's bootstrap, or another profiler, which then
- * displaced the tracer on that thread (its later calls are lost). The new profile
- * function is set after the old one is released: it is looked at a little later. No
- * Python code runs here. */
-static void slot_dealloc(PyObject *self)
-{
-    SlotObject *o = (SlotObject *)self;
-    PyThreadState *ts;
-    if (tr.active && !o->retired && o->gen == atomic_load(&gt_registry_gen) &&
-        (ts = slot_tstate(o)) && ts_has_frame(ts)) {
-        if (tr.ndropped == tr.cdropped) {
-            size_t n = tr.cdropped ? tr.cdropped * 2 : 16;
-            struct dropped_slot *d = realloc(tr.dropped, n * sizeof(*d));
-            if (d) {
-                tr.dropped = d;
-                tr.cdropped = n;
-            }
-        }
-        if (tr.ndropped < tr.cdropped)
-            tr.dropped[tr.ndropped++] = (struct dropped_slot){ts, ts->id, gt_ticks()};
-        if (!tr.look_scheduled && Py_AddPendingCall(look_at_dropped_slots_pending, NULL) == 0)
-            tr.look_scheduled = 1;
-    }
-    PyObject_Free(self);
-}
-
-/* A hook of an ended session (see SlotObject.gen): remove it from the thread, or, if
- * an audit hook refuses, mark it so that it ignores every event. Frees `o` when the
- * removal succeeds: the caller must not touch it afterwards. */
-static void slot_retire(SlotObject *o)
-{
-    if (o->retired)
-        return;
-    o->retired = 1;
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    if (_PyEval_SetProfile(PyThreadState_Get(), NULL, NULL) < 0)
-        PyErr_Clear();
-    PyErr_Restore(et, ev, tb);
-}
-
-/* Once per thread: its record; a thread attached late first records the frames it
- * has open (for a call event, the frame being entered is not open yet). */
-static struct gt_thread *slot_bind(SlotObject *o, PyFrameObject *frame, int what, uint64_t ts)
-{
-    if (!tr.active) /* between stop and the generation's end: record nothing */
-        return NULL;
-    struct gt_thread *t = o->t = gt_thread_current();
-    if (t && o->late) {
-        o->late = 0;
-        struct tr_state *s = tr_get(t);
-        if (s)
-            s->hooked_before_bootstrap = 1;
-        PyFrameObject *open = what == PyTrace_CALL ? PyFrame_GetBack(frame)
-                                                   : (PyFrameObject *)Py_NewRef(frame);
-        if (open) {
-            push_open_frames(t, open, ts);
-            Py_DECREF(open);
-        }
-    }
-    return t;
-}
-
-static inline struct gt_thread *slot_thread(SlotObject *o, PyFrameObject *frame, int what,
-                                            uint64_t ts)
-{
-    if (__builtin_expect(o->t != NULL, 1))
-        return o->t;
-    return slot_bind(o, frame, what, ts);
-}
-
-/* _PyEval_SetProfile on thread state `ts`: 0, or -1 with the exception set here. 3.10
- * and 3.11 refuse while another thread is installing a profile function (its audit
- * hook may be blocked) and set that error in `ts`: it is moved here, where it belongs. */
-static int set_profile(PyThreadState *ts, Py_tracefunc func, PyObject *obj)
-{
-    int had = ts->curexc_type != NULL;
-    if (_PyEval_SetProfile(ts, func, obj) == 0)
-        return 0;
-    if (ts != PyThreadState_Get() && !had && ts->curexc_type) {
-        PyObject *et = ts->curexc_type, *ev = ts->curexc_value, *tb = ts->curexc_traceback;
-        ts->curexc_type = ts->curexc_value = ts->curexc_traceback = NULL;
-        if (PyErr_Occurred()) {
-            Py_DECREF(et);
-            Py_XDECREF(ev);
-            Py_XDECREF(tb);
-        } else {
-            PyErr_Restore(et, ev, tb);
-        }
-    }
-    if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_RuntimeError, "the profile function could not be changed");
-    return -1;
-}
-
-/* Threads that start without threading.Thread (_thread.start_new_thread, C code calling
- * PyGILState_Ensure) never pass through threading's profile hook: give every thread
- * state that has no profile function ours. Runs, with the GIL, from a traced thread
- * when the newest thread state changed, e.g. right after start_new_thread returns,
- * before the new thread can run. */
-static void attach_new_threads(PyThreadState *head)
-{
-    uint64_t known = tr.known_head_id;
-    tr.known_head_id = head->id;
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    for (PyThreadState *ts = head; ts; ts = PyThreadState_Next(ts)) {
-        /* Only thread states made since the last look (ids only grow): an older one
-         * without a profile function had ours removed by another profiler, and its
-         * recorded calls cannot be continued where they stopped. */
-        if (ts->id <= known)
-            continue;
-        if (ts->c_profilefunc) /* ours, threading's bootstrap, or someone else's */
-            continue;
-        PyObject *slot = slot_new(ts);
-        if (slot) {
-            ((SlotObject *)slot)->late = 1;
-            if (set_profile(ts, profile_hook, slot) == 0) {
-                /* Frames already open: it started (from C) while no traced thread
-                 * ran, and part of its life is missing. Said at stop. */
-                PyFrameObject *f = PyThreadState_GetFrame(ts);
-                tr.attached_running += f != NULL;
-                Py_XDECREF(f);
-                tr.attached_late++;
-            } else {
-                tr.attach_failed++;
-            }
-            Py_DECREF(slot);
-        } else {
-            tr.attach_failed++;
-        }
-        PyErr_Clear();
-    }
-    PyErr_Restore(et, ev, tb);
-}
-
-static inline void watch_thread_states(void)
-{
-    if (__builtin_expect(!tr.active, 0))
-        return;
-    PyThreadState *head = PyInterpreterState_ThreadHead(tr.interp);
-    if (__builtin_expect(head && head->id != tr.known_head_id, 0))
-        attach_new_threads(head);
-}
-
-static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
-{
-    SlotObject *o = (SlotObject *)obj;
-    /* One relaxed load and a compare: is the session that made this hook still the
-     * registry's generation? If not, its records may be freed. */
-    if (__builtin_expect(o->gen != atomic_load_explicit(&gt_registry_gen, memory_order_relaxed), 0)) {
-        slot_retire(o);
-        return 0;
-    }
-    /* C events come with c_calls=False too: they need no clock (reading the TSC is
-     * most of this hook's own cost), only the check for new thread states. */
-    if (what >= PyTrace_C_CALL && what <= PyTrace_C_RETURN && !tr.c_calls) {
-        if (what == PyTrace_C_RETURN)
-            watch_thread_states(); /* e.g. _thread.start_new_thread just returned */
-        return 0;
-    }
-    uint64_t ts = gt_ticks();
-    struct gt_thread *t = slot_thread(o, frame, what, ts);
-    switch (what) {
-    case PyTrace_CALL:
-        on_py(t, ts, frame_code(frame), GT_CALL, 1);
-        break;
-    case PyTrace_RETURN: /* arg is NULL when an exception unwinds the frame */
-        on_py(t, ts, frame_code(frame), arg ? GT_RETURN : GT_UNWIND, 0);
-        break;
-    case PyTrace_C_CALL:
-        on_c(t, ts, arg, frame, GT_CCALL, 1);
-        break;
-    case PyTrace_C_RETURN:
-        on_c(t, ts, arg, frame, GT_CRETURN, 0);
-        watch_thread_states(); /* e.g. _thread.start_new_thread just returned */
-        break;
-    case PyTrace_C_EXCEPTION:
-        on_c(t, ts, arg, frame, GT_CRAISE, 0);
-        break;
-    default:
-        break;
-    }
-    return 0;
-}
-
-static int install(void)
-{
-    int err = -1;
-    PyInterpreterState *interp = PyThreadState_Get()->interp;
-    tr.interp = interp;
-    tr.attached_late = tr.attached_running = tr.attach_failed = 0;
-    tr.paused = tr.displaced = tr.left_running = 0;
-    tr.ndropped = 0;
-    size_t n = 0;
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts))
-        n++;
-    tr.saved = calloc(n ? n : 1, sizeof(*tr.saved));
-    if (!tr.saved) {
-        PyErr_NoMemory();
-        goto cleanup;
-    }
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
-        struct saved_profile *sp = &tr.saved[tr.nsaved++];
-        sp->ts = ts;
-        sp->ts_id = ts->id;
-        if (ts->c_profilefunc != profile_hook) { /* ours: left by an ended session */
-            sp->func = ts->c_profilefunc;
-            sp->obj = Py_XNewRef(ts->c_profileobj);
-        }
-        if (sp->func && tr.paused++ == 0)
-            profiler_name(sp->func, sp->obj, tr.paused_by, sizeof(tr.paused_by));
-        PyObject *slot = slot_new(ts);
-        if (!slot)
-            goto cleanup;
-        int rc = set_profile(ts, profile_hook, slot); /* takes its own reference */
-        Py_DECREF(slot);
-        if (rc < 0)
-            goto cleanup;
-    }
-    PyThreadState *head = PyInterpreterState_ThreadHead(interp);
-    tr.known_head_id = head ? head->id : 0;
-    err = 0;
-cleanup:
-    return err;
-}
-
-/* Give every thread state back the profile function it had at start. A thread whose
- * hook another profiler replaced during the trace keeps that profiler if it still
- * runs (it was started last). Returns 0, or -1 with a Python exception set when an
- * audit hook refused: the hooks left behind then ignore every event (their session's
- * generation ends) and remove themselves at their next event if they can. */
-static int uninstall(void)
-{
-    PyInterpreterState *interp = PyThreadState_Get()->interp;
-    look_at_dropped_slots();
-    uint64_t failed = 0;
-    PyObject *et = NULL, *ev = NULL, *tb = NULL;
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
-        Py_tracefunc func = NULL;
-        PyObject *obj = NULL;
-        for (size_t i = 0; i < tr.nsaved; i++) {
-            if (tr.saved[i].ts == ts && tr.saved[i].ts_id == ts->id) {
-                func = tr.saved[i].func;
-                obj = tr.saved[i].obj;
-                break;
-            }
-        }
-        Py_tracefunc cur = ts->c_profilefunc;
-        if (cur && cur != profile_hook && !(ts->c_profileobj && ts->c_profileobj == tr.bootstrap)) {
-            tr.left_running++;
-            continue;
-        }
-        if (!cur && !func)
-            continue;
-        if (set_profile(ts, func, obj) < 0) {
-            if (failed++ == 0)
-                PyErr_Fetch(&et, &ev, &tb);
-            else
-                PyErr_Clear();
-        }
-    }
-    for (size_t i = 0; i < tr.nsaved; i++)
-        Py_XDECREF(tr.saved[i].obj);
-    free(tr.saved);
-    tr.saved = NULL;
-    tr.nsaved = 0;
-    if (!failed)
-        return 0;
-    PyErr_Restore(et, ev, tb); /* set_profile's: the cause */
-    _PyErr_FormatFromCause(PyExc_RuntimeError,
-                           "giltracer: could not remove the function tracer from %llu thread(s) "
-                           "(refused, e.g. by an audit hook on sys.setprofile): it records "
-                           "nothing more there, and the profile functions those threads had "
-                           "before the trace are not restored",
-                           (unsigned long long)failed);
-    return -1;
-}
-
-#else /* ------------------------------------------------------------ 3.12+ */
-
-/* The calling thread's record, as gt_thread_current() gives it, cached in a TLS
- * variable of the initial-exec model: gt_tls, in a dlopen()ed module's default model,
- * costs a __tls_get_addr call per event (perf, builtins on 3.12: ~7 % of all samples).
- * Keyed by the registry generation like gt_tls, so a new session never sees a stale
- * record. 16 bytes of static TLS, which glibc reserves room for. */
-static __thread struct gt_tls tr_tls __attribute__((tls_model("initial-exec")));
-
-static inline struct gt_thread *tr_thread(void)
-{
-    uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
-    if (__builtin_expect(tr_tls.gen == gen && gen != 0, 1))
-        return tr_tls.thread;
-    if (!tr.active) /* callbacks left registered by a failed uninstall: record nothing */
-        return NULL;
-    struct gt_thread *t = gt_thread_current();
-    if (t) {
-        tr_tls.thread = t;
-        tr_tls.gen = gen;
-    }
-    return t;
-}
-
-/* The callbacks are called by sys.monitoring through vectorcall, directly: as
- * PyCFunctions each event went through one more dispatch layer
- * (cfunction_vectorcall_FASTCALL, ~3 % of a traced fib's samples on 3.12). */
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc call;
-} CallbackObject;
-
-static PyTypeObject Callback_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "giltracer._core._MonitoringCallback",
-    .tp_basicsize = sizeof(CallbackObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(CallbackObject, call),
-    .tp_call = PyVectorcall_Call,
-};
-
-/* A new reference, or NULL with an exception set. */
-static PyObject *callback_new(vectorcallfunc fn)
-{
-    if (!Callback_Type.tp_dealloc && PyType_Ready(&Callback_Type) < 0)
-        return NULL;
-    CallbackObject *o = PyObject_New(CallbackObject, &Callback_Type);
-    if (o)
-        o->call = fn;
-    return (PyObject *)o;
-}
-
-/* PY_START, PY_RESUME, PY_THROW, PY_RETURN, PY_YIELD, PY_UNWIND: (code, offset, ...). */
-static inline PyObject *py_callback(PyObject *const *args, size_t nargsf, uint32_t kind,
-                                    int entering)
-{
-    uint64_t ts = gt_ticks();
-    if (PyVectorcall_NARGS(nargsf) >= 1)
-        on_py(tr_thread(), ts, (PyCodeObject *)args[0], kind, entering);
-    Py_RETURN_NONE;
-}
-
-static PyObject *cb_start(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw)
-{
-    (void)self;
-    (void)kw;
-    return py_callback(args, nargsf, GT_CALL, 1);
-}
-
-static PyObject *cb_return(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw)
-{
-    (void)self;
-    (void)kw;
-    return py_callback(args, nargsf, GT_RETURN, 0);
-}
-
-static PyObject *cb_unwind(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw)
-{
-    (void)self;
-    (void)kw;
-    return py_callback(args, nargsf, GT_UNWIND, 0);
-}
-
-/* CALL, C_RETURN, C_RAISE: (code, offset, callable, arg0). CALL comes for every call,
- * Python callees included: neither the clock (reading the TSC is most of a callback's
- * own cost) nor the thread's record is looked at unless the callee is a C function. */
-static inline PyObject *c_callback(PyObject *const *args, size_t nargsf, uint32_t kind,
-                                   int entering)
-{
-    PyMethodDef *ml = PyVectorcall_NARGS(nargsf) >= 3 ? c_method_def(args[2]) : NULL;
-    if (ml) {
-        struct gt_thread *t = tr_thread();
-        on_cfunc(t, gt_ticks(), ml, args[2], (PyCodeObject *)args[0], kind, entering);
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *cb_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw)
-{
-    (void)self;
-    (void)kw;
-    return c_callback(args, nargsf, GT_CCALL, 1);
-}
-
-static PyObject *cb_creturn(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw)
-{
-    (void)self;
-    (void)kw;
-    return c_callback(args, nargsf, GT_CRETURN, 0);
-}
-
-static PyObject *cb_craise(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw)
-{
-    (void)self;
-    (void)kw;
-    return c_callback(args, nargsf, GT_CRAISE, 0);
-}
-
-static const vectorcallfunc cb_funcs[] = {cb_start, cb_return, cb_unwind,
-                                          cb_call,  cb_creturn, cb_craise};
-
-/* (event name, callback index, needs c_calls) */
-static const struct {
-    const char *event;
-    int cb;
-    int c;
-} cb_table[] = {
-    {"PY_START", 0, 0}, {"PY_RESUME", 0, 0}, {"PY_THROW", 0, 0},
-    {"PY_RETURN", 1, 0}, {"PY_YIELD", 1, 0}, {"PY_UNWIND", 2, 0},
-    {"CALL", 3, 1},      {"C_RETURN", 4, 1}, {"C_RAISE", 5, 1},
-};
-#define NCB ((int)(sizeof(cb_table) / sizeof(cb_table[0])))
-
-static int register_here(PyObject *m, const vectorcallfunc *fns, PyObject *keep);
-
-static int install(void)
-{
-    PyObject *sys = PyImport_ImportModule("sys");
-    if (!sys)
-        return -1;
-    tr.monitoring = PyObject_GetAttrString(sys, "monitoring");
-    Py_DECREF(sys);
-    tr.callbacks = PyList_New(0);
-    if (!tr.monitoring || !tr.callbacks)
-        return -1;
-    int err = register_here(tr.monitoring, cb_funcs, tr.callbacks);
-    if (err == -2) /* not ours: uninstall must not free it */
-        Py_CLEAR(tr.monitoring);
-    return err < 0 ? -1 : 0;
-}
-
-/* ---- subinterpreters (each has its own sys.monitoring) ----
-
- * Their callbacks run under another GIL than the one stop holds: each marks itself in
- * flight (a per-thread stripe of counters) and checks sub_open, so that once stop has
- * closed it and waited for the marks no subinterpreter thread touches a record or a
- * tracer table. A closed subinterpreter's callbacks remove themselves (it is the only
- * place code can run there). */
-#define SUB_STRIPES 64
-static atomic_int sub_open;
-static struct {
-    atomic_int n;
-    char pad[64 - sizeof(atomic_int)];
-} sub_inflight[SUB_STRIPES] __attribute__((aligned(64)));
-static atomic_uint sub_next_stripe;
-static __thread int sub_stripe = -1;
-static atomic_ulong sub_attached, sub_attach_failed;
-
-static inline int sub_enter(void)
-{
-    if (__builtin_expect(sub_stripe < 0, 0))
-        sub_stripe = (int)(atomic_fetch_add(&sub_next_stripe, 1) % SUB_STRIPES);
-    int i = sub_stripe;
-    atomic_fetch_add(&sub_inflight[i].n, 1); /* seq_cst: pairs with close_subinterps */
-    if (__builtin_expect(atomic_load(&sub_open), 1))
-        return i;
-    atomic_fetch_sub_explicit(&sub_inflight[i].n, 1, memory_order_release);
-    return -1;
-}
-
-static inline void sub_leave(int i)
-{
-    atomic_fetch_sub_explicit(&sub_inflight[i].n, 1, memory_order_release);
-}
-
-/* sys.monitoring of the calling (sub)interpreter: borrowed, or NULL (none yet). */
-static PyObject *here_monitoring(void)
-{
-    PyObject *m = PySys_GetObject("monitoring");
-    if (!m)
-        PyErr_Clear();
-    return m;
-}
-
-/* In a subinterpreter whose session ended: take our callbacks out. */
-static void sub_retire(void)
-{
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    PyObject *m = here_monitoring();
-    PyObject *r = m ? PyObject_CallMethod(m, "get_tool", "i", TOOL_ID) : NULL;
-    if (r && PyUnicode_Check(r) && PyUnicode_CompareWithASCIIString(r, "giltracer") == 0) {
-        Py_XDECREF(PyObject_CallMethod(m, "set_events", "ii", TOOL_ID, 0));
-        Py_XDECREF(PyObject_CallMethod(m, "free_tool_id", "i", TOOL_ID));
-        PyObject *d = PyInterpreterState_GetDict(PyInterpreterState_Get());
-        if (d && PyDict_GetItemString(d, SUB_KEEP))
-            PyDict_DelItemString(d, SUB_KEEP);
-    }
-    Py_XDECREF(r);
-    PyErr_Clear();
-    PyErr_Restore(et, ev, tb);
-}
-
-#define SUB_CB(name, inner)                                                                  \
-    static PyObject *sub_##name(PyObject *self, PyObject *const *args, size_t nargsf,        \
-                                PyObject *kw)                                                \
-    {                                                                                        \
-        int i = sub_enter();                                                                 \
-        if (i < 0) {                                                                         \
-            sub_retire();                                                                    \
-            Py_RETURN_NONE;                                                                  \
-        }                                                                                    \
-        PyObject *r = inner(self, args, nargsf, kw);                                         \
-        sub_leave(i);                                                                        \
-        return r;                                                                            \
-    }
-SUB_CB(start, cb_start)
-SUB_CB(return, cb_return)
-SUB_CB(unwind, cb_unwind)
-SUB_CB(call, cb_call)
-SUB_CB(creturn, cb_creturn)
-SUB_CB(craise, cb_craise)
-
-static const vectorcallfunc sub_cb_funcs[] = {sub_start, sub_return, sub_unwind, sub_call, sub_creturn, sub_craise};
-
-/* Register the callbacks `fns` in sys.monitoring `m` of the calling interpreter. 0, or
- * -1 with an exception set (-2: the tool id is another tool's, left alone). */
-static int register_here(PyObject *m, const vectorcallfunc *fns, PyObject *keep)
-{
-    int err = -1;
-    PyObject *events = NULL, *r = PyObject_CallMethod(m, "get_tool", "i", TOOL_ID);
-    if (!r)
-        return -1;
-    if (PyUnicode_Check(r) && PyUnicode_CompareWithASCIIString(r, "giltracer") == 0) {
-        Py_SETREF(r, PyObject_CallMethod(m, "free_tool_id", "i", TOOL_ID));
-        if (!r)
-            return -1;
-        Py_SETREF(r, Py_NewRef(Py_None));
-    }
-    if (r != Py_None) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "giltracer: sys.monitoring tool id %d (the profiler slot) is in use by "
-                     "%R; stop that profiler first (cProfile/profile: disable(); another "
-                     "tool: its own stop, or sys.monitoring.free_tool_id(%d) if nothing "
-                     "uses it any more), or trace with functions=False (the GIL probe "
-                     "needs no tool id)",
-                     TOOL_ID, r, TOOL_ID);
-        Py_DECREF(r);
-        return -2;
-    }
-    Py_CLEAR(r);
-    r = PyObject_CallMethod(m, "use_tool_id", "is", TOOL_ID, "giltracer");
-    if (!r)
-        goto cleanup;
-    Py_CLEAR(r);
-    events = PyObject_GetAttrString(m, "events");
-    if (!events)
-        goto cleanup;
-    long mask = 0;
-    for (int i = 0; i < NCB; i++) {
-        if (cb_table[i].c && !tr.c_calls)
-            continue;
-        PyObject *ev = PyObject_GetAttrString(events, cb_table[i].event);
-        if (!ev)
-            goto cleanup;
-        long bit = PyLong_AsLong(ev);
-        Py_DECREF(ev);
-        if (bit == -1 && PyErr_Occurred())
-            goto cleanup;
-        PyObject *fn = callback_new(fns[cb_table[i].cb]);
-        if (!fn || (keep && PyList_Append(keep, fn) < 0)) {
-            Py_XDECREF(fn);
-            goto cleanup;
-        }
-        r = PyObject_CallMethod(m, "register_callback", "ilO", TOOL_ID, bit, fn);
-        Py_DECREF(fn);
-        if (!r)
-            goto cleanup;
-        Py_CLEAR(r);
-        mask |= bit;
-    }
-    r = PyObject_CallMethod(m, "set_events", "il", TOOL_ID, mask);
-    if (!r)
-        goto cleanup;
-    err = 0;
-cleanup:
-    Py_XDECREF(r);
-    Py_XDECREF(events);
-    return err;
-}
-
-int gt_tracer__attach_interp(void)
-{
-    if (!atomic_load(&sub_open) || !in_subinterp() || !Callback_Type.tp_dealloc)
-        return 0;
-    PyObject *m = here_monitoring();
-    if (!m) /* still being created */
-        return 0;
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    PyObject *d = PyInterpreterState_GetDict(PyInterpreterState_Get());
-    PyObject *keep = PyList_New(0);
-    int err = !d || !keep || PyDict_SetItemString(d, SUB_KEEP, keep) < 0 ? -1 : 0;
-    Py_XDECREF(keep);
-    if (err == 0)
-        err = register_here(m, sub_cb_funcs, NULL);
-    if (err < 0) {
-        PyErr_Clear();
-        atomic_fetch_add(&sub_attach_failed, 1);
-    } else {
-        atomic_fetch_add(&sub_attached, 1);
-    }
-    PyErr_Restore(et, ev, tb);
-    return err < 0 ? -1 : 1;
-}
-
-/* No subinterpreter callback records from here on (called with the main GIL). */
-static void close_subinterps(void)
-{
-    atomic_store(&sub_open, 0);
-    for (int i = 0; i < SUB_STRIPES; i++)
-        while (atomic_load_explicit(&sub_inflight[i].n, memory_order_acquire))
-            sched_yield();
-}
-
-/* Leaves nothing behind for the id's next user: 3.14+ clear_tool_id() drops the
- * events and callbacks (and free_tool_id() calls it too); 3.12 and 3.13's
- * free_tool_id() keeps the callbacks registered, so they are unregistered one by
- * one (a later tool with this id that enabled an event it registered no callback
- * for would otherwise call ours). */
-static int uninstall(void)
-{
-    if (!tr.monitoring)
-        return 0;
-    /* Every step is tried; the first failure (e.g. an audit hook's refusal) is reported,
-     * and no Python is called with an exception pending. */
-    PyObject *et = NULL, *ev = NULL, *tb = NULL;
-#define KEEP_FIRST_ERROR()                                                                 \
-    do {                                                                                   \
-        if (!et)                                                                           \
-            PyErr_Fetch(&et, &ev, &tb);                                                    \
-        else                                                                               \
-            PyErr_Clear();                                                                 \
-    } while (0)
-    PyObject *r = PyObject_CallMethod(tr.monitoring, "set_events", "ii", TOOL_ID, 0);
-    if (!r)
-        KEEP_FIRST_ERROR();
-    Py_XDECREF(r);
-    if (PyObject_HasAttrString(tr.monitoring, "clear_tool_id")) {
-        r = PyObject_CallMethod(tr.monitoring, "clear_tool_id", "i", TOOL_ID);
-        if (!r)
-            KEEP_FIRST_ERROR();
-        Py_XDECREF(r);
-    } else {
-        PyObject *events = PyObject_GetAttrString(tr.monitoring, "events");
-        if (!events)
-            KEEP_FIRST_ERROR();
-        for (int i = 0; events && i < NCB; i++) {
-            PyObject *evbit = PyObject_GetAttrString(events, cb_table[i].event);
-            long bit = evbit ? PyLong_AsLong(evbit) : -1;
-            Py_XDECREF(evbit);
-            r = bit > 0 ? PyObject_CallMethod(tr.monitoring, "register_callback", "ilO",
-                                              TOOL_ID, bit, Py_None)
-                        : NULL;
-            Py_XDECREF(r);
-            if (!r) {
-                KEEP_FIRST_ERROR();
-                break; /* a refusal refuses them all */
-            }
-        }
-        Py_XDECREF(events);
-    }
-    r = PyObject_CallMethod(tr.monitoring, "free_tool_id", "i", TOOL_ID);
-    if (!r)
-        KEEP_FIRST_ERROR();
-    Py_XDECREF(r);
-#undef KEEP_FIRST_ERROR
-    Py_CLEAR(tr.callbacks);
-    Py_CLEAR(tr.monitoring);
-    if (!et)
-        return 0;
-    /* One RuntimeError that says what was left behind, caused by the first failure. */
-    PyErr_NormalizeException(&et, &ev, &tb);
-    if (tb && ev)
-        PyException_SetTraceback(ev, tb);
-    PyErr_Format(PyExc_RuntimeError,
-                 "giltracer: could not remove the function tracer's sys.monitoring "
-                 "callbacks (tool id %d): %S; they stay registered and record nothing",
-                 TOOL_ID, ev ? ev : Py_None);
-    PyObject *nt, *nv, *ntb;
-    PyErr_Fetch(&nt, &nv, &ntb);
-    PyErr_NormalizeException(&nt, &nv, &ntb);
-    if (nv && ev)
-        PyException_SetCause(nv, ev); /* steals ev */
-    else
-        Py_XDECREF(ev);
-    Py_XDECREF(et);
-    Py_XDECREF(tb);
-    PyErr_Restore(nt, nv, ntb);
-    return -1;
-}
-
-#endif /* GT_USE_MONITORING */
 
 #if !GT_USE_MONITORING /* subinterpreters share the main GIL and are not traced */
 int gt_tracer__attach_interp(void)
@@ -1566,18 +748,32 @@ static PyObject *thread_bootstrap(PyObject *self, PyObject *const *args, Py_ssiz
     (void)self;
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
+#ifdef Py_GIL_DISABLED
+    /* The record and the names dict are read marked in flight, as a callback does (stop
+     * frees the records after waiting for the marks); no Python runs while marked. */
+    int mark = ft_enter();
+    struct gt_thread *t = mark >= 0 ? gt_thread_current() : NULL;
+    int32_t tid = t ? t->tid : 0;
+    PyObject *names = t ? Py_XNewRef(tr.names) : NULL;
+    if (mark >= 0)
+        sub_leave(mark);
+#else
     struct gt_thread *t = gt_thread_current();
-    if (t && tr.names) {
-        PyObject *key = PyLong_FromLong(t->tid); /* t is not used after Python code ran */
+    int32_t tid = t ? t->tid : 0;
+    PyObject *names = t ? Py_XNewRef(tr.names) : NULL;
+#endif
+    if (names) {
+        PyObject *key = PyLong_FromLong(tid); /* t is not used after Python code ran */
         PyObject *threading = PyImport_ImportModule("threading");
         PyObject *cur = threading ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
         PyObject *name = cur ? PyObject_GetAttrString(cur, "name") : NULL;
-        if (!name || !key || !tr.names || PyDict_SetItem(tr.names, key, name) < 0)
+        if (!name || !key || PyDict_SetItem(names, key, name) < 0)
             PyErr_Clear();
         Py_XDECREF(key);
         Py_XDECREF(name);
         Py_XDECREF(cur);
         Py_XDECREF(threading);
+        Py_DECREF(names);
     }
 #if !GT_USE_MONITORING
     if (tr.active) {
@@ -1740,6 +936,90 @@ static int32_t tstate_tid(PyThreadState *ts, PyObject *threads)
 #endif
 }
 
+#ifdef Py_GIL_DISABLED
+/* Internal but exported (Include/internal/pycore_pystate.h, 3.13+): every other thread
+ * of the interpreter waits at its next safe point until the world starts again. */
+extern void _PyEval_StopTheWorld(PyInterpreterState *interp);
+extern void _PyEval_StartTheWorld(PyInterpreterState *interp);
+#endif
+
+/* The code objects of a thread's open frames, innermost first (new references). */
+struct open_stack {
+    int32_t tid;
+    int n;
+    PyCodeObject *code[512];
+};
+
+static int frames_of(PyThreadState *ts, struct open_stack *st)
+{
+    PyFrameObject *f = PyThreadState_GetFrame(ts); /* new ref */
+    int n = 0;
+    while (f) {
+        if (n < (int)(sizeof(st->code) / sizeof(st->code[0])))
+            st->code[n++] = PyFrame_GetCode(f); /* new reference */
+        PyFrameObject *back = PyFrame_GetBack(f); /* new reference */
+        Py_DECREF(f);
+        f = back;
+    }
+    st->n = n;
+    return n;
+}
+
+/* Register every thread of the interpreter and record the Python frames open in each
+ * (`functions`) as calls at `ts`. The frames are read first, then recorded: on a
+ * free-threaded build the other threads run, so they are read with the world stopped
+ * (which takes no Python call: nothing in between may detach), and recorded into the
+ * other threads' streams before install() lets those threads push there. 0, or -1
+ * with an exception set (out of memory). */
+static int open_frames_at_start(int functions, int sample, uint64_t ts_ticks, PyObject *threads)
+{
+    PyThreadState *me = PyThreadState_Get();
+    size_t n = 0, cap = 0;
+    struct open_stack *stacks = NULL;
+    int32_t *tids = NULL;
+    /* Thread ids first (tstate_tid may call Python before 3.11; never here on ft). */
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts;
+         ts = PyThreadState_Next(ts))
+        cap++;
+    cap += 16; /* threads started while we look */
+    tids = calloc(cap, sizeof(*tids));
+    if (!tids) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if ((functions || sample) && !(stacks = malloc(cap * sizeof(*stacks)))) {
+        free(tids);
+        PyErr_NoMemory();
+        return -1;
+    }
+#ifdef Py_GIL_DISABLED
+    _PyEval_StopTheWorld(me->interp);
+#endif
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts && n < cap;
+         ts = PyThreadState_Next(ts)) {
+        int32_t tid = tstate_tid(ts, threads);
+        if (tid <= 0)
+            continue;
+        tids[n] = tid;
+        if (stacks)
+            frames_of(ts, &stacks[n]);
+        n++;
+    }
+#ifdef Py_GIL_DISABLED
+    _PyEval_StartTheWorld(me->interp);
+#endif
+    for (size_t i = 0; i < n; i++) {
+        struct gt_thread *t = gt_registry__register(tids[i], GT_THREAD_EXISTED_AT_START);
+        if (stacks && sample) /* the sampler's first stack */
+            sample_codes(t, stacks[i].code, stacks[i].n, ts_ticks, GT_CALL_OPEN_AT_START);
+        else if (stacks)
+            record_open_frames(t, stacks[i].code, stacks[i].n, ts_ticks);
+    }
+    free(stacks);
+    free(tids);
+    return 0;
+}
+
 int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObject *threads)
 {
     if (tr.active) {
@@ -1772,32 +1052,25 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
 
     /* Frames already open in every thread become calls at the session start, so
      * returns that happen later nest correctly (seed 000's incomplete events). */
-    PyThreadState *me = PyThreadState_Get();
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts;
-         ts = PyThreadState_Next(ts)) {
-        int32_t tid = tstate_tid(ts, threads);
-        if (tid <= 0)
-            continue;
-        struct gt_thread *t = gt_registry__register(tid, GT_THREAD_EXISTED_AT_START);
-        if (!t)
-            continue;
-        PyFrameObject *f = o->functions || o->sample ? PyThreadState_GetFrame(ts) : NULL;
-        if (f) { /* (a new reference) */
-            if (o->sample)
-                sample_frames(t, f, start_ticks, GT_CALL_OPEN_AT_START);
-            else
-                push_open_frames(t, f, start_ticks);
-            Py_DECREF(f);
-        }
-    }
+    if (open_frames_at_start(o->functions, o->sample, start_ticks, threads) < 0)
+        goto fail;
     Py_XSETREF(tr.names, PyDict_New());
     if (!tr.names || watch_new_threads() < 0)
         goto fail;
     tr.watching = 1;
     tr.functions = o->functions;
+#ifdef Py_GIL_DISABLED
+    /* Other threads run on while install() turns the events on: they record from then. */
+    __atomic_store_n(&tr.active, o->functions, __ATOMIC_RELAXED);
+    atomic_store(&ft_open, 1); /* also for thread_bootstrap, which names threads */
+#endif
     if (o->functions && install() < 0) {
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
+#ifdef Py_GIL_DISABLED
+        close_subinterps();
+        __atomic_store_n(&tr.active, 0, __ATOMIC_RELAXED);
+#endif
         uninstall();
         unwatch_new_threads();
         tr.watching = 0;
@@ -1805,7 +1078,7 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
         PyErr_Restore(et, ev, tb);
         goto fail;
     }
-    tr.active = o->functions;
+    __atomic_store_n(&tr.active, o->functions, __ATOMIC_RELAXED);
 #if GT_USE_MONITORING
     atomic_store(&sub_attached, 0);
     atomic_store(&sub_attach_failed, 0);
@@ -1837,7 +1110,7 @@ int gt_tracer__stop(void)
     if (tr.active && tr.include && !tr.include_matched)
         note_unmatched_include();
     if (tr.active) {
-        tr.active = 0;
+        __atomic_store_n(&tr.active, 0, __ATOMIC_RELAXED);
         err = uninstall();
     }
     if (tr.watching) {
