@@ -59,8 +59,9 @@ def budget_notice(p: Progress, max_events: Optional[int]) -> str:
     if not p.get("budget_reached"):
         return ""
     cap = f" (max_events={max_events:,})" if max_events else ""
-    return (f"event budget reached{cap}: {p['dropped']:,} events dropped so far; "
-            "the GIL is still probed")
+    lost = f"; {p['dropped']:,} events lost (no memory)" if p.get("dropped") else ""
+    return (f"event budget reached{cap}: the timeline keeps the calls until now; from here "
+            f"calls go into per-thread call trees and the GIL table stays exact{lost}")
 
 
 def headline(p: Progress, max_events: Optional[int] = None) -> str:
@@ -225,7 +226,7 @@ class TerminalLine:
                          f"{100 * th['held_ns'] / total:.0f}% held "
                          f"{100 * th['wait_ns'] / total:.0f}% wait")
         if p.get("budget_reached"):
-            parts.append("BUDGET REACHED: calls dropped, GIL still probed")
+            parts.append("BUDGET REACHED: calls aggregated from here, GIL still exact")
         return " | ".join(str(x) for x in parts)
 
     def _show(self, p: Progress) -> None:
