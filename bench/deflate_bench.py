@@ -25,18 +25,11 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, HERE)
 
+from profile_bench import build  # noqa: E402  (same directory)
+
 # The kinds of a reference's chunks, in order (core/viewer/README.md, "Version 2"): 1 = times.
 SPAN_KINDS = (0, 0, 0, 1, 1)
 INTERVAL_KINDS = (1, 1, 0)
-
-
-def build(build_dir: str) -> str:
-    subprocess.run(["cmake", "-S", ROOT, "-B", build_dir, "-DGT_BUILD_EXTENSION=OFF",
-                    "-DGT_BUILD_BENCH=ON", "-DGT_WITH_BPF=OFF", "-DCMAKE_BUILD_TYPE=Release"],
-                   check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", build_dir, "--target", "deflate_bench", "-j2"],
-                   check=True, stdout=subprocess.DEVNULL)
-    return os.path.join(build_dir, "deflate_bench")
 
 
 def chunk_kinds(p: dict, nchunks: int) -> list:
@@ -57,7 +50,7 @@ def main(argv=None) -> int:
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "bench-deflate"))
     ap.add_argument("--out", default=os.path.join(HERE, "results", "deflate"))
     a = ap.parse_args(argv)
-    exe = build(a.build_dir)
+    exe = build(a.build_dir, "deflate_bench")
 
     import re
 

@@ -24,13 +24,15 @@ ROOT = os.path.dirname(HERE)
 TARGET_NS_PER_SPAN = 50
 
 
-def build(build_dir: str) -> str:
+def build(build_dir: str, target: str = "profile_bench") -> str:
+    """Configures a Release build of the C library and the benches in `build_dir` and builds
+    `target` (a bench executable). Returns the executable's path."""
     subprocess.run(["cmake", "-S", ROOT, "-B", build_dir, "-DGT_BUILD_EXTENSION=OFF",
                     "-DGT_BUILD_BENCH=ON", "-DGT_WITH_BPF=OFF", "-DCMAKE_BUILD_TYPE=Release"],
                    check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", build_dir, "--target", "profile_bench", "-j2"],
+    subprocess.run(["cmake", "--build", build_dir, "--target", target, "-j2"],
                    check=True, stdout=subprocess.DEVNULL)
-    return os.path.join(build_dir, "profile_bench")
+    return os.path.join(build_dir, target)
 
 
 def main(argv=None) -> int:

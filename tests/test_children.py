@@ -17,7 +17,20 @@ import giltracer
 
 N = 3_000_000  # CPU-bound: each task a few tenths of a second
 
-POOL_SCRIPT = textwrap.dedent(f"""
+# Prepended to the scripts and cells below, which report it per thread.
+HELD_IN_WORK = textwrap.dedent("""\
+    def held_in_work(t, tid):  # the share of its time in work() with the GIL held
+        works = [(a, b) for a, b, name, _, _ in t.spans(tid) if name == "work"]
+        # from the barrier's end to work's (its wait: "wait" before 3.11, no co_qualname)
+        waits = [b for a, b, name, _, _ in t.spans(tid) if name in ("Barrier.wait", "wait")]
+        works = [(max([a] + [w for w in waits if a <= w <= b]), b) for a, b in works]
+        held = [(a, b) for a, b, state in t.gil_intervals(tid) if state == "held"]
+        total = sum(b - a for a, b in works)
+        inside = sum(max(0, min(b, d) - max(a, c)) for a, b in works for c, d in held)
+        return 100.0 * inside / total if total else 0.0
+""")
+
+POOL_SCRIPT = HELD_IN_WORK + textwrap.dedent(f"""
     import json, multiprocessing as mp, sys
     from concurrent.futures import ProcessPoolExecutor
     import giltracer
@@ -43,20 +56,11 @@ POOL_SCRIPT = textwrap.dedent(f"""
             with ProcessPoolExecutor(4, mp_context=ctx, initializer=init,
                                      initargs=(ctx.Barrier(4),)) as ex:
                 list(ex.map(work, [{N}] * 4))
-        def held_in_work(tid):  # the share of its time in work() with the GIL held
-            works = [(a, b) for a, b, name, _, _ in t.spans(tid) if name == "work"]
-            # from the barrier's end to work's (its wait: "wait" before 3.11, no co_qualname)
-            waits = [b for a, b, name, _, _ in t.spans(tid) if name in ("Barrier.wait", "wait")]
-            works = [(max([a] + [w for w in waits if a <= w <= b]), b) for a, b in works]
-            held = [(a, b) for a, b, state in t.gil_intervals(tid) if state == "held"]
-            total = sum(b - a for a, b in works)
-            inside = sum(max(0, min(b, d) - max(a, c)) for a, b in works for c, d in held)
-            return 100.0 * inside / total if total else 0.0
 
         procs = [dict(pid=p.pid, child=p.child, command=p.command, tids=list(p.tids),
                       start=p.start_ns, end=p.end_ns) for p in t.processes]
         rows = {{p.pid: [dict(tid=s.tid, name=s.name, held=s.held_pct, wait=s.wait_pct,
-                              held_in_work=held_in_work(s.tid),
+                              held_in_work=held_in_work(t, s.tid),
                               released=s.released_pct, wall=s.wall_ns)
                          for s in t.summary(process=p.pid)] for p in t.processes}}
         names = {{p.pid: sorted({{sp[2] for tid in p.tids for sp in t.spans(tid)}})
@@ -261,7 +265,7 @@ def test_cli_follow_children_writes_one_chrome_process_per_process(tmp_path):
 
 KERNEL_CELLS = [
     "%load_ext giltracer",
-    textwrap.dedent(f"""\
+    HELD_IN_WORK + textwrap.dedent(f"""\
         import json, multiprocessing as mp, os, subprocess, sys
         from concurrent.futures import ProcessPoolExecutor
         def work(n):
@@ -269,15 +273,6 @@ KERNEL_CELLS = [
             for i in range(n):
                 s += i * i
             return s
-        def held_in_work(t, tid):  # the share of its time in work() with the GIL held
-            works = [(a, b) for a, b, name, _, _ in t.spans(tid) if name == "work"]
-            # from the barrier's end to work's (its wait: "wait" before 3.11, no co_qualname)
-            waits = [b for a, b, name, _, _ in t.spans(tid) if name in ("Barrier.wait", "wait")]
-            works = [(max([a] + [w for w in waits if a <= w <= b]), b) for a, b in works]
-            held = [(a, b) for a, b, state in t.gil_intervals(tid) if state == "held"]
-            total = sum(b - a for a, b in works)
-            inside = sum(max(0, min(b, d) - max(a, c)) for a, b in works for c, d in held)
-            return 100.0 * inside / total if total else 0.0
         def facts(t):
             own = os.getpid()
             return dict(own=own, procs=[[p.pid, p.child, p.command] for p in t.processes],

@@ -479,6 +479,36 @@ static int ivb_tiles(struct ivb *b, const struct gt_coalesced *m, uint64_t end, 
     return err;
 }
 
+/* Adds the GIL intervals in `b` to tr's summary (time per state, its share of the wall
+ * time, the longest wait) and moves them to tr->gil; `b` keeps none. A wait that ends after
+ * `coalesced_from` (0: none) is part of a coalesced stretch, whose aggregate already gave
+ * the longest wait: its length is not a wait's. */
+static void hand_out_gil(struct gt_thread_result *tr, struct ivb *b, uint64_t coalesced_from)
+{
+    struct gt_summary *s = &tr->summary;
+    for (size_t i = 0; i < b->n; i++) {
+        uint64_t d = b->v[i].end - b->v[i].start;
+        if (b->v[i].state == GT_GIL_STATE_HELD) {
+            s->held_ns += d;
+        } else if (b->v[i].state == GT_GIL_STATE_WAIT) {
+            s->wait_ns += d;
+            if (d > s->longest_wait_ns && (!coalesced_from || b->v[i].end <= coalesced_from))
+                s->longest_wait_ns = d;
+        } else {
+            s->released_ns += d;
+        }
+    }
+    if (s->wall_ns) {
+        double w = (double)s->wall_ns;
+        s->held_pct = 100.0 * (double)s->held_ns / w;
+        s->wait_pct = 100.0 * (double)s->wait_ns / w;
+        s->released_pct = 100.0 * (double)s->released_ns / w;
+    }
+    tr->gil = b->v;
+    tr->ngil = b->n;
+    b->v = NULL;
+}
+
 static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *tr)
 {
     uint64_t start = tr->start_ns, end = tr->end_ns, last = start;
@@ -571,30 +601,12 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
             if (k < nids)
                 ns[k] += d;
         }
-        if (b.v[i].state == GT_GIL_STATE_HELD) {
-            s->held_ns += d;
-        } else if (b.v[i].state == GT_GIL_STATE_WAIT) {
-            s->wait_ns += d;
-            /* (a coalesced wait's length is no wait's: the aggregate knows the longest) */
-            if (d > s->longest_wait_ns && (!coalesced_from || b.v[i].end <= coalesced_from))
-                s->longest_wait_ns = d;
-        } else {
-            s->released_ns += d;
-        }
-    }
-    if (s->wall_ns) {
-        double w = (double)s->wall_ns;
-        s->held_pct = 100.0 * (double)s->held_ns / w;
-        s->wait_pct = 100.0 * (double)s->wait_ns / w;
-        s->released_pct = 100.0 * (double)s->released_ns / w;
     }
     tr->interp = 0;
     for (size_t k = 0; k < nids; k++)
         if (ids[k] && ns[k] * 2 >= s->wall_ns && s->wall_ns)
             tr->interp = ids[k];
-    tr->gil = b.v;
-    tr->ngil = b.n;
-    b.v = NULL;
+    hand_out_gil(tr, &b, coalesced_from);
 cleanup:
     free(b.v);
     return err;
@@ -638,23 +650,7 @@ static int build_park(const struct gt_thread_input *ti, struct gt_thread_result 
     }
     if ((err = ivb_flush(&b, end)))
         goto cleanup;
-    for (size_t i = 0; i < b.n; i++) {
-        uint64_t d = b.v[i].end - b.v[i].start;
-        if (b.v[i].state == GT_GIL_STATE_WAIT) {
-            s->wait_ns += d;
-            if (d > s->longest_wait_ns)
-                s->longest_wait_ns = d;
-        } else {
-            s->held_ns += d;
-        }
-    }
-    if (s->wall_ns) {
-        s->held_pct = 100.0 * (double)s->held_ns / (double)s->wall_ns;
-        s->wait_pct = 100.0 * (double)s->wait_ns / (double)s->wall_ns;
-    }
-    tr->gil = b.v;
-    tr->ngil = b.n;
-    b.v = NULL;
+    hand_out_gil(tr, &b, 0);
 cleanup:
     free(b.v);
     return err;

@@ -63,11 +63,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def notebook(path):
+def notebook(path, cells=CELLS):
+    """Writes a notebook of one code cell per source in `cells`, none of them run."""
     nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
         "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None,
-                   "outputs": [], "source": src} for i, src in enumerate(CELLS)]}
+                   "outputs": [], "source": src} for i, src in enumerate(cells)]}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(nb, f)
 
@@ -193,29 +194,42 @@ def screenshot_on_failure(b):
         f.write(base64.b64decode(shot["data"]))
 
 
+def open_notebook(b, base, token, name, ncells):
+    """Opens notebook `name` of `ncells` cells in browser `b`, waits for an idle kernel and
+    puts the cursor in the first cell."""
+    b.call("Page.navigate", url=f"{base}/lab/tree/{name}?token={token}")
+    b.wait_for(f"document.querySelectorAll('.jp-Notebook .jp-Cell .cm-content').length >= {ncells}",
+               timeout=90)
+    b.wait_for("/Idle/.test((document.querySelector('.jp-Notebook-ExecutionIndicator')||{}).title||'')"
+               " || document.querySelector('[data-status=\"idle\"]') !== null", timeout=90)
+    box = b.js("(function(){var r=document.querySelector('.jp-Notebook .jp-Cell .cm-content')"
+               ".getBoundingClientRect();return [r.left+20, r.top+5];})()")
+    for kind in ("mousePressed", "mouseReleased"):
+        b.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+
+def start_cell(b, cell):
+    """Shift+Enter on the selected cell (it runs; the next one is selected) until cell number
+    `cell` leaves its `[ ]` prompt. Returns the JS expression of that cell's prompt text."""
+    prompt = f"document.querySelectorAll('.jp-Notebook .jp-InputPrompt')[{cell}].textContent"
+    for _ in range(3):  # a key sent while the notebook is still busy may be dropped
+        b.shift_enter()
+        try:
+            b.wait_for(f"!/\\[ \\]/.test({prompt})", timeout=15)
+            break
+        except TimeoutError:
+            pass
+    return prompt
+
+
 def open_and_run_cells(base, token, profile_dir):
     """A browser on the notebook that has run every cell (shift+Enter each) and shows the
     traced cells' outputs. Returns the Browser (the caller closes it)."""
     b = Browser(profile_dir)
     try:
-        b.call("Page.navigate", url=f"{base}/lab/tree/trace.ipynb?token={token}")
-        b.wait_for(f"document.querySelectorAll('.jp-Notebook .jp-Cell .cm-content').length >= {len(CELLS)}",
-                   timeout=90)
-        b.wait_for("/Idle/.test((document.querySelector('.jp-Notebook-ExecutionIndicator')||{}).title||'')"
-                   " || document.querySelector('[data-status=\"idle\"]') !== null", timeout=90)
-        box = b.js("(function(){var r=document.querySelector('.jp-Notebook .jp-Cell .cm-content')"
-                   ".getBoundingClientRect();return [r.left+20, r.top+5];})()")
-        for kind in ("mousePressed", "mouseReleased"):
-            b.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
-        for cell in range(len(CELLS)):  # shift+Enter: run the cell, select the next one
-            prompt = f"document.querySelectorAll('.jp-Notebook .jp-InputPrompt')[{cell}].textContent"
-            for _ in range(3):  # a key sent while the notebook is still busy may be dropped
-                b.shift_enter()
-                try:
-                    b.wait_for(f"!/\\[ \\]/.test({prompt})", timeout=15)
-                    break
-                except TimeoutError:
-                    pass
+        open_notebook(b, base, token, "trace.ipynb", len(CELLS))
+        for cell in range(len(CELLS)):
+            prompt = start_cell(b, cell)
             b.wait_for(f"/\\[\\d+\\]/.test({prompt})", timeout=120)  # it ran
         b.wait_for(f"document.querySelectorAll('.jp-OutputArea-output iframe').length === {len(CELLS) - 1}",
                    timeout=120)

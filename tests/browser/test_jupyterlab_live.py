@@ -3,7 +3,6 @@ test, as test_jupyterlab.py does): while a 3 s %%giltracer cell runs, the output
 shows the meter, redrawn at least twice (its headline changes), with a bar per spinning
 thread; when the cell ends the viewer's iframe takes its place."""
 
-import json
 import os
 import time
 
@@ -13,7 +12,8 @@ pytest.importorskip("websocket", reason="pip install websocket-client")
 pytest.importorskip("jupyterlab", reason='pip install "giltracer[jupyterlab]"')
 pytest.importorskip("ipykernel", reason="pip install ipykernel")
 
-from test_jupyterlab import Browser, lab, screenshot_on_failure  # noqa: E402,F401  (lab: the fixture)
+from test_jupyterlab import (  # noqa: E402,F401  (lab: the fixture)
+    Browser, lab, notebook, open_notebook, screenshot_on_failure, start_cell)
 from test_profile_tab import CHROMIUM  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
@@ -34,38 +34,14 @@ CELLS = [
 METER = "document.querySelector('.jp-OutputArea-output .giltracer-live')"
 
 
-def write_notebook(path):
-    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-        "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None,
-                   "outputs": [], "source": src} for i, src in enumerate(CELLS)]}
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(nb, f)
-
-
 def test_live_meter_in_jupyterlab(lab, tmp_path):
     base, token, d = lab
-    write_notebook(os.path.join(d, "live.ipynb"))
+    notebook(os.path.join(d, "live.ipynb"), CELLS)
     b = Browser(str(tmp_path / "chromium"))
     try:
-        b.call("Page.navigate", url=f"{base}/lab/tree/live.ipynb?token={token}")
-        b.wait_for(f"document.querySelectorAll('.jp-Notebook .jp-Cell .cm-content').length >= {len(CELLS)}",
-                   timeout=90)
-        b.wait_for("/Idle/.test((document.querySelector('.jp-Notebook-ExecutionIndicator')||{}).title||'')"
-                   " || document.querySelector('[data-status=\"idle\"]') !== null", timeout=90)
-        box = b.js("(function(){var r=document.querySelector('.jp-Notebook .jp-Cell .cm-content')"
-                   ".getBoundingClientRect();return [r.left+20, r.top+5];})()")
-        for kind in ("mousePressed", "mouseReleased"):
-            b.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+        open_notebook(b, base, token, "live.ipynb", len(CELLS))
         for cell in range(len(CELLS)):
-            prompt = f"document.querySelectorAll('.jp-Notebook .jp-InputPrompt')[{cell}].textContent"
-            for _ in range(3):  # a key sent while the notebook is still busy may be dropped
-                b.shift_enter()
-                try:
-                    b.wait_for(f"!/\\[ \\]/.test({prompt})", timeout=15)
-                    break
-                except TimeoutError:
-                    pass
+            start_cell(b, cell)
         # Cell 1 runs for 3 s: sample the meter's text as the page shows it.
         seen, deadline = [], time.time() + 60
         while time.time() < deadline:

@@ -12,6 +12,7 @@ import pytest
 
 import giltracer
 from test_profile_tab import CHROMIUM, Page  # noqa: F401  (skips without chromium)
+from workloads import run_threads
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 
@@ -35,11 +36,7 @@ def page():
                     spin(3000)
 
         with giltracer.trace(sched=False) as t:
-            ts = [threading.Thread(target=body, name=f"app-{i}") for i in range(3)]
-            for th in ts:
-                th.start()
-            for th in ts:
-                th.join()
+            run_threads([body] * 3, [f"app-{i}" for i in range(3)])
     finally:
         del os.environ["GILTRACER_TEST_PARK"]
     assert t.free_threaded

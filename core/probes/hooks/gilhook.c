@@ -219,15 +219,31 @@ static struct hook_slot *slot_get(void)
     return sl;
 }
 
-static void record(uint32_t kind, uint32_t gil_id)
+/* Enters the recording section: marks the calling thread's slot in flight. Returns the
+ * slot (for section_leave), or NULL when the thread has none: then nothing may be
+ * recorded. The fence pairs with the switch-off store (gh.mode, gh.park) and the in_flight
+ * reads in wait_hooks(): either the caller sees recording off after it or the waiter sees
+ * the mark and waits. A fence on our own line. */
+static inline struct hook_slot *section_enter(void)
 {
-    int saved_errno = errno;
     struct hook_slot *sl = slot_get();
     if (sl) {
         atomic_store_explicit(&sl->in_flight, 1, memory_order_relaxed);
-        /* Pairs with the mode store + in_flight reads in set_recording(0): either we
-         * see GH_OFF here or it sees our mark and waits. A fence on our own line. */
         atomic_thread_fence(memory_order_seq_cst);
+    }
+    return sl;
+}
+
+static inline void section_leave(struct hook_slot *sl)
+{
+    atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
+}
+
+static void record(uint32_t kind, uint32_t gil_id)
+{
+    int saved_errno = errno;
+    struct hook_slot *sl = section_enter();
+    if (sl) {
         struct gt_thread *t = NULL;
         if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
             t = gt_thread_current();
@@ -248,7 +264,7 @@ static void record(uint32_t kind, uint32_t gil_id)
                 gt_thread__gil_live(t, ts, GT_GIL_LIVE_WAITING);
             }
         }
-        atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
+        section_leave(sl);
     }
     errno = saved_errno;
 }
@@ -420,10 +436,8 @@ static struct waker *waker_slot(const void *sem, int claim)
 static void record_park(uint32_t kind, const sem_t *sem, int rc)
 {
     int saved_errno = errno;
-    struct hook_slot *sl = slot_get();
+    struct hook_slot *sl = section_enter();
     if (sl) {
-        atomic_store_explicit(&sl->in_flight, 1, memory_order_relaxed);
-        atomic_thread_fence(memory_order_seq_cst);
         struct gt_thread *t = NULL;
         if (atomic_load_explicit(&gh.park, memory_order_relaxed))
             t = gt_thread_current();
@@ -440,7 +454,7 @@ static void record_park(uint32_t kind, const sem_t *sem, int rc)
             }
             gt_stream__push(&t->gil, gt_ticks(), kind, aux);
         }
-        atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
+        section_leave(sl);
     }
     errno = saved_errno;
 }

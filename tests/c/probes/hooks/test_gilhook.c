@@ -53,20 +53,29 @@ static int after(const struct timespec *a, const struct timespec *b)
     return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
 }
 
-static size_t drop_requests_of(int32_t tid)
+/* Calls fn(e, arg) on each GIL-stream event of thread `tid`, in stream order. */
+static void each_gil_event(int32_t tid, void (*fn)(const struct gt_gil_event *e, void *arg), void *arg)
 {
-    size_t n = 0;
     for (struct gt_thread *t = gt_registry__threads(); t; t = t->next) {
         if (t->tid != tid)
             continue;
         struct gt_chunk c[64];
         size_t k = gt_stream__chunks(&t->gil, c, 64);
         for (size_t i = 0; i < k && i < 64; i++)
-            for (size_t j = 0; j < c[i].n; j++) {
-                const struct gt_gil_event *e = (const struct gt_gil_event *)c[i].data + j;
-                n += e->kind == GT_GIL_DROP_REQUEST;
-            }
+            for (size_t j = 0; j < c[i].n; j++)
+                fn((const struct gt_gil_event *)c[i].data + j, arg);
     }
+}
+
+static void count_drop_request(const struct gt_gil_event *e, void *arg)
+{
+    *(size_t *)arg += e->kind == GT_GIL_DROP_REQUEST;
+}
+
+static size_t drop_requests_of(int32_t tid)
+{
+    size_t n = 0;
+    each_gil_event(tid, count_drop_request, &n);
     return n;
 }
 
@@ -202,24 +211,26 @@ static void *parker_main(void *arg)
     return NULL;
 }
 
+struct park_events {
+    uint32_t *kinds, *aux;
+    size_t n, max;
+};
+
+static void keep_park_event(const struct gt_gil_event *e, void *arg)
+{
+    struct park_events *pe = arg;
+    if (pe->n < pe->max) {
+        pe->kinds[pe->n] = e->kind;
+        pe->aux[pe->n] = e->aux;
+    }
+    pe->n++;
+}
+
 static void park_events_of(int32_t tid, uint32_t *kinds, uint32_t *aux, size_t *n, size_t max)
 {
-    *n = 0;
-    for (struct gt_thread *t = gt_registry__threads(); t; t = t->next) {
-        if (t->tid != tid)
-            continue;
-        struct gt_chunk c[64];
-        size_t k = gt_stream__chunks(&t->gil, c, 64);
-        for (size_t i = 0; i < k && i < 64; i++)
-            for (size_t j = 0; j < c[i].n; j++) {
-                const struct gt_gil_event *e = (const struct gt_gil_event *)c[i].data + j;
-                if (*n < max) {
-                    kinds[*n] = e->kind;
-                    aux[*n] = e->aux;
-                }
-                (*n)++;
-            }
-    }
+    struct park_events pe = {kinds, aux, 0, max};
+    each_gil_event(tid, keep_park_event, &pe);
+    *n = pe.n;
 }
 
 static void test_park(void)
