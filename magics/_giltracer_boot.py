@@ -142,12 +142,10 @@ def _begin(value: str) -> None:
     own_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "giltracer") + os.sep
     session = core.Session(own_dir=own_dir, backend="hooks", spool=f"{prefix}{pid}.spool",
                            **options)
-    threading = sys.modules.get("threading")
-    if threading is not None:  # a fork: the thread that forked
-        threads = [(t.ident, t.native_id) for t in threading.enumerate() if t.ident is not None]
-    else:
-        threads = [(_thread.get_ident(), _thread.get_native_id())]
-    session.start(threads)
+    # The child's only thread is this one (in a fork: the thread that forked). Not
+    # threading.enumerate(): before 3.11 a forked child's MainThread may still carry the
+    # parent's native id there, which became a phantom thread of the child.
+    session.start([(_thread.get_ident(), _thread.get_native_id())])
     _session, _session_pid = session, pid
     follow(value)
     _install_exits()

@@ -91,6 +91,10 @@ def test_a_process_pool_shows_four_children_holding_their_own_gil(tmp_path, meth
     assert not parent["child"] and parent["pid"] != 0
     assert len(children) == 4, procs
     assert all(c["child"] for c in children)
+    # A thread belongs to one process: no child shows a copy of a parent's thread (before
+    # 3.11 a forked child's MainThread kept the parent's native id in threading).
+    tids = [tid for p in procs for tid in p["tids"]]
+    assert len(tids) == len(set(tids)), procs
     for c in children:
         # One clock: each child's life lies within the parent's session.
         assert facts["t0"] <= c["start"] <= c["end"] <= facts["t1"], c
