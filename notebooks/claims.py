@@ -742,8 +742,11 @@ def lesson12(shared: Tuple[giltracer.Trace, int], own: Tuple[giltracer.Trace, in
         if not ts.free_threaded:
             for name, group in (("one shared list", app_s), ("own lists", app_o)):
                 waits = ", ".join(f"{r.wait_pct:.0f} %" for r in group)
-                print(f"{name:16}: each appender waited for the GIL {waits} of its time")
-                assert all(r.wait_pct >= 20 for r in group), group
+                share = 100 * sum(r.wait_ns for r in group) / max(1, sum(r.wall_ns for r in group))
+                print(f"{name:16}: the appenders waited for the GIL {waits} of their time "
+                      f"({share:.0f} % together)")
+                # Together, not each: the first or last to start may run a while alone.
+                assert share >= 20, group
             return
         tids_s, tids_o = {r.tid for r in app_s}, {r.tid for r in app_o}
         shared_ns, own_ns = parked_after(ts, tids_s, since_s), parked_after(to, tids_o, since_o)

@@ -103,9 +103,11 @@ def test_shared_lock_parks_and_blame_names_the_other_appenders(park):
 def test_own_locks_park_far_less_than_one_shared_lock(park):
     # From the moment all are past the barrier (which parks them all alike). On a GIL
     # build the appenders also take turns for the GIL: a loaded machine can keep them from
-    # ever reaching for the shared lock at once, so that run is measured again.
+    # ever reaching for the shared lock at once, so that run is measured again. With the GIL
+    # the lock is contended only when a switch interval ends inside it: 600 rounds (about
+    # 60 ms) give a dozen such switches.
     for _ in range(3):
-        ts, to = run_appenders(shared=True), run_appenders(shared=False)
+        ts, to = run_appenders(shared=True, rounds=600), run_appenders(shared=False, rounds=600)
         shared = parked_after(ts, workers(ts), ts.contention_from)
         own = parked_after(to, workers(to), to.contention_from)
         if shared > 5_000_000:
