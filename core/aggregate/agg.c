@@ -64,8 +64,10 @@ static void step(struct gt_agg *a, uint64_t ts, uint32_t kind, uint32_t aux)
     switch (kind) {
     case GT_GIL_WANT:
         if (a->state != GT_GIL_STATE_HELD) {
-            if (a->state != GT_GIL_STATE_WAIT || a->aux != aux)
+            if (a->state != GT_GIL_STATE_WAIT || a->aux != aux) {
+                wait_ends(a, ts); /* a wait for another GIL ends the one before, as in merge */
                 a->wait_since = ts;
+            }
             a->state = GT_GIL_STATE_WAIT;
             a->aux = aux;
         }

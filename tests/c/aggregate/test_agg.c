@@ -28,7 +28,10 @@ static void gil_events(struct gt_gil_event *ev, size_t n, uint64_t *t)
     static const uint32_t cycle[] = {GT_GIL_WANT, GT_GIL_DROP_REQUEST, GT_GIL_ACQUIRED,
                                      GT_GIL_RELEASED, GT_GIL_SWITCH_DONE};
     for (size_t i = 0; i < n; i++) {
-        *t += 1 + next_rand() % (next_rand() % 16 == 0 ? 5000000 : 20000);
+        /* One call per statement: the order of two calls in one expression is unspecified
+         * (GCC and clang differ), and the events must not depend on the compiler. */
+        uint64_t r = next_rand(), big = next_rand() % 16 == 0;
+        *t += 1 + r % (big ? 5000000 : 20000);
         uint32_t kind = next_rand() % 8 == 0 ? 1 + (uint32_t)(next_rand() % 5) : cycle[i % 5];
         ev[i] = (struct gt_gil_event){*t, kind, next_rand() % 32 == 0 ? 1 : 0};
     }
