@@ -141,7 +141,8 @@ void gt_children__read_spools(const char *children, struct gt_run *run, char *no
         }
     }
     closedir(d);
-    qsort(run->spools, run->nspools, sizeof(*run->spools), by_start);
+    if (run->nspools) /* qsort's base must not be NULL, even for no elements */
+        qsort(run->spools, run->nspools, sizeof(*run->spools), by_start);
     if (killed)
         gt_note__add(note, nlen,
                     "%d child process%s (pid %s%s) ended without writing its trace (killed, "
@@ -178,14 +179,18 @@ int gt_children__add(struct gt_run *run, struct gt_trace_input *ti, struct gt_em
     *maps = calloc(nmap ? nmap : 1, sizeof(**maps));
     if (!run->all_funcs || !*all || !*maps)
         return -ENOMEM;
-    memcpy(run->all_funcs, ti->funcs, ti->nfuncs * sizeof(*ti->funcs));
-    memcpy(*all, ti->threads, ti->nthreads * sizeof(*ti->threads));
+    /* (memcpy's pointers must not be NULL, even for no bytes: no functions traced) */
+    if (ti->nfuncs)
+        memcpy(run->all_funcs, ti->funcs, ti->nfuncs * sizeof(*ti->funcs));
+    if (ti->nthreads)
+        memcpy(*all, ti->threads, ti->nthreads * sizeof(*ti->threads));
     uint32_t base = ti->nfuncs;
     size_t at = ti->nthreads;
     uint32_t *map = *maps;
     for (size_t k = 0; k < run->nspools; k++) {
         const struct gt_spool *sp = run->spools[k];
-        memcpy(run->all_funcs + base, sp->funcs, sp->nfuncs * sizeof(*sp->funcs));
+        if (sp->nfuncs)
+            memcpy(run->all_funcs + base, sp->funcs, sp->nfuncs * sizeof(*sp->funcs));
         for (size_t i = 0; i < sp->nthreads; i++) {
             struct gt_thread_input *in = &(*all)[at++];
             *in = sp->threads[i];
