@@ -714,7 +714,8 @@ static void sample_codes(struct gt_thread *t, PyCodeObject **codes, int n, uint6
         gt_stream__push_call(&t->calls, ts, s->sstack[i - 1], GT_RETURN);
     for (uint32_t i = same; i < depth; i++)
         gt_stream__push_call(&t->calls, ts, now[i], GT_CALL | flag);
-    memcpy(s->sstack, now, depth * sizeof(*now));
+    if (depth) /* (sstack is NULL before the first stack with a frame) */
+        memcpy(s->sstack, now, depth * sizeof(*now));
     s->sdepth = depth;
 }
 
