@@ -208,10 +208,10 @@ pythons:
 # Inside the chroot (sh, $$v = version, $$d = SID_MATRIX): the venv sid-$$v with the package
 # built from a copy of the worktree (bound at /src), and the tests (and bench/, whose C
 # hooks a test builds) copied beside it.
-SID_VENV = rm -rf /tmp/gt-src-$$v && mkdir -p /tmp/gt-src-$$v && cd /src && \
-	  tar --exclude=./.venv --exclude=./build --exclude=./.git -cf - . | tar -C /tmp/gt-src-$$v -xf - && \
-	  make --no-print-directory -C /tmp/gt-src-$$v matrix-one INTERP=/usr/bin/python$$v NAME=sid-$$v MATRIX_DIR=$$d && \
-	  make --no-print-directory -C /tmp/gt-src-$$v matrix-copy MATRIX_DIR=$$d && rm -rf /tmp/gt-src-$$v && \
+SID_VENV = rm -rf $$d-src-$$v && mkdir -p $$d-src-$$v && cd /src && \
+	  tar --exclude=./.venv --exclude=./build --exclude=./.git -cf - . | tar -C $$d-src-$$v -xf - && \
+	  make --no-print-directory -C $$d-src-$$v matrix-one INTERP=/usr/bin/python$$v NAME=sid-$$v MATRIX_DIR=$$d && \
+	  make --no-print-directory -C $$d-src-$$v matrix-copy MATRIX_DIR=$$d && rm -rf $$d-src-$$v && \
 	  rm -rf $$d/bench && cp -r /src/bench $$d/bench && chmod -R a+rX $$d/bench
 
 # The Python suite on sid's interpreters (SID_PYTHONS), inside the chroot: as root (the bpf
@@ -281,10 +281,10 @@ pythons-ft:
 # Inside the chroot (sh, $$d = SID_MATRIX, $$n = venv name): the venv $$n of FT_PYTHON with
 # the package built from a copy of the worktree, and the tests copied beside it (SID_VENV's
 # steps; GT_SANITIZE passes through to the build).
-FT_VENV = rm -rf /tmp/gt-src-$$n && mkdir -p /tmp/gt-src-$$n && cd /src && \
-	  tar --exclude=./.venv --exclude=./build --exclude=./.git -cf - . | tar -C /tmp/gt-src-$$n -xf - && \
-	  make --no-print-directory -C /tmp/gt-src-$$n matrix-one INTERP=$(FT_PYTHON) NAME=$$n MATRIX_DIR=$$d && \
-	  make --no-print-directory -C /tmp/gt-src-$$n matrix-copy MATRIX_DIR=$$d && rm -rf /tmp/gt-src-$$n && \
+FT_VENV = rm -rf $$d-src-$$n && mkdir -p $$d-src-$$n && cd /src && \
+	  tar --exclude=./.venv --exclude=./build --exclude=./.git -cf - . | tar -C $$d-src-$$n -xf - && \
+	  make --no-print-directory -C $$d-src-$$n matrix-one INTERP=$(FT_PYTHON) NAME=$$n MATRIX_DIR=$$d && \
+	  make --no-print-directory -C $$d-src-$$n matrix-copy MATRIX_DIR=$$d && rm -rf $$d-src-$$n && \
 	  rm -rf $$d/bench && cp -r /src/bench $$d/bench && chmod -R a+rX $$d/bench
 
 # The Python suite on the free-threaded 3.14t, inside the chroot, as root (the bpf probe
