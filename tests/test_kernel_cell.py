@@ -35,6 +35,7 @@ FACTS = """def facts(t):
         "payload_background": sorted(th["name"] or "?" for th in payload["threads"] if th.get("background")),
         "functions": [[r.name, r.file, r.line] for r in t.functions()[:8]],
         "by_self": [[r.name, r.file, r.line] for r in t.functions(sort="self")[:3]],
+        "by_held": [[r.name, r.file, r.line] for r in t.functions(sort="held")[:3]],
         "named": sorted({(r.name, r.file, r.line) for r in t.functions() if r.file.startswith("In [")}),
         "root": [c.name for c in t.profile().children],
         "outer": [n.name for n in t.profile(outer_frames=True).walk()],
@@ -119,8 +120,12 @@ def test_profile_and_functions_start_at_the_cell(notebook):
     assert any("dispatch_shell" in n for n in facts["outer"])  # kept, unfolded on request
     assert not any(k in r[0] for r in facts["functions"] for k in kernel), facts["functions"]
     assert ["cpu", "In [2]", 3] in facts["named"], facts["named"]  # named by its cell
-    assert facts["by_self"][0] == ["cpu", "In [2]", 3], facts["by_self"]
-    assert facts["functions"][0] == ["cpu", "In [2]", 3], facts["functions"]  # by default
+    # The only Python work of the cell holds the GIL the most. By self time it leads only
+    # when the two workers overlapped; the main thread's wait in lock.acquire spans the
+    # whole pool, so a run where the workers took turns ties them (seen once on 3.14).
+    assert facts["by_held"][0] == ["cpu", "In [2]", 3], facts["by_held"]
+    assert ["cpu", "In [2]", 3] in facts["by_self"][:2], facts["by_self"]
+    assert facts["functions"][:3] == facts["by_self"], facts["functions"]  # self by default
     assert facts["title"] == "%%giltracer In [3]"
 
 
