@@ -512,7 +512,13 @@ def lesson6_fix(before: giltracer.Trace, after: giltracer.Trace, run: Callable[[
               f"wall {before.duration_ns / 1e6:.0f} ms before, {after.duration_ns / 1e6:.0f} ms after")
         assert waited_after <= waited_before / 3, (waited_after, waited_before)
         assert fast <= 0.75 * slow, (fast, slow)
-        assert after.duration_ns <= 0.7 * before.duration_ns, (after.duration_ns, before.duration_ns)
+        # Two runs' wall times compare only when no other program took their CPUs (busy
+        # beside two loops on 2 CPUs: 0.81 instead of at most 0.7).
+        why = busy_notice(before, rows(before, "stage_")) or busy_notice(after, rows(after, "stage_"))
+        if why:
+            say_busy(why, "Comparing the two runs' wall times")
+        else:
+            assert after.duration_ns <= 0.7 * before.duration_ns, (after.duration_ns, before.duration_ns)
 
     return accept(claims, after, lambda: _trace(run, include=None),
                   "fixing checksum cut the workers' GIL wait and the wall time")
