@@ -144,10 +144,162 @@ static json_t *chrome_other(const struct gt_result *r, const struct gt_emit_meta
     return o;
 }
 
+/* Per function: the constant tail of its span events (name, category), escaped once, at
+ * parts->p + off[i] .. off[i + 1]; index nfuncs stands for an unknown function. */
+static int func_tails(const struct gt_result *r, struct sbuf *scratch, struct sbuf *parts,
+                      size_t **off_out)
+{
+    size_t *off = malloc(((size_t)r->nfuncs + 2) * sizeof(*off));
+    if (!off)
+        return -ENOMEM;
+    for (uint32_t i = 0; i <= r->nfuncs; i++) {
+        off[i] = parts->len;
+        scratch->len = 0;
+        sb_func_label(scratch, r, i < r->nfuncs ? i : UINT32_MAX - 1);
+        if (scratch->err)
+            break;
+        sb_str(parts, ",\"name\":");
+        sb_json_str(parts, scratch->p, 0);
+        if (i < r->nfuncs && (r->funcs[i].flags & GT_FUNC_C))
+            sb_str(parts, ",\"cat\":\"c\"");
+    }
+    off[r->nfuncs + 1] = parts->len;
+    *off_out = off;
+    return parts->err || scratch->err ? -ENOMEM : 0;
+}
+
+/* The distinct processes of the threads, in order of first appearance. */
+static int32_t *distinct_pids(const struct gt_result *r, const struct gt_emit_meta *m, size_t *n)
+{
+    int32_t *pids = malloc((r->nthreads + 1) * sizeof(*pids));
+    *n = 0;
+    for (size_t i = 0; pids && i < r->nthreads; i++) {
+        int32_t pid = thread_pid(&r->threads[i], m);
+        size_t k = 0;
+        while (k < *n && pids[k] != pid)
+            k++;
+        if (k == *n)
+            pids[(*n)++] = pid;
+    }
+    return pids;
+}
+
+/* Metadata of the k-th real process, its GIL process and its OS-state process. */
+static void process_meta(struct chrome *c, const struct gt_result *r,
+                         const struct gt_emit_meta *m, int32_t pid, size_t k)
+{
+    int has_gil = 0, has_os = 0;
+    for (size_t i = 0; i < r->nthreads; i++) {
+        const struct gt_thread_result *t = &r->threads[i];
+        if (thread_pid(t, m) != pid)
+            continue;
+        has_gil |= r->gil_known && t->ngil;
+        has_os |= t->has_sched && t->nos;
+    }
+    char name[160];
+    snprintf(name, sizeof(name), "python (pid %" PRId32 ")", pid);
+    for (size_t p = 0; p < m->nprocesses; p++) /* a child process: its command */
+        if (m->processes[p].pid == pid && m->processes[p].cmd)
+            snprintf(name, sizeof(name), "python (pid %" PRId32 "): %.120s", pid,
+                     m->processes[p].cmd);
+    chrome_meta(c, "process_name", pid, pid, name, 0);
+    chrome_meta(c, "process_sort_index", pid, pid, NULL, (int64_t)(3 * k));
+    if (has_gil) {
+        snprintf(name, sizeof(name),
+                 r->free_threaded ? "Lock contention, no GIL (pid %" PRId32 ")"
+                                  : "GIL (pid %" PRId32 ")",
+                 pid);
+        chrome_meta(c, "process_name", GT_GIL_ID_BASE + pid, GT_GIL_ID_BASE + pid, name, 0);
+        chrome_meta(c, "process_sort_index", GT_GIL_ID_BASE + pid, GT_GIL_ID_BASE + pid, NULL,
+                    (int64_t)(3 * k + 1));
+    }
+    if (has_os) {
+        snprintf(name, sizeof(name), "OS states (pid %" PRId32 ")", pid);
+        chrome_meta(c, "process_name", GT_OS_ID_BASE + pid, GT_OS_ID_BASE + pid, name, 0);
+        chrome_meta(c, "process_sort_index", GT_OS_ID_BASE + pid, GT_OS_ID_BASE + pid, NULL,
+                    (int64_t)(3 * k + 2));
+    }
+}
+
+/* Metadata of the i-th thread: its name and order in its process, its GIL and OS lanes. */
+static int thread_meta(struct chrome *c, const struct gt_result *r,
+                       const struct gt_emit_meta *m, size_t i, struct sbuf *label)
+{
+    const struct gt_thread_result *t = &r->threads[i];
+    int32_t pid = thread_pid(t, m);
+    struct sbuf lane = {0};
+    label->len = 0;
+    sb_printf(label, "%s (%" PRId32 ")", t->name ? t->name : "thread", t->tid);
+    if (label->err)
+        return -ENOMEM;
+    chrome_meta(c, "thread_name", pid, t->tid, label->p, 0);
+    chrome_meta(c, "thread_sort_index", pid, t->tid, NULL, (int64_t)i);
+    if (r->gil_known && t->ngil) {
+        sb_printf(&lane, r->free_threaded ? "Parked: %s" : "GIL: %s", label->p);
+        if (!lane.err)
+            chrome_meta(c, "thread_name", GT_GIL_ID_BASE + pid, GT_GIL_ID_BASE + t->tid,
+                        lane.p, 0);
+        chrome_meta(c, "thread_sort_index", GT_GIL_ID_BASE + pid, GT_GIL_ID_BASE + t->tid,
+                    NULL, (int64_t)i);
+    }
+    if (t->has_sched && t->nos) {
+        lane.len = 0;
+        sb_printf(&lane, "OS: %s", label->p);
+        if (!lane.err)
+            chrome_meta(c, "thread_name", GT_OS_ID_BASE + pid, GT_OS_ID_BASE + t->tid,
+                        lane.p, 0);
+        chrome_meta(c, "thread_sort_index", GT_OS_ID_BASE + pid, GT_OS_ID_BASE + t->tid, NULL,
+                    (int64_t)i);
+    }
+    int err = lane.err || c->scratch.err ? -ENOMEM : 0;
+    free(lane.p);
+    return err;
+}
+
+/* One thread's spans, then its GIL and OS-state intervals, streamed. */
+static void thread_events(struct chrome *c, const struct gt_result *r,
+                          const struct gt_emit_meta *m, const struct gt_thread_result *t,
+                          const char *fparts, const size_t *foff)
+{
+    int32_t pid = thread_pid(t, m);
+    char tp[64];
+    size_t tpl = (size_t)snprintf(tp, sizeof(tp), ",\"pid\":%" PRId32 ",\"tid\":%" PRId32,
+                                  pid, t->tid);
+    for (size_t k = 0; k < t->nspans; k++) {
+        const struct gt_span *s = &t->spans[k];
+        uint32_t fi = s->func < r->nfuncs ? s->func : r->nfuncs;
+        const char *tail = span_tails[s->flags & 7];
+        chrome_x(&c->w, rel(s->start, r->t0), rel(s->end, s->start), fparts + foff[fi],
+                 foff[fi + 1] - foff[fi], tp, tpl, tail, (s->flags & 7) ? strlen(tail) : 1);
+    }
+    for (int kind = 0; kind < 2; kind++) {
+        const struct gt_interval *iv = kind ? t->os : t->gil;
+        size_t n = kind ? (t->has_sched ? t->nos : 0) : (r->gil_known ? t->ngil : 0);
+        const char *const *names = kind                ? os_names
+                                    : r->free_threaded ? park_names
+                                                       : gil_names;
+        int32_t base = kind ? GT_OS_ID_BASE : GT_GIL_ID_BASE;
+        char sp[160];
+        size_t spl[3];
+        char sts[3][48];
+        for (int st = 0; st < 3; st++)
+            spl[st] = (size_t)snprintf(sts[st], sizeof(sts[st]), ",\"name\":\"%s\",\"cat\":\"%s\"",
+                                       names[st], kind ? "os" : "gil");
+        size_t spn = (size_t)snprintf(sp, sizeof(sp), ",\"pid\":%" PRId32 ",\"tid\":%" PRId32 "}",
+                                      base + pid, base + t->tid);
+        for (size_t k = 0; k < n; k++) {
+            if (iv[k].end <= iv[k].start || iv[k].state > 2)
+                continue;
+            chrome_x(&c->w, rel(iv[k].start, r->t0), iv[k].end - iv[k].start,
+                     sts[iv[k].state], spl[iv[k].state], sp, spn, "", 0);
+        }
+    }
+}
+
 int gt_emit__chrome_json(const struct gt_result *r, const struct gt_emit_meta *m, FILE *f)
 {
     struct chrome c = {0};
-    struct sbuf fparts = {0}, tpart = {0};
+    struct sbuf fparts = {0}, label = {0};
     size_t *foff = NULL;
     int32_t *pids = NULL;
     size_t npids = 0;
@@ -161,156 +313,24 @@ int gt_emit__chrome_json(const struct gt_result *r, const struct gt_emit_meta *m
     err = w_init(&c.w, f, 0);
     if (err)
         goto cleanup;
-
-    /* Per function: the constant tail of its span events, escaped once.
-     * Index nfuncs stands for an unknown function. */
-    foff = malloc(((size_t)r->nfuncs + 2) * sizeof(*foff));
-    if (!foff) {
-        err = -ENOMEM;
+    err = func_tails(r, &c.scratch, &fparts, &foff);
+    if (err)
         goto cleanup;
-    }
-    for (uint32_t i = 0; i <= r->nfuncs; i++) {
-        foff[i] = fparts.len;
-        c.scratch.len = 0;
-        sb_func_label(&c.scratch, r, i < r->nfuncs ? i : UINT32_MAX - 1);
-        if (c.scratch.err)
-            break;
-        sb_str(&fparts, ",\"name\":");
-        sb_json_str(&fparts, c.scratch.p, 0);
-        if (i < r->nfuncs && (r->funcs[i].flags & GT_FUNC_C))
-            sb_str(&fparts, ",\"cat\":\"c\"");
-    }
-    foff[r->nfuncs + 1] = fparts.len;
-    if (fparts.err || c.scratch.err) {
-        err = -ENOMEM;
-        goto cleanup;
-    }
-
-    pids = malloc((r->nthreads + 1) * sizeof(*pids));
+    pids = distinct_pids(r, m, &npids);
     if (!pids) {
         err = -ENOMEM;
         goto cleanup;
     }
-    for (size_t i = 0; i < r->nthreads; i++) {
-        int32_t pid = thread_pid(&r->threads[i], m);
-        size_t k = 0;
-        while (k < npids && pids[k] != pid)
-            k++;
-        if (k == npids)
-            pids[npids++] = pid;
-    }
 
     w_str(&c.w, "{\"traceEvents\":[");
-
-    /* Metadata: the real process, its GIL process and its OS-state process. */
-    for (size_t k = 0; k < npids; k++) {
-        int has_gil = 0, has_os = 0;
-        for (size_t i = 0; i < r->nthreads; i++) {
-            const struct gt_thread_result *t = &r->threads[i];
-            if (thread_pid(t, m) != pids[k])
-                continue;
-            has_gil |= r->gil_known && t->ngil;
-            has_os |= t->has_sched && t->nos;
-        }
-        int32_t pid = pids[k];
-        char name[160];
-        snprintf(name, sizeof(name), "python (pid %" PRId32 ")", pid);
-        for (size_t p = 0; p < m->nprocesses; p++) /* a child process: its command */
-            if (m->processes[p].pid == pid && m->processes[p].cmd)
-                snprintf(name, sizeof(name), "python (pid %" PRId32 "): %.120s", pid,
-                         m->processes[p].cmd);
-        chrome_meta(&c, "process_name", pid, pid, name, 0);
-        chrome_meta(&c, "process_sort_index", pid, pid, NULL, (int64_t)(3 * k));
-        if (has_gil) {
-            snprintf(name, sizeof(name),
-                     r->free_threaded ? "Lock contention, no GIL (pid %" PRId32 ")"
-                                      : "GIL (pid %" PRId32 ")",
-                     pid);
-            chrome_meta(&c, "process_name", GT_GIL_ID_BASE + pid, GT_GIL_ID_BASE + pid, name, 0);
-            chrome_meta(&c, "process_sort_index", GT_GIL_ID_BASE + pid, GT_GIL_ID_BASE + pid,
-                        NULL, (int64_t)(3 * k + 1));
-        }
-        if (has_os) {
-            snprintf(name, sizeof(name), "OS states (pid %" PRId32 ")", pid);
-            chrome_meta(&c, "process_name", GT_OS_ID_BASE + pid, GT_OS_ID_BASE + pid, name, 0);
-            chrome_meta(&c, "process_sort_index", GT_OS_ID_BASE + pid, GT_OS_ID_BASE + pid,
-                        NULL, (int64_t)(3 * k + 2));
-        }
-    }
-    for (size_t i = 0; i < r->nthreads; i++) {
-        const struct gt_thread_result *t = &r->threads[i];
-        int32_t pid = thread_pid(t, m);
-        tpart.len = 0;
-        sb_printf(&tpart, "%s (%" PRId32 ")", t->name ? t->name : "thread", t->tid);
-        if (tpart.err) {
-            err = -ENOMEM;
-            goto cleanup;
-        }
-        chrome_meta(&c, "thread_name", pid, t->tid, tpart.p, 0);
-        chrome_meta(&c, "thread_sort_index", pid, t->tid, NULL, (int64_t)i);
-        struct sbuf lbl = {0};
-        if (r->gil_known && t->ngil) {
-            sb_printf(&lbl, r->free_threaded ? "Parked: %s" : "GIL: %s", tpart.p);
-            if (!lbl.err)
-                chrome_meta(&c, "thread_name", GT_GIL_ID_BASE + pid, GT_GIL_ID_BASE + t->tid,
-                            lbl.p, 0);
-            chrome_meta(&c, "thread_sort_index", GT_GIL_ID_BASE + pid, GT_GIL_ID_BASE + t->tid,
-                        NULL, (int64_t)i);
-        }
-        if (t->has_sched && t->nos) {
-            lbl.len = 0;
-            sb_printf(&lbl, "OS: %s", tpart.p);
-            if (!lbl.err)
-                chrome_meta(&c, "thread_name", GT_OS_ID_BASE + pid, GT_OS_ID_BASE + t->tid,
-                            lbl.p, 0);
-            chrome_meta(&c, "thread_sort_index", GT_OS_ID_BASE + pid, GT_OS_ID_BASE + t->tid,
-                        NULL, (int64_t)i);
-        }
-        int lerr = lbl.err;
-        free(lbl.p);
-        if (lerr || c.scratch.err) {
-            err = -ENOMEM;
-            goto cleanup;
-        }
-    }
-
-    /* The spans and states, streamed. */
-    for (size_t i = 0; i < r->nthreads && !c.w.err; i++) {
-        const struct gt_thread_result *t = &r->threads[i];
-        int32_t pid = thread_pid(t, m);
-        char tp[64];
-        size_t tpl = (size_t)snprintf(tp, sizeof(tp), ",\"pid\":%" PRId32 ",\"tid\":%" PRId32,
-                                      pid, t->tid);
-        for (size_t k = 0; k < t->nspans; k++) {
-            const struct gt_span *s = &t->spans[k];
-            uint32_t fi = s->func < r->nfuncs ? s->func : r->nfuncs;
-            const char *tail = span_tails[s->flags & 7];
-            chrome_x(&c.w, rel(s->start, r->t0), rel(s->end, s->start), fparts.p + foff[fi],
-                     foff[fi + 1] - foff[fi], tp, tpl, tail, (s->flags & 7) ? strlen(tail) : 1);
-        }
-        for (int kind = 0; kind < 2; kind++) {
-            const struct gt_interval *iv = kind ? t->os : t->gil;
-            size_t n = kind ? (t->has_sched ? t->nos : 0) : (r->gil_known ? t->ngil : 0);
-            const char *const *names = kind                ? os_names
-                                        : r->free_threaded ? park_names
-                                                           : gil_names;
-            int32_t base = kind ? GT_OS_ID_BASE : GT_GIL_ID_BASE;
-            char sp[160];
-            size_t spl[3];
-            char sts[3][48];
-            for (int st = 0; st < 3; st++)
-                spl[st] = (size_t)snprintf(sts[st], sizeof(sts[st]), ",\"name\":\"%s\",\"cat\":\"%s\"",
-                                           names[st], kind ? "os" : "gil");
-            size_t spn = (size_t)snprintf(sp, sizeof(sp), ",\"pid\":%" PRId32 ",\"tid\":%" PRId32 "}",
-                                          base + pid, base + t->tid);
-            for (size_t k = 0; k < n; k++) {
-                if (iv[k].end <= iv[k].start || iv[k].state > 2)
-                    continue;
-                chrome_x(&c.w, rel(iv[k].start, r->t0), iv[k].end - iv[k].start,
-                         sts[iv[k].state], spl[iv[k].state], sp, spn, "", 0);
-            }
-        }
-    }
+    for (size_t k = 0; k < npids; k++)
+        process_meta(&c, r, m, pids[k], k);
+    for (size_t i = 0; i < r->nthreads && !err; i++)
+        err = thread_meta(&c, r, m, i, &label);
+    if (err)
+        goto cleanup;
+    for (size_t i = 0; i < r->nthreads && !c.w.err; i++)
+        thread_events(&c, r, m, &r->threads[i], fparts.p, foff);
 
     w_str(&c.w, "\n],\"displayTimeUnit\":\"ns\",\"otherData\":");
     err = w_json(&c.w, chrome_other(r, m));
@@ -322,9 +342,8 @@ cleanup:
     err = w_finish(&c.w, err);
     free(c.scratch.p);
     free(fparts.p);
-    free(tpart.p);
+    free(label.p);
     free(foff);
     free(pids);
     return err;
 }
-
