@@ -32,12 +32,122 @@ static size_t modrm_len(const uint8_t *p, size_t n)
 
 enum insn_flow { FLOW_NEXT, FLOW_CALL, FLOW_END };
 
+/* i + k when the k bytes after offset i are there, else 0 (not an instruction). */
+static inline size_t fits(size_t i, size_t k, size_t n)
+{
+    return i + k <= n ? i + k : 0;
+}
+
+/* i + the ModRM operand's length (+ imm bytes), or 0. */
+static inline size_t with_modrm(const uint8_t *p, size_t n, size_t i, size_t imm)
+{
+    size_t m = i < n ? modrm_len(p + i, n - i) : 0;
+    return m ? fits(i + m, imm, n) : 0;
+}
+
+/* Length of a two-byte (0x0f-escaped) instruction whose second byte is at p[i - 1]. */
+static size_t two_byte_len(const uint8_t *p, size_t n, size_t i, int rep)
+{
+    uint8_t op2 = p[i - 1];
+    if (op2 == 0x1e && rep && i < n && p[i] == 0xfa) /* endbr64 */
+        return i + 1;
+    if (op2 >= 0x80 && op2 <= 0x8f) /* jcc rel32 */
+        return fits(i, 4, n);
+    if (op2 == 0x1f || (op2 >= 0x40 && op2 <= 0x4f) || (op2 >= 0x90 && op2 <= 0x9f) ||
+        op2 == 0xaf || op2 == 0xb6 || op2 == 0xb7 || op2 == 0xbe || op2 == 0xbf ||
+        op2 == 0x10 || op2 == 0x11 || op2 == 0x28 || op2 == 0x29 || op2 == 0x6f ||
+        op2 == 0x7f || op2 == 0xd6 || op2 == 0xef || op2 == 0x57)
+        return with_modrm(p, n, i, 0);
+    return 0;
+}
+
+/* Length of a one-byte-opcode instruction whose opcode `op` is at p[i - 1]; imm_z is the
+ * size of a full immediate (2 with the 0x66 prefix, else 4). */
+static size_t one_byte_len(const uint8_t *p, size_t n, size_t i, uint8_t op, int rex_w,
+                           size_t imm_z, enum insn_flow *flow)
+{
+    if (op < 0x40 && (op & 7) < 4) /* add/or/adc/sbb/and/sub/xor/cmp r/m */
+        return with_modrm(p, n, i, 0);
+    if (op < 0x40 && (op & 7) == 4) /* op al, imm8 */
+        return fits(i, 1, n);
+    if (op < 0x40 && (op & 7) == 5) /* op eax, imm */
+        return fits(i, imm_z, n);
+    if (op >= 0x50 && op <= 0x5f) /* push/pop */
+        return i;
+    if ((op >= 0x70 && op <= 0x7f) || (op >= 0xb0 && op <= 0xb7)) /* jcc rel8, mov r8, imm8 */
+        return fits(i, 1, n);
+    if (op >= 0xb8 && op <= 0xbf) /* mov r, imm (imm64 with REX.W) */
+        return fits(i, rex_w ? 8 : imm_z, n);
+    switch (op) {
+    case 0x63:
+    case 0x84:
+    case 0x85:
+    case 0x86:
+    case 0x87:
+    case 0x88:
+    case 0x89:
+    case 0x8a:
+    case 0x8b:
+    case 0x8d:
+    case 0xd1:
+    case 0xd3:
+        return with_modrm(p, n, i, 0);
+    case 0x80:
+    case 0x83:
+    case 0xc0:
+    case 0xc1:
+    case 0xc6:
+        return with_modrm(p, n, i, 1);
+    case 0x69:
+    case 0x81:
+    case 0xc7:
+        return with_modrm(p, n, i, imm_z);
+    case 0xf6:
+    case 0xf7: /* test r/m, imm has an immediate; not/neg/mul/div do not */
+        if (i >= n)
+            return 0;
+        return with_modrm(p, n, i, ((p[i] >> 3) & 7) == 0 ? (op == 0xf6 ? 1 : imm_z) : 0);
+    case 0xff:
+        if (i >= n)
+            return 0;
+        if (((p[i] >> 3) & 7) >= 2 && ((p[i] >> 3) & 7) <= 5)
+            *flow = FLOW_END; /* indirect call/jmp: not followed */
+        return with_modrm(p, n, i, 0);
+    case 0x6a:
+    case 0xa8:
+        return fits(i, 1, n);
+    case 0x68:
+    case 0xa9:
+        return fits(i, imm_z, n);
+    case 0x90:
+    case 0x98:
+    case 0x99:
+    case 0xc9:
+        return i;
+    case 0xeb:
+        *flow = FLOW_END;
+        return fits(i, 1, n);
+    case 0xe9:
+        *flow = FLOW_END;
+        return fits(i, 4, n);
+    case 0xe8:
+        *flow = FLOW_CALL;
+        return fits(i, 4, n);
+    case 0xc3:
+    case 0xcc:
+        *flow = FLOW_END;
+        return i;
+    default:
+        return 0;
+    }
+}
+
 /* Length of the instruction at p, or 0 when it is not one of the common integer
- * forms below. *flow tells calls (rel32 at p[len-4]) and ends of straight-line
+ * forms above. *flow tells calls (rel32 at p[len-4]) and ends of straight-line
  * code (ret, jmp) apart. */
 static size_t insn_len(const uint8_t *p, size_t n, enum insn_flow *flow)
 {
-    size_t i = 0, m;
+    size_t i = 0;
     int opsize16 = 0, rex_w = 0, rep = 0;
 
     *flow = FLOW_NEXT;
@@ -54,116 +164,9 @@ static size_t insn_len(const uint8_t *p, size_t n, enum insn_flow *flow)
     if (i >= n)
         return 0;
     uint8_t op = p[i++];
-    size_t imm_z = opsize16 ? 2 : 4;
-
-    if (op == 0x0f) {
-        if (i >= n)
-            return 0;
-        uint8_t op2 = p[i++];
-        if (op2 == 0x1e && rep && i < n && p[i] == 0xfa) /* endbr64 */
-            return i + 1;
-        if (op2 >= 0x80 && op2 <= 0x8f) /* jcc rel32 */
-            return i + 4 <= n ? i + 4 : 0;
-        if (op2 == 0x1f || (op2 >= 0x40 && op2 <= 0x4f) || (op2 >= 0x90 && op2 <= 0x9f) ||
-            op2 == 0xaf || op2 == 0xb6 || op2 == 0xb7 || op2 == 0xbe || op2 == 0xbf ||
-            op2 == 0x10 || op2 == 0x11 || op2 == 0x28 || op2 == 0x29 || op2 == 0x6f ||
-            op2 == 0x7f || op2 == 0xd6 || op2 == 0xef || op2 == 0x57) {
-            m = modrm_len(p + i, n - i);
-            return m ? i + m : 0;
-        }
-        return 0;
-    }
-    if (op < 0x40 && (op & 7) < 4) { /* add/or/adc/sbb/and/sub/xor/cmp r/m */
-        m = modrm_len(p + i, n - i);
-        return m ? i + m : 0;
-    }
-    if (op < 0x40 && (op & 7) == 4) /* op al, imm8 */
-        return i + 1 <= n ? i + 1 : 0;
-    if (op < 0x40 && (op & 7) == 5) /* op eax, imm */
-        return i + imm_z <= n ? i + imm_z : 0;
-    if (op >= 0x50 && op <= 0x5f) /* push/pop */
-        return i;
-    if (op >= 0x70 && op <= 0x7f) /* jcc rel8 */
-        return i + 1 <= n ? i + 1 : 0;
-    if (op >= 0xb0 && op <= 0xb7)
-        return i + 1 <= n ? i + 1 : 0;
-    if (op >= 0xb8 && op <= 0xbf) {
-        size_t k = rex_w ? 8 : imm_z;
-        return i + k <= n ? i + k : 0;
-    }
-    switch (op) {
-    case 0x63:
-    case 0x84:
-    case 0x85:
-    case 0x86:
-    case 0x87:
-    case 0x88:
-    case 0x89:
-    case 0x8a:
-    case 0x8b:
-    case 0x8d:
-    case 0xd1:
-    case 0xd3:
-        m = modrm_len(p + i, n - i);
-        return m ? i + m : 0;
-    case 0x80:
-    case 0x83:
-    case 0xc0:
-    case 0xc1:
-    case 0xc6:
-        m = modrm_len(p + i, n - i);
-        return m && i + m + 1 <= n ? i + m + 1 : 0;
-    case 0x69:
-    case 0x81:
-    case 0xc7:
-        m = modrm_len(p + i, n - i);
-        return m && i + m + imm_z <= n ? i + m + imm_z : 0;
-    case 0xf6:
-    case 0xf7:
-        if (i >= n)
-            return 0;
-        m = modrm_len(p + i, n - i);
-        if (!m)
-            return 0;
-        if (((p[i] >> 3) & 7) == 0) /* test r/m, imm */
-            m += op == 0xf6 ? 1 : imm_z;
-        return i + m <= n ? i + m : 0;
-    case 0xff:
-        if (i >= n)
-            return 0;
-        m = modrm_len(p + i, n - i);
-        if (!m)
-            return 0;
-        if (((p[i] >> 3) & 7) >= 2 && ((p[i] >> 3) & 7) <= 5)
-            *flow = FLOW_END; /* indirect call/jmp: not followed */
-        return i + m;
-    case 0x6a:
-    case 0xa8:
-        return i + 1 <= n ? i + 1 : 0;
-    case 0x68:
-    case 0xa9:
-        return i + imm_z <= n ? i + imm_z : 0;
-    case 0x90:
-    case 0x98:
-    case 0x99:
-    case 0xc9:
-        return i;
-    case 0xeb:
-        *flow = FLOW_END;
-        return i + 1 <= n ? i + 1 : 0;
-    case 0xe9:
-        *flow = FLOW_END;
-        return i + 4 <= n ? i + 4 : 0;
-    case 0xe8:
-        *flow = FLOW_CALL;
-        return i + 4 <= n ? i + 4 : 0;
-    case 0xc3:
-    case 0xcc:
-        *flow = FLOW_END;
-        return i;
-    default:
-        return 0;
-    }
+    if (op == 0x0f)
+        return i < n ? two_byte_len(p, n, i + 1, rep) : 0;
+    return one_byte_len(p, n, i, op, rex_w, opsize16 ? 2 : 4, flow);
 }
 
 int gtp_x86__first_call_offset(const uint8_t *code, size_t n, size_t *offset)
