@@ -602,12 +602,70 @@ static void atfork_child(void)
     }
 }
 
+/* The object's GOT slots of the hooked functions; all of the ones decoding needs, or
+ * -ENOENT (patch nothing rather than half). */
+static int collect_slots(struct gt_elf_obj *o, const char **why)
+{
+    int err = 0;
+    nslots = 0;
+    for (size_t i = 0; i < o->jmprel_n && err == 0; i++)
+        err = add_slot(o, &o->jmprel[i], why);
+    for (size_t i = 0; i < o->rela_n && err == 0; i++) /* -fno-plt: GLOB_DAT */
+        err = add_slot(o, &o->rela[i], why);
+    if (err < 0)
+        return err;
+    for (int fn = 0; fn < GH_NFUNCS; fn++) {
+        int found = 0;
+        for (size_t i = 0; i < nslots; i++)
+            found |= slots[i].fn == (enum gh_func)fn;
+        if (!found && func_needed[fn]) {
+            snprintf(install_why, sizeof(install_why),
+                     "no GOT slot for %s in the interpreter object (static libc, or not "
+                     "the GIL's object?)", func_names[fn]);
+            *why = install_why;
+            return -ENOENT;
+        }
+    }
+    return 0;
+}
+
+/* Point every slot at its hook, after deciding every hook's target (what the slots
+ * held, or the next interposer's) before any slot points at a hook. */
+static int patch_slots(const struct gt_elf_obj *o, const char **why)
+{
+    void *next[GH_NFUNCS] = {0};
+    for (size_t i = 0; i < nslots; i++) {
+        void *saved = __atomic_load_n(slots[i].addr, __ATOMIC_ACQUIRE);
+        void *n = choose_next(o, slots[i].fn, saved);
+        if (!next[slots[i].fn] || n != real_of[slots[i].fn])
+            next[slots[i].fn] = n;
+    }
+    /* Set once: after a failed install, live hooks keep their first target (a retry
+     * sees its own hooks in the slots and could no longer tell what was there). */
+    for (int fn = 0; fn < GH_NFUNCS; fn++)
+        if (!gh.next[fn])
+            gh.next[fn] = next[fn];
+    atomic_thread_fence(memory_order_seq_cst);
+
+    for (size_t i = 0; i < nslots; i++) {
+        if (__atomic_load_n(slots[i].addr, __ATOMIC_ACQUIRE) != hook_of[slots[i].fn]) {
+            int err = gt_got__store(slots[i].addr, slots[i].prot, hook_of[slots[i].fn]);
+            if (err < 0) {
+                /* Slots already patched keep forwarding correctly; leave them. */
+                *why = "mprotect() refused to make a read-only GOT page writable";
+                return err;
+            }
+        }
+        slots_patched++;
+    }
+    return 0;
+}
+
 int gt_gilhook__install(const void *interp_symbol, const char **why)
 {
     const char *dummy;
     struct gt_elf_obj o = {0};
     Dl_info info;
-    void *next[GH_NFUNCS] = {0};
     int err = 0;
 
     if (!why)
@@ -630,58 +688,12 @@ int gt_gilhook__install(const void *interp_symbol, const char **why)
         goto cleanup;
     }
     err = gt_elf_obj__open(&o, o.lm, why);
+    if (err >= 0)
+        err = collect_slots(&o, why);
+    if (err >= 0)
+        err = patch_slots(&o, why);
     if (err < 0)
         goto cleanup;
-
-    nslots = 0;
-    for (size_t i = 0; i < o.jmprel_n && err == 0; i++)
-        err = add_slot(&o, &o.jmprel[i], why);
-    for (size_t i = 0; i < o.rela_n && err == 0; i++) /* -fno-plt: GLOB_DAT */
-        err = add_slot(&o, &o.rela[i], why);
-    if (err < 0)
-        goto cleanup;
-    for (int fn = 0; fn < GH_NFUNCS; fn++) {
-        int found = 0;
-        for (size_t i = 0; i < nslots; i++)
-            found |= slots[i].fn == (enum gh_func)fn;
-        if (!found && func_needed[fn]) {
-            /* All three are needed to decode; patch nothing rather than half. */
-            snprintf(install_why, sizeof(install_why),
-                     "no GOT slot for %s in the interpreter object (static libc, or not "
-                     "the GIL's object?)", func_names[fn]);
-            *why = install_why;
-            err = -ENOENT;
-            goto cleanup;
-        }
-    }
-
-    /* Decide every hook's target before any slot points at a hook. */
-    for (size_t i = 0; i < nslots; i++) {
-        void *saved = __atomic_load_n(slots[i].addr, __ATOMIC_ACQUIRE);
-        void *n = choose_next(&o, slots[i].fn, saved);
-        if (!next[slots[i].fn] || n != real_of[slots[i].fn])
-            next[slots[i].fn] = n;
-    }
-    /* Set once: after a failed install, live hooks keep their first target (a retry
-     * sees its own hooks in the slots and could no longer tell what was there). */
-    for (int fn = 0; fn < GH_NFUNCS; fn++)
-        if (!gh.next[fn])
-            gh.next[fn] = next[fn];
-    atomic_thread_fence(memory_order_seq_cst);
-
-    for (size_t i = 0; i < nslots; i++) {
-        if (__atomic_load_n(slots[i].addr, __ATOMIC_ACQUIRE) == hook_of[slots[i].fn]) {
-            slots_patched++;
-            continue;
-        }
-        err = gt_got__store(slots[i].addr, slots[i].prot, hook_of[slots[i].fn]);
-        if (err < 0) {
-            /* Slots already patched keep forwarding correctly; leave them. */
-            *why = "mprotect() refused to make a read-only GOT page writable";
-            goto cleanup;
-        }
-        slots_patched++;
-    }
     set_object_path(o.lm);
     object_bias = o.bias;
     /* A forked child has no session of its own: the parent's streams are copies it
@@ -711,45 +723,43 @@ static void repatch(void)
 
 static char calib_why[256];
 
-/* Read the GIL's addresses off one drop+take by this thread:
- *   drop: lock(M) signal(C) [lock(SM) wait(SC) if a drop request was pending]
- *   take: lock(M) [timedwait(C, M)...] lock(SM) signal(SC)
- * (unlock and cond_wait are not hooked). */
-static int calib_decode(struct gt_gil_addrs *a, const char **why)
-{
-    const void *m = NULL, *c = NULL, *sc = NULL, *last_lock = NULL;
-    const void *lock_before_c = NULL, *lock_before_sc = NULL;
-    const void *m_site = NULL, *take_m_site = NULL, *sc_site = NULL;
-    unsigned m_locks = 0;
+/* What one drop+take's pthread calls showed: the first mutex locked (the GIL's), the
+ * first and second conds signalled (the GIL's cond, then switch_cond), what was locked
+ * before each signal, and the call sites of the take's lock and signal. */
+struct calib_seen {
+    const void *m, *c, *sc;
+    const void *lock_before_c, *lock_before_sc;
+    const void *take_m_site, *sc_site;
+    unsigned m_locks;
+};
 
-    if (calib_n > CALIB_MAX) {
-        *why = "calibration: too many pthread calls during one GIL drop+take";
-        return -EPROTO;
-    }
+static int calib_scan(struct calib_seen *s, const char **why)
+{
+    const void *last_lock = NULL, *m_site = NULL;
     for (unsigned i = 0; i < calib_n; i++) {
         const struct calib_call *e = &calib_log[i];
         switch (e->fn) {
         case GH_LOCK:
-            if (!m)
-                m = e->a;
-            m_locks += e->a == m;
-            if (e->a == m)
+            if (!s->m)
+                s->m = e->a;
+            s->m_locks += e->a == s->m;
+            if (e->a == s->m)
                 m_site = e->site;
             last_lock = e->a;
             break;
         case GH_SIGNAL:
-            if (!c) {
-                c = e->a;
-                lock_before_c = last_lock;
-            } else if (!sc) {
-                sc = e->a;
-                lock_before_sc = last_lock;
-                sc_site = e->site;
-                take_m_site = m_site;
+            if (!s->c) {
+                s->c = e->a;
+                s->lock_before_c = last_lock;
+            } else if (!s->sc) {
+                s->sc = e->a;
+                s->lock_before_sc = last_lock;
+                s->sc_site = e->site;
+                s->take_m_site = m_site;
             }
             break;
         case GH_TIMEDWAIT:
-            if (c && (e->a != c || e->b != m)) {
+            if (s->c && (e->a != s->c || e->b != s->m)) {
                 *why = "calibration: a timed wait on another cond/mutex than the GIL's";
                 return -EPROTO;
             }
@@ -758,48 +768,65 @@ static int calib_decode(struct gt_gil_addrs *a, const char **why)
             break;
         }
     }
+    return 0;
+}
+
+/* Read the GIL's addresses off one drop+take by this thread:
+ *   drop: lock(M) signal(C) [lock(SM) wait(SC) if a drop request was pending]
+ *   take: lock(M) [timedwait(C, M)...] lock(SM) signal(SC)
+ * (unlock and cond_wait are not hooked). */
+static int calib_decode(struct gt_gil_addrs *a, const char **why)
+{
+    struct calib_seen s = {0};
+
+    if (calib_n > CALIB_MAX) {
+        *why = "calibration: too many pthread calls during one GIL drop+take";
+        return -EPROTO;
+    }
+    if (calib_scan(&s, why) < 0)
+        return -EPROTO;
     if (calib_n == 0) {
         *why = "calibration: no pthread calls during a GIL drop+take (free-threaded "
                "build, or the GIL lives in another object)";
         return -EPROTO;
     }
-    if (!m || !c || !sc) {
+    if (!s.m || !s.c || !s.sc) {
         snprintf(calib_why, sizeof(calib_why),
                  "calibration: expected a mutex lock and two cond signals during a GIL "
                  "drop+take, saw %u calls (lock %s, signals %s)",
-                 calib_n, m ? "yes" : "no", sc ? "2" : c ? "1" : "0");
+                 calib_n, s.m ? "yes" : "no", s.sc ? "2" : s.c ? "1" : "0");
         *why = calib_why;
         return -EPROTO;
     }
-    if (m_locks < 2) {
+    if (s.m_locks < 2) {
         *why = "calibration: the first mutex was locked only once (expected by both the "
                "drop and the take)";
         return -EPROTO;
     }
-    if (lock_before_c != m) {
+    if (s.lock_before_c != s.m) {
         *why = "calibration: the drop's signal did not follow a lock of the first mutex";
         return -EPROTO;
     }
-    if (c == sc || (const void *)c == m || (const void *)sc == m) {
+    if (s.c == s.sc || s.c == s.m || s.sc == s.m) {
         *why = "calibration: the drop and take signalled the same cond";
         return -EPROTO;
     }
-    if (lock_before_sc == m) {
+    if (s.lock_before_sc == s.m) {
         *why = "calibration: no switch_mutex lock before the take's signal "
                "(interpreter built without FORCE_SWITCHING?)";
         return -EPROTO;
     }
     /* Fields of one struct _gil_runtime_state: far apart means we misread. */
-    intptr_t dm = (const char *)m - (const char *)c, ds = (const char *)sc - (const char *)c;
+    intptr_t dm = (const char *)s.m - (const char *)s.c, ds = (const char *)s.sc - (const char *)s.c;
     if (dm < -512 || dm > 512 || ds < -512 || ds > 512) {
         *why = "calibration: the GIL's mutex and conds are not fields of one struct";
         return -EPROTO;
     }
-    a->mutex = m;
-    a->cond = c;
-    a->switch_cond = sc;
-    a->take_lock_site = take_m_site;
-    a->take_signal_site = sc_site;
+    a->mutex = s.m;
+    a->cond = s.c;
+    a->switch_cond = s.sc;
+    a->take_lock_site = s.take_m_site;
+    a->take_signal_site = s.sc_site;
     return 0;
 }
 
