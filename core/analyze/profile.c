@@ -2,6 +2,7 @@
 /* Profile (see profile.h): call trees split by GIL state, per-function rows. */
 #include "profile.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ static size_t slot_of(uint64_t key, size_t hcap)
 
 static int tb_rehash(struct tbuild *b, size_t hcap)
 {
+    assert(hcap >= 4 && (hcap & (hcap - 1)) == 0 && b->n <= hcap / 2);
     struct slot *slots = aligned_alloc(64, hcap * sizeof(*slots)); /* a group: one line */
     if (!slots)
         return -ENOMEM;

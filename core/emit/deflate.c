@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "deflate.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ static void zout_feed(struct zout *z, const void *p, size_t n, int flush)
 /* Appends n <= 32 bits, least significant first; room was reserved in z->out. */
 static inline void bits_put(struct zout *z, uint32_t v, unsigned n)
 {
+    assert(n <= 32 && z->nbits < 32 && (n == 32 || v >> n == 0));
     z->bitbuf |= (uint64_t)v << z->nbits;
     z->nbits += n;
     if (z->nbits >= 32) {

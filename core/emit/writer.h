@@ -4,6 +4,7 @@
 #ifndef GT_EMIT_WRITER_H
 #define GT_EMIT_WRITER_H
 
+#include <assert.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +56,7 @@ void w_flush(struct wr *w);
 /* Room for n <= WBUF_CAP bytes at the returned pointer; commit with w->len += used. */
 static inline char *w_reserve(struct wr *w, size_t n)
 {
+    assert(n <= WBUF_CAP); /* bigger pieces go through w_mem */
     if (w->len + n > WBUF_CAP)
         w_flush(w);
     return w->buf + w->len;
