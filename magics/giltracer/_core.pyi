@@ -1,5 +1,5 @@
 # The C core (core/module.c) as Python sees it. The aliases and TypedDicts name the
-# shapes of its values; they exist only here.
+# shapes of its values that only the core declares.
 from types import CodeType
 from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, Union, final
 
@@ -19,54 +19,10 @@ ProfileNode = Tuple[int, int, int, int, int, States, States]
 # (func, calls, total_ns, self_ns, total_states, self_states, wait_caused_ns)
 ProfileFunction = Tuple[int, int, int, int, States, States, int]
 
-class ThreadRow(TypedDict):
-    tid: int
-    pid: int
-    ident: int
-    name: str
-    spans: int
-    start_ns: int
-    end_ns: int
-    os_states: bool
-    background: bool
-
-class ParkRow(TypedDict, total=False):  # a free-threaded build's rows only
-    running_ns: int
-    parked_ns: int
-    parks: int
-    longest_park_ns: int
-    running_pct: float
-    parked_pct: float
-    stop_the_world_ns: int  # added by giltracer.api (gc.callbacks), not by the core
-
-class SummaryRow(ParkRow):
-    tid: int
-    pid: int
-    ident: int
-    name: str
-    wall_ns: int
-    held_ns: int
-    wait_ns: int
-    released_ns: int
-    off_cpu_ns: Optional[int]
-    preempted_ns: Optional[int]
-    acquisitions: int
-    longest_wait_ns: int
-    drop_requests: int
-    held_pct: float
-    wait_pct: float
-    released_pct: float
-    spans: int
-    background: bool
-
-class BlameDict(TypedDict):
-    waiter: int
-    holder: int
-    function: Optional[str]
-    file: str
-    line: int
-    wait_ns: int
-    count: int
+# A row of Result.threads(), summary(), crosscheck() or blame(): the keyword arguments of
+# giltracer.api's ThreadInfo, ThreadSummary and BlameRow. Those dataclasses are the one
+# declaration of the fields; tests/test_core_rows.py holds the core's keys to them.
+Row = Dict[str, Any]
 
 class BuildInfo(TypedDict):
     clock: str
@@ -98,10 +54,10 @@ class Result:
     tracer_note: Optional[str]
     sampling: Optional[str]
     sampler: Optional[Dict[str, int]]
-    def threads(self) -> List[ThreadRow]: ...
-    def summary(self) -> List[SummaryRow]: ...
-    def blame(self) -> List[BlameDict]: ...
-    def crosscheck(self) -> Optional[List[SummaryRow]]: ...
+    def threads(self) -> List[Row]: ...
+    def summary(self) -> List[Row]: ...
+    def blame(self) -> List[Row]: ...
+    def crosscheck(self) -> Optional[List[Row]]: ...
     def spans(self, tid: int, /) -> List[Span]: ...
     def gil_intervals(self, tid: int, /) -> List[Interval]: ...
     def os_intervals(self, tid: int, /) -> List[Interval]: ...
