@@ -8,6 +8,7 @@ dataclasses.
 from __future__ import annotations
 
 import gc
+import inspect
 import os
 import re
 import sysconfig
@@ -783,15 +784,29 @@ class Trace:
                 f"{r.event_count} events, backend={r.backend}>")
 
 
-def trace(**options: Any) -> Trace:
-    """Trace every call in every thread and probe the GIL while the block runs.
+def signature_text() -> str:
+    """``giltracer.trace(...)`` with every keyword and its default, in Trace's order (the
+    README and trace()'s docstring quote it; tests/test_options.py holds both to it)."""
+    def literal(v: Any) -> str:
+        if isinstance(v, str):
+            return f'"{v}"'
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 10_000:
+            return f"{v:_}"
+        return repr(v)
+    params = inspect.signature(Trace.__init__).parameters.values()
+    return "giltracer.trace(" + ", ".join(f"{p.name}={literal(p.default)}" for p in params
+                                          if p.name not in ("self", "title")) + ")"
 
-    ``with giltracer.trace(functions=True, c_calls=True, max_events=5_000_000,
-    include=None, exclude=None, max_depth=None, gil=True, sched=True,
-    backend="auto", follow_children=False, mode="trace", sample_interval="5ms") as t:``
+
+def trace(**options: Any) -> Trace:
+    return Trace(**options)
+
+
+trace.__doc__ = f"""Trace every call in every thread and probe the GIL while the block runs.
+
+    ``with {signature_text()} as t:``
 
     ``mode="sample"`` records no call: a sampler thread reads every thread's stack every
     ``sample_interval`` ('5ms', '500us', or seconds as a number) while the GIL probe stays
     exact; ``t.result.sampler`` has the sampler's own GIL use.
     """
-    return Trace(**options)
