@@ -28,19 +28,25 @@ def spin_on_cpu(index, seconds, barrier=None):
     return spin_for(seconds)
 
 
+MIN_TURNS = 8  # each of cpu_pair's threads sees the other run at least this often
+
+
 def cpu_pair(seconds, names=("cpu-a", "cpu-b")):
     """Two CPU-bound threads on distinct CPUs that start spinning together (a barrier),
     so neither runs alone for long: each should hold the GIL about half the time.
+    Each spins `seconds`, and on, up to 10 x as long, until it has seen the other run
+    MIN_TURNS times (GIL hand-offs: a loaded machine gives fewer per second).
     Each returned thread has `spin_ns`: (start, end) of its spinning, CLOCK_MONOTONIC ns
     (giltracer's clock); the wait at the barrier before it releases the GIL."""
     barrier = threading.Barrier(2)
     spans = {}
+    progress = [0, 0]
 
     def spin(index):
         pin_to_own_cpu(index)
         barrier.wait()
         start = time.monotonic_ns()
-        spin_for(seconds)
+        spin_for(seconds, turns_of=(progress, index))
         spans[index] = (start, time.monotonic_ns())
 
     threads = run_threads([lambda: spin(0), lambda: spin(1)], names=list(names))
@@ -58,13 +64,25 @@ def gil_shares(t, tid, window):
     return {k: 100.0 * v / (hi - lo) for k, v in ns.items()}
 
 
-def spin_for(seconds):
-    """Pure-Python CPU work (holds the GIL) for about `seconds` of wall time."""
-    deadline = time.perf_counter() + seconds
-    x = 0
-    while time.perf_counter() < deadline:
+def spin_for(seconds, turns_of=None):
+    """Pure-Python CPU work (holds the GIL) for about `seconds` of wall time. With
+    `turns_of` = (progress, index) (a list shared by two spinners, this one's slot): on
+    after `seconds`, up to 10 x as long, until it has seen the other advance MIN_TURNS times."""
+    now = time.perf_counter()
+    deadline, last_chance = now + seconds, now + 10 * seconds
+    turns, x = 0, 0
+    if turns_of:
+        progress, index = turns_of
+        seen = progress[1 - index]
+    while now < deadline or (turns_of and turns < MIN_TURNS and now < last_chance):
         for i in range(2000):
             x += i * i
+        if turns_of:
+            progress[index] += 1
+            if progress[1 - index] != seen:
+                seen = progress[1 - index]
+                turns += 1
+        now = time.perf_counter()
     return x
 
 
