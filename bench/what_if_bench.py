@@ -128,10 +128,15 @@ WORKLOADS = {
 }
 
 
-def timed(fn):
-    t0 = time.perf_counter()
+def timed(fn, cpu=None):
+    """Wall time of fn() in s; with a list `cpu`, appends the process's CPU time (all
+    threads, user + system) meanwhile: CPU / wall is the parallelism the machine gave."""
+    c0, t0 = os.times(), time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    t1, c1 = time.perf_counter(), os.times()
+    if cpu is not None:
+        cpu.append((c1.user - c0.user) + (c1.system - c0.system))
+    return t1 - t0
 
 
 def stats(xs):
@@ -156,7 +161,8 @@ def side_ft(names, runs):
             continue
         fn = WORKLOADS[name]
         fn()  # warm-up
-        out["workloads"][name] = {"wall": stats([timed(fn) for _ in range(runs)])}
+        cpu_s = []
+        out["workloads"][name] = {"wall": [timed(fn, cpu_s) for _ in range(runs)], "cpu": cpu_s}
     return out
 
 
@@ -209,7 +215,8 @@ def side_gil(names, runs, factor, trace_opts):
             continue
         fn = WORKLOADS[name]
         fn()  # warm-up
-        untraced = [timed(fn) for _ in range(runs)]
+        cpu_s = []
+        untraced = [timed(fn, cpu_s) for _ in range(runs)]
         traced, preds, stand, threads = [], [], [], None
         for _ in range(runs):
             with giltracer.trace(backend="hooks", **trace_opts) as t:
@@ -221,41 +228,70 @@ def side_gil(names, runs, factor, trace_opts):
                 preds.append(prediction(t, n_cpus, factor))
             else:
                 stand.append(stand_in(rows, main_tid, n_cpus, stand_factor))
-        w = {"untraced": stats(untraced), "traced": stats(traced), "threads": threads}
+        w = {"untraced": untraced, "cpu": cpu_s, "traced": traced, "threads": threads}
         if preds:
-            w["predicted"] = stats(preds)
+            w["predicted"] = preds
         if stand:
-            w["stand_in"] = stats(stand)
+            w["stand_in"] = stand
         out["workloads"][name] = w
     return out
 
 
 # ---------------------------------------------------------------- the driver
-def run_side(interp, side, args):
-    cmd = [interp, os.path.abspath(__file__), "--side", side, "--runs", str(args.runs), "--only", ",".join(args.only)]
+def run_side(interp, side, args, k):
+    cmd = [interp, os.path.abspath(__file__), "--side", side, "--runs", "1", "--only", ",".join(args.only)]
     if args.ft_factor is not None:
         cmd += ["--ft-factor", str(args.ft_factor)]
     if side == "gil":
         cmd += ["--trace-opts", args.trace_opts]
-    print(f"what_if_bench: {side} side on {interp} ...", file=sys.stderr, flush=True)
+    print(f"what_if_bench: round {k + 1}/{args.runs}, {side} side on {interp} ...", file=sys.stderr, flush=True)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     if r.returncode:
         sys.exit(f"what_if_bench: the {side} side failed (exit {r.returncode})")
     return json.loads(r.stdout)
 
 
+def merge_runs(acc, r):
+    """One round's side output added to the rounds before: lists of runs concatenated,
+    the last round's other fields kept."""
+    if acc is None:
+        return r
+    for name, w in r["workloads"].items():
+        old = acc["workloads"].get(name, {})
+        for key, v in w.items():
+            if isinstance(v, list) and key != "threads" and isinstance(old.get(key), list):
+                old[key] = old[key] + v
+            else:
+                old[key] = v
+        acc["workloads"][name] = old
+    return acc
+
+
+def finish(side):
+    """Lists of runs -> stats (median, min, max, runs)."""
+    for w in side["workloads"].values():
+        for key in ("wall", "cpu", "untraced", "traced", "predicted", "stand_in"):
+            if key in w:
+                w[key] = stats(w[key])
+    return side
+
+
 def fmt(st):
     return f"{st['median']:.3f} [{st['min']:.3f}, {st['max']:.3f}]"
 
 
-def report(gil, ft, runs):
+def report(gil, ft, runs, load0=None):
     lines = [f"# What-if validation: 3.14 traced ({gil['python']}, GIL) -> predicted vs measured 3.14t ({ft['python']})", "",
-             f"- {runs} runs per cell, wall s: median [min, max]; CPUs: {gil['cpus']}; load at end: {os.getloadavg()[0]:.1f}; "
+             f"- {runs} runs per cell, wall s: median [min, max]; CPUs: {gil['cpus']}; "
+             f"load at start: {'?' if load0 is None else f'{load0:.1f}'}, at end: {os.getloadavg()[0]:.1f}; "
              f"ft_factor: {gil['ft_factor'] if gil['ft_factor'] is not None else 'the model default'}",
              "- predicted: `t.what_if(cpus=N)` on each traced run (median); error = predicted / measured 3.14t - 1",
+             "- 3.14t CPU / wall: the process's CPU time over its wall time (median run): the parallelism "
+             "the machine gave it (other load on a shared machine lowers it; the model assumes the CPUs free)",
+             "- rounds alternate the interpreters, one run per workload per round, fresh processes",
              f"- traced with `giltracer.trace(backend=\"hooks\", **{gil['trace_opts']})`; 3.14 untraced wall for reference", ""]
     model = gil["model"]
-    head = "| workload | 3.14 wall | 3.14 traced wall | 3.14t wall | predicted | error |"
+    head = "| workload | 3.14 wall | 3.14 traced wall | 3.14t wall | 3.14t CPU / wall | predicted | error |"
     if not model:
         head += " STAND-IN predicted | STAND-IN error |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
@@ -265,8 +301,12 @@ def report(gil, ft, runs):
         if "skipped" in w or "skipped" in f:
             lines.append(f"| {name} | skipped: {w.get('skipped') or f.get('skipped')} |")
             continue
+        if "wall" not in f:
+            lines.append(f"| {name} | not run on 3.14t |")
+            continue
         meas = f["wall"]["median"]
-        row = f"| {name} | {fmt(w['untraced'])} | {fmt(w['traced'])} | {fmt(f['wall'])} | "
+        par = f["cpu"]["median"] / meas
+        row = f"| {name} | {fmt(w['untraced'])} | {fmt(w['traced'])} | {fmt(f['wall'])} | {par:.2f} | "
         if "predicted" in w:
             e = w["predicted"]["median"] / meas - 1
             errs.append(abs(e))
@@ -279,12 +319,19 @@ def report(gil, ft, runs):
             row += f" {fmt(w['stand_in'])} | {100 * e:+.0f} % |"
         lines.append(row)
     lines.append("")
+    one = ft["workloads"].get("cpu-1", {})
+    loaded = "wall" in one and one["cpu"]["median"] / one["wall"]["median"] < 0.8
+    if loaded:
+        lines += [f"WARNING: the machine was loaded: one CPU-bound thread on 3.14t got "
+                  f"{one['cpu']['median'] / one['wall']['median']:.2f} of a CPU (CPU / wall of cpu-1). The "
+                  f"prediction assumes {gil['cpus']} free CPUs, so this run validates nothing; run it "
+                  "again on a quiet machine.", ""]
     verdict = None
     if errs:
         worst, med = max(errs), statistics.median(errs)
-        verdict = worst <= 0.25 and med <= 0.15
+        verdict = None if loaded else worst <= 0.25 and med <= 0.15
         lines.append(f"Model: worst |error| {100 * worst:.0f} % (target <= 25 %), median {100 * med:.0f} % "
-                     f"(target <= 15 %): {'PASS' if verdict else 'FAIL'}")
+                     f"(target <= 15 %): {'INCONCLUSIVE (loaded machine)' if loaded else 'PASS' if verdict else 'FAIL'}")
     else:
         lines.append("Model: n/a (this giltracer has no t.what_if)")
     if stand_errs:
@@ -323,14 +370,23 @@ def main():
         return 0
     if not a.gil or not a.ft:
         ap.error("--gil and --ft are needed (or --side)")
-    gil = run_side(a.gil, "gil", a)
-    ft = run_side(a.ft, "ft", a)
+    # Rounds alternate the two interpreters, one run of each workload per round in a fresh
+    # process, so that the machine's other load falls on both sides alike.
+    gil = ft = None
+    load0 = os.getloadavg()[0]
+    for k in range(a.runs):
+        for side in (("gil", "ft") if k % 2 == 0 else ("ft", "gil")):
+            r = run_side(a.gil if side == "gil" else a.ft, side, a, k)
+            if side == "gil":
+                gil = merge_runs(gil, r)
+            else:
+                ft = merge_runs(ft, r)
     if not ft["free_threaded"] or ft["gil_enabled"]:
         sys.exit(f"what_if_bench: {a.ft} is not a free-threaded build running without the GIL")
     for name, w in ft["workloads"].items():
         if "skipped" in w:
             print(f"what_if_bench: {name} skipped on 3.14t: {w['skipped']}", file=sys.stderr)
-    text, verdict = report(gil, ft, a.runs)
+    text, verdict = report(finish(gil), finish(ft), a.runs, load0)
     print(text)
     if a.out:
         os.makedirs(a.out, exist_ok=True)
