@@ -1,7 +1,8 @@
 """The viewer's "What if" tab in headless Chromium: a page made by the core, with a known
 payload["what_if"] put into its payload (the contract with the model, core/viewer/README.md),
 shows the headline, the per-thread bars, the functions table and the assumptions with those
-numbers; a page without what_if (an older trace) has no such tab."""
+numbers; a page without what_if (an older trace), or with what_if null (no GIL data), has no
+such tab."""
 
 import json
 import os
@@ -74,13 +75,16 @@ def pages():
     injected = os.path.join(d, "whatif.html")
     with open(injected, "w", encoding="utf-8") as f:
         f.write(with_payload(html, add))
-    yield d, plain, injected
+    null = os.path.join(d, "null.html")  # the model's answer without GIL data
+    with open(null, "w", encoding="utf-8") as f:
+        f.write(with_payload(html, lambda data: data.update(what_if=None, view="whatif")))
+    yield d, plain, injected, null
     shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
 def page(pages):
-    d, _, injected = pages
+    d, _, injected, _ = pages
     p = Page("file://" + injected, os.path.join(d, "chromium"))
     yield p
     p.close()
@@ -155,9 +159,10 @@ def test_switching_tabs_hides_and_shows_it(page):
     assert not p.errors, p.errors
 
 
-def test_without_what_if_the_tab_is_hidden(pages):
-    d, plain, _ = pages
-    p = Page("file://" + plain, os.path.join(d, "chromium-plain"))
+@pytest.mark.parametrize("which", ["absent", "null"])
+def test_without_what_if_the_tab_is_hidden(pages, which):
+    d, plain, _, null = pages
+    p = Page("file://" + (plain if which == "absent" else null), os.path.join(d, "chromium-" + which))
     try:
         assert p.js("document.querySelector('.gt-tab[data-tab=whatif]').hidden")
         assert p.js("getComputedStyle(document.querySelector('.gt-tab[data-tab=whatif]')).display") == "none"
