@@ -22,7 +22,7 @@ function buildWhatIf() {
   el('span', 'gt-muted', ' (free-threading single-thread cost factor ' + wiX(W.ft_factor) + ')', head);
   var ths = Array.isArray(W.threads) ? W.threads : [], tbl = $('gt-withreads');
   tbl.textContent = '';
-  thead(tbl, [['Thread'], ['Measured (with the GIL)', 'fill'], ['Predicted (without)', 'fill'], ['Change', 'n'], ['GIL wait now', 'n']]);
+  thead(tbl, [['Thread'], ['Measured (with the GIL)', 'fill'], ['Predicted (without)', 'fill'], ['Change', 'n'], ['GIL wait (measured)', 'n']]);
   var tb = el('tbody', null, null, tbl), scale = 0;
   ths.forEach(function (r) { scale = Math.max(scale, num(r.measured_s, 0), num(r.predicted_s, 0)); });
   scale = scale || 1;
