@@ -4,6 +4,7 @@ shows the headline, the per-thread bars, the functions table and the assumptions
 numbers; a page without what_if (an older trace), or with what_if null (no GIL data), has no
 such tab."""
 
+import decimal
 import json
 import os
 import re
@@ -65,9 +66,10 @@ def pages():
         for th in ts:
             th.join()
     d = tempfile.mkdtemp(prefix="giltracer-whatif-")
-    plain = t.save(os.path.join(d, "plain.html"))
-    html = open(plain, encoding="utf-8").read()
-    assert '"what_if"' not in html
+    html = open(t.save(os.path.join(d, "page.html")), encoding="utf-8").read()
+    plain = os.path.join(d, "plain.html")  # an older trace: no what_if (a build with the model writes one)
+    with open(plain, "w", encoding="utf-8") as f:
+        f.write(with_payload(html, lambda data: data.pop("what_if", None)))
 
     def add(data):
         data["what_if"] = WHAT_IF
@@ -171,3 +173,65 @@ def test_without_what_if_the_tab_is_hidden(pages, which):
         assert not p.errors, p.errors
     finally:
         p.close()
+
+
+# ---- a real trace: the model's own what_if (skipped in a build without it)
+
+def to_fixed(v, digits):
+    """JavaScript's Number.prototype.toFixed: the exact double rounded half up (Python's
+    format rounds an exact tie to even: 3.625 -> 3.62 where JS writes 3.63)."""
+    q = decimal.Decimal(1).scaleb(-digits)
+    return str(decimal.Decimal(v).quantize(q, rounding=decimal.ROUND_HALF_UP))
+
+
+def fmt_dur(ns):
+    """The viewer's fmtDur (decode.js), for the numbers the page shows."""
+    def sig(v):
+        a = abs(v)
+        return to_fixed(v, 0) if a >= 100 else to_fixed(v, 1) if a >= 10 else to_fixed(v, 2)
+    a = abs(ns)
+    if a < 1e3:
+        return f"{round(ns)} ns"
+    if a < 1e6:
+        return sig(ns / 1e3) + " \u00b5s"
+    if a < 1e9:
+        return sig(ns / 1e6) + " ms"
+    return sig(ns / 1e9) + " s"
+
+
+@pytest.fixture(scope="module")
+def real():
+    if not hasattr(giltracer.Trace, "what_if"):
+        pytest.skip("this build has no t.what_if (the what-if model, issue 20)")
+    barrier = threading.Barrier(2)
+    with giltracer.trace(backend="hooks", sched=False) as t:
+        ts = [threading.Thread(target=worker, args=(barrier,), name=f"r{i}") for i in range(2)]
+        for th in ts:
+            th.start()
+        for th in ts:
+            th.join()
+    d = tempfile.mkdtemp(prefix="giltracer-whatif-real-")
+    path = t.save(os.path.join(d, "real.html"))
+    html = open(path, encoding="utf-8").read()
+    data = json.loads(re.search(r'id="gt-data">\n(.*?)\n</script>', html, re.S).group(1))
+    assert data.get("what_if"), "a build with t.what_if writes payload['what_if'] for a trace with the GIL"
+    p = Page("file://" + path, os.path.join(d, "chromium"))
+    yield data["what_if"], p
+    p.close()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_real_trace_shows_the_models_numbers(real):
+    W, p = real
+    assert p.js("!document.querySelector('.gt-tab[data-tab=whatif]').hidden")
+    p.js("gtViewer.showTab('whatif')")
+    head = p.js("document.getElementById('gt-wihead').textContent")
+    cpus = f"{W['cpus']} CPU" + ("" if W["cpus"] == 1 else "s")
+    assert (f"Measured {fmt_dur(W['measured_wall_s'] * 1e9)} \u2192 predicted {fmt_dur(W['predicted_wall_s'] * 1e9)}"
+            f" without the GIL on {cpus}: {to_fixed(W['speedup'], 2)}\u00d7 speed-up") in head, (head, W)
+    names = p.js("Array.from(document.querySelectorAll('#gt-withreads tbody tr td:first-child')).map(function(c){return c.textContent})")
+    assert names == [str(t["name"]) for t in W["threads"]]
+    fnames = text(p, "#gt-wifuncs tbody tr:not(.gt-empty) td:first-child")
+    assert fnames == [str(f["name"]) for f in W["functions"]]
+    assert text(p, "#gt-wiassume li") == [str(a) for a in W["assumptions"]] and W["assumptions"]
+    assert not p.errors, p.errors
