@@ -336,6 +336,20 @@ bench-ft: pythons-ft
 	  v=3.14; $(SID_VENV); $$d/sid-$$v/bin/python /src/bench/ft_scaling.py --out /src/bench/results || true; \
 	  n=ft-3.14t; $(FT_VENV); $$d/$$n/bin/python /src/bench/ft_scaling.py --out /src/bench/results'
 
+# The what-if validation (issue 20, bench/what_if_bench.py): each workload traced on sid's
+# 3.14 with the GIL, its prediction from t.what_if() against its wall time on the
+# free-threaded 3.14t (untraced, in a plain venv with NumPy); report in
+# bench/results/what-if-<version>.md. WHAT_IF_ARGS: more arguments (--runs, --only, --strict).
+WHAT_IF_ARGS ?=
+.PHONY: bench-what-if
+bench-what-if: pythons-ft
+	$(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; d=$(SID_MATRIX); v=3.14; $(SID_VENV); \
+	  $$d/sid-$$v/bin/python -m pip install -q numpy || echo "bench-what-if: no NumPy for 3.14: numpy-pool is skipped"; \
+	  [ -x $$d/ft-bare/bin/python ] || $(FT_PYTHON) -m venv $$d/ft-bare; \
+	  $$d/ft-bare/bin/python -m pip install -q numpy || echo "bench-what-if: no NumPy for 3.14t: numpy-pool is skipped"; \
+	  $$d/sid-$$v/bin/python /src/bench/what_if_bench.py --gil $$d/sid-$$v/bin/python --ft $$d/ft-bare/bin/python \
+	    --out /src/bench/results $(WHAT_IF_ARGS)'
+
 # ---- hardening: sanitizers, valgrind, fuzzing, stress (docs/DEVELOPING.md "Hardening checks") ----
 SANITIZE := address,undefined
 ASAN_VENV ?= $(BUILD)/asan-venv

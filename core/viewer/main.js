@@ -8,6 +8,7 @@ function showTab(name) {
   $('gt-tab-top').hidden = name !== 'top';
   $('gt-tab-blame').hidden = name !== 'blame';
   $('gt-tab-profile').hidden = name !== 'profile';
+  $('gt-tab-whatif').hidden = name !== 'whatif';
   $('gt-overview').hidden = name !== 'timeline';
   $('gt-zoomctl').style.visibility = name === 'timeline' ? '' : 'hidden';
   if (name === 'top') renderTop(); else if (name === 'profile') showProfile(); else resize();
@@ -123,7 +124,7 @@ function init(payload) {
   threads.forEach(function (th) { mw = Math.max(mw, ctx.measureText(th.name).width); });
   gutterW = Math.round(Math.max(130, Math.min(230, mw + 56)));
   $('gt-loading').hidden = true;
-  buildHeader(); buildSummary(); scopeSummary(); buildBlame(); buildLegend(); buildTopCtl(); details(null);
+  buildHeader(); buildSummary(); scopeSummary(); buildBlame(); buildWhatIf(); buildLegend(); buildTopCtl(); details(null);
   /* inline (in a notebook's iframe) the lanes come first: the table folds to one line */
   var inFrame = false;
   try { inFrame = window.self !== window.top; } catch (e) { inFrame = true; }
@@ -134,7 +135,7 @@ function init(payload) {
   resize();
   perf.ready = performance.now();
   perf.firstFrameMs = perf.lastFrameMs;
-  if (P.view === 'profile' || P.view === 'blame' || P.view === 'top') showTab(P.view);
+  if (P.view === 'profile' || P.view === 'blame' || P.view === 'top' || (P.view === 'whatif' && P.what_if)) showTab(P.view);
   D.documentElement.setAttribute('data-gt-ready', String(Math.round(perf.ready))); /* for tests and benchmarks */
 }
 window.gtViewer = {

@@ -1,0 +1,402 @@
+"""Validation of the what-if prediction (issue 20): "would free-threading help?"
+
+Each workload is traced on 3.14 with the GIL (giltracer.trace, hooks backend) and the
+prediction of its wall time without the GIL on this machine's CPUs is read from
+``t.what_if()``; the same workload runs untraced on the free-threaded 3.14t, where its wall
+time is measured. Medians of 5 runs with [min, max]; error = predicted / measured 3.14t - 1.
+Target (the issue): |error| <= 25 % on every workload, <= 15 % on the median.
+
+Workloads: CPU-bound threads 1, 2, 3, 4 (a pure-Python loop); mixed CPU + I/O (sleeps); a
+producer/consumer queue; threads with a shared lock; a NumPy-heavy thread pool (skipped, with
+the reason printed, where NumPy cannot be imported).
+
+    python bench/what_if_bench.py --gil PY3.14 --ft PY3.14t [--runs 5] [--out bench/results]
+    (`make bench-what-if` runs it in the sid chroot; the 3.14 side needs giltracer installed)
+
+Without ``t.what_if`` (a build before the model), the prediction column is "n/a"; then
+and only then a STAND-IN predictor (``stand_in``, below: a crude bound from the per-thread
+held / released totals, not the model) fills separate columns, labelled so, to check the
+harness itself.
+"""
+
+import argparse
+import json
+import os
+import queue
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# NumPy's BLAS would start its own threads: one thread each, so the Python threads are
+# what the GIL (or its absence) schedules, on both interpreters alike.
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+SPIN = 4_000_000  # a thread's CPU-bound work: about 0.2-0.3 s on 3.14 here
+
+
+def spin(n):
+    x = 0
+    for i in range(n):
+        x += i ^ 3
+    return x
+
+
+def run_threads(targets):
+    ts = [threading.Thread(target=f, name=name) for name, f in targets]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
+def cpu(k):
+    def w():
+        run_threads([(f"cpu-{i}", lambda: spin(SPIN)) for i in range(k)])
+    return w
+
+
+def mixed_io():
+    """Two threads, each 10 times: CPU work, then a 15 ms sleep (I/O stand-in)."""
+    def one():
+        for _ in range(10):
+            spin(SPIN // 20)
+            time.sleep(0.015)
+    run_threads([("io-0", one), ("io-1", one)])
+
+
+def producer_consumer():
+    """A producer computes 100 items and queues them; a consumer computes on each."""
+    q = queue.Queue(maxsize=8)
+
+    def producer():
+        for i in range(100):
+            spin(SPIN // 200)
+            q.put(i)
+        q.put(None)
+
+    def consumer():
+        while q.get() is not None:
+            spin(SPIN // 200)
+    run_threads([("producer", producer), ("consumer", consumer)])
+
+
+def shared_lock():
+    """Four threads: 100 times, work outside, then a shorter piece under a shared lock."""
+    lock = threading.Lock()
+
+    def one():
+        for _ in range(100):
+            spin(SPIN // 800)
+            with lock:
+                spin(SPIN // 2400)
+    run_threads([(f"locker-{i}", one) for i in range(4)])
+
+
+def numpy_pool():
+    """A pool of 4 threads, 32 tasks: small NumPy operations driven from Python (the GIL
+    held) around a matrix product (the GIL released inside)."""
+    import numpy as np
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(1)
+    mats = [rng.random((160, 160)) for _ in range(4)]
+
+    def task(i):
+        a = mats[i % 4]
+        s = 0.0
+        for j in range(300):
+            s += float(a[j % 160, :8].sum())
+        return s + float((a @ a).sum())
+    with ThreadPoolExecutor(4, thread_name_prefix="np") as ex:
+        list(ex.map(task, range(32)))
+
+
+def numpy_missing():
+    try:
+        import numpy  # noqa: F401
+    except ImportError as e:
+        return f"NumPy cannot be imported here ({e}): pip install numpy into this interpreter"
+    return None
+
+
+WORKLOADS = {
+    "cpu-1": cpu(1), "cpu-2": cpu(2), "cpu-3": cpu(3), "cpu-4": cpu(4),
+    "mixed-io": mixed_io, "queue": producer_consumer, "lock": shared_lock, "numpy-pool": numpy_pool,
+}
+
+
+def timed(fn, cpu=None):
+    """Wall time of fn() in s; with a list `cpu`, appends the process's CPU time (all
+    threads, user + system) meanwhile: CPU / wall is the parallelism the machine gave."""
+    c0, t0 = os.times(), time.perf_counter()
+    fn()
+    t1, c1 = time.perf_counter(), os.times()
+    if cpu is not None:
+        cpu.append((c1.user - c0.user) + (c1.system - c0.system))
+    return t1 - t0
+
+
+def stats(xs):
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "runs": xs}
+
+
+def cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+# ---------------------------------------------------------------- the 3.14t side
+def side_ft(names, runs):
+    import sysconfig
+    out = {"python": sys.version.split()[0], "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+           "gil_enabled": getattr(sys, "_is_gil_enabled", lambda: True)(), "cpus": cpus(), "workloads": {}}
+    for name in names:
+        if name == "numpy-pool" and numpy_missing():
+            out["workloads"][name] = {"skipped": numpy_missing()}
+            continue
+        fn = WORKLOADS[name]
+        fn()  # warm-up
+        cpu_s = []
+        out["workloads"][name] = {"wall": [timed(fn, cpu_s) for _ in range(runs)], "cpu": cpu_s}
+    return out
+
+
+# ---------------------------------------------------------------- the 3.14 side
+def prediction(t, n_cpus, factor):
+    """The model's predicted wall time (s) from ``t.what_if()``, or None when this
+    giltracer has no what_if."""
+    fn = getattr(t, "what_if", None)
+    if fn is None:
+        return None
+    r = fn(cpus=n_cpus) if factor is None else fn(cpus=n_cpus, ft_factor=factor)
+    for key, scale in (("predicted_wall_s", 1.0), ("predicted_ns", 1e-9)):
+        v = r.get(key) if isinstance(r, dict) else getattr(r, key, None)
+        if v is not None:
+            return float(v) * scale
+    raise TypeError(f"t.what_if() returned {type(r).__name__} without predicted_wall_s")
+
+
+def stand_in(rows, main_tid, n_cpus, factor):
+    """STAND-IN, NOT THE MODEL (used only when t.what_if does not exist, to check this
+    harness): each worker thread's held time x factor becomes its CPU work, its released time
+    is kept as is (sleeps, I/O, C code without the GIL; hand-offs are ignored), its GIL wait
+    is dropped; the cell takes the longer of the slowest thread and the total CPU work spread
+    over the CPUs, plus the starting thread's own held time (it only starts and joins)."""
+    workers = [r for r in rows if r["tid"] != main_tid]
+    main = [r for r in rows if r["tid"] == main_tid]
+    if not workers:
+        return sum(r["held_s"] for r in main) * factor + sum(r["released_s"] for r in main)
+    slowest = max(r["held_s"] * factor + r["released_s"] for r in workers)
+    spread = sum(r["held_s"] for r in workers) * factor / n_cpus
+    return max(slowest, spread) + sum(r["held_s"] for r in main) * factor
+
+
+def side_gil(names, runs, factor, trace_opts):
+    import giltracer
+    n_cpus = cpus()
+    has_model = hasattr(giltracer.Trace, "what_if")
+    out = {"python": sys.version.split()[0], "giltracer": getattr(giltracer, "__version__", "?"), "cpus": n_cpus,
+           "model": has_model, "ft_factor": factor, "trace_opts": trace_opts, "workloads": {}}
+    main_tid = threading.main_thread().native_id
+    try:
+        from giltracer.whatif_cost import FT_SINGLE_THREAD_FACTOR as stand_factor
+    except ImportError:
+        stand_factor = 1.25  # bench/results/ft-cost-3.14.10.md
+    if factor is not None:
+        stand_factor = factor
+    for name in names:
+        if name == "numpy-pool" and numpy_missing():
+            out["workloads"][name] = {"skipped": numpy_missing()}
+            continue
+        fn = WORKLOADS[name]
+        fn()  # warm-up
+        cpu_s = []
+        untraced = [timed(fn, cpu_s) for _ in range(runs)]
+        traced, preds, stand, threads = [], [], [], None
+        for _ in range(runs):
+            with giltracer.trace(backend="hooks", **trace_opts) as t:
+                traced.append(timed(fn))
+            rows = [{"tid": s.tid, "name": s.name, "wall_s": s.wall_ns / 1e9, "held_s": s.held_ns / 1e9,
+                     "wait_s": s.wait_ns / 1e9, "released_s": s.released_ns / 1e9} for s in t.summary()]
+            threads = rows
+            if has_model:
+                preds.append(prediction(t, n_cpus, factor))
+            else:
+                stand.append(stand_in(rows, main_tid, n_cpus, stand_factor))
+        w = {"untraced": untraced, "cpu": cpu_s, "traced": traced, "threads": threads}
+        if preds:
+            w["predicted"] = preds
+        if stand:
+            w["stand_in"] = stand
+        out["workloads"][name] = w
+    return out
+
+
+# ---------------------------------------------------------------- the driver
+def run_side(interp, side, args, k):
+    cmd = [interp, os.path.abspath(__file__), "--side", side, "--runs", "1", "--only", ",".join(args.only)]
+    if args.ft_factor is not None:
+        cmd += ["--ft-factor", str(args.ft_factor)]
+    if side == "gil":
+        cmd += ["--trace-opts", args.trace_opts]
+    print(f"what_if_bench: round {k + 1}/{args.runs}, {side} side on {interp} ...", file=sys.stderr, flush=True)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if r.returncode:
+        sys.exit(f"what_if_bench: the {side} side failed (exit {r.returncode})")
+    return json.loads(r.stdout)
+
+
+def merge_runs(acc, r):
+    """One round's side output added to the rounds before: lists of runs concatenated,
+    the last round's other fields kept."""
+    if acc is None:
+        return r
+    for name, w in r["workloads"].items():
+        old = acc["workloads"].get(name, {})
+        for key, v in w.items():
+            if isinstance(v, list) and key != "threads" and isinstance(old.get(key), list):
+                old[key] = old[key] + v
+            else:
+                old[key] = v
+        acc["workloads"][name] = old
+    return acc
+
+
+def finish(side):
+    """Lists of runs -> stats (median, min, max, runs)."""
+    for w in side["workloads"].values():
+        for key in ("wall", "cpu", "untraced", "traced", "predicted", "stand_in"):
+            if key in w:
+                w[key] = stats(w[key])
+    return side
+
+
+def fmt(st):
+    return f"{st['median']:.3f} [{st['min']:.3f}, {st['max']:.3f}]"
+
+
+def report(gil, ft, runs, load0=None):
+    lines = [f"# What-if validation: 3.14 traced ({gil['python']}, GIL) -> predicted vs measured 3.14t ({ft['python']})", "",
+             f"- {runs} runs per cell, wall s: median [min, max]; CPUs: {gil['cpus']}; "
+             f"load at start: {'?' if load0 is None else f'{load0:.1f}'}, at end: {os.getloadavg()[0]:.1f}; "
+             f"ft_factor: {gil['ft_factor'] if gil['ft_factor'] is not None else 'the model default'}",
+             "- predicted: `t.what_if(cpus=N)` on each traced run (median); error = predicted / measured 3.14t - 1",
+             "- 3.14t CPU / wall: the process's CPU time over its wall time (median run): the parallelism "
+             "the machine gave it (other load on a shared machine lowers it; the model assumes the CPUs free)",
+             "- rounds alternate the interpreters, one run per workload per round, fresh processes",
+             f"- traced with `giltracer.trace(backend=\"hooks\", **{gil['trace_opts']})`; 3.14 untraced wall for reference", ""]
+    model = gil["model"]
+    head = "| workload | 3.14 wall | 3.14 traced wall | 3.14t wall | 3.14t CPU / wall | predicted | error |"
+    if not model:
+        head += " STAND-IN predicted | STAND-IN error |"
+    lines += [head, "|" + "---|" * (head.count("|") - 1)]
+    errs, stand_errs = [], []
+    for name, w in gil["workloads"].items():
+        f = ft["workloads"].get(name, {})
+        if "skipped" in w or "skipped" in f:
+            lines.append(f"| {name} | skipped: {w.get('skipped') or f.get('skipped')} |")
+            continue
+        if "wall" not in f:
+            lines.append(f"| {name} | not run on 3.14t |")
+            continue
+        meas = f["wall"]["median"]
+        par = f["cpu"]["median"] / meas
+        row = f"| {name} | {fmt(w['untraced'])} | {fmt(w['traced'])} | {fmt(f['wall'])} | {par:.2f} | "
+        if "predicted" in w:
+            e = w["predicted"]["median"] / meas - 1
+            errs.append(abs(e))
+            row += f"{fmt(w['predicted'])} | {100 * e:+.0f} % |"
+        else:
+            row += "n/a | n/a |"
+        if not model:
+            e = w["stand_in"]["median"] / meas - 1
+            stand_errs.append(abs(e))
+            row += f" {fmt(w['stand_in'])} | {100 * e:+.0f} % |"
+        lines.append(row)
+    lines.append("")
+    one = ft["workloads"].get("cpu-1", {})
+    loaded = "wall" in one and one["cpu"]["median"] / one["wall"]["median"] < 0.8
+    if loaded:
+        lines += [f"WARNING: the machine was loaded: one CPU-bound thread on 3.14t got "
+                  f"{one['cpu']['median'] / one['wall']['median']:.2f} of a CPU (CPU / wall of cpu-1). The "
+                  f"prediction assumes {gil['cpus']} free CPUs, so this run validates nothing; run it "
+                  "again on a quiet machine.", ""]
+    verdict = None
+    if errs:
+        worst, med = max(errs), statistics.median(errs)
+        verdict = None if loaded else worst <= 0.25 and med <= 0.15
+        lines.append(f"Model: worst |error| {100 * worst:.0f} % (target <= 25 %), median {100 * med:.0f} % "
+                     f"(target <= 15 %): {'INCONCLUSIVE (loaded machine)' if loaded else 'PASS' if verdict else 'FAIL'}")
+    else:
+        lines.append("Model: n/a (this giltracer has no t.what_if)")
+    if stand_errs:
+        lines.append(f"STAND-IN (not the model; harness check only): worst |error| {100 * max(stand_errs):.0f} %, "
+                     f"median {100 * statistics.median(stand_errs):.0f} %")
+    lines.append("")
+    lines.append("Per-thread GIL time of the last traced run (s: held / wait / released):")
+    lines.append("")
+    for name, w in gil["workloads"].items():
+        if w.get("threads"):
+            parts = [f"{r['name']} {r['held_s']:.3f}/{r['wait_s']:.3f}/{r['released_s']:.3f}" for r in w["threads"]]
+            lines.append(f"- {name}: " + ", ".join(parts))
+    return "\n".join(lines) + "\n", verdict
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gil", help="3.14 with the GIL and giltracer installed")
+    ap.add_argument("--ft", help="the free-threaded 3.14t (NumPy for the numpy-pool workload)")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--only", type=lambda s: s.split(","), default=list(WORKLOADS))
+    ap.add_argument("--ft-factor", type=float, default=None, help="t.what_if(ft_factor=...); default: the model's own (whatif_cost.FT_SINGLE_THREAD_FACTOR)")
+    ap.add_argument("--trace-opts", default="{}", help='more giltracer.trace options, JSON: \'{"c_calls": false}\'')
+    ap.add_argument("--side", choices=("gil", "ft"))
+    ap.add_argument("--out")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when the model misses the target")
+    a = ap.parse_args()
+    unknown = [n for n in a.only if n not in WORKLOADS]
+    if unknown:
+        ap.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
+    if a.side == "ft":
+        print(json.dumps(side_ft(a.only, a.runs)))
+        return 0
+    if a.side == "gil":
+        print(json.dumps(side_gil(a.only, a.runs, a.ft_factor, json.loads(a.trace_opts))))
+        return 0
+    if not a.gil or not a.ft:
+        ap.error("--gil and --ft are needed (or --side)")
+    # Rounds alternate the two interpreters, one run of each workload per round in a fresh
+    # process, so that the machine's other load falls on both sides alike.
+    gil = ft = None
+    load0 = os.getloadavg()[0]
+    for k in range(a.runs):
+        for side in (("gil", "ft") if k % 2 == 0 else ("ft", "gil")):
+            r = run_side(a.gil if side == "gil" else a.ft, side, a, k)
+            if side == "gil":
+                gil = merge_runs(gil, r)
+            else:
+                ft = merge_runs(ft, r)
+    if not ft["free_threaded"] or ft["gil_enabled"]:
+        sys.exit(f"what_if_bench: {a.ft} is not a free-threaded build running without the GIL")
+    for name, w in ft["workloads"].items():
+        if "skipped" in w:
+            print(f"what_if_bench: {name} skipped on 3.14t: {w['skipped']}", file=sys.stderr)
+    text, verdict = report(finish(gil), finish(ft), a.runs, load0)
+    print(text)
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        base = os.path.join(a.out, f"what-if-{gil['python']}")
+        with open(base + ".md", "w") as fh:
+            fh.write(text)
+        with open(base + ".json", "w") as fh:
+            json.dump({"gil": gil, "ft": ft}, fh, indent=1)
+    return 1 if a.strict and verdict is False else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""The free-threading cost model of the what-if prediction (issue 20), measured, not guessed.
+
+``FT_SINGLE_THREAD_FACTOR``: how much longer one thread's Python work takes on the
+free-threaded build than on the same version with the GIL, on this project's bench
+workloads. The what-if model multiplies a thread's running time by it (``t.what_if(
+ft_factor=...)`` overrides it).
+
+How it was measured (``python bench/ft_cost.py``, inside the sid chroot of ``make pythons``;
+result in bench/results/ft-cost-3.14.10.md and .json): CPython 3.14.7t (built from source
+with ``--disable-gil`` by ``make pythons-ft``) against Debian sid's 3.14.10 with the GIL, on
+a 2-CPU machine; untraced, one thread; the workloads of bench/workloads.py that run in one
+thread (fib, method, builtins, mixed, churn1) and the what-if bench's CPU-bound loop (spin).
+Each of 5 rounds runs every workload in a fresh process of each interpreter, back to back;
+a workload's time is the best of 3 batches of about 0.15 s, per call, in thread CPU time
+(the machine was shared: preemption must not count). Per round, the geometric mean over
+the workloads of the ratios 3.14t / 3.14; the factor is the median of the 5 rounds, with
+their range as the interval: 1.248 [1.201, 1.310] (per workload 1.17 for Python calls up to
+1.35 for builtins and the json/re mix). A second run gave 1.226 [1.135, 1.260].
+
+It includes the difference of the two builds (Debian's packaging of 3.14 against a plain
+``./configure --disable-gil`` of 3.14t), which is what a user comparing these two
+interpreters here sees.
+"""
+
+FT_SINGLE_THREAD_FACTOR = 1.25
+"""3.14t / 3.14 single-thread time ratio: measured 1.248, interval [1.201, 1.310] (above)."""
+
+FT_SINGLE_THREAD_FACTOR_INTERVAL = (1.20, 1.31)
