@@ -10,6 +10,31 @@ FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 # free-threaded build: tests of it are skipped there with this reason.
 NO_GIL = "free-threaded build: no GIL"
 needs_gil = pytest.mark.skipif(FREE_THREADED, reason=NO_GIL)
+# The live meter (progress()) counts each thread's GIL held / waiting / released; the
+# park probe does not feed that account yet, so on a free-threaded build the meter shows
+# only the starting thread, "held".
+NO_LIVE_FT = ("free-threaded build: the live meter's account is the GIL's; the park probe "
+              "does not feed it yet")
+needs_gil_meter = pytest.mark.skipif(FREE_THREADED, reason=NO_LIVE_FT)
+
+# What the text calls things on each build kind (a free-threaded build's text is about
+# lock contention: running / parked, the waker instead of the holder).
+PROFILE_HEAD = "Contention profile of" if FREE_THREADED else "GIL profile of"
+BLAME_HEAD = "Top lock contention" if FREE_THREADED else "Top GIL waits"
+TABLE_WORDS = ("run", "parked") if FREE_THREADED else ("held", "wait")
+
+# The bpf probe probes the GIL: a free-threaded build's session refuses backend="bpf"
+# (its uprobes on the parking lot are not written yet).
+NO_BPF_FT = "free-threaded build: the bpf probe has no contention probe yet"
+
+
+def needs_bpf_backend(info):
+    """Skip a test of backend="bpf" where that backend cannot run: not available (info is
+    _core.build_info()), or a free-threaded build."""
+    if FREE_THREADED:
+        return pytest.mark.skipif(True, reason=NO_BPF_FT)
+    return pytest.mark.skipif(not info["bpf_available"],
+                              reason=f"bpf backend unavailable: {info['bpf_why']}")
 
 
 @pytest.fixture(autouse=True)

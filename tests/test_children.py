@@ -14,6 +14,7 @@ import pytest
 
 import _giltracer_boot
 import giltracer
+from conftest import FREE_THREADED
 
 N = 3_000_000  # CPU-bound: each task a few tenths of a second
 
@@ -24,7 +25,8 @@ HELD_IN_WORK = textwrap.dedent("""\
         # from the barrier's end to work's (its wait: "wait" before 3.11, no co_qualname)
         waits = [b for a, b, name, _, _ in t.spans(tid) if name in ("Barrier.wait", "wait")]
         works = [(max([a] + [w for w in waits if a <= w <= b]), b) for a, b in works]
-        held = [(a, b) for a, b, state in t.gil_intervals(tid) if state == "held"]
+        # ("running" on a free-threaded build: not parked, the stand-in for holding)
+        held = [(a, b) for a, b, state in t.gil_intervals(tid) if state in ("held", "running")]
         total = sum(b - a for a, b in works)
         inside = sum(max(0, min(b, d) - max(a, c)) for a, b in works for c, d in held)
         return 100.0 * inside / total if total else 0.0
@@ -110,8 +112,10 @@ def test_a_process_pool_shows_four_children_holding_their_own_gil(tmp_path, meth
     assert [p["pid"] for p in facts["payload"]] == [c["pid"] for c in children]
     assert f" pid {parent['pid']} (the traced process)" in facts["text"]
     # The parent waits for its workers: its main thread holds its GIL little of the time.
+    # (A free-threaded build has no GIL to release: the wait is parked or a blocking read.)
     own = [r for r in facts["rows"][str(parent["pid"])] if r["name"] == "MainThread"][0]
-    assert own["released"] >= 80, own
+    if not FREE_THREADED:
+        assert own["released"] >= 80, own
     assert facts["note"] is None
     assert "work" not in facts["names"][str(parent["pid"])]
 

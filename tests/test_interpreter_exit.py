@@ -14,13 +14,13 @@ import pytest
 
 import giltracer
 import giltracer._core
+from conftest import needs_bpf_backend
 
 _INFO = giltracer._core.build_info()
 PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(giltracer.__file__)))
 BACKENDS = [
     "hooks",
-    pytest.param("bpf", marks=pytest.mark.skipif(
-        not _INFO["bpf_available"], reason=f"bpf backend unavailable: {_INFO['bpf_why']}")),
+    pytest.param("bpf", marks=needs_bpf_backend(_INFO)),
 ]
 
 DAEMONS = """

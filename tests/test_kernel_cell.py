@@ -8,6 +8,7 @@ import os
 import re
 
 import pytest
+from conftest import PROFILE_HEAD
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -131,7 +132,7 @@ def test_profile_and_functions_start_at_the_cell(notebook):
 
 def test_gilprofile_tables_start_with_the_cells_functions(notebook):
     text = shown_text(notebook.cells[4])
-    assert text.startswith("GIL profile of %%gilprofile In [5]"), text[:200]
+    assert text.startswith(f"{PROFILE_HEAD} %%gilprofile In [5]"), text[:200]
     tables = {}
     for title in ("Top functions by GIL wait:", "Top functions by GIL held:"):
         lines = text.split(title, 1)[1].splitlines()[2:5]  # the top 3, below the header

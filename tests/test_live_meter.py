@@ -15,6 +15,7 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
 from giltracer import Trace, live  # noqa: E402
+from conftest import needs_gil_meter  # noqa: E402
 
 SPIN = """import json, threading, time
 def spin(seconds):
@@ -95,6 +96,7 @@ def updates(run, index):
     return ups
 
 
+@needs_gil_meter
 @pytest.mark.parametrize("index", [2, 3])
 def test_the_meter_updates_while_the_cell_runs(run, index):
     ups = updates(run, index)
@@ -157,6 +159,7 @@ def test_the_meter_thread_is_background(run):
     assert "('spinner-0', False)" in text, text
 
 
+@needs_gil_meter
 @pytest.mark.parametrize("backend", ["hooks", "auto"])
 def test_progress_reports_gil_time_per_thread(backend):
     """What progress() says while recording agrees with the trace's own GIL table: each
@@ -215,6 +218,7 @@ def test_a_redraw_holds_the_gil_briefly():
     assert took < 1e-3, took
 
 
+@needs_gil_meter
 def test_the_meter_costs_the_cell_little(run):
     """The meter thread holds the GIL, by the trace's own account of it, for < 1 % of a
     cell where two threads fight for it (measured: about 0.1 %, some 0.6 ms a redraw);

@@ -20,6 +20,7 @@ import pytest
 
 import giltracer
 import giltracer._core
+from conftest import FREE_THREADED, NO_BPF_FT, needs_gil
 from workloads import cpu_pair, gil_shares
 
 PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(giltracer.__file__)))
@@ -131,6 +132,7 @@ def test_fork_inside_a_trace(mode, backend):
 
 # -- a refused nested start ------------------------------------------------------
 
+@needs_gil  # the outer session is checked by its GIL shares
 @pytest.mark.parametrize("backend", ["hooks", "default"])
 def test_refused_nested_start_leaves_the_outer_session_intact(backend):
     """("default" is bpf as root: the refused start used to stop the bpf probe too.)"""
@@ -388,6 +390,7 @@ CALIBRATION = """
 """
 
 
+@needs_gil  # the hooks calibrate the GIL; a free-threaded build's park probe needs none
 def test_one_failed_calibration_is_retried_later():
     p = run_python(CALIBRATION, "2", env_extra={"GILTRACER_TEST_FAIL_CALIBRATIONS": "1"})
     assert p.returncode == 0, p.stderr
@@ -397,6 +400,7 @@ def test_one_failed_calibration_is_retried_later():
     assert lines[1] == "RUN hooks True", lines
 
 
+@needs_gil
 def test_calibration_retries_are_bounded():
     p = run_python(CALIBRATION, "10", env_extra={"GILTRACER_TEST_FAIL_CALIBRATIONS": "100"})
     assert p.returncode == 0, p.stderr
@@ -417,6 +421,7 @@ CALIBRATION_AUTO = """
 """
 
 
+@needs_gil
 @pytest.mark.skipif(not _INFO["bpf_available"] or os.geteuid() != 0,
                     reason="the bpf probe needs root and a build with it")
 def test_a_failed_calibration_does_not_cost_the_bpf_probe_for_good():
@@ -443,6 +448,7 @@ CALIBRATION_AUTO_REASONS = """
 """
 
 
+@needs_gil
 def test_one_calibration_try_per_session_whoever_asks():
     """auto as root asks twice per session (the bpf probe, then the hooks' fallback):
     still one calibration try per session, so the bound of 8 means 8 sessions."""
@@ -488,6 +494,8 @@ def test_a_stopped_session_keeps_its_probes_until_it_is_finished(backend):
     """A session stopped but not yet finished still owns the registry's records and
     (bpf) the probe object: a second start is refused before it chooses a backend (which
     used to reload a follow_children probe under the stopped session's feet)."""
+    if backend == "bpf" and FREE_THREADED:
+        pytest.skip(NO_BPF_FT)
     if backend == "bpf" and (not _INFO["bpf_available"] or os.geteuid() != 0):
         pytest.skip("the bpf probe needs root and a build with it")
     p = run_python(STOPPED_NOT_FINISHED, backend)
@@ -523,6 +531,9 @@ FINALIZER_AT_RELEASE = """
 """
 
 
+@pytest.mark.skipif(FREE_THREADED, reason="free-threaded build: code objects are freed by the "
+                    "garbage collector (deferred reference counting), not when the tracer drops "
+                    "its reference, so no finalizer runs at the release")
 def test_finalizer_that_starts_a_session_at_release():
     """Releasing the registry drops Python references; a finalizer that runs then may
     start a session (it takes the registry lock): no deadlock."""
@@ -534,8 +545,9 @@ def test_finalizer_that_starts_a_session_at_release():
 # -- bpf options per session, forked children ----------------------------------
 
 needs_bpf = pytest.mark.skipif(
-    not _INFO["bpf_available"],
-    reason=f"the bpf backend is not available here: {_INFO['bpf_why'] or 'unknown'}")
+    FREE_THREADED or not _INFO["bpf_available"],
+    reason=NO_BPF_FT if FREE_THREADED else
+    f"the bpf backend is not available here: {_INFO['bpf_why'] or 'unknown'}")
 
 
 def _libc_function_site(name):

@@ -17,6 +17,7 @@ import warnings
 import pytest
 
 import giltracer
+from conftest import needs_gil
 
 CLIPPED_START, CLIPPED_END, C_FUNC = 1, 2, 8
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -189,6 +190,7 @@ def gil_churn(n_threads=3, rounds=300):
         th.join()
 
 
+@needs_gil  # the cap is spent in GIL handoffs (gil_churn)
 def test_tiny_cap_without_functions_caps_gil_events_and_reports_drops(tmp_path):
     cap = 300
     with warnings.catch_warnings(record=True) as caught:
@@ -412,6 +414,7 @@ def test_blame_after_truncation_says_unknown():
     assert unknown in t.summary_text(top=50)
 
 
+@needs_gil  # the cap is spent in GIL events: each sleep releases and takes the GIL
 def test_cli_reports_drops_of_every_stream(tmp_path):
     script = tmp_path / "churn.py"
     script.write_text(

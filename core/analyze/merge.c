@@ -1099,8 +1099,8 @@ static void outer_frames(const struct gt_result *r, struct gt_thread_result *t)
 }
 
 /* Background: it was already in a call when first seen (not started during the trace;
- * with no calls recorded: alive at the start, or no threading thread, unnamed) and held the GIL under 1 % of its traced life or under 1 ms (with no GIL probe: no
- * Python call began in it). Sitting in a poll or a sleep releases the GIL; a kernel's
+ * with no calls recorded: alive at the start, or no threading thread, unnamed) and held the GIL under 1 % of its traced life or under 1 ms (with no GIL probe, or on
+ * a free-threaded build: no Python call began in it). Sitting in a poll or a sleep releases the GIL; a kernel's
  * IOPub thread sending the cell's busy status and input (0.2-0.6 ms at the start of a
  * cell) or a poller that wakes now and then to look (and may wait a switch interval for
  * the GIL) holds it briefly. A thread that runs the traced code
@@ -1119,7 +1119,9 @@ static int is_background(const struct gt_result *r, const struct gt_thread_input
     if (!t->nspans && t->name &&
         !(ti->flags & (GT_THREAD_ALIVE_AT_START | GT_THREAD_EXISTED_AT_START)))
         return 0; /* no calls recorded (functions off): a named thread new since the start */
-    if (!r->gil_known) {
+    if (!r->gil_known || r->free_threaded) {
+        /* Free-threaded: a thread parked since before the start (an Event.wait) shows
+         * as running, its park unseen, so running time says nothing here either. */
         for (size_t i = 0; i < t->nspans; i++)
             if (!(t->spans[i].flags & (GT_SPAN_CLIPPED_START | GT_SPAN_C)))
                 return 0;

@@ -426,15 +426,22 @@ class Trace:
                                 if t.native_id is not None}
         if children is not None:
             children.begin()
+        if FREE_THREADED:
+            # Registered before the start and removed after the stop: the tracer would
+            # record the list's append and remove as calls of the traced code.
+            self._gc = _GcWindows()
+            gc.callbacks.append(self._gc)
         try:
             session.start(threads)
         except BaseException:
+            self._unregister_gc()
             self._end_children()
             raise
-        if FREE_THREADED:
-            self._gc = _GcWindows()
-            gc.callbacks.append(self._gc)
         return self
+
+    def _unregister_gc(self) -> None:
+        if self._gc is not None and self._gc in gc.callbacks:
+            gc.callbacks.remove(self._gc)
 
     def progress(self) -> Optional[Dict[str, Any]]:
         """The recording's facts so far (per-thread GIL held / waiting / released ns,
@@ -475,12 +482,11 @@ class Trace:
 
             raise RuntimeError(_core.RELEASED_MESSAGE)
         self._session = None
-        if self._gc is not None and self._gc in gc.callbacks:
-            gc.callbacks.remove(self._gc)
         try:
             try:
                 session.stop()
             finally:  # after the stop: the tracer does not record this plumbing
+                self._unregister_gc()
                 self._end_children()
         finally:
             # Finished whatever happens here (e.g. a KeyboardInterrupt while naming the

@@ -1441,11 +1441,45 @@ static struct gt_thread *sampled_thread(PyThreadState *ts)
     return tid > 0 ? gt_registry__register(tid, 0) : NULL;
 }
 
+#ifdef Py_GIL_DISABLED
+/* The other threads run meanwhile: their frames are read with the world stopped (as at
+ * the start: frames_of takes no Python call, and nothing of ours that may lock runs
+ * then), registered and recorded after. */
+static int sample_stopped(PyThreadState *me, uint64_t ticks)
+{
+    size_t n = 0, cap = 16; /* and threads started while we look */
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts;
+         ts = PyThreadState_Next(ts))
+        cap++;
+    struct open_stack *stacks = malloc(cap * sizeof(*stacks));
+    if (!stacks)
+        return -ENOMEM;
+    _PyEval_StopTheWorld(me->interp);
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts && n < cap;
+         ts = PyThreadState_Next(ts)) {
+        if (ts == me || ts->native_thread_id <= 0)
+            continue;
+        stacks[n].tid = (int32_t)ts->native_thread_id;
+        frames_of(ts, &stacks[n]);
+        n++;
+    }
+    _PyEval_StartTheWorld(me->interp);
+    for (size_t i = 0; i < n; i++)
+        sample_codes(gt_registry__register(stacks[i].tid, 0), stacks[i].code, stacks[i].n,
+                     ticks, 0);
+    free(stacks);
+    return 0;
+}
+#endif
+
 int gt_tracer__sample(uint64_t ticks)
 {
     if (!tr.sample)
         return -ESRCH;
     PyThreadState *me = PyThreadState_Get();
+#ifdef Py_GIL_DISABLED
+    return sample_stopped(me, ticks);
+#endif
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts;
          ts = PyThreadState_Next(ts)) {
         if (ts == me)
