@@ -9,7 +9,17 @@ function during those waits must be the loop's (burn or its callee tick), not "u
 import threading
 import time
 
+import pytest
+
 import giltracer
+import giltracer._core
+
+_INFO = giltracer._core.build_info()
+BACKENDS = [
+    "hooks",  # in-thread GIL counters: the held time votes
+    pytest.param("bpf", marks=pytest.mark.skipif(  # no counters: the whole time votes
+        not _INFO["bpf_available"], reason=f"bpf backend unavailable: {_INFO['bpf_why']}")),
+]
 
 BUDGET = 4000      # call events (the GIL budget is as large: the GIL events stay under it)
 RUN_S = 0.6        # each thread's run, past the call budget all but its first milliseconds
@@ -29,9 +39,10 @@ def burn(barrier):
             i = tick(i)
 
 
-def test_blame_names_the_holders_function_past_the_call_budget():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_blame_names_the_holders_function_past_the_call_budget(backend):
     barrier = threading.Barrier(2)
-    with giltracer.trace(backend="hooks", c_calls=False, max_events=BUDGET) as t:
+    with giltracer.trace(backend=backend, c_calls=False, max_events=BUDGET) as t:
         ths = [threading.Thread(target=burn, args=(barrier,), name=f"burner-{k}") for k in range(2)]
         for th in ths:
             th.start()
