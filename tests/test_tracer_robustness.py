@@ -389,7 +389,7 @@ def test_stop_gives_no_dead_threads_profiler_to_a_new_thread():
     assert seen == [None] * len(news)
 
 
-def test_blame_after_truncation_says_unknown():
+def test_blame_after_truncation_names_the_holders_function():
     def spin():
         end = time.monotonic() + 0.15
         while time.monotonic() < end:
@@ -410,8 +410,11 @@ def test_blame_after_truncation_says_unknown():
     unknown = "unknown (calls truncated: max_events)"
     rows = t.blame()
     assert rows, "two spinning threads never waited for each other"
-    assert any(r.function == unknown for r in rows)
-    assert unknown in t.summary_text(top=50)
+    # Past the cut the call trees name the function that held the GIL (the spin loop's).
+    named = sum(r.wait_ns for r in rows if r.function and r.function.split(".")[-1] in ("spin", "cell_h"))
+    assert named >= 0.5 * sum(r.wait_ns for r in rows), rows
+    assert not any(r.function == unknown and r.wait_ns > 0.1 * named for r in rows), rows
+    assert "spin" in t.summary_text(top=50)
 
 
 @needs_gil  # the cap is spent in GIL events: each sleep releases and takes the GIL

@@ -17,7 +17,13 @@ int gt_ctree__init(struct gt_ctree *c)
     c->hint_func = calloc(c->cap, sizeof(*c->hint_func));
     c->keys = calloc(c->hcap, sizeof(*c->keys));
     c->vals = calloc(c->hcap, sizeof(*c->vals));
-    if (!c->nodes || !c->hint || !c->hint_func || !c->keys || !c->vals) {
+    c->pynode = calloc(c->cap, sizeof(*c->pynode));
+    c->tiles = malloc(GT_CTREE_TILES * sizeof(*c->tiles));
+    c->tshift = GT_CTREE_SHIFT0;
+    if (c->tiles)
+        for (size_t i = 0; i < GT_CTREE_TILES; i++)
+            c->tiles[i] = (struct gt_ctile){.node = UINT32_MAX};
+    if (!c->nodes || !c->hint || !c->hint_func || !c->keys || !c->vals || !c->pynode || !c->tiles) {
         gt_ctree__free(c);
         return -ENOMEM;
     }
@@ -31,6 +37,8 @@ void gt_ctree__free(struct gt_ctree *c)
     free(c->hint_func);
     free(c->keys);
     free(c->vals);
+    free(c->pynode);
+    free(c->tiles);
     memset(c, 0, sizeof(*c));
 }
 
@@ -67,8 +75,9 @@ static int rehash(struct gt_ctree *c)
     return 0;
 }
 
-/* The node for `key`, made (parent, func) if new; UINT32_MAX when out of memory. */
-static uint32_t node_for(struct gt_ctree *c, uint64_t key, uint32_t parent, uint32_t func)
+/* The node for `key`, made (parent, func) if new; UINT32_MAX when out of memory. `c_call`:
+ * a C function's node, whose Python function is its caller's. */
+static uint32_t node_for(struct gt_ctree *c, uint64_t key, uint32_t parent, uint32_t func, int c_call)
 {
     size_t s = slot(key, c->hcap);
     for (; c->keys[s]; s = (s + 1) & (c->hcap - 1))
@@ -87,12 +96,17 @@ static uint32_t node_for(struct gt_ctree *c, uint64_t key, uint32_t parent, uint
         if (!hf)
             return UINT32_MAX;
         c->hint_func = hf;
+        uint32_t *pn = realloc(c->pynode, 2 * c->cap * sizeof(*pn));
+        if (!pn)
+            return UINT32_MAX;
+        c->pynode = pn;
         c->cap *= 2;
     }
     uint32_t id = (uint32_t)c->n++;
     c->nodes[id] = (struct gt_cnode){.parent = parent, .func = func};
     c->hint[id] = UINT32_MAX;
     c->hint_func[id] = UINT32_MAX;
+    c->pynode[id] = c_call && parent < id ? c->pynode[parent] : id;
     c->keys[s] = key + 1;
     c->vals[s] = id;
     if (2 * c->n > c->hcap && rehash(c) < 0)
@@ -100,11 +114,75 @@ static uint32_t node_for(struct gt_ctree *c, uint64_t key, uint32_t parent, uint
     return id;
 }
 
+static void vote(struct gt_ctile *t, uint32_t node, uint64_t w)
+{
+    if (t->node == node || t->weight == 0) {
+        t->node = node;
+        t->weight += w;
+    } else if (t->weight >= w) {
+        t->weight -= w;
+    } else {
+        t->node = node;
+        t->weight = w - t->weight;
+    }
+}
+
+/* Halves the tiles in use by doubling their width; a pair's votes merge as votes. */
+static void coarsen(struct gt_ctree *c)
+{
+    size_t n = (c->ntiles + 1) / 2;
+    for (size_t i = 0; i < n; i++) {
+        struct gt_ctile t = c->tiles[2 * i];
+        if (2 * i + 1 < c->ntiles && c->tiles[2 * i + 1].node != UINT32_MAX)
+            vote(&t, c->tiles[2 * i + 1].node, c->tiles[2 * i + 1].weight);
+        c->tiles[i] = t;
+    }
+    for (size_t i = n; i < c->ntiles; i++)
+        c->tiles[i] = (struct gt_ctile){.node = UINT32_MAX};
+    c->ntiles = n;
+    c->tshift++;
+    c->tile_end = 0; /* (recomputed by the caller) */
+}
+
+/* tiles_vote across a tile's end (or the first time): coarsens as needed, spreads the
+ * votes over the tiles [from, to) covers by their share of it. */
+static __attribute__((noinline)) void tiles_vote_slow(struct gt_ctree *c, uint64_t from, uint64_t to,
+                                                      uint64_t held)
+{
+    uint32_t node = c->pynode[c->cur];
+    while (((to - 1 - c->tbase) >> c->tshift) >= GT_CTREE_TILES)
+        coarsen(c);
+    size_t i = (size_t)((from - c->tbase) >> c->tshift), j = (size_t)((to - 1 - c->tbase) >> c->tshift);
+    double per = (double)held / (double)(to - from);
+    for (size_t k = i; k <= j; k++) {
+        uint64_t a = c->tbase + ((uint64_t)k << c->tshift), b = a + ((uint64_t)1 << c->tshift);
+        a = a > from ? a : from;
+        b = b < to ? b : to;
+        vote(&c->tiles[k], node, i == j ? held : (uint64_t)((double)(b - a) * per + 0.5));
+    }
+    if (j + 1 > c->ntiles)
+        c->ntiles = j + 1;
+    c->tile_i = j;
+    c->tile_end = c->tbase + ((uint64_t)(j + 1) << c->tshift);
+}
+
+/* `held` of the ticks [from, to) were the open node's with the GIL held: its votes. */
+static inline void tiles_vote(struct gt_ctree *c, uint64_t from, uint64_t to, uint64_t held)
+{
+    if (!held || to <= from)
+        return;
+    if (__builtin_expect(to <= c->tile_end, 1)) /* (times only grow: `from` is in it too) */
+        vote(&c->tiles[c->tile_i], c->pynode[c->cur], held);
+    else
+        tiles_vote_slow(c, from, to, held);
+}
+
 /* [last, ts) to the open node, split by the GIL time the counters saw meanwhile. */
 static void account(struct gt_ctree *c, uint64_t ts, const uint64_t cum[3])
 {
-    uint64_t d = ts > c->last ? ts - c->last : 0, known = 0;
+    uint64_t d = ts > c->last ? ts - c->last : 0, known = 0, held = d;
     struct gt_cnode *nd = &c->nodes[c->cur];
+    uint64_t held_before = nd->self[GT_CNODE_HELD];
     if (cum) {
         for (int k = 0; k < 3; k++) {
             uint64_t dk = cum[k] >= c->cum_at_last[k] ? cum[k] - c->cum_at_last[k] : 0;
@@ -114,8 +192,10 @@ static void account(struct gt_ctree *c, uint64_t ts, const uint64_t cum[3])
             known += dk;
             c->cum_at_last[k] = cum[k];
         }
+        held = nd->self[GT_CNODE_HELD] - held_before;
     }
     nd->self[GT_CNODE_UNKNOWN] += d - known;
+    tiles_vote(c, c->last, c->last + d, held);
     if (ts > c->last)
         c->last = ts;
 }
@@ -123,10 +203,10 @@ static void account(struct gt_ctree *c, uint64_t ts, const uint64_t cum[3])
 void gt_ctree__add(struct gt_ctree *c, uint64_t ts, uint32_t func, uint32_t kind, const uint64_t cum[3])
 {
     if (c->events++ == 0) {
-        c->first = c->last = ts;
+        c->first = c->last = c->tbase = ts;
         if (cum)
             memcpy(c->cum_at_last, cum, sizeof(c->cum_at_last));
-        c->cur = node_for(c, ANCHOR_KEY(0), 0, GT_CNODE_ANCHOR); /* (the table has room) */
+        c->cur = node_for(c, ANCHOR_KEY(0), 0, GT_CNODE_ANCHOR, 0); /* (the table has room) */
     }
     account(c, ts, cum);
     uint32_t next = UINT32_MAX;
@@ -136,7 +216,8 @@ void gt_ctree__add(struct gt_ctree *c, uint64_t ts, uint32_t func, uint32_t kind
         if (c->hint_func[c->cur] == func)
             next = c->hint[c->cur];
         else if (func < GT_CALL_REC_FUNC_LIMIT && !c->failed &&
-                 (next = node_for(c, (uint64_t)c->cur << 32 | func, c->cur, func)) != UINT32_MAX) {
+                 (next = node_for(c, (uint64_t)c->cur << 32 | func, c->cur, func,
+                                  (kind & GT_CALL_KIND_MASK) == GT_CCALL)) != UINT32_MAX) {
             c->hint[c->cur] = next;
             c->hint_func[c->cur] = func;
         }
@@ -151,7 +232,7 @@ void gt_ctree__add(struct gt_ctree *c, uint64_t ts, uint32_t func, uint32_t kind
             /* A frame open when the budget ran out returned: its caller's anchor. */
             uint32_t up = c->nodes[c->cur].parent + 1;
             if (!c->failed)
-                next = node_for(c, ANCHOR_KEY(up), up, GT_CNODE_ANCHOR);
+                next = node_for(c, ANCHOR_KEY(up), up, GT_CNODE_ANCHOR, 0);
         } else {
             next = c->nodes[c->cur].parent;
         }

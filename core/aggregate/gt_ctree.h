@@ -12,6 +12,20 @@
 #include "gt_trace.h"
 #include "threads.h"
 
+/* Where in time past the budget, for the GIL blame: at most GT_CTREE_TILES tiles of
+ * 2^shift ticks from `tbase` (doubling their width to stay in that many), each naming
+ * the node of the Python function (a Python call's node, or an anchor) that held the
+ * GIL most of the tile: a weighted majority vote, O(1) per event, exact when one
+ * function held it more than half the tile's held time. */
+#define GT_CTREE_TILES 2048
+#define GT_CTREE_SHIFT0 16
+
+struct gt_ctile {
+    uint32_t node;   /* UINT32_MAX: no vote yet */
+    uint32_t pad;
+    uint64_t weight; /* the vote's margin, ticks */
+};
+
 struct gt_ctree {
     struct gt_cnode *nodes;
     size_t n, cap;
@@ -25,11 +39,24 @@ struct gt_ctree {
     uint64_t first, last, events;
     uint64_t cum_at_last[3]; /* the thread's GIL counters at `last` */
     int failed;              /* out of memory once: later time goes to `cur` */
+    uint32_t *pynode;        /* per node: the node of its innermost Python function */
+    uint64_t tbase;
+    uint32_t tshift;
+    size_t ntiles;
+    struct gt_ctile *tiles;  /* GT_CTREE_TILES */
+    size_t tile_i;           /* the tile voted in last, which ends at `tile_end` */
+    uint64_t tile_end;
 };
 
 /* 0 or -ENOMEM. */
 int gt_ctree__init(struct gt_ctree *c);
 void gt_ctree__free(struct gt_ctree *c);
+
+/* The node of `node`'s innermost Python function (itself for a Python call or an anchor). */
+static inline uint32_t gt_ctree__pynode(const struct gt_ctree *c, uint32_t node)
+{
+    return node < c->n ? c->pynode[node] : UINT32_MAX;
+}
 
 /* One call event (gt_call_kind, maybe | GT_CALL_OPEN_AT_START) at `ts` (the thread's
  * ticks); `cum` are the thread's GIL counters now (NULL: unknown). */

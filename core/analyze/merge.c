@@ -736,16 +736,87 @@ static void seg_emit(struct seg *sg, size_t *n, uint64_t *cur, uint64_t t, uint3
     *cur = t;
 }
 
+/* The function of call-tree node `node` past the budget: a Python call's, or for an
+ * anchor (`up` levels above the innermost frame open at the cut) the innermost Python
+ * frame open at the cut at or above that level (none: GT_NO_FUNC); `open` are the frames
+ * open at the cut, outermost first. GT_UNKNOWN_FUNC when not known. */
+static uint32_t past_func(const struct gt_thread_result *h, const struct gt_span *const *open,
+                          size_t nopen, uint32_t node)
+{
+    if (node >= h->ncalls_more)
+        return GT_UNKNOWN_FUNC;
+    const struct gt_cnode *nd = &h->calls_more[node];
+    if (nd->func != GT_CNODE_ANCHOR)
+        return nd->func < GT_UNKNOWN_FUNC ? nd->func : GT_UNKNOWN_FUNC;
+    if (!nopen)
+        return GT_UNKNOWN_FUNC;
+    if (nd->parent > open[nopen - 1]->depth)
+        return GT_NO_FUNC; /* it returned from every frame open at the cut */
+    size_t level = open[nopen - 1]->depth - nd->parent;
+    for (size_t i = nopen; i-- > 0;)
+        if (open[i]->depth <= level && !(open[i]->flags & GT_SPAN_C))
+            return open[i]->func;
+    return GT_NO_FUNC;
+}
+
+/* Past the cut (segments sg[0, n) end there): the call tree's tiles, each its GIL
+ * holder's function (a tile without votes continues the one before), then cur's. */
+static int past_segs(const struct gt_thread_result *h, const struct gt_calltree *c, uint64_t cut,
+                     struct seg *sg, size_t *np)
+{
+    size_t n = *np, nopen = 0;
+    const struct gt_span **open = NULL;
+    for (size_t i = 0; i < h->nspans; i++)
+        nopen += (h->spans[i].flags & GT_SPAN_CLIPPED_END) && h->spans[i].end == cut;
+    if (nopen && !(open = malloc(nopen * sizeof(*open))))
+        return -ENOMEM;
+    nopen = 0;
+    /* (start, depth) order: the open frames are nested, outermost first) */
+    for (size_t i = 0; i < h->nspans; i++)
+        if ((h->spans[i].flags & GT_SPAN_CLIPPED_END) && h->spans[i].end == cut)
+            open[nopen++] = &h->spans[i];
+    uint32_t memo_node = UINT32_MAX, f = GT_UNKNOWN_FUNC;
+    sg[n++] = (struct seg){cut, GT_UNKNOWN_FUNC};
+    for (size_t i = 0; i <= c->ntiles; i++) {
+        uint32_t node = i < c->ntiles ? c->tile_node[i] : c->cur_py;
+        if (node == GT_NO_FUNC)
+            continue;
+        uint64_t t = i < c->ntiles ? c->tile_base + (uint64_t)((double)i * c->tile_width_ns)
+                                   : h->calls_more_last;
+        if (t >= h->end_ns)
+            break;
+        if (t < sg[n - 1].start)
+            t = sg[n - 1].start;
+        if (node != memo_node) {
+            memo_node = node;
+            f = past_func(h, open, nopen, node);
+        }
+        if (t == sg[n - 1].start)
+            sg[n - 1].func = f;
+        else if (sg[n - 1].func != f)
+            sg[n++] = (struct seg){t, f};
+        if (n >= 2 && sg[n - 1].func == sg[n - 2].func)
+            n--;
+    }
+    free(open);
+    *np = n;
+    return 0;
+}
+
 /* Holder's innermost-Python-function segments over its life: one sweep over the
  * (start, depth)-sorted, properly nested spans. From `truncated_at` on (0 = never)
- * the function is unknown: calls were no longer recorded. */
-static int build_segs(const struct gt_thread_result *h, uint64_t truncated_at, struct seg **sg,
-                      size_t *cap, size_t *nseg, struct open_py **st, size_t *st_cap)
+ * calls were no longer recorded: the function is the call tree's (`more`, the tiles'
+ * GIL holders), else unknown. */
+static int build_segs(const struct gt_thread_result *h, uint64_t truncated_at,
+                      const struct gt_calltree *more, struct seg **sg, size_t *cap,
+                      size_t *nseg, struct open_py **st, size_t *st_cap)
 {
     size_t n = 0, d = 0;
     uint64_t cur = h->start_ns;
-    /* Each span yields at most two segment starts, plus the tail and the truncation. */
-    int err = grow(sg, cap, 2 * h->nspans + 2, sizeof(**sg));
+    size_t ntiles = more && h->calls_more ? more->ntiles : 0;
+    /* Each span yields at most two segment starts, plus the tail and the truncation, and
+     * past it a segment per tile and cur's. */
+    int err = grow(sg, cap, 2 * h->nspans + 4 + ntiles, sizeof(**sg));
     if (err)
         return err;
     for (size_t i = 0; i < h->nspans; i++) {
@@ -771,9 +842,15 @@ static int build_segs(const struct gt_thread_result *h, uint64_t truncated_at, s
         size_t k = 0;
         while (k < n && (*sg)[k].start < truncated_at)
             k++;
-        (*sg)[k] = (struct seg){truncated_at > h->start_ns ? truncated_at : h->start_ns,
-                                GT_UNKNOWN_FUNC};
-        n = k + 1;
+        uint64_t cut = truncated_at > h->start_ns ? truncated_at : h->start_ns;
+        if (more && h->calls_more && (more->ntiles || more->cur_py != GT_NO_FUNC)) {
+            n = k;
+            if ((err = past_segs(h, more, cut, *sg, &n)))
+                return err;
+        } else {
+            (*sg)[k] = (struct seg){cut, GT_UNKNOWN_FUNC};
+            n = k + 1;
+        }
     }
     *nseg = n;
     return 0;
@@ -897,8 +974,8 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
         size_t nseg = 0;
         if (h->summary.held_ns == 0)
             continue;
-        if ((err = build_segs(h, in->threads[hi].calls_truncated_at, &sg, &sg_cap, &nseg, &st,
-                              &st_cap)))
+        if ((err = build_segs(h, in->threads[hi].calls_truncated_at, in->threads[hi].calls_more,
+                              &sg, &sg_cap, &nseg, &st, &st_cap)))
             goto cleanup;
         for (size_t wi = 0; wi < r->nthreads; wi++) {
             const struct gt_thread_result *w = &r->threads[wi];

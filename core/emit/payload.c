@@ -444,6 +444,11 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
             snprintf(num, sizeof(num), ",\"outer\":%u", (unsigned)t->outer_depth);
             w_str(w, num);
         }
+        if (t->calls_truncated_at && t->calls_truncated_at < t->end_ns) {
+            /* the budget mark: the timeline's calls end here (the rest is in the profile) */
+            snprintf(num, sizeof(num), ",\"calls_cut\":%" PRId64, (int64_t)(t->calls_truncated_at - r->t0));
+            w_str(w, num);
+        }
         w_str(w, ",\"summary\":");
         err = w_json(w, json_pack("{s:I,s:I,s:I,s:I,s:o,s:o,s:I,s:I,s:I,s:o,s:o,s:o}",
                                   "wall_ns", (json_int_t)s->wall_ns,

@@ -103,7 +103,8 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
         sb_printf(&b, "NOTE: max_events (%" PRIu64 ") reached: the timeline shows the calls up to "
                       "then; the %" PRIu64 " call events after it went into a per-thread call tree, "
                       "so the profile and top functions cover the whole run (GIL blame after it "
-                      "names no function). Raise --max-events for a longer timeline\n",
+                      "names the function that held the GIL most of each stretch). Raise "
+                      "--max-events for a longer timeline\n",
                   m->max_events, m->calls_aggregated);
     if (m->gil_aggregated || m->sched_aggregated)
         sb_printf(&b, "NOTE: past max_events, %" PRIu64 " GIL events and %" PRIu64 " scheduler "

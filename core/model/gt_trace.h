@@ -90,6 +90,14 @@ struct gt_calltree {
     uint64_t first; /* ns of the first event it took (the budget ran out) */
     uint64_t last;  /* ns of its last event: from there the thread's time is cur's */
     uint64_t events;
+    /* For the GIL blame, where in time: `ntiles` tiles of `tile_width_ns` from `tile_base`,
+     * each the node (a Python call's, or an anchor) whose function held the GIL most of
+     * it (GT_NO_FUNC: none), and `cur_py`, the node of cur's innermost Python function. */
+    const uint32_t *tile_node;
+    size_t ntiles;
+    uint64_t tile_base;
+    double tile_width_ns;
+    uint32_t cur_py;
 };
 
 struct gt_thread_input {

@@ -845,7 +845,8 @@ static struct gt_calltree *calls_more(const struct gt_stream *st, const struct g
     const struct gt_ctree *c = st->overflow;
     if (!c || !c->events || !c->n)
         return NULL;
-    struct gt_calltree *ct = malloc(sizeof(*ct) + c->n * sizeof(struct gt_cnode));
+    struct gt_calltree *ct = malloc(sizeof(*ct) + c->n * sizeof(struct gt_cnode) +
+                                    c->ntiles * sizeof(uint32_t));
     if (!ct) {
         *nomem = 1;
         return NULL;
@@ -863,8 +864,14 @@ static struct gt_calltree *calls_more(const struct gt_stream *st, const struct g
             prev = at;
         }
     }
+    uint32_t *tile_node = (uint32_t *)(nodes + c->n);
+    for (size_t i = 0; i < c->ntiles; i++)
+        tile_node[i] = c->tiles[i].node == UINT32_MAX ? GT_NO_FUNC : c->tiles[i].node;
     *ct = (struct gt_calltree){nodes, c->n, c->cur, gt_clock__to_ns(fit, c->first),
-                               gt_clock__to_ns(fit, c->last), c->events};
+                               gt_clock__to_ns(fit, c->last), c->events, tile_node, c->ntiles,
+                               gt_clock__to_ns(fit, c->tbase),
+                               (double)((uint64_t)1 << c->tshift) * (fit ? fit->ns_per_tick : 1.0),
+                               gt_ctree__pynode(c, c->cur)};
     return ct;
 }
 

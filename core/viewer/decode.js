@@ -314,7 +314,8 @@ function prepThread(t, idx) {
     idx: idx, tid: t.tid == null ? '?' : t.tid, pid: t.pid, name: (t.name == null || t.name === '' ? 'thread ' + (t.tid == null ? idx : t.tid) : String(t.name)) + (t.interp ? ' [interp ' + t.interp + ']' : ''),
     sum: t.summary || {}, start: num(t.start, 0), end: num(t.end, 0),
     gil: mkIv(t.gil), os: mkIv(t.os), rows: [], nSpans: 0, collapsed: false,
-    y0: 0, h: 0, gilY: -1, osY: -1, flameY: 0, stats: null
+    y0: 0, h: 0, gilY: -1, osY: -1, flameY: 0, stats: null,
+    cut: t.calls_cut == null ? null : num(t.calls_cut, 0) /* the budget mark: calls recorded until here */
   };
   /* laid out already by the worker, or here */
   var L = t.spans && t.spans.rows ? t.spans : layoutSpans(t.spans || {}, nF, fIsC, th.end);

@@ -197,6 +197,7 @@ function drawRow(c, r, y, k) {
 }
 function draw() {
   var t0 = performance.now();
+  cutsDrawn = [];
   var c = ctx, sy = tl.scrollTop, k = plotW / (ve - vs);
   c.setTransform(dpr, 0, 0, dpr, 0, 0);
   c.fillStyle = C.bg; c.fillRect(0, 0, W, H);
@@ -232,6 +233,7 @@ function draw() {
       var d0 = Math.max(0, Math.floor((AXIS_H - fy) / ROW_H)), d1 = Math.min(th.nRows, Math.ceil((H - fy) / ROW_H));
       for (var d = d0; d < d1; d++) drawRow(c, th.rows[d], fy + d * ROW_H, k);
     }
+    if (th.cut != null) drawCut(c, th, y, AXIS_H + th.flameY - sy);
     c.fillStyle = C.sep; c.fillRect(gutterW, y + th.h, plotW, 1);
   });
   if (gilKnown) drawHandoffs(c, sy);
@@ -290,6 +292,22 @@ function draw() {
   $('gt-range').textContent = 'Visible ' + fmtDur(ve - vs) + (ve - vs < span ? ' of ' + fmtDur(span) : '');
   perf.lastFrameMs = performance.now() - t0;
   drawOverlay();
+}
+
+/* The budget mark: where a thread's recorded calls end (max_events reached); the calls
+ * after it are in the Profile and Top functions only, so the flame area past it is shaded. */
+var CUT_TEXT = 'calls past here: in Profile/Top functions only', cutsDrawn = [];
+function drawCut(c, th, y, fy) {
+  var x = xOf(th.cut), yb = y + th.h;
+  if (x > W) return;
+  var xa = Math.max(gutterW, x), ya = th.collapsed ? y : Math.max(y, fy);
+  c.globalAlpha = 0.08; c.fillStyle = C.fg; c.fillRect(xa, ya, W - xa, yb - ya); c.globalAlpha = 1;
+  if (x < gutterW) return;
+  c.fillStyle = C.acc; c.fillRect(Math.round(x) - 1, y, 2, th.h);
+  c.font = FONT; var tw = c.measureText(CUT_TEXT).width, tx = x + 4 + tw <= W ? x + 4 : x - 4 - tw;
+  c.fillStyle = C.bg; c.globalAlpha = 0.85; c.fillRect(tx - 2, ya + 2, tw + 4, 14); c.globalAlpha = 1;
+  c.fillStyle = C.acc; c.fillText(CUT_TEXT, tx, ya + 13);
+  cutsDrawn.push({ name: th.name, tid: th.tid, t: th.cut, x: x, text: CUT_TEXT });
 }
 
 /* GIL hand-offs: an arrow from each release to the next acquisition by another thread,

@@ -544,7 +544,7 @@ class Trace:
             parts.append(f"The timeline shows the calls recorded until then; the {calls:,} call "
                          "events after it were kept as per-thread call trees, so Profile and "
                          "Top functions cover the whole run (GIL blame after that point names "
-                         "no function).")
+                         "the function that held the GIL most of each stretch).")
         if gil:
             parts.append(f"{gil:,} GIL and OS-state events after it were aggregated: the "
                          "per-thread table is exact, their strips are coalesced.")

@@ -83,9 +83,47 @@ static void test_paths_and_anchors(void)
     gt_ctree__free(&c);
 }
 
+/* The tiles name, per stretch of time, the Python function that held the GIL most of it:
+ * a C call's time votes for its caller; waiting time does not vote; tiles coarsen to
+ * stay at most GT_CTREE_TILES and keep the majority. */
+static void test_tiles_name_the_holder(void)
+{
+    struct gt_ctree c;
+    CHECK(gt_ctree__init(&c) == 0, "init");
+    const uint64_t W = (uint64_t)1 << GT_CTREE_SHIFT0; /* first tile width, ticks */
+    uint64_t cum[3] = {0, 0, 0}, ts = 1000;
+    gt_ctree__add(&c, ts, 5, GT_CALL, cum);         /* f (Python) under anchor 0 */
+    uint32_t f = c.cur;
+    gt_ctree__add(&c, ts += 10, 9, GT_CCALL, cum);  /* f calls a C function */
+    uint32_t cf = c.cur;
+    cum[2] += W / 2;                                /* held W/2 in the C call */
+    gt_ctree__add(&c, ts += W / 2, 9, GT_CRETURN, cum);
+    cum[1] += W / 4;                                /* f waited W/4: no votes */
+    gt_ctree__add(&c, ts += W / 4, 6, GT_CALL, cum); /* g */
+    uint32_t g = c.cur;
+    cum[2] += W / 8;                                /* g held W/8: less than f's W/2 */
+    gt_ctree__add(&c, ts += W / 8, 6, GT_RETURN, cum);
+    CHECK(gt_ctree__pynode(&c, cf) == f && gt_ctree__pynode(&c, g) == g &&
+              gt_ctree__pynode(&c, 0) == 0, "pynodes %u %u", gt_ctree__pynode(&c, cf), f);
+    CHECK(c.ntiles == 1 && c.tiles[0].node == f, "tile 0: %u (f %u g %u)", c.tiles[0].node, f, g);
+    /* Then g holds for 3000 first-width tiles: the tiles coarsen to fit, g wins them. */
+    gt_ctree__add(&c, ts += 10, 6, GT_CALL, cum);
+    cum[2] += 3000 * W;
+    gt_ctree__add(&c, ts += 3000 * W, 6, GT_RETURN, cum);
+    CHECK(c.ntiles <= GT_CTREE_TILES && c.tshift == GT_CTREE_SHIFT0 + 1, "coarsened: %zu tiles, shift %u",
+          c.ntiles, c.tshift);
+    size_t gs = 0;
+    for (size_t i = 0; i < c.ntiles; i++)
+        gs += c.tiles[i].node == g;
+    CHECK(gs + 1 >= c.ntiles && c.tiles[c.ntiles - 1].node == g, "g holds the later tiles: %zu of %zu", gs,
+          c.ntiles);
+    gt_ctree__free(&c);
+}
+
 int main(void)
 {
     test_paths_and_anchors();
+    test_tiles_name_the_holder();
     printf("test_ctree: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
