@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -663,6 +664,47 @@ out:
     }
     *out = w;
     return 0;
+}
+
+const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf)
+{
+    switch (i) {
+    case 0:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "Without the GIL, waiting for it disappears and the time a thread held it is "
+                 "work that takes %.2fx as long (free-threading's single-thread cost).",
+                 w->ft_factor);
+        break;
+    case 1:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "%u CPUs, shared equally by the threads that have work at the same moment.",
+                 w->cpus);
+        break;
+    case 2:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "Time with the GIL released (sleep, I/O, C code that released it) keeps its "
+                 "measured length, except hand-offs.");
+        break;
+    case 3:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "A hand-off (%zu found) is a release inside a lock, queue, join, event or "
+                 "condition wait, or a thread's start: it ends when the thread that held the "
+                 "GIL last before it ended has done as much work as it had by then.",
+                 w->handoffs);
+        break;
+    case 4:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "\"If F released the GIL\" keeps the GIL for everything else: F's held time "
+                 "(F the innermost Python function) runs beside it; threads needing the GIL "
+                 "share one CPU's worth.");
+        break;
+    default:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "Not modelled: contention on shared objects beyond the hand-offs seen, "
+                 "caches and memory bandwidth; background threads are left out.");
+        break;
+    }
+    return buf;
 }
 
 void gt_whatif__free(struct gt_whatif *w)

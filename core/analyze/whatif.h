@@ -64,6 +64,15 @@ struct gt_whatif {
 int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o,
                        struct gt_whatif **out);
 
+#define GT_WHATIF_ASSUMPTIONS 6 /* sentences gt_whatif__assumption() writes */
+#define GT_WHATIF_ASSUMPTION_LEN 320
+
+/**
+ * gt_whatif__assumption() - the model's assumption `i` (< GT_WHATIF_ASSUMPTIONS) in plain
+ * words, with w's numbers, into `buf` (GT_WHATIF_ASSUMPTION_LEN bytes). Returns buf.
+ */
+const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf);
+
 /** gt_whatif__free() - free a prediction; accepts NULL. */
 void gt_whatif__free(struct gt_whatif *w);
 
