@@ -32,6 +32,7 @@ struct fpiece {
     uint64_t a, b;
     uint32_t pyfunc;
     int sync;
+    int in_c; /* the innermost open span is a C function */
 };
 
 struct fthread {
@@ -97,7 +98,7 @@ static int is_sync(const struct gt_func *f)
 struct frame {
     uint64_t end;
     uint32_t pyfunc;
-    int sync;
+    int sync, in_c;
 };
 
 static int fp_emit(struct fthread *ft, uint64_t a, uint64_t b, const struct frame *top)
@@ -106,7 +107,8 @@ static int fp_emit(struct fthread *ft, uint64_t a, uint64_t b, const struct fram
         return 0;
     if (grow((void **)&ft->fp, &ft->capfp, ft->nfp + 1, sizeof(*ft->fp)))
         return -ENOMEM;
-    ft->fp[ft->nfp++] = (struct fpiece){a, b, top ? top->pyfunc : GT_NO_FUNC, top ? top->sync : 0};
+    ft->fp[ft->nfp++] = (struct fpiece){a, b, top ? top->pyfunc : GT_NO_FUNC, top ? top->sync : 0,
+                                        top ? top->in_c : 0};
     return 0;
 }
 
@@ -136,9 +138,11 @@ static int build_fpieces(const struct gt_result *r, struct fthread *ft)
         err = fp_emit(ft, cur, a, n ? &st[n - 1] : NULL);
         cur = a;
         const struct gt_func *f = s->func < r->nfuncs ? &r->funcs[s->func] : NULL;
-        struct frame fr = {s->end, n ? st[n - 1].pyfunc : GT_NO_FUNC, n ? st[n - 1].sync : 0};
-        if (f && !(f->flags & GT_FUNC_C) && !(s->flags & GT_SPAN_C))
+        struct frame fr = {s->end, n ? st[n - 1].pyfunc : GT_NO_FUNC, n ? st[n - 1].sync : 0, 1};
+        if (f && !(f->flags & GT_FUNC_C) && !(s->flags & GT_SPAN_C)) {
             fr.pyfunc = s->func;
+            fr.in_c = 0;
+        }
         if (f && is_sync(f))
             fr.sync = 1;
         st[n++] = fr;
@@ -247,6 +251,45 @@ static int is_handoff(const struct fthread *ft, const struct gt_interval *iv)
         return 0;
     const struct fpiece *f = fp_at(ft, iv->end - 1);
     return f && f->sync && f->b >= iv->end - 1;
+}
+
+/* Time of OS state `state` in [a, b) (the OS intervals are sorted and contiguous). */
+static uint64_t os_time(const struct gt_thread_result *t, uint64_t a, uint64_t b, uint32_t state)
+{
+    size_t lo = 0, hi = t->nos;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->os[mid].end <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t sum = 0;
+    for (size_t k = lo; k < t->nos && t->os[k].start < b; k++) {
+        uint64_t s = t->os[k].start > a ? t->os[k].start : a, e = t->os[k].end < b ? t->os[k].end : b;
+        if (t->os[k].state == state && e > s)
+            sum += e - s;
+    }
+    return sum;
+}
+
+/* A release the interpreter made to switch threads: Python code cannot run without the GIL,
+ * so a release while a Python function is innermost (no C call open) is the eval loop's
+ * drop on another thread's request, and the time until it asks again is part of the wait
+ * (when OS states are known: unless the thread was mostly on CPU or blocked then, as in a
+ * C call the tracer does not see). */
+static int is_switch(const struct fthread *ft, const struct gt_interval *iv)
+{
+    const struct gt_thread_result *t = ft->t;
+    if (iv->end <= iv->start || (t->calls_truncated_at && iv->start >= t->calls_truncated_at))
+        return 0;
+    const struct fpiece *f = fp_at(ft, iv->start);
+    if (!f || f->pyfunc == GT_NO_FUNC || f->in_c || f->b < iv->end)
+        return 0;
+    if (!t->has_sched || !t->nos || iv->end - iv->start < 100000)
+        return 1;
+    uint64_t d = iv->end - iv->start;
+    return os_time(t, iv->start, iv->end, GT_OS_PREEMPTED) * 2 >= d;
 }
 
 enum seg_class { S_WORK_FREE, S_WORK_GIL, S_BLOCK, S_HANDOFF };
@@ -485,7 +528,8 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
         }
         for (size_t k = 0; k < t->ngil && !err; k++) {
             const struct gt_interval *iv = &t->gil[k];
-            if (iv->state != GT_GIL_STATE_RELEASED || !is_handoff(&fts[i], iv))
+            if (iv->state != GT_GIL_STATE_RELEASED || is_switch(&fts[i], iv) ||
+                !is_handoff(&fts[i], iv))
                 continue;
             int32_t w = waker(fts, n, i, iv->end);
             if (w >= 0 && !(err = grow((void **)&hos, &capho, nho + 1, sizeof(*hos))))
@@ -506,7 +550,7 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
             const struct gt_interval *iv = &t->gil[k];
             if (iv->state == GT_GIL_STATE_HELD) {
                 err = add_span_pieces(ft, iv->start, iv->end, P_WORK, &ci);
-            } else if (iv->state == GT_GIL_STATE_RELEASED) {
+            } else if (iv->state == GT_GIL_STATE_RELEASED && !is_switch(ft, iv)) {
                 if (is_handoff(ft, iv))
                     err = add_piece(ft, (struct piece){iv->end, iv->end, P_HANDOFF, GT_NO_FUNC,
                                                        -1, -1, iv->end, 0, 0});
@@ -671,7 +715,8 @@ const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf
     switch (i) {
     case 0:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
-                 "Without the GIL, waiting for it disappears and the time a thread held it is "
+                 "Without the GIL, waiting for it disappears (with the interpreter's own "
+                 "switches: releases with no C call open), and the time a thread held it is "
                  "work that takes %.2fx as long (free-threading's single-thread cost).",
                  w->ft_factor);
         break;

@@ -4,8 +4,10 @@
  *
  * The model (stated to users by the Python API's text):
  * - Each (foreground) thread is its ordered segments: held the GIL = work (its measured
- *   duration x ft_factor without the GIL); waiting for the GIL = nothing; released =
- *   blocking that keeps its duration, unless it is a hand-off.
+ *   duration x ft_factor without the GIL); waiting for the GIL = nothing, and so is a
+ *   release with a Python function innermost (the eval loop's switch: Python code cannot
+ *   run without the GIL; with OS states, only if the thread was mostly preempted then);
+ *   released = blocking that keeps its duration, unless it is a hand-off.
  * - A hand-off is a released interval inside a synchronisation call (a lock's acquire,
  *   SimpleQueue.get, Thread.join, Condition/Event.wait, Queue.get/put, Future.result, ...):
  *   the waker is the other thread that held the GIL last at the interval's end, and the

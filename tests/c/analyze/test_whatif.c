@@ -195,6 +195,42 @@ static void test_sleep_and_factor(void)
     gt_whatif__free(w);
 }
 
+/* A release while a Python function is innermost is the interpreter's switch: it goes with
+ * the wait; the same release in a C call (or on CPU, when OS states say so) is kept. */
+static void test_switch(void)
+{
+    struct gt_interval a[] = {{0, 10 * MS, H, 0}, {10 * MS, 15 * MS, R, 0}, {15 * MS, 25 * MS, H, 0}};
+    struct gt_span sa[] = {{0, 25 * MS, F_WORK, 0, 0}, {10 * MS, 15 * MS, F_SLEEP, 1, GT_SPAN_C}};
+    struct gt_thread_result th[1] = {mk_thread(1, a, 3, sa, 1)};
+    struct gt_result r = mk_result(th, 1);
+    struct gt_whatif *w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 20 * MS, 1000), "switch: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    th[0].nspans = 2; /* inside time.sleep: kept */
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 25 * MS, 1000), "in C: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    th[0].nspans = 1;
+    struct gt_interval os_on[] = {{0, 25 * MS, GT_OS_ON_CPU, 0}};
+    th[0].os = os_on;
+    th[0].nos = 1;
+    th[0].has_sched = 1;
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 25 * MS, 1000), "on CPU: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    struct gt_interval os_pre[] = {{0, 10 * MS, GT_OS_ON_CPU, 0}, {10 * MS, 15 * MS, GT_OS_PREEMPTED, 0},
+                                   {15 * MS, 25 * MS, GT_OS_ON_CPU, 0}};
+    th[0].os = os_pre;
+    th[0].nos = 3;
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 20 * MS, 1000), "preempted: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+}
+
 /* A thread started mid-trace starts after its starter's work up to then. */
 static void test_thread_start(void)
 {
@@ -241,6 +277,7 @@ int main(void)
     test_serial_chain();
     test_handoff_mid_work();
     test_sleep_and_factor();
+    test_switch();
     test_thread_start();
     test_errors();
     printf("test_whatif: %d passed, %d failed\n", passed, failed);
