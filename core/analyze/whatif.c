@@ -24,6 +24,7 @@ struct piece {
     uint64_t dep_time;  /* hand-off: the waker's original time */
     int cut;        /* a dependency's target: its end is a point to reach */
     int start;      /* the hand-off that starts a thread started during the trace */
+    uint64_t pre;   /* work: the part of it preempted (OS states; 0 unknown) */
 };
 
 /* A piece of time in one thread's call stack: its innermost Python function and whether
@@ -167,11 +168,28 @@ static const struct fpiece *fp_at(const struct fthread *ft, uint64_t x)
     return lo ? &ft->fp[lo - 1] : NULL;
 }
 
-/* The other foreground thread that held the GIL last at or before x: -1 if none. */
-static int32_t waker(const struct fthread *fts, size_t n, size_t self, uint64_t x)
+/* Who woke thread `self` at x after a release since `since`: another foreground thread
+ * whose life ended in (since, until] (a join: the ended thread drops the GIL after waking
+ * the joiner, so `until` is when the joiner got the GIL back), the latest; *point is then
+ * its end. Else the other foreground thread that held the GIL last at or before x, and
+ * *point is x. -1 if none. */
+static int32_t waker(const struct fthread *fts, size_t n, size_t self, uint64_t since, uint64_t x,
+                     uint64_t until, uint64_t *point)
 {
+    *point = x;
     int32_t best = -1;
     uint64_t best_at = 0;
+    for (size_t j = 0; j < n; j++) {
+        uint64_t end = fts[j].t->end_ns;
+        if (j != self && end > since && end <= until && (best < 0 || end > best_at)) {
+            best = (int32_t)j;
+            best_at = end;
+        }
+    }
+    if (best >= 0) {
+        *point = best_at;
+        return best;
+    }
     for (size_t j = 0; j < n; j++) {
         if (j == self)
             continue;
@@ -196,6 +214,26 @@ static int32_t waker(const struct fthread *fts, size_t n, size_t self, uint64_t 
         }
     }
     return best;
+}
+
+/* Time of OS state `state` in [a, b) (the OS intervals are sorted and contiguous). */
+static uint64_t os_time(const struct gt_thread_result *t, uint64_t a, uint64_t b, uint32_t state)
+{
+    size_t lo = 0, hi = t->nos;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->os[mid].end <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t sum = 0;
+    for (size_t k = lo; k < t->nos && t->os[k].start < b; k++) {
+        uint64_t s = t->os[k].start > a ? t->os[k].start : a, e = t->os[k].end < b ? t->os[k].end : b;
+        if (t->os[k].state == state && e > s)
+            sum += e - s;
+    }
+    return sum;
 }
 
 static int add_cut(struct fthread *ft, uint64_t x)
@@ -236,7 +274,9 @@ static int add_span_pieces(struct fthread *ft, uint64_t a, uint64_t b, uint32_t 
                     e = f->b;
             }
         }
-        struct piece p = {a, e, kind, func, -1, -1, 0, 0, 0};
+        struct piece p = {a, e, kind, func, -1, -1, 0, 0, 0, 0};
+        if (kind == P_WORK && ft->t->has_sched && ft->t->nos)
+            p.pre = os_time(ft->t, a, e, GT_OS_PREEMPTED);
         if (add_piece(ft, p))
             return -ENOMEM;
         a = e;
@@ -251,26 +291,6 @@ static int is_handoff(const struct fthread *ft, const struct gt_interval *iv)
         return 0;
     const struct fpiece *f = fp_at(ft, iv->end - 1);
     return f && f->sync && f->b >= iv->end - 1;
-}
-
-/* Time of OS state `state` in [a, b) (the OS intervals are sorted and contiguous). */
-static uint64_t os_time(const struct gt_thread_result *t, uint64_t a, uint64_t b, uint32_t state)
-{
-    size_t lo = 0, hi = t->nos;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (t->os[mid].end <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    uint64_t sum = 0;
-    for (size_t k = lo; k < t->nos && t->os[k].start < b; k++) {
-        uint64_t s = t->os[k].start > a ? t->os[k].start : a, e = t->os[k].end < b ? t->os[k].end : b;
-        if (t->os[k].state == state && e > s)
-            sum += e - s;
-    }
-    return sum;
 }
 
 /* A release the interpreter made to switch threads: Python code cannot run without the GIL,
@@ -314,7 +334,7 @@ struct sthread {
 /* The scenario: release = GT_NO_FUNC and gil = 0: no GIL at all; gil = 1: the GIL kept,
  * work in `release` runs without it. */
 static int build_segs(const struct fthread *fts, size_t n, struct sthread *sts, int gil,
-                      uint32_t release, double factor)
+                      uint32_t release, double factor, double share)
 {
     for (size_t i = 0; i < n; i++) {
         const struct fthread *ft = &fts[i];
@@ -330,7 +350,10 @@ static int build_segs(const struct fthread *fts, size_t n, struct sthread *sts, 
                            : p->kind == P_HANDOFF ? S_HANDOFF
                            : !gil || (release != GT_NO_FUNC && p->func == release) ? S_WORK_FREE
                                                         : S_WORK_GIL;
-            double d = (double)(p->b - p->a) * (cls == S_WORK_FREE && !gil ? factor : 1.0);
+            double d = p->kind == P_WORK ? (double)(p->b - p->a - p->pre) / share
+                                         : (double)(p->b - p->a);
+            if (cls == S_WORK_FREE && !gil)
+                d *= factor;
             if (cls == S_HANDOFF)
                 d = 0;
             struct seg *last = st->n ? &st->s[st->n - 1] : NULL;
@@ -469,7 +492,8 @@ static double simulate(struct sthread *sts, size_t n, unsigned cpus)
 }
 
 static double run_scenario(const struct fthread *fts, size_t n, unsigned cpus, int gil,
-                           uint32_t release, double factor, struct sthread *keep, int *err)
+                           uint32_t release, double factor, double share, struct sthread *keep,
+                           int *err)
 {
     struct sthread *sts = calloc(n ? n : 1, sizeof(*sts));
     if (!sts) {
@@ -477,7 +501,7 @@ static double run_scenario(const struct fthread *fts, size_t n, unsigned cpus, i
         return 0;
     }
     double w = 0;
-    if ((*err = build_segs(fts, n, sts, gil, release, factor)) == 0) {
+    if ((*err = build_segs(fts, n, sts, gil, release, factor, share)) == 0) {
         w = simulate(sts, n, cpus);
         if (isnan(w))
             *err = -ENOMEM;
@@ -515,29 +539,34 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
     /* Hand-off points first: they cut the wakers' pieces. */
     struct ho {
         size_t thread;
-        uint64_t at;
+        uint64_t at; /* the hand-off's end in its thread */
         int32_t w;
+        uint64_t point; /* the waker's point to reach */
     } *hos = NULL;
     size_t nho = 0, capho = 0;
     for (size_t i = 0; i < n && !err; i++) {
         const struct gt_thread_result *t = fts[i].t;
         if (t->start_ns > origin) {
-            int32_t w = waker(fts, n, i, t->start_ns);
+            uint64_t at;
+            int32_t w = waker(fts, n, i, t->start_ns, t->start_ns, t->start_ns, &at);
             if (w >= 0 && !(err = grow((void **)&hos, &capho, nho + 1, sizeof(*hos))))
-                hos[nho++] = (struct ho){i, t->start_ns, w};
+                hos[nho++] = (struct ho){i, t->start_ns, w, at};
         }
         for (size_t k = 0; k < t->ngil && !err; k++) {
             const struct gt_interval *iv = &t->gil[k];
             if (iv->state != GT_GIL_STATE_RELEASED || is_switch(&fts[i], iv) ||
                 !is_handoff(&fts[i], iv))
                 continue;
-            int32_t w = waker(fts, n, i, iv->end);
+            uint64_t at, until = iv->end;
+            if (k + 1 < t->ngil && t->gil[k + 1].state == GT_GIL_STATE_WAIT)
+                until = t->gil[k + 1].end;
+            int32_t w = waker(fts, n, i, iv->start, iv->end, until, &at);
             if (w >= 0 && !(err = grow((void **)&hos, &capho, nho + 1, sizeof(*hos))))
-                hos[nho++] = (struct ho){i, iv->end, w};
+                hos[nho++] = (struct ho){i, iv->end, w, at};
         }
     }
     for (size_t h = 0; h < nho && !err; h++)
-        err = add_cut(&fts[hos[h].w], hos[h].at);
+        err = add_cut(&fts[hos[h].w], hos[h].point);
     for (size_t i = 0; i < n && !err; i++) {
         struct fthread *ft = &fts[i];
         const struct gt_thread_result *t = ft->t;
@@ -545,7 +574,7 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
         size_t ci = 0;
         if (t->start_ns > origin)
             err = add_piece(ft, (struct piece){t->start_ns, t->start_ns, P_HANDOFF, GT_NO_FUNC,
-                                               -1, -1, t->start_ns, 0, 1});
+                                               -1, -1, t->start_ns, 0, 1, 0});
         for (size_t k = 0; k < t->ngil && !err; k++) {
             const struct gt_interval *iv = &t->gil[k];
             if (iv->state == GT_GIL_STATE_HELD) {
@@ -553,7 +582,7 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
             } else if (iv->state == GT_GIL_STATE_RELEASED && !is_switch(ft, iv)) {
                 if (is_handoff(ft, iv))
                     err = add_piece(ft, (struct piece){iv->end, iv->end, P_HANDOFF, GT_NO_FUNC,
-                                                       -1, -1, iv->end, 0, 0});
+                                                       -1, -1, iv->end, 0, 0, 0});
                 else
                     err = add_span_pieces(ft, iv->start, iv->end, P_BLOCK, &ci);
             }
@@ -572,16 +601,17 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
         if (!p)
             continue;
         const struct fthread *w = &fts[hos[h].w];
-        size_t lo = 0, hi = w->np; /* pieces are in time order: first ending after `at` */
+        uint64_t pt = hos[h].point;
+        size_t lo = 0, hi = w->np; /* pieces are in time order: first ending after `pt` */
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            if (w->p[mid].b <= hos[h].at)
+            if (w->p[mid].b <= pt)
                 lo = mid + 1;
             else
                 hi = mid;
         }
-        /* A zero-length piece at `at` of the waker (its own hand-off) is not yet done. */
-        while (lo > 0 && w->p[lo - 1].a == hos[h].at && w->p[lo - 1].b == hos[h].at &&
+        /* A zero-length piece at `pt` of the waker (its own hand-off) is not yet done. */
+        while (lo > 0 && w->p[lo - 1].a == pt && w->p[lo - 1].b == pt &&
                w->p[lo - 1].kind == P_HANDOFF)
             lo--;
         p->dep_thread = hos[h].w;
@@ -633,10 +663,23 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     w->measured_wall_ns = (double)(last - origin);
     if ((err = build_pieces(r, fts, n, origin, &w->handoffs)))
         goto out;
-    w->predicted_wall_ns = run_scenario(fts, n, o->cpus, 0, GT_NO_FUNC, o->ft_factor, times, &err);
+    /* Work is its time on CPU: the part preempted goes, and the CPU share other processes
+     * left the traced threads while they held the GIL (on CPU / held) stays as measured,
+     * spread evenly instead of wherever the preemptions fell. */
+    double held = 0, pre = 0, share = 1.0;
+    for (size_t j = 0; j < n; j++)
+        for (size_t k = 0; k < fts[j].np; k++)
+            if (fts[j].p[k].kind == P_WORK) {
+                held += (double)(fts[j].p[k].b - fts[j].p[k].a);
+                pre += (double)fts[j].p[k].pre;
+            }
+    if (held > 0 && held > pre)
+        share = (held - pre) / held;
+    w->predicted_wall_ns =
+        run_scenario(fts, n, o->cpus, 0, GT_NO_FUNC, o->ft_factor, share, times, &err);
     if (err)
         goto out;
-    w->gil_wall_ns = run_scenario(fts, n, o->cpus, 1, GT_NO_FUNC, 1.0, NULL, &err);
+    w->gil_wall_ns = run_scenario(fts, n, o->cpus, 1, GT_NO_FUNC, 1.0, share, NULL, &err);
     if (err)
         goto out;
     w->threads = calloc(n, sizeof(*w->threads));
@@ -678,6 +721,8 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     }
     qsort(cs, ncs, sizeof(*cs), cmp_caused);
     size_t nf = ncs < o->top_functions ? ncs : o->top_functions;
+    while (nf > 1 && cs[nf - 1].ns * 100 < cs[0].ns) /* under 1 % of the first: noise */
+        nf--;
     w->funcs = calloc(nf + 1, sizeof(*w->funcs));
     if (!w->funcs) {
         free(cs);
@@ -690,7 +735,7 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
         f->func = cs[k].func;
         f->wait_caused_ns = (double)cs[k].ns;
         f->saving_ns = saving > 0 && total_wait > 0 ? saving * f->wait_caused_ns / total_wait : 0;
-        f->release_wall_ns = run_scenario(fts, n, o->cpus, 1, f->func, 1.0, NULL, &err);
+        f->release_wall_ns = run_scenario(fts, n, o->cpus, 1, f->func, 1.0, share, NULL, &err);
         w->nfuncs = k + 1;
     }
     free(cs);

@@ -246,6 +246,22 @@ static void test_thread_start(void)
     gt_whatif__free(w);
 }
 
+/* A join: the joined thread wakes the joiner and then drops the GIL at its end; the joiner
+ * resumes after the joined thread's whole life (x2: 100 ms, then 5 x2), not at the point
+ * of the wake-up (98 ms). */
+static void test_join(void)
+{
+    struct gt_interval a[] = {{0, 49 * MS, R, 0}, {49 * MS, 50 * MS, W, 0}, {50 * MS, 55 * MS, H, 0}};
+    struct gt_span sa[] = {{0, 49 * MS, F_ACQ, 0, GT_SPAN_C}};
+    struct gt_interval b[] = {{0, 50 * MS, H, 0}};
+    struct gt_thread_result th[2] = {mk_thread(1, a, 3, sa, 1), mk_thread(2, b, 1, NULL, 0)};
+    struct gt_result r = mk_result(th, 2);
+    struct gt_whatif *w = predict(&r, 2, 2.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 110 * MS, 1000), "join: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+}
+
 static void test_errors(void)
 {
     struct gt_interval c[] = {{0, 100 * MS, H, 0}};
@@ -279,6 +295,7 @@ int main(void)
     test_sleep_and_factor();
     test_switch();
     test_thread_start();
+    test_join();
     test_errors();
     printf("test_whatif: %d passed, %d failed\n", passed, failed);
     return failed != 0;
