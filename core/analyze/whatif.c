@@ -38,6 +38,10 @@ struct fpiece {
 
 struct fthread {
     const struct gt_thread_result *t;
+    const uint32_t *top; /* the functions "F releases the GIL" is asked of (shared) */
+    size_t ntop;
+    uint64_t *topns; /* per piece, ntop values: held time in each top function */
+    size_t captopns;
     struct fpiece *fp;
     size_t nfp, capfp;
     struct piece *p;
@@ -258,27 +262,32 @@ static int add_piece(struct fthread *ft, struct piece p)
     return 0;
 }
 
-/* [a, b) of one state, split at the thread's cuts (and, for work, at function changes). */
+/* [a, b) of one state, split at the thread's cuts; work pieces get their time in each top
+ * function (innermost Python function), from one forward walk over the stack pieces. */
 static int add_span_pieces(struct fthread *ft, uint64_t a, uint64_t b, uint32_t kind, size_t *ci)
 {
     while (a < b) {
         while (*ci < ft->ncuts && ft->cuts[*ci] <= a)
             (*ci)++;
         uint64_t e = *ci < ft->ncuts && ft->cuts[*ci] < b ? ft->cuts[*ci] : b;
-        uint32_t func = GT_NO_FUNC;
-        if (kind == P_WORK) {
-            const struct fpiece *f = fp_at(ft, a);
-            if (f) {
-                func = f->pyfunc;
-                if (f->b < e && f->b > a)
-                    e = f->b;
-            }
-        }
-        struct piece p = {a, e, kind, func, -1, -1, 0, 0, 0, 0};
+        struct piece p = {a, e, kind, GT_NO_FUNC, -1, -1, 0, 0, 0, 0};
         if (kind == P_WORK && ft->t->has_sched && ft->t->nos)
             p.pre = os_time(ft->t, a, e, GT_OS_PREEMPTED);
         if (add_piece(ft, p))
             return -ENOMEM;
+        if (ft->ntop) {
+            if (grow((void **)&ft->topns, &ft->captopns, ft->np * ft->ntop, sizeof(*ft->topns)))
+                return -ENOMEM;
+            uint64_t *ns = &ft->topns[(ft->np - 1) * ft->ntop];
+            memset(ns, 0, ft->ntop * sizeof(*ns));
+            const struct fpiece *f = kind == P_WORK ? fp_at(ft, a) : NULL;
+            for (; f && f < ft->fp + ft->nfp && f->a < e; f++) {
+                uint64_t s = f->a > a ? f->a : a, t = f->b < e ? f->b : e;
+                for (size_t i = 0; t > s && i < ft->ntop; i++)
+                    if (ft->top[i] == f->pyfunc)
+                        ns[i] += t - s;
+            }
+        }
         a = e;
     }
     return 0;
@@ -340,24 +349,54 @@ static int build_segs(const struct fthread *fts, size_t n, struct sthread *sts, 
         const struct fthread *ft = &fts[i];
         struct sthread *st = &sts[i];
         memset(st, 0, sizeof(*st));
-        st->s = malloc((ft->np + 1) * sizeof(*st->s));
+        st->s = malloc((2 * ft->np + 1) * sizeof(*st->s));
         st->map = malloc((ft->np + 1) * sizeof(*st->map));
         if (!st->s || !st->map)
             return -ENOMEM;
+        /* A run of work (contiguous held time, up to a dependency's target) becomes at most
+         * two segments: the part without the GIL, then the part with it. So a function
+         * called a million times costs two segments per held interval, not a million; the
+         * order inside one held interval is the only thing lost. */
+        double run_free = 0, run_gil = 0;
+        size_t run_from = 0, rel = SIZE_MAX; /* the released function's index in top */
+        for (size_t j = 0; release != GT_NO_FUNC && j < ft->ntop; j++)
+            if (ft->top[j] == release)
+                rel = j;
+        int in_run = 0;
         for (size_t k = 0; k < ft->np; k++) {
             const struct piece *p = &ft->p[k];
-            uint32_t cls = p->kind == P_BLOCK     ? S_BLOCK
-                           : p->kind == P_HANDOFF ? S_HANDOFF
-                           : !gil || (release != GT_NO_FUNC && p->func == release) ? S_WORK_FREE
-                                                        : S_WORK_GIL;
-            double d = p->kind == P_WORK ? (double)(p->b - p->a - p->pre) / share
-                                         : (double)(p->b - p->a);
-            if (cls == S_WORK_FREE && !gil)
-                d *= factor;
-            if (cls == S_HANDOFF)
-                d = 0;
+            if (p->kind == P_WORK) {
+                if (!in_run) {
+                    in_run = 1;
+                    run_from = k;
+                    run_free = run_gil = 0;
+                }
+                double len = (double)(p->b - p->a);
+                double d = (len - (double)p->pre) / share;
+                double in_f = rel < ft->ntop && len > 0
+                                  ? d * (double)ft->topns[k * ft->ntop + rel] / len : 0;
+                if (!gil)
+                    run_free += d * factor;
+                else {
+                    run_free += in_f;
+                    run_gil += d - in_f;
+                }
+                const struct piece *nx = k + 1 < ft->np ? &ft->p[k + 1] : NULL;
+                if (p->cut || !nx || nx->kind != P_WORK || nx->a != p->b) {
+                    if (run_free > 0 || run_gil <= 0)
+                        st->s[st->n++] = (struct seg){S_WORK_FREE, run_free, -1, -1, 0};
+                    if (run_gil > 0)
+                        st->s[st->n++] = (struct seg){S_WORK_GIL, run_gil, -1, -1, 0};
+                    for (size_t j = run_from; j <= k; j++)
+                        st->map[j] = (int64_t)st->n - 1;
+                    in_run = 0;
+                }
+                continue;
+            }
+            uint32_t cls = p->kind == P_BLOCK ? S_BLOCK : S_HANDOFF;
+            double d = cls == S_BLOCK ? (double)(p->b - p->a) : 0;
             struct seg *last = st->n ? &st->s[st->n - 1] : NULL;
-            if (last && cls != S_HANDOFF && last->cls == cls && !(k && ft->p[k - 1].cut)) {
+            if (last && cls == S_BLOCK && last->cls == S_BLOCK && !(k && ft->p[k - 1].cut)) {
                 last->dur += d;
             } else {
                 st->s[st->n++] = (struct seg){cls, d, -1, -1, p->start};
@@ -642,6 +681,8 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     struct gt_whatif *w = calloc(1, sizeof(*w));
     struct fthread *fts = calloc(n, sizeof(*fts));
     struct sthread *times = calloc(n, sizeof(*times));
+    struct caused *cs = NULL;
+    uint32_t *top = NULL;
     int err = 0;
     if (!w || !fts || !times) {
         err = -ENOMEM;
@@ -661,6 +702,46 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
             last = t->end_ns;
     }
     w->measured_wall_ns = (double)(last - origin);
+    /* Wait caused, per function, in the foreground threads' waits. */
+    cs = calloc(r->nblame + 1, sizeof(*cs));
+    size_t ncs = 0;
+    double total_wait = 0;
+    if (!cs) {
+        err = -ENOMEM;
+        goto out;
+    }
+    for (size_t b = 0; b < r->nblame; b++) {
+        const struct gt_blame *bl = &r->blame[b];
+        int fg = 0;
+        for (size_t j = 0; j < n && !fg; j++)
+            fg = fts[j].t->tid == bl->waiter_tid;
+        if (!fg)
+            continue;
+        total_wait += (double)bl->wait_ns;
+        if (bl->func >= r->nfuncs)
+            continue;
+        size_t k = 0;
+        while (k < ncs && cs[k].func != bl->func)
+            k++;
+        if (k == ncs)
+            cs[ncs++] = (struct caused){bl->func, 0};
+        cs[k].ns += bl->wait_ns;
+    }
+    qsort(cs, ncs, sizeof(*cs), cmp_caused);
+    size_t nf = ncs < o->top_functions ? ncs : o->top_functions;
+    while (nf > 1 && cs[nf - 1].ns * 100 < cs[0].ns) /* under 1 % of the first: noise */
+        nf--;
+    top = calloc(nf + 1, sizeof(*top));
+    if (!top) {
+        err = -ENOMEM;
+        goto out;
+    }
+    for (size_t k = 0; k < nf; k++)
+        top[k] = cs[k].func;
+    for (size_t j = 0; j < n; j++) {
+        fts[j].top = top;
+        fts[j].ntop = nf;
+    }
     if ((err = build_pieces(r, fts, n, origin, &w->handoffs)))
         goto out;
     /* Work is its time on CPU: the part preempted goes, and the CPU share other processes
@@ -694,38 +775,8 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
             (size_t)(t - r->threads), t->tid, t->name, (double)(t->end_ns - t->start_ns),
             times[j].end - times[j].begin, (double)t->summary.wait_ns};
     }
-    /* Wait caused, per function, in the foreground threads' waits. */
-    struct caused *cs = calloc(r->nblame + 1, sizeof(*cs));
-    size_t ncs = 0;
-    double total_wait = 0;
-    if (!cs) {
-        err = -ENOMEM;
-        goto out;
-    }
-    for (size_t b = 0; b < r->nblame; b++) {
-        const struct gt_blame *bl = &r->blame[b];
-        int fg = 0;
-        for (size_t j = 0; j < n && !fg; j++)
-            fg = fts[j].t->tid == bl->waiter_tid;
-        if (!fg)
-            continue;
-        total_wait += (double)bl->wait_ns;
-        if (bl->func >= r->nfuncs)
-            continue;
-        size_t k = 0;
-        while (k < ncs && cs[k].func != bl->func)
-            k++;
-        if (k == ncs)
-            cs[ncs++] = (struct caused){bl->func, 0};
-        cs[k].ns += bl->wait_ns;
-    }
-    qsort(cs, ncs, sizeof(*cs), cmp_caused);
-    size_t nf = ncs < o->top_functions ? ncs : o->top_functions;
-    while (nf > 1 && cs[nf - 1].ns * 100 < cs[0].ns) /* under 1 % of the first: noise */
-        nf--;
     w->funcs = calloc(nf + 1, sizeof(*w->funcs));
     if (!w->funcs) {
-        free(cs);
         err = -ENOMEM;
         goto out;
     }
@@ -738,12 +789,14 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
         f->release_wall_ns = run_scenario(fts, n, o->cpus, 1, f->func, 1.0, share, NULL, &err);
         w->nfuncs = k + 1;
     }
-    free(cs);
 out:
+    free(cs);
+    free(top);
     for (size_t j = 0; fts && j < n; j++) {
         free(fts[j].fp);
         free(fts[j].p);
         free(fts[j].cuts);
+        free(fts[j].topns);
     }
     free(fts);
     free(times);
@@ -778,8 +831,9 @@ const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf
     case 3:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
                  "A hand-off (%zu found) is a release inside a lock, queue, join, event or "
-                 "condition wait, or a thread's start: it ends when the thread that held the "
-                 "GIL last before it ended has done as much work as it had by then.",
+                 "condition wait, or a thread's start: it ends when its waker (a thread that "
+                 "ended then, else the last other GIL holder) has done as much work as it had "
+                 "by then.",
                  w->handoffs);
         break;
     case 4:
@@ -790,8 +844,10 @@ const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf
         break;
     default:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
-                 "Not modelled: contention on shared objects beyond the hand-offs seen, "
-                 "caches and memory bandwidth; background threads are left out.");
+                 "Work is the CPU time the thread had while it held the GIL, at the CPU "
+                 "share other processes left it during the trace. Not modelled: contention "
+                 "on shared objects beyond the hand-offs seen, caches and memory bandwidth; "
+                 "background threads are left out.");
         break;
     }
     return buf;

@@ -14,6 +14,8 @@
  *   thread resumes when the waker has done, in the new schedule, the work it had done at
  *   that moment (work = its held and released time, waits excluded). A thread started
  *   during the trace starts the same way after the thread that held the GIL last.
+ * - Work is on-CPU held time (OS states known: the preempted part goes) divided by the CPU
+ *   share the traced threads got while holding the GIL (on CPU / held, over all of them).
  * - N CPUs shared equally among the threads that have work (processor sharing). With the
  *   GIL (the "F releases it" scenario), the threads needing the GIL share one CPU's worth.
  * Plain C (no Python), unit-tested by tests/c/analyze/test_whatif.c. */
