@@ -18,7 +18,6 @@ enum piece_kind {
 struct piece {
     uint64_t a, b; /* original time */
     uint32_t kind;
-    uint32_t func;  /* innermost Python function (work) */
     int32_t dep_thread; /* index in the foreground list; -1 none */
     int64_t dep_piece;  /* -1: satisfied from the start */
     uint64_t dep_time;  /* hand-off: the waker's original time */
@@ -270,7 +269,7 @@ static int add_span_pieces(struct fthread *ft, uint64_t a, uint64_t b, uint32_t 
         while (*ci < ft->ncuts && ft->cuts[*ci] <= a)
             (*ci)++;
         uint64_t e = *ci < ft->ncuts && ft->cuts[*ci] < b ? ft->cuts[*ci] : b;
-        struct piece p = {a, e, kind, GT_NO_FUNC, -1, -1, 0, 0, 0, 0};
+        struct piece p = {a, e, kind, -1, -1, 0, 0, 0, 0};
         if (kind == P_WORK && ft->t->has_sched && ft->t->nos)
             p.pre = os_time(ft->t, a, e, GT_OS_PREEMPTED);
         if (add_piece(ft, p))
@@ -612,7 +611,7 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
         qsort(ft->cuts, ft->ncuts, sizeof(*ft->cuts), cmp_u64);
         size_t ci = 0;
         if (t->start_ns > origin)
-            err = add_piece(ft, (struct piece){t->start_ns, t->start_ns, P_HANDOFF, GT_NO_FUNC,
+            err = add_piece(ft, (struct piece){t->start_ns, t->start_ns, P_HANDOFF,
                                                -1, -1, t->start_ns, 0, 1, 0});
         for (size_t k = 0; k < t->ngil && !err; k++) {
             const struct gt_interval *iv = &t->gil[k];
@@ -620,7 +619,7 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
                 err = add_span_pieces(ft, iv->start, iv->end, P_WORK, &ci);
             } else if (iv->state == GT_GIL_STATE_RELEASED && !is_switch(ft, iv)) {
                 if (is_handoff(ft, iv))
-                    err = add_piece(ft, (struct piece){iv->end, iv->end, P_HANDOFF, GT_NO_FUNC,
+                    err = add_piece(ft, (struct piece){iv->end, iv->end, P_HANDOFF,
                                                        -1, -1, iv->end, 0, 0, 0});
                 else
                     err = add_span_pieces(ft, iv->start, iv->end, P_BLOCK, &ci);
