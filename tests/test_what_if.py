@@ -199,3 +199,13 @@ def test_cli_profile_prints_the_what_if_section(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "What if there were no GIL (" in p.stdout
     assert "  Assumptions:" in p.stdout
+
+
+def test_without_gil_data_what_if_says_why():
+    with giltracer.trace(gil=False) as t:
+        spin(10_000)
+    assert not t.result.gil_known
+    with pytest.raises(ValueError, match="what_if needs GIL data"):
+        t.what_if()
+    assert json.loads(t.result.payload())["what_if"] is None
+    assert "What if there were no GIL" not in t.profile_text()
