@@ -184,6 +184,8 @@ static int32_t waker(const struct fthread *fts, size_t n, size_t self, uint64_t 
     uint64_t best_at = 0;
     for (size_t j = 0; j < n; j++) {
         uint64_t end = fts[j].t->end_ns;
+        if (fts[j].t->pid != fts[self].t->pid)
+            continue; /* another process (follow_children): its own GIL, no hand-offs */
         if (j != self && end > since && end <= until && (best < 0 || end > best_at)) {
             best = (int32_t)j;
             best_at = end;
@@ -194,7 +196,8 @@ static int32_t waker(const struct fthread *fts, size_t n, size_t self, uint64_t 
         return best;
     }
     for (size_t j = 0; j < n; j++) {
-        if (j == self)
+        if (j == self || fts[j].t->pid != fts[self].t->pid ||
+            fts[j].t->interp != fts[self].t->interp)
             continue;
         const struct gt_thread_result *t = fts[j].t;
         size_t lo = 0, hi = t->ngil; /* last interval starting at or before x */
