@@ -108,11 +108,14 @@ def test_producer_consumer_bounded_by_the_producer():
         for th in threads:
             th.join()
     w = t.what_if(cpus=2, ft_factor=1.0)
-    held = {s.name: s.held_ns / 1e9 for s in t.summary()}
     # Two starts, two joins, and the gets that blocked (not every one does).
     assert w.handoffs >= 5, str(w)
-    # The consumer cannot run ahead of the producer: the cell takes its work at least.
-    assert w.predicted_wall_s >= 0.9 * held["producer"], str(w)
+    # The consumer cannot run ahead of the producer, which does 5/6 of the work: the cell
+    # takes at least the producer's work, near 5/6 of the work done one thread at a time
+    # (the GIL replay; not the producer's held time, which includes its preemptions).
+    assert 0.75 <= w.predicted_wall_s / w.gil_replay_wall_s <= 1.05, str(w)
+    producer = next(th for th in w.threads if th.name == "producer")
+    assert w.predicted_wall_s >= producer.predicted_s
     assert w.predicted_wall_s <= 1.05 * w.measured_wall_s, str(w)
 
 

@@ -849,7 +849,7 @@ const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf
                  "Work is the CPU time the thread had while it held the GIL, at the CPU "
                  "share other processes left it during the trace. Not modelled: contention "
                  "on shared objects beyond the hand-offs seen, caches and memory bandwidth; "
-                 "background threads are left out.");
+                 "the host's own threads (a kernel's IOPub, heartbeat) are left out.");
         break;
     }
     return buf;
