@@ -178,11 +178,12 @@ def test_payload_has_the_what_if_contract(cpu_trace):
     p = json.loads(cpu_trace.result.payload())["what_if"]
     assert set(p) == {"cpus", "ft_factor", "measured_wall_s", "predicted_wall_s", "speedup",
                       "threads", "functions", "assumptions"}
-    assert p["cpus"] == (os.cpu_count() or 1) and p["ft_factor"] == 1.0
+    assert p["cpus"] == (os.cpu_count() or 1)
+    assert p["ft_factor"] == pytest.approx(giltracer.api.default_ft_factor(), abs=1e-6)
     assert set(p["threads"][0]) == {"tid", "name", "measured_s", "predicted_s", "gil_wait_s"}
     assert set(p["functions"][0]) >= {"name", "file", "line", "gil_wait_caused_s",
                                       "release_predicted_wall_s", "release_speedup"}
-    w = cpu_trace.what_if(cpus=p["cpus"], ft_factor=1.0)
+    w = cpu_trace.what_if(cpus=p["cpus"])
     assert p["predicted_wall_s"] == pytest.approx(w.predicted_wall_s, abs=2e-6)
     assert p["speedup"] == pytest.approx(w.speedup, rel=1e-4)
     assert [th["tid"] for th in p["threads"]] == [th.tid for th in w.threads]

@@ -705,6 +705,22 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
     return out;
 }
 
+/* set_what_if(cpus, ft_factor): what the payload's "what_if" is predicted with. */
+static PyObject *Result_set_what_if(ResultObject *self, PyObject *args)
+{
+    int cpus;
+    double factor;
+    if (!PyArg_ParseTuple(args, "id", &cpus, &factor))
+        return NULL;
+    if (cpus < 1 || !(factor > 0) || factor == Py_HUGE_VAL) {
+        PyErr_SetString(PyExc_ValueError, "cpus must be >= 1 and ft_factor a finite number > 0");
+        return NULL;
+    }
+    self->run->meta.whatif_cpus = (unsigned)cpus;
+    self->run->meta.whatif_ft_factor = factor;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Result_save(ResultObject *self, PyObject *args)
 {
     PyObject *path_obj = NULL;
@@ -912,6 +928,8 @@ static PyMethodDef Result_methods[] = {
     {"payload", (PyCFunction)Result_payload, METH_NOARGS, "the viewer's JSON payload"},
     {"what_if", (PyCFunction)Result_what_if, METH_VARARGS,
      "what_if(cpus, ft_factor, top=5) -> the no-GIL prediction (core/analyze/whatif.h)"},
+    {"set_what_if", (PyCFunction)Result_set_what_if, METH_VARARGS,
+     "set_what_if(cpus, ft_factor): the payload's what_if is predicted with these"},
     {NULL, NULL, 0, NULL},
 };
 

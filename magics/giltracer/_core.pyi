@@ -119,6 +119,7 @@ class Result:
         List[Tuple[int, str, float, float, float]],  # tid, name, measured/predicted/wait ns
         List[Tuple[int, float, float, float]],  # func, wait caused, saving, release wall ns
         List[str]]: ...
+    def set_what_if(self, cpus: int, ft_factor: float, /) -> None: ...
 
 @final
 class Session:

@@ -8,7 +8,6 @@ dataclasses.
 from __future__ import annotations
 
 import gc
-import math
 import os
 import re
 import sysconfig
@@ -549,6 +548,8 @@ class Trace:
             finally:
                 try:
                     self._result = session.finish(names, self.title, self._labels())
+                    # the viewer's "What if" tab: the same defaults as what_if()
+                    self._result.set_what_if(os.cpu_count() or 1, default_ft_factor())
                 finally:
                     self._collect_children()
         global _last
@@ -800,10 +801,11 @@ class Trace:
         if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
             raise ValueError(f"cpus must be an integer >= 1 (the CPUs to schedule on; "
                              f"None = os.cpu_count()), got {cpus!r}")
+        from math import isfinite
         if ft_factor is None:
             ft_factor = default_ft_factor()
         if (isinstance(ft_factor, bool) or not isinstance(ft_factor, (int, float))
-                or not math.isfinite(ft_factor) or ft_factor <= 0):
+                or not isfinite(ft_factor) or ft_factor <= 0):
             raise ValueError(f"ft_factor must be a finite number > 0 (1.0 = no slowdown "
                              f"without the GIL), got {ft_factor!r}")
         if isinstance(top, bool) or not isinstance(top, int) or top < 0:
