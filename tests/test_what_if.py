@@ -16,7 +16,6 @@ import pytest
 
 import giltracer
 from conftest import needs_gil
-from workloads import pin_to_own_cpu
 
 pytestmark = needs_gil
 
@@ -29,11 +28,12 @@ def spin(n):
 
 
 def cpu_bound_pair(n=1_000_000):
-    """Two threads, each a fixed amount of pure-Python work, on distinct CPUs."""
+    """Two threads, each a fixed amount of pure-Python work, started together. Not pinned
+    to CPUs: a thread that pins itself holds the GIL while it migrates (200 ms seen under
+    load), which would be work of its own here."""
     barrier = threading.Barrier(2)
 
     def work(index):
-        pin_to_own_cpu(index)
         barrier.wait()
         spin(n)
 
@@ -51,23 +51,25 @@ def cpu_trace():
     return t
 
 
-# Other processes' load on this shared machine lands unevenly: one thread preempted for
-# 300 ms more than the other stretches the measured wall, while the model spreads the CPU
-# share it measured evenly (seen under load: measured speed-ups 1.38x to 2.43x for the
-# same pair). So the 1.6-2.4 range is asserted against the model's own replay with the
-# GIL (the same work and CPU share), and the measured speed-up gets a wider range.
-LOADED_RANGE = (1.3, 3.0)
+# Other processes' load on a shared machine adds time when no traced thread gets a CPU
+# at all (seen at load 13 on 2 CPUs: 720 ms measured where the replay with the GIL gives
+# 306 ms), which the model, spreading the CPU share it measured evenly, leaves out. So the
+# ranges hold against the model's own replay with the GIL (the same work and CPU share)
+# always, and against the measured wall only on a quiet machine (load under the CPUs).
+def quiet():
+    return os.getloadavg()[0] < (os.cpu_count() or 1)
 
 
 def test_two_cpu_bound_threads_on_two_cpus_nearly_double(cpu_trace):
     w = cpu_trace.what_if(cpus=2, ft_factor=1.0)
     assert 1.6 <= w.gil_replay_wall_s / w.predicted_wall_s <= 2.4, str(w)
-    assert LOADED_RANGE[0] <= w.speedup <= LOADED_RANGE[1], str(w)
     assert w.cpus == 2 and w.ft_factor == 1.0
     assert math.isclose(w.speedup, w.measured_wall_s / w.predicted_wall_s, rel_tol=1e-9)
-    # The model replaying the trace with the GIL comes back near the measured wall time
-    # (below it when other processes preempted one thread more than the other).
-    assert 0.6 <= w.gil_replay_wall_s / w.measured_wall_s <= 1.25, str(w)
+    assert w.speedup >= 1.3, str(w)
+    if quiet():
+        assert 1.6 <= w.speedup <= 2.4, str(w)
+        # The model replaying the trace with the GIL comes back near the measured wall.
+        assert 0.8 <= w.gil_replay_wall_s / w.measured_wall_s <= 1.25, str(w)
     names = {th.name for th in w.threads}
     assert {"cpu-0", "cpu-1"} <= names
     # spin caused nearly all the wait and releasing it alone gets nearly the whole gain.
@@ -78,7 +80,9 @@ def test_two_cpu_bound_threads_on_two_cpus_nearly_double(cpu_trace):
 def test_two_cpu_bound_threads_on_one_cpu_no_gain(cpu_trace):
     w = cpu_trace.what_if(cpus=1, ft_factor=1.0)
     assert 0.9 <= w.gil_replay_wall_s / w.predicted_wall_s <= 1.1, str(w)
-    assert 0.8 <= w.speedup <= 1.6, str(w)  # the measured wall: see LOADED_RANGE
+    assert w.speedup >= 0.8, str(w)
+    if quiet():
+        assert w.speedup <= 1.25, str(w)
 
 
 def test_ft_factor_slows_the_prediction(cpu_trace):
