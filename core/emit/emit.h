@@ -34,6 +34,10 @@ struct gt_emit_meta {
     /* Child processes merged in (follow_children): each one's pid and command line. */
     const struct gt_emit_process *processes;
     size_t nprocesses;
+    /* The payload's "what_if" (analyze/whatif.h): CPUs (0 = this machine's online CPUs)
+     * and the free-threading cost factor (0 = 1.0). */
+    unsigned whatif_cpus;
+    double whatif_ft_factor;
 };
 
 struct gt_emit_process {

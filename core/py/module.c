@@ -16,6 +16,7 @@
 #include "profile.h"
 #include "session.h"
 #include "tracer.h"
+#include "whatif.h"
 #include "compat.h"
 
 typedef struct {
@@ -621,6 +622,105 @@ static PyObject *Result_profile_functions(ResultObject *self, PyObject *args)
     return out;
 }
 
+/* what_if(cpus, ft_factor, top) -> (cpus, ft_factor, measured_ns, predicted_ns, gil_replay_ns,
+ * handoffs, [(tid, name, measured_ns, predicted_ns, gil_wait_ns)],
+ * [(func, wait_caused_ns, saving_ns, release_wall_ns)], [assumption]) */
+static PyObject *Result_what_if(ResultObject *self, PyObject *args)
+{
+    int cpus;
+    double factor;
+    Py_ssize_t top = 5;
+    if (!PyArg_ParseTuple(args, "id|n", &cpus, &factor, &top))
+        return NULL;
+    if (cpus < 1 || top < 0) {
+        PyErr_Format(PyExc_ValueError, "cpus must be >= 1 (got %d) and top >= 0", cpus);
+        return NULL;
+    }
+    if (!(factor > 0) || factor == Py_HUGE_VAL) {
+        PyErr_Format(PyExc_ValueError, "ft_factor must be a finite number > 0 (got %R)",
+                     PyTuple_GET_ITEM(args, 1));
+        return NULL;
+    }
+    struct gt_whatif_opts o = {.cpus = (unsigned)cpus, .ft_factor = factor,
+                               .top_functions = (size_t)top};
+    struct gt_whatif *w = NULL;
+    int err;
+    Py_BEGIN_ALLOW_THREADS;
+    err = gt_whatif__predict(R(self), &o, &w);
+    Py_END_ALLOW_THREADS;
+    if (err == -ENODATA || err == -EOPNOTSUPP) {
+        PyErr_SetString(PyExc_ValueError,
+                        err == -EOPNOTSUPP
+                            ? "what_if needs a trace with a GIL: this one is free-threaded"
+                            : "what_if needs GIL data: trace with the GIL probe (backend hooks "
+                              "or bpf) and at least one foreground thread");
+        return NULL;
+    }
+    if (err < 0) {
+        errno = -err;
+        return PyErr_SetFromErrno(err == -ENOMEM ? PyExc_MemoryError : PyExc_OSError);
+    }
+    const struct gt_result *r = R(self);
+    PyObject *threads = PyList_New((Py_ssize_t)w->nthreads);
+    PyObject *funcs = PyList_New((Py_ssize_t)w->nfuncs);
+    for (size_t i = 0; threads && funcs && i < w->nthreads; i++) {
+        const struct gt_whatif_thread *t = &w->threads[i];
+        PyObject *v = Py_BuildValue("(isddd)", (int)t->tid, t->name ? t->name : "",
+                                    t->measured_ns, t->predicted_ns, t->gil_wait_ns);
+        if (!v) {
+            Py_CLEAR(threads);
+            break;
+        }
+        PyList_SET_ITEM(threads, (Py_ssize_t)i, v);
+    }
+    for (size_t i = 0; threads && funcs && i < w->nfuncs; i++) {
+        const struct gt_whatif_func *f = &w->funcs[i];
+        PyObject *v = Py_BuildValue("(lddd)", func_index(r, f->func), f->wait_caused_ns,
+                                    f->saving_ns, f->release_wall_ns);
+        if (!v) {
+            Py_CLEAR(funcs);
+            break;
+        }
+        PyList_SET_ITEM(funcs, (Py_ssize_t)i, v);
+    }
+    PyObject *assumptions = PyList_New(GT_WHATIF_ASSUMPTIONS);
+    char buf[GT_WHATIF_ASSUMPTION_LEN];
+    for (size_t i = 0; assumptions && i < GT_WHATIF_ASSUMPTIONS; i++) {
+        PyObject *v = PyUnicode_FromString(gt_whatif__assumption(w, i, buf));
+        if (!v) {
+            Py_CLEAR(assumptions);
+            break;
+        }
+        PyList_SET_ITEM(assumptions, (Py_ssize_t)i, v);
+    }
+    PyObject *out = NULL;
+    if (threads && funcs && assumptions)
+        out = Py_BuildValue("(iddddnOOO)", (int)w->cpus, w->ft_factor, w->measured_wall_ns,
+                            w->predicted_wall_ns, w->gil_wall_ns, (Py_ssize_t)w->handoffs,
+                            threads, funcs, assumptions);
+    Py_XDECREF(threads);
+    Py_XDECREF(funcs);
+    Py_XDECREF(assumptions);
+    gt_whatif__free(w);
+    return out;
+}
+
+/* set_what_if(cpus, ft_factor): what the payload's "what_if" is predicted with. */
+static PyObject *Result_set_what_if(ResultObject *self, PyObject *args)
+{
+    int cpus;
+    double factor;
+    if (!PyArg_ParseTuple(args, "id", &cpus, &factor))
+        return NULL;
+    if (cpus < 1 || !(factor > 0) || factor == Py_HUGE_VAL) {
+        PyErr_SetString(PyExc_ValueError, "cpus must be >= 1 and ft_factor a finite number > 0");
+        return NULL;
+    }
+    self->run->meta.whatif_cpus = (unsigned)cpus;
+    self->run->meta.whatif_ft_factor = factor;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Result_save(ResultObject *self, PyObject *args)
 {
     PyObject *path_obj = NULL;
@@ -826,6 +926,10 @@ static PyMethodDef Result_methods[] = {
      "save(path, format, tab=None, theme=None): 'json' or 'html' (opened on `tab`, in `theme`)"},
     {"text", (PyCFunction)Result_text, METH_VARARGS, "text(top_n=5, all_threads=False) -> summary table"},
     {"payload", (PyCFunction)Result_payload, METH_NOARGS, "the viewer's JSON payload"},
+    {"what_if", (PyCFunction)Result_what_if, METH_VARARGS,
+     "what_if(cpus, ft_factor, top=5) -> the no-GIL prediction (core/analyze/whatif.h)"},
+    {"set_what_if", (PyCFunction)Result_set_what_if, METH_VARARGS,
+     "set_what_if(cpus, ft_factor): the payload's what_if is predicted with these"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -250,6 +250,64 @@ class FunctionRow:
 
 
 
+@dataclass(frozen=True)
+class WhatIfThread:
+    """One thread in ``Trace.what_if()``: its traced life and its predicted one."""
+
+    tid: int
+    name: str
+    measured_s: float
+    predicted_s: float
+    gil_wait_s: float
+
+
+@dataclass(frozen=True)
+class WhatIfFunction:
+    """A function by the GIL wait it caused (blame): its share of the predicted saving,
+    and the predicted wall time if it alone released the GIL (the GIL kept otherwise)."""
+
+    name: str
+    file: str
+    line: int
+    gil_wait_caused_s: float
+    release_predicted_wall_s: float
+    release_speedup: float
+    saving_s: float
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """``Trace.what_if()``: the cell re-scheduled without the GIL on ``cpus`` CPUs
+    (core/analyze/whatif.h); the same fields as the viewer payload's "what_if".
+    ``gil_replay_wall_s``: the same scheduler replaying the trace with the GIL (a check of
+    the model: near ``measured_wall_s``); ``handoffs``: hand-offs between threads found."""
+
+    cpus: int
+    ft_factor: float
+    measured_wall_s: float
+    predicted_wall_s: float
+    speedup: float
+    threads: Tuple[WhatIfThread, ...]
+    functions: Tuple[WhatIfFunction, ...]
+    assumptions: Tuple[str, ...]
+    gil_replay_wall_s: float
+    handoffs: int
+
+    def __str__(self) -> str:
+        return render.what_if_text(self)
+
+
+def default_ft_factor() -> float:
+    """Free-threading's single-thread cost factor: the measured one
+    (``giltracer.whatif_cost.FT_SINGLE_THREAD_FACTOR``) where it exists, else 1.0."""
+    import importlib
+    try:
+        mod = importlib.import_module(".whatif_cost", __package__)
+    except ImportError:
+        return 1.0
+    return float(getattr(mod, "FT_SINGLE_THREAD_FACTOR", 1.0))
+
+
 class BudgetNotice(UserWarning):
     """The event budget was reached: part of the trace changed form (see the message)."""
 
@@ -497,6 +555,8 @@ class Trace:
             finally:
                 try:
                     self._result = session.finish(names, self.title, self._labels())
+                    # the viewer's "What if" tab: the same defaults as what_if()
+                    self._result.set_what_if(os.cpu_count() or 1, default_ft_factor())
                 finally:
                     self._collect_children()
         global _last
@@ -733,6 +793,44 @@ class Trace:
         """Top functions by ``sort`` and by GIL held (self time split by GIL state), then
         the per-thread table and the GIL-blame rows."""
         return render.profile_text(self, top, sort, all_threads)
+
+    def what_if(self, cpus: Optional[int] = None, ft_factor: Optional[float] = None,
+                top: int = 5) -> WhatIf:
+        """Would free-threading help? The cell re-scheduled without the GIL on ``cpus``
+        CPUs (default: this machine's, ``os.cpu_count()``), each thread's GIL-holding work
+        taking ``ft_factor`` times as long (default: the measured free-threading cost, else
+        1.0), its blocking kept and its hand-offs to other threads (locks, queues, joins)
+        kept in order; and, for the ``top`` functions by GIL wait caused, the wall time if
+        that function alone released the GIL. ``str()`` of the result is a table with the
+        model's assumptions."""
+        if cpus is None:
+            cpus = os.cpu_count() or 1
+        if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
+            raise ValueError(f"cpus must be an integer >= 1 (the CPUs to schedule on; "
+                             f"None = os.cpu_count()), got {cpus!r}")
+        from math import isfinite
+        if ft_factor is None:
+            ft_factor = default_ft_factor()
+        if (isinstance(ft_factor, bool) or not isinstance(ft_factor, (int, float))
+                or not isfinite(ft_factor) or ft_factor <= 0):
+            raise ValueError(f"ft_factor must be a finite number > 0 (1.0 = no slowdown "
+                             f"without the GIL), got {ft_factor!r}")
+        if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+            raise ValueError(f"top must be an integer >= 0, got {top!r}")
+        (n, factor, measured, predicted, replay, handoffs, threads, funcs,
+         assumptions) = self.result.what_if(cpus, float(ft_factor), top)
+        table = self._func_table()
+        return WhatIf(
+            cpus=n, ft_factor=factor, measured_wall_s=measured / 1e9,
+            predicted_wall_s=predicted / 1e9,
+            speedup=measured / predicted if predicted > 0 else 1.0,
+            threads=tuple(WhatIfThread(tid, name, m / 1e9, p / 1e9, w / 1e9)
+                          for tid, name, m, p, w in threads),
+            functions=tuple(WhatIfFunction(table[f][0], table[f][1], table[f][2], caused / 1e9,
+                                           wall / 1e9, measured / wall if wall > 0 else 1.0,
+                                           saving / 1e9)
+                            for f, caused, saving, wall in funcs if f >= 0),
+            assumptions=tuple(assumptions), gil_replay_wall_s=replay / 1e9, handoffs=handoffs)
 
     def save(self, path: Union[str, "os.PathLike[str]"], format: Optional[str] = None,
              tab: Optional[str] = None, theme: Optional[str] = None) -> str:

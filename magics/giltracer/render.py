@@ -12,7 +12,7 @@ from .options import DEFAULT_MAX_OUTPUT
 from .picture import svg
 
 if TYPE_CHECKING:
-    from .api import FunctionRow, Trace
+    from .api import FunctionRow, Trace, WhatIf
 
 
 def sort_key(sort: str) -> Callable[[FunctionRow], int]:
@@ -78,7 +78,47 @@ def profile_text(t: Trace, top: int = 10, sort: str = "wait", all_threads: bool 
                   "running = not parked, held-off = off CPU not parked (released to the OS), "
                   "waiting = parked on a contended lock, a stop-the-world pause or a join; "
                   "caused = other threads' parked time while it ran")
-    return "\n".join(out) + "\n" + t.summary_text(top, all_threads)
+    return "\n".join(out) + "\n" + t.summary_text(top, all_threads) + what_if_section(t)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def what_if_text(w: WhatIf) -> str:
+    """WhatIf.__str__: the prediction (ms), per thread, per function, then the assumptions."""
+    out = [f"What if there were no GIL ({w.cpus} CPUs, free-threading cost {w.ft_factor:.2f}x):",
+           f"  cell: {w.measured_wall_s * 1e3:.1f} ms measured, "
+           f"{w.predicted_wall_s * 1e3:.1f} ms predicted, speed-up {w.speedup:.2f}x",
+           f"  {'thread':<24} {'measured':>9} {'predicted':>9} {'GIL wait':>9}"]
+    for t in w.threads:
+        out.append(f"  {_cut(t.name or str(t.tid), 24):<24} {t.measured_s * 1e3:>9.1f} "
+                   f"{t.predicted_s * 1e3:>9.1f} {t.gil_wait_s * 1e3:>9.1f}")
+    out.append("  Functions by GIL wait caused (ms): caused, their share of the saving, and "
+               "the cell if only that function released the GIL:")
+    if not w.functions:
+        out.append("  none")
+    else:
+        out.append(f"  {'function':<24} {'location':<20} {'caused':>9} {'saving':>9} "
+                   f"{'if released':>12}")
+        for f in w.functions:
+            out.append(f"  {_cut(f.name, 24):<24} {_cut(_location(f.file, f.line), 20):<20} "
+                       f"{f.gil_wait_caused_s * 1e3:>9.1f} {f.saving_s * 1e3:>9.1f} "
+                       f"{f.release_predicted_wall_s * 1e3:>9.1f} ({f.release_speedup:.2f}x)")
+    out.append("  Assumptions:")
+    out.extend(f"  - {a}" for a in w.assumptions)
+    return "\n".join(out) + "\n"
+
+
+def what_if_section(t: Trace) -> str:
+    """The what-if section of profile_text: empty where it cannot be predicted (no GIL
+    data, a free-threaded trace)."""
+    if t.result.free_threaded or not t.result.gil_known:
+        return ""
+    try:
+        return "\n" + what_if_text(t.what_if())
+    except ValueError:
+        return ""
 
 
 def display_bundle(t: Trace, height: int = 600, text: Optional[str] = None,

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "emit.h"
+#include "whatif.h"
 #include "profile.h"
 
 extern const char gt_asset_viewer_css[];
@@ -666,6 +667,15 @@ static void test_payload(void)
     json_t *want = json_loads(expected_payload, 0, &jerr);
     CHECK(want != NULL);
     CHECK(got != NULL);
+    /* "what_if" depends on this machine's CPU count: its shape here, its numbers in
+     * tests/c/analyze/test_whatif.c. */
+    json_t *wi = got ? json_object_get(got, "what_if") : NULL;
+    CHECK(wi && json_is_object(wi) && json_is_integer(json_object_get(wi, "cpus")) &&
+          json_is_real(json_object_get(wi, "speedup")) &&
+          json_array_size(json_object_get(wi, "threads")) == 2 &&
+          json_array_size(json_object_get(wi, "assumptions")) == GT_WHATIF_ASSUMPTIONS);
+    if (got)
+        json_object_del(got, "what_if");
     CHECK(got && want && json_equal(got, want));
     if (got && want && !json_equal(got, want))
         fprintf(stderr, "payload:\n%s\n", out);

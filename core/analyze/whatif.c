@@ -1,0 +1,865 @@
+/* SPDX-License-Identifier: MIT */
+/* What if (see whatif.h): pieces of each thread's time, then one event-driven
+ * processor-sharing simulation per scenario. */
+#include "whatif.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum piece_kind {
+    P_WORK = 0,    /* held the GIL */
+    P_BLOCK = 1,   /* released, ends on its own */
+    P_HANDOFF = 2, /* zero length: resumes when (dep_thread, dep_piece) is done */
+};
+
+struct piece {
+    uint64_t a, b; /* original time */
+    uint32_t kind;
+    int32_t dep_thread; /* index in the foreground list; -1 none */
+    int64_t dep_piece;  /* -1: satisfied from the start */
+    uint64_t dep_time;  /* hand-off: the waker's original time */
+    int cut;        /* a dependency's target: its end is a point to reach */
+    int start;      /* the hand-off that starts a thread started during the trace */
+    uint64_t pre;   /* work: the part of it preempted (OS states; 0 unknown) */
+};
+
+/* A piece of time in one thread's call stack: its innermost Python function and whether
+ * a synchronisation call is open. Cover [start, end) of the thread. */
+struct fpiece {
+    uint64_t a, b;
+    uint32_t pyfunc;
+    int sync;
+    int in_c; /* the innermost open span is a C function */
+};
+
+struct fthread {
+    const struct gt_thread_result *t;
+    const uint32_t *top; /* the functions "F releases the GIL" is asked of (shared) */
+    size_t ntop;
+    uint64_t *topns; /* per piece, ntop values: held time in each top function */
+    size_t captopns;
+    struct fpiece *fp;
+    size_t nfp, capfp;
+    struct piece *p;
+    size_t np, capp;
+    uint64_t *cuts;
+    size_t ncuts, capcuts;
+};
+
+static int grow(void **v, size_t *cap, size_t need, size_t sz)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 16;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(*v, c * sz);
+    if (!n)
+        return -ENOMEM;
+    *v = n;
+    *cap = c;
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+/* Calls that block until another thread acts. */
+static int is_sync(const struct gt_func *f)
+{
+    static const char *const c_names[] = {
+        "lock.acquire", "Lock.acquire", "RLock.acquire", "lock.acquire_lock",
+        "SimpleQueue.get", "_ThreadHandle.join", "lock.__enter__", "RLock.__enter__",
+    };
+    static const char *const py_names[] = {
+        "Thread.join", "Thread._wait_for_tstate_lock", "Condition.wait", "Condition.wait_for",
+        "Event.wait", "Semaphore.acquire", "BoundedSemaphore.acquire", "Barrier.wait",
+        "Queue.get", "Queue.put", "Queue.join", "Future.result", "Future.exception",
+    };
+    if (!f->name)
+        return 0;
+    if (f->flags & GT_FUNC_C) {
+        for (size_t i = 0; i < sizeof(c_names) / sizeof(c_names[0]); i++)
+            if (ends_with(f->name, c_names[i]))
+                return 1;
+        return 0;
+    }
+    if (!f->file || !(ends_with(f->file, "threading.py") || ends_with(f->file, "queue.py") ||
+                      ends_with(f->file, "_base.py")))
+        return 0;
+    for (size_t i = 0; i < sizeof(py_names) / sizeof(py_names[0]); i++)
+        if (strcmp(f->name, py_names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+struct frame {
+    uint64_t end;
+    uint32_t pyfunc;
+    int sync, in_c;
+};
+
+static int fp_emit(struct fthread *ft, uint64_t a, uint64_t b, const struct frame *top)
+{
+    if (b <= a)
+        return 0;
+    if (grow((void **)&ft->fp, &ft->capfp, ft->nfp + 1, sizeof(*ft->fp)))
+        return -ENOMEM;
+    ft->fp[ft->nfp++] = (struct fpiece){a, b, top ? top->pyfunc : GT_NO_FUNC, top ? top->sync : 0,
+                                        top ? top->in_c : 0};
+    return 0;
+}
+
+/* One sweep over the spans (sorted by start, parents first): the innermost Python function
+ * and open synchronisation calls over the thread's life. */
+static int build_fpieces(const struct gt_result *r, struct fthread *ft)
+{
+    const struct gt_thread_result *t = ft->t;
+    struct frame *st = malloc((t->nspans + 1) * sizeof(*st));
+    if (!st)
+        return -ENOMEM;
+    size_t n = 0;
+    uint64_t cur = t->start_ns;
+    int err = 0;
+    for (size_t i = 0; i <= t->nspans && !err; i++) {
+        uint64_t at = i < t->nspans ? t->spans[i].start : UINT64_MAX;
+        while (n && st[n - 1].end <= at && !err) {
+            uint64_t e = st[n - 1].end > cur ? st[n - 1].end : cur;
+            err = fp_emit(ft, cur, e, &st[n - 1]);
+            cur = e;
+            n--;
+        }
+        if (i == t->nspans || err)
+            break;
+        const struct gt_span *s = &t->spans[i];
+        uint64_t a = s->start > cur ? s->start : cur;
+        err = fp_emit(ft, cur, a, n ? &st[n - 1] : NULL);
+        cur = a;
+        const struct gt_func *f = s->func < r->nfuncs ? &r->funcs[s->func] : NULL;
+        struct frame fr = {s->end, n ? st[n - 1].pyfunc : GT_NO_FUNC, n ? st[n - 1].sync : 0, 1};
+        if (f && !(f->flags & GT_FUNC_C) && !(s->flags & GT_SPAN_C)) {
+            fr.pyfunc = s->func;
+            fr.in_c = 0;
+        }
+        if (f && is_sync(f))
+            fr.sync = 1;
+        st[n++] = fr;
+    }
+    if (!err)
+        err = fp_emit(ft, cur, t->end_ns, NULL);
+    free(st);
+    return err;
+}
+
+/* The fpiece covering time x (the last one starting at or before it); NULL if none. */
+static const struct fpiece *fp_at(const struct fthread *ft, uint64_t x)
+{
+    size_t lo = 0, hi = ft->nfp;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ft->fp[mid].a <= x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? &ft->fp[lo - 1] : NULL;
+}
+
+/* Who woke thread `self` at x after a release since `since`: another foreground thread
+ * whose life ended in (since, until] (a join: the ended thread drops the GIL after waking
+ * the joiner, so `until` is when the joiner got the GIL back), the latest; *point is then
+ * its end. Else the other foreground thread that held the GIL last at or before x, and
+ * *point is x. -1 if none. */
+static int32_t waker(const struct fthread *fts, size_t n, size_t self, uint64_t since, uint64_t x,
+                     uint64_t until, uint64_t *point)
+{
+    *point = x;
+    int32_t best = -1;
+    uint64_t best_at = 0;
+    for (size_t j = 0; j < n; j++) {
+        uint64_t end = fts[j].t->end_ns;
+        if (fts[j].t->pid != fts[self].t->pid)
+            continue; /* another process (follow_children): its own GIL, no hand-offs */
+        if (j != self && end > since && end <= until && (best < 0 || end > best_at)) {
+            best = (int32_t)j;
+            best_at = end;
+        }
+    }
+    if (best >= 0) {
+        *point = best_at;
+        return best;
+    }
+    for (size_t j = 0; j < n; j++) {
+        if (j == self || fts[j].t->pid != fts[self].t->pid ||
+            fts[j].t->interp != fts[self].t->interp)
+            continue;
+        const struct gt_thread_result *t = fts[j].t;
+        size_t lo = 0, hi = t->ngil; /* last interval starting at or before x */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (t->gil[mid].start <= x)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (size_t k = lo; k-- > 0;) {
+            if (t->gil[k].state != GT_GIL_STATE_HELD)
+                continue;
+            uint64_t at = t->gil[k].end < x ? t->gil[k].end : x;
+            if (best < 0 || at > best_at) {
+                best = (int32_t)j;
+                best_at = at;
+            }
+            break;
+        }
+    }
+    return best;
+}
+
+/* Time of OS state `state` in [a, b) (the OS intervals are sorted and contiguous). */
+static uint64_t os_time(const struct gt_thread_result *t, uint64_t a, uint64_t b, uint32_t state)
+{
+    size_t lo = 0, hi = t->nos;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->os[mid].end <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t sum = 0;
+    for (size_t k = lo; k < t->nos && t->os[k].start < b; k++) {
+        uint64_t s = t->os[k].start > a ? t->os[k].start : a, e = t->os[k].end < b ? t->os[k].end : b;
+        if (t->os[k].state == state && e > s)
+            sum += e - s;
+    }
+    return sum;
+}
+
+static int add_cut(struct fthread *ft, uint64_t x)
+{
+    if (grow((void **)&ft->cuts, &ft->capcuts, ft->ncuts + 1, sizeof(*ft->cuts)))
+        return -ENOMEM;
+    ft->cuts[ft->ncuts++] = x;
+    return 0;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static int add_piece(struct fthread *ft, struct piece p)
+{
+    if (grow((void **)&ft->p, &ft->capp, ft->np + 1, sizeof(*ft->p)))
+        return -ENOMEM;
+    ft->p[ft->np++] = p;
+    return 0;
+}
+
+/* [a, b) of one state, split at the thread's cuts; work pieces get their time in each top
+ * function (innermost Python function), from one forward walk over the stack pieces. */
+static int add_span_pieces(struct fthread *ft, uint64_t a, uint64_t b, uint32_t kind, size_t *ci)
+{
+    while (a < b) {
+        while (*ci < ft->ncuts && ft->cuts[*ci] <= a)
+            (*ci)++;
+        uint64_t e = *ci < ft->ncuts && ft->cuts[*ci] < b ? ft->cuts[*ci] : b;
+        struct piece p = {a, e, kind, -1, -1, 0, 0, 0, 0};
+        if (kind == P_WORK && ft->t->has_sched && ft->t->nos)
+            p.pre = os_time(ft->t, a, e, GT_OS_PREEMPTED);
+        if (add_piece(ft, p))
+            return -ENOMEM;
+        if (ft->ntop) {
+            if (grow((void **)&ft->topns, &ft->captopns, ft->np * ft->ntop, sizeof(*ft->topns)))
+                return -ENOMEM;
+            uint64_t *ns = &ft->topns[(ft->np - 1) * ft->ntop];
+            memset(ns, 0, ft->ntop * sizeof(*ns));
+            const struct fpiece *f = kind == P_WORK ? fp_at(ft, a) : NULL;
+            for (; f && f < ft->fp + ft->nfp && f->a < e; f++) {
+                uint64_t s = f->a > a ? f->a : a, t = f->b < e ? f->b : e;
+                for (size_t i = 0; t > s && i < ft->ntop; i++)
+                    if (ft->top[i] == f->pyfunc)
+                        ns[i] += t - s;
+            }
+        }
+        a = e;
+    }
+    return 0;
+}
+
+/* A released interval that ends a hand-off: a synchronisation call is open at its end. */
+static int is_handoff(const struct fthread *ft, const struct gt_interval *iv)
+{
+    if (iv->end <= iv->start)
+        return 0;
+    const struct fpiece *f = fp_at(ft, iv->end - 1);
+    return f && f->sync && f->b >= iv->end - 1;
+}
+
+/* A release the interpreter made to switch threads: Python code cannot run without the GIL,
+ * so a release while a Python function is innermost (no C call open) is the eval loop's
+ * drop on another thread's request, and the time until it asks again is part of the wait
+ * (when OS states are known: unless the thread was mostly on CPU or blocked then, as in a
+ * C call the tracer does not see). */
+static int is_switch(const struct fthread *ft, const struct gt_interval *iv)
+{
+    const struct gt_thread_result *t = ft->t;
+    if (iv->end <= iv->start || (t->calls_truncated_at && iv->start >= t->calls_truncated_at))
+        return 0;
+    const struct fpiece *f = fp_at(ft, iv->start);
+    if (!f || f->pyfunc == GT_NO_FUNC || f->in_c || f->b < iv->end)
+        return 0;
+    if (!t->has_sched || !t->nos || iv->end - iv->start < 100000)
+        return 1;
+    uint64_t d = iv->end - iv->start;
+    return os_time(t, iv->start, iv->end, GT_OS_PREEMPTED) * 2 >= d;
+}
+
+enum seg_class { S_WORK_FREE, S_WORK_GIL, S_BLOCK, S_HANDOFF };
+
+struct seg {
+    uint32_t cls;
+    double dur;
+    int32_t dep_thread;
+    int64_t dep_seg; /* -1: none */
+    int start;       /* a thread's start: its life begins after it */
+};
+
+struct sthread {
+    struct seg *s;
+    size_t n;
+    int64_t *map; /* piece -> segment */
+    size_t cur;
+    double rem, begin, end;
+    int begun;
+};
+
+/* The scenario: release = GT_NO_FUNC and gil = 0: no GIL at all; gil = 1: the GIL kept,
+ * work in `release` runs without it. */
+static int build_segs(const struct fthread *fts, size_t n, struct sthread *sts, int gil,
+                      uint32_t release, double factor, double share)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct fthread *ft = &fts[i];
+        struct sthread *st = &sts[i];
+        memset(st, 0, sizeof(*st));
+        st->s = malloc((2 * ft->np + 1) * sizeof(*st->s));
+        st->map = malloc((ft->np + 1) * sizeof(*st->map));
+        if (!st->s || !st->map)
+            return -ENOMEM;
+        /* A run of work (contiguous held time, up to a dependency's target) becomes at most
+         * two segments: the part without the GIL, then the part with it. So a function
+         * called a million times costs two segments per held interval, not a million; the
+         * order inside one held interval is the only thing lost. */
+        double run_free = 0, run_gil = 0;
+        size_t run_from = 0, rel = SIZE_MAX; /* the released function's index in top */
+        for (size_t j = 0; release != GT_NO_FUNC && j < ft->ntop; j++)
+            if (ft->top[j] == release)
+                rel = j;
+        int in_run = 0;
+        for (size_t k = 0; k < ft->np; k++) {
+            const struct piece *p = &ft->p[k];
+            if (p->kind == P_WORK) {
+                if (!in_run) {
+                    in_run = 1;
+                    run_from = k;
+                    run_free = run_gil = 0;
+                }
+                double len = (double)(p->b - p->a);
+                double d = (len - (double)p->pre) / share;
+                double in_f = rel < ft->ntop && len > 0
+                                  ? d * (double)ft->topns[k * ft->ntop + rel] / len : 0;
+                if (!gil)
+                    run_free += d * factor;
+                else {
+                    run_free += in_f;
+                    run_gil += d - in_f;
+                }
+                const struct piece *nx = k + 1 < ft->np ? &ft->p[k + 1] : NULL;
+                if (p->cut || !nx || nx->kind != P_WORK || nx->a != p->b) {
+                    if (run_free > 0 || run_gil <= 0)
+                        st->s[st->n++] = (struct seg){S_WORK_FREE, run_free, -1, -1, 0};
+                    if (run_gil > 0)
+                        st->s[st->n++] = (struct seg){S_WORK_GIL, run_gil, -1, -1, 0};
+                    for (size_t j = run_from; j <= k; j++)
+                        st->map[j] = (int64_t)st->n - 1;
+                    in_run = 0;
+                }
+                continue;
+            }
+            uint32_t cls = p->kind == P_BLOCK ? S_BLOCK : S_HANDOFF;
+            double d = cls == S_BLOCK ? (double)(p->b - p->a) : 0;
+            struct seg *last = st->n ? &st->s[st->n - 1] : NULL;
+            if (last && cls == S_BLOCK && last->cls == S_BLOCK && !(k && ft->p[k - 1].cut)) {
+                last->dur += d;
+            } else {
+                st->s[st->n++] = (struct seg){cls, d, -1, -1, p->start};
+                if (cls == S_HANDOFF && p->dep_thread >= 0 && p->dep_piece >= 0)
+                    st->s[st->n - 1].dep_thread = p->dep_thread;
+            }
+            st->map[k] = (int64_t)st->n - 1;
+        }
+    }
+    /* Dependencies to segment indices once every map is built. */
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < fts[i].np; k++) {
+            const struct piece *p = &fts[i].p[k];
+            struct seg *s = &sts[i].s[sts[i].map[k]];
+            if (p->kind == P_HANDOFF && s->dep_thread >= 0)
+                s->dep_seg = sts[p->dep_thread].map[p->dep_piece];
+        }
+    return 0;
+}
+
+static void free_segs(struct sthread *sts, size_t n)
+{
+    for (size_t i = 0; sts && i < n; i++) {
+        free(sts[i].s);
+        free(sts[i].map);
+    }
+}
+
+#define DONE_EPS 1e-3 /* ns */
+
+static int dep_done(const struct sthread *sts, const struct seg *s)
+{
+    return s->dep_thread < 0 || (int64_t)sts[s->dep_thread].cur > s->dep_seg;
+}
+
+static void start_seg(struct sthread *st, double now)
+{
+    if (st->cur < st->n) {
+        st->rem = st->s[st->cur].dur;
+        if (!st->begun && !st->s[st->cur].start) {
+            st->begun = 1;
+            st->begin = now;
+        }
+    } else {
+        st->end = now;
+        if (!st->begun) {
+            st->begun = 1;
+            st->begin = now;
+        }
+    }
+}
+
+/* Processor sharing on `cpus` CPUs (with the GIL: the GIL's work shares one CPU's worth).
+ * Returns the makespan; each thread's begin and end are set. */
+static double simulate(struct sthread *sts, size_t n, unsigned cpus)
+{
+    double now = 0;
+    for (size_t i = 0; i < n; i++) {
+        sts[i].cur = 0;
+        sts[i].begun = 0;
+        start_seg(&sts[i], 0);
+    }
+    double *rate = malloc((n ? n : 1) * sizeof(*rate));
+    if (!rate)
+        return NAN;
+    for (;;) {
+        /* Zero-length work and satisfied hand-offs complete now. */
+        int changed = 1;
+        while (changed) {
+            changed = 0;
+            for (size_t i = 0; i < n; i++) {
+                struct sthread *st = &sts[i];
+                while (st->cur < st->n) {
+                    const struct seg *s = &st->s[st->cur];
+                    int done = s->cls == S_HANDOFF ? dep_done(sts, s) : st->rem <= DONE_EPS;
+                    if (!done)
+                        break;
+                    st->cur++;
+                    start_seg(st, now);
+                    changed = 1;
+                }
+            }
+        }
+        size_t nfree = 0, ngil = 0, nblock = 0, nstall = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (sts[i].cur >= sts[i].n)
+                continue;
+            uint32_t c = sts[i].s[sts[i].cur].cls;
+            nfree += c == S_WORK_FREE;
+            ngil += c == S_WORK_GIL;
+            nblock += c == S_BLOCK;
+            nstall += c == S_HANDOFF;
+        }
+        if (!nfree && !ngil && !nblock) {
+            if (!nstall)
+                break;
+            /* A cycle of hand-offs (not from a consistent trace): release the first. */
+            for (size_t i = 0; i < n; i++)
+                if (sts[i].cur < sts[i].n && sts[i].s[sts[i].cur].cls == S_HANDOFF) {
+                    sts[i].cur++;
+                    start_seg(&sts[i], now);
+                    break;
+                }
+            continue;
+        }
+        double consumers = (double)nfree + (ngil ? 1.0 : 0.0);
+        double c = consumers > cpus ? cpus / consumers : 1.0;
+        double dt = INFINITY;
+        for (size_t i = 0; i < n; i++) {
+            rate[i] = 0;
+            if (sts[i].cur >= sts[i].n)
+                continue;
+            uint32_t cls = sts[i].s[sts[i].cur].cls;
+            rate[i] = cls == S_BLOCK ? 1.0 : cls == S_WORK_FREE ? c : cls == S_WORK_GIL ? c / ngil : 0;
+            if (rate[i] > 0 && sts[i].rem / rate[i] < dt)
+                dt = sts[i].rem / rate[i];
+        }
+        now += dt;
+        for (size_t i = 0; i < n; i++)
+            if (rate[i] > 0) {
+                sts[i].rem -= rate[i] * dt;
+                if (sts[i].rem < DONE_EPS)
+                    sts[i].rem = 0;
+            }
+    }
+    free(rate);
+    double span = 0;
+    for (size_t i = 0; i < n; i++)
+        if (sts[i].end > span)
+            span = sts[i].end;
+    return span;
+}
+
+static double run_scenario(const struct fthread *fts, size_t n, unsigned cpus, int gil,
+                           uint32_t release, double factor, double share, struct sthread *keep,
+                           int *err)
+{
+    struct sthread *sts = calloc(n ? n : 1, sizeof(*sts));
+    if (!sts) {
+        *err = -ENOMEM;
+        return 0;
+    }
+    double w = 0;
+    if ((*err = build_segs(fts, n, sts, gil, release, factor, share)) == 0) {
+        w = simulate(sts, n, cpus);
+        if (isnan(w))
+            *err = -ENOMEM;
+        if (keep)
+            for (size_t i = 0; i < n; i++) {
+                keep[i].begin = sts[i].begin;
+                keep[i].end = sts[i].end;
+            }
+    }
+    free_segs(sts, n);
+    free(sts);
+    return w;
+}
+
+struct caused {
+    uint32_t func;
+    uint64_t ns;
+};
+
+static int cmp_caused(const void *x, const void *y)
+{
+    const struct caused *a = x, *b = y;
+    if (a->ns != b->ns)
+        return a->ns > b->ns ? -1 : 1;
+    return a->func < b->func ? -1 : a->func > b->func;
+}
+
+/* Pieces of every foreground thread, with the hand-offs resolved to (thread, piece). */
+static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n, uint64_t origin,
+                        size_t *handoffs)
+{
+    int err = 0;
+    for (size_t i = 0; i < n && !err; i++)
+        err = build_fpieces(r, &fts[i]);
+    /* Hand-off points first: they cut the wakers' pieces. */
+    struct ho {
+        size_t thread;
+        uint64_t at; /* the hand-off's end in its thread */
+        int32_t w;
+        uint64_t point; /* the waker's point to reach */
+    } *hos = NULL;
+    size_t nho = 0, capho = 0;
+    for (size_t i = 0; i < n && !err; i++) {
+        const struct gt_thread_result *t = fts[i].t;
+        if (t->start_ns > origin) {
+            uint64_t at;
+            int32_t w = waker(fts, n, i, t->start_ns, t->start_ns, t->start_ns, &at);
+            if (w >= 0 && !(err = grow((void **)&hos, &capho, nho + 1, sizeof(*hos))))
+                hos[nho++] = (struct ho){i, t->start_ns, w, at};
+        }
+        for (size_t k = 0; k < t->ngil && !err; k++) {
+            const struct gt_interval *iv = &t->gil[k];
+            if (iv->state != GT_GIL_STATE_RELEASED || is_switch(&fts[i], iv) ||
+                !is_handoff(&fts[i], iv))
+                continue;
+            uint64_t at, until = iv->end;
+            if (k + 1 < t->ngil && t->gil[k + 1].state == GT_GIL_STATE_WAIT)
+                until = t->gil[k + 1].end;
+            int32_t w = waker(fts, n, i, iv->start, iv->end, until, &at);
+            if (w >= 0 && !(err = grow((void **)&hos, &capho, nho + 1, sizeof(*hos))))
+                hos[nho++] = (struct ho){i, iv->end, w, at};
+        }
+    }
+    for (size_t h = 0; h < nho && !err; h++)
+        err = add_cut(&fts[hos[h].w], hos[h].point);
+    for (size_t i = 0; i < n && !err; i++) {
+        struct fthread *ft = &fts[i];
+        const struct gt_thread_result *t = ft->t;
+        qsort(ft->cuts, ft->ncuts, sizeof(*ft->cuts), cmp_u64);
+        size_t ci = 0;
+        if (t->start_ns > origin)
+            err = add_piece(ft, (struct piece){t->start_ns, t->start_ns, P_HANDOFF,
+                                               -1, -1, t->start_ns, 0, 1, 0});
+        for (size_t k = 0; k < t->ngil && !err; k++) {
+            const struct gt_interval *iv = &t->gil[k];
+            if (iv->state == GT_GIL_STATE_HELD) {
+                err = add_span_pieces(ft, iv->start, iv->end, P_WORK, &ci);
+            } else if (iv->state == GT_GIL_STATE_RELEASED && !is_switch(ft, iv)) {
+                if (is_handoff(ft, iv))
+                    err = add_piece(ft, (struct piece){iv->end, iv->end, P_HANDOFF,
+                                                       -1, -1, iv->end, 0, 0, 0});
+                else
+                    err = add_span_pieces(ft, iv->start, iv->end, P_BLOCK, &ci);
+            }
+        }
+    }
+    /* Each hand-off piece -> its waker's last piece ending at or before the point. */
+    for (size_t h = 0; h < nho && !err; h++) {
+        struct fthread *ft = &fts[hos[h].thread];
+        struct piece *p = NULL;
+        for (size_t k = 0; k < ft->np; k++)
+            if (ft->p[k].kind == P_HANDOFF && ft->p[k].dep_time == hos[h].at &&
+                ft->p[k].dep_thread < 0) {
+                p = &ft->p[k];
+                break;
+            }
+        if (!p)
+            continue;
+        const struct fthread *w = &fts[hos[h].w];
+        uint64_t pt = hos[h].point;
+        size_t lo = 0, hi = w->np; /* pieces are in time order: first ending after `pt` */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (w->p[mid].b <= pt)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        /* A zero-length piece at `pt` of the waker (its own hand-off) is not yet done. */
+        while (lo > 0 && w->p[lo - 1].a == pt && w->p[lo - 1].b == pt &&
+               w->p[lo - 1].kind == P_HANDOFF)
+            lo--;
+        p->dep_thread = hos[h].w;
+        p->dep_piece = (int64_t)lo - 1;
+        if (lo > 0)
+            fts[hos[h].w].p[lo - 1].cut = 1;
+        (*handoffs)++;
+    }
+    free(hos);
+    return err;
+}
+
+int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o,
+                       struct gt_whatif **out)
+{
+    *out = NULL;
+    if (!o || o->cpus < 1 || !(o->ft_factor > 0) || !isfinite(o->ft_factor))
+        return -EINVAL;
+    if (r->free_threaded)
+        return -EOPNOTSUPP;
+    if (!r->gil_known)
+        return -ENODATA;
+    size_t n = 0;
+    for (size_t i = 0; i < r->nthreads; i++)
+        n += !r->threads[i].background && r->threads[i].ngil > 0;
+    if (!n)
+        return -ENODATA;
+    struct gt_whatif *w = calloc(1, sizeof(*w));
+    struct fthread *fts = calloc(n, sizeof(*fts));
+    struct sthread *times = calloc(n, sizeof(*times));
+    struct caused *cs = NULL;
+    uint32_t *top = NULL;
+    int err = 0;
+    if (!w || !fts || !times) {
+        err = -ENOMEM;
+        goto out;
+    }
+    w->cpus = o->cpus;
+    w->ft_factor = o->ft_factor;
+    uint64_t origin = UINT64_MAX, last = 0;
+    for (size_t i = 0, j = 0; i < r->nthreads; i++) {
+        const struct gt_thread_result *t = &r->threads[i];
+        if (t->background || !t->ngil)
+            continue;
+        fts[j++].t = t;
+        if (t->start_ns < origin)
+            origin = t->start_ns;
+        if (t->end_ns > last)
+            last = t->end_ns;
+    }
+    w->measured_wall_ns = (double)(last - origin);
+    /* Wait caused, per function, in the foreground threads' waits. */
+    cs = calloc(r->nblame + 1, sizeof(*cs));
+    size_t ncs = 0;
+    double total_wait = 0;
+    if (!cs) {
+        err = -ENOMEM;
+        goto out;
+    }
+    for (size_t b = 0; b < r->nblame; b++) {
+        const struct gt_blame *bl = &r->blame[b];
+        int fg = 0;
+        for (size_t j = 0; j < n && !fg; j++)
+            fg = fts[j].t->tid == bl->waiter_tid;
+        if (!fg)
+            continue;
+        total_wait += (double)bl->wait_ns;
+        if (bl->func >= r->nfuncs)
+            continue;
+        size_t k = 0;
+        while (k < ncs && cs[k].func != bl->func)
+            k++;
+        if (k == ncs)
+            cs[ncs++] = (struct caused){bl->func, 0};
+        cs[k].ns += bl->wait_ns;
+    }
+    qsort(cs, ncs, sizeof(*cs), cmp_caused);
+    size_t nf = ncs < o->top_functions ? ncs : o->top_functions;
+    while (nf > 1 && cs[nf - 1].ns * 100 < cs[0].ns) /* under 1 % of the first: noise */
+        nf--;
+    top = calloc(nf + 1, sizeof(*top));
+    if (!top) {
+        err = -ENOMEM;
+        goto out;
+    }
+    for (size_t k = 0; k < nf; k++)
+        top[k] = cs[k].func;
+    for (size_t j = 0; j < n; j++) {
+        fts[j].top = top;
+        fts[j].ntop = nf;
+    }
+    if ((err = build_pieces(r, fts, n, origin, &w->handoffs)))
+        goto out;
+    /* Work is its time on CPU: the part preempted goes, and the CPU share other processes
+     * left the traced threads while they held the GIL (on CPU / held) stays as measured,
+     * spread evenly instead of wherever the preemptions fell. */
+    double held = 0, pre = 0, share = 1.0;
+    for (size_t j = 0; j < n; j++)
+        for (size_t k = 0; k < fts[j].np; k++)
+            if (fts[j].p[k].kind == P_WORK) {
+                held += (double)(fts[j].p[k].b - fts[j].p[k].a);
+                pre += (double)fts[j].p[k].pre;
+            }
+    if (held > 0 && held > pre)
+        share = (held - pre) / held;
+    w->predicted_wall_ns =
+        run_scenario(fts, n, o->cpus, 0, GT_NO_FUNC, o->ft_factor, share, times, &err);
+    if (err)
+        goto out;
+    w->gil_wall_ns = run_scenario(fts, n, o->cpus, 1, GT_NO_FUNC, 1.0, share, NULL, &err);
+    if (err)
+        goto out;
+    w->threads = calloc(n, sizeof(*w->threads));
+    if (!w->threads) {
+        err = -ENOMEM;
+        goto out;
+    }
+    w->nthreads = n;
+    for (size_t j = 0; j < n; j++) {
+        const struct gt_thread_result *t = fts[j].t;
+        w->threads[j] = (struct gt_whatif_thread){
+            (size_t)(t - r->threads), t->tid, t->name, (double)(t->end_ns - t->start_ns),
+            times[j].end - times[j].begin, (double)t->summary.wait_ns};
+    }
+    w->funcs = calloc(nf + 1, sizeof(*w->funcs));
+    if (!w->funcs) {
+        err = -ENOMEM;
+        goto out;
+    }
+    double saving = w->measured_wall_ns - w->predicted_wall_ns;
+    for (size_t k = 0; k < nf && !err; k++) {
+        struct gt_whatif_func *f = &w->funcs[k];
+        f->func = cs[k].func;
+        f->wait_caused_ns = (double)cs[k].ns;
+        f->saving_ns = saving > 0 && total_wait > 0 ? saving * f->wait_caused_ns / total_wait : 0;
+        f->release_wall_ns = run_scenario(fts, n, o->cpus, 1, f->func, 1.0, share, NULL, &err);
+        w->nfuncs = k + 1;
+    }
+out:
+    free(cs);
+    free(top);
+    for (size_t j = 0; fts && j < n; j++) {
+        free(fts[j].fp);
+        free(fts[j].p);
+        free(fts[j].cuts);
+        free(fts[j].topns);
+    }
+    free(fts);
+    free(times);
+    if (err) {
+        gt_whatif__free(w);
+        return err;
+    }
+    *out = w;
+    return 0;
+}
+
+const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf)
+{
+    switch (i) {
+    case 0:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "Without the GIL, waiting for it disappears (with the interpreter's own "
+                 "switches: releases with no C call open), and the time a thread held it is "
+                 "work that takes %.2fx as long (free-threading's single-thread cost).",
+                 w->ft_factor);
+        break;
+    case 1:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "%u CPUs, shared equally by the threads that have work at the same moment.",
+                 w->cpus);
+        break;
+    case 2:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "Time with the GIL released (sleep, I/O, C code that released it) keeps its "
+                 "measured length, except hand-offs.");
+        break;
+    case 3:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "A hand-off (%zu found) is a release inside a lock, queue, join, event or "
+                 "condition wait, or a thread's start: it ends when its waker (a thread that "
+                 "ended then, else the last other GIL holder) has done as much work as it had "
+                 "by then.",
+                 w->handoffs);
+        break;
+    case 4:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "\"If F released the GIL\" keeps the GIL for everything else: F's held time "
+                 "(F the innermost Python function) runs beside it; threads needing the GIL "
+                 "share one CPU's worth.");
+        break;
+    default:
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                 "Work is the CPU time the thread had while it held the GIL, at the CPU "
+                 "share other processes left it during the trace. Not modelled: contention "
+                 "on shared objects beyond the hand-offs seen, caches and memory bandwidth; "
+                 "the host's own threads (a kernel's IOPub, heartbeat) are left out.");
+        break;
+    }
+    return buf;
+}
+
+void gt_whatif__free(struct gt_whatif *w)
+{
+    if (!w)
+        return;
+    free(w->threads);
+    free(w->funcs);
+    free(w);
+}

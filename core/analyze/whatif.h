@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/* What if: the merged result re-scheduled without the GIL on N CPUs (and, per function F,
+ * with the GIL kept but F releasing it), to predict the cell's wall time.
+ *
+ * The model (stated to users by the Python API's text):
+ * - Each (foreground) thread is its ordered segments: held the GIL = work (its measured
+ *   duration x ft_factor without the GIL); waiting for the GIL = nothing, and so is a
+ *   release with a Python function innermost (the eval loop's switch: Python code cannot
+ *   run without the GIL; with OS states, only if the thread was mostly preempted then);
+ *   released = blocking that keeps its duration, unless it is a hand-off.
+ * - A hand-off is a released interval inside a synchronisation call (a lock's acquire,
+ *   SimpleQueue.get, Thread.join, Condition/Event.wait, Queue.get/put, Future.result, ...):
+ *   the waker is the other thread that held the GIL last at the interval's end, and the
+ *   thread resumes when the waker has done, in the new schedule, the work it had done at
+ *   that moment (work = its held and released time, waits excluded). A thread started
+ *   during the trace starts the same way after the thread that held the GIL last.
+ * - Work is on-CPU held time (OS states known: the preempted part goes) divided by the CPU
+ *   share the traced threads got while holding the GIL (on CPU / held, over all of them).
+ * - N CPUs shared equally among the threads that have work (processor sharing). With the
+ *   GIL (the "F releases it" scenario), the threads needing the GIL share one CPU's worth.
+ * Plain C (no Python), unit-tested by tests/c/analyze/test_whatif.c. */
+#ifndef GT_WHATIF_H
+#define GT_WHATIF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gt_trace.h"
+
+struct gt_whatif_opts {
+    unsigned cpus;        /* >= 1 */
+    double ft_factor;     /* > 0: work's slowdown without the GIL (1 = none) */
+    size_t top_functions; /* "F releases the GIL" for this many functions, by wait caused */
+};
+
+struct gt_whatif_thread {
+    size_t index; /* in r->threads */
+    int32_t tid;
+    const char *name; /* borrowed from the result; may be NULL */
+    double measured_ns, predicted_ns, gil_wait_ns;
+};
+
+struct gt_whatif_func {
+    uint32_t func;           /* global function id */
+    double wait_caused_ns;   /* other threads' GIL wait while it held the GIL (blame) */
+    double saving_ns;        /* its share of the predicted saving (by wait caused) */
+    double release_wall_ns;  /* predicted wall with the GIL kept but F releasing it */
+};
+
+struct gt_whatif {
+    unsigned cpus;
+    double ft_factor;
+    double measured_wall_ns, predicted_wall_ns;
+    double gil_wall_ns; /* the same scheduler replaying the trace with the GIL: a check */
+    size_t handoffs;    /* hand-offs found (thread starts included) */
+    struct gt_whatif_thread *threads; /* the foreground threads, in result order */
+    size_t nthreads;
+    struct gt_whatif_func *funcs; /* largest wait caused first */
+    size_t nfuncs;
+};
+
+/**
+ * gt_whatif__predict() - the prediction for result `r` with options `o`.
+ * Returns 0 and sets *out (free with gt_whatif__free), or -errno: -EINVAL (cpus 0,
+ * ft_factor not > 0), -ENODATA (no GIL probe ran, or no foreground thread), -EOPNOTSUPP
+ * (a free-threaded trace: there is no GIL to remove), -ENOMEM.
+ */
+int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o,
+                       struct gt_whatif **out);
+
+#define GT_WHATIF_ASSUMPTIONS 6 /* sentences gt_whatif__assumption() writes */
+#define GT_WHATIF_ASSUMPTION_LEN 320
+
+/**
+ * gt_whatif__assumption() - the model's assumption `i` (< GT_WHATIF_ASSUMPTIONS) in plain
+ * words, with w's numbers, into `buf` (GT_WHATIF_ASSUMPTION_LEN bytes). Returns buf.
+ */
+const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf);
+
+/** gt_whatif__free() - free a prediction; accepts NULL. */
+void gt_whatif__free(struct gt_whatif *w);
+
+#endif /* GT_WHATIF_H */

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for core/analyze/whatif.c on hand-built results with known answers. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "whatif.h"
+
+#define MS 1000000ull
+#define NEAR(x, want, tol) (fabs((double)(x) - (double)(want)) <= (double)(tol))
+
+enum { F_WORK, F_ACQ, F_SLEEP, NFUNCS };
+static const struct gt_func funcs[NFUNCS] = {
+    [F_WORK] = {"work", "x.py", 1, 0},
+    [F_ACQ] = {"_thread.lock.acquire", "", 0, GT_FUNC_C},
+    [F_SLEEP] = {"time.sleep", "", 0, GT_FUNC_C},
+};
+
+#define H GT_GIL_STATE_HELD
+#define W GT_GIL_STATE_WAIT
+#define R GT_GIL_STATE_RELEASED
+
+static struct gt_thread_result mk_thread(int32_t tid, struct gt_interval *iv, size_t n,
+                                         struct gt_span *sp, size_t nsp)
+{
+    struct gt_thread_result t = {0};
+    t.tid = tid;
+    t.name = "t";
+    t.gil = iv;
+    t.ngil = n;
+    t.spans = sp;
+    t.nspans = nsp;
+    t.start_ns = iv[0].start;
+    t.end_ns = iv[n - 1].end;
+    for (size_t i = 0; i < n; i++)
+        if (iv[i].state == W)
+            t.summary.wait_ns += iv[i].end - iv[i].start;
+    return t;
+}
+
+static struct gt_result mk_result(struct gt_thread_result *th, size_t n)
+{
+    struct gt_result r = {0};
+    r.funcs = funcs;
+    r.nfuncs = NFUNCS;
+    r.threads = th;
+    r.nthreads = n;
+    r.gil_known = 1;
+    r.t0 = th[0].start_ns;
+    r.t1 = th[0].end_ns;
+    return r;
+}
+
+static struct gt_whatif *predict(const struct gt_result *r, unsigned cpus, double factor)
+{
+    struct gt_whatif_opts o = {.cpus = cpus, .ft_factor = factor, .top_functions = 5};
+    struct gt_whatif *w = NULL;
+    int err = gt_whatif__predict(r, &o, &w);
+    CHECK(err == 0, "predict: %d", err);
+    return w;
+}
+
+/* Two CPU-bound threads taking turns with the GIL every 5 ms: 100 ms of work each. */
+static void test_two_cpu_bound(void)
+{
+    struct gt_interval a[40], b[40];
+    for (int i = 0; i < 40; i++) {
+        uint64_t s = (uint64_t)i * 5 * MS, e = s + 5 * MS;
+        a[i] = (struct gt_interval){s, e, i % 2 ? W : H, 0};
+        b[i] = (struct gt_interval){s, e, i % 2 ? H : W, 0};
+    }
+    struct gt_span sa = {0, 200 * MS, F_WORK, 0, 0}, sb = sa;
+    struct gt_thread_result th[2] = {mk_thread(1, a, 40, &sa, 1), mk_thread(2, b, 40, &sb, 1)};
+    struct gt_blame bl[2] = {{1, 2, F_WORK, 20, 100 * MS}, {2, 1, F_WORK, 20, 100 * MS}};
+    struct gt_result r = mk_result(th, 2);
+    r.blame = bl;
+    r.nblame = 2;
+
+    struct gt_whatif *w = predict(&r, 2, 1.0);
+    if (w) {
+        CHECK(NEAR(w->measured_wall_ns, 200 * MS, 1), "measured %f", w->measured_wall_ns);
+        CHECK(NEAR(w->predicted_wall_ns, 100 * MS, MS), "2 cpus: %f", w->predicted_wall_ns);
+        CHECK(NEAR(w->gil_wall_ns, 200 * MS, MS), "gil replay: %f", w->gil_wall_ns);
+        CHECK(w->nthreads == 2 && NEAR(w->threads[0].predicted_ns, 100 * MS, MS), "thread");
+        CHECK(NEAR(w->threads[1].gil_wait_ns, 100 * MS, 1), "wait %f", w->threads[1].gil_wait_ns);
+        /* F_WORK caused all the wait; releasing it (the only function) = no GIL. */
+        CHECK(w->nfuncs == 1 && w->funcs[0].func == F_WORK, "funcs %zu", w->nfuncs);
+        if (w->nfuncs == 1) {
+            CHECK(NEAR(w->funcs[0].wait_caused_ns, 200 * MS, 1), "caused");
+            CHECK(NEAR(w->funcs[0].release_wall_ns, 100 * MS, MS), "release %f",
+                  w->funcs[0].release_wall_ns);
+            CHECK(NEAR(w->funcs[0].saving_ns, 100 * MS, MS), "saving %f", w->funcs[0].saving_ns);
+        }
+    }
+    gt_whatif__free(w);
+    w = predict(&r, 1, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 200 * MS, MS), "1 cpu: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    w = predict(&r, 4, 1.3); /* more CPUs than threads: each runs alone, 1.3x slower */
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 130 * MS, MS), "4 cpus x1.3: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+}
+
+/* A strictly serial hand-off chain: A works, wakes B and waits in lock.acquire; B works,
+ * wakes A; A works. Nothing overlaps, so no speed-up. */
+static void test_serial_chain(void)
+{
+    struct gt_interval a[] = {{0, 10 * MS, H, 0}, {10 * MS, 20 * MS, R, 0}, {20 * MS, 30 * MS, H, 0}};
+    struct gt_span sa[] = {{10 * MS, 20 * MS, F_ACQ, 0, GT_SPAN_C}};
+    struct gt_interval b[] = {{0, 10 * MS, R, 0}, {10 * MS, 20 * MS, H, 0}, {20 * MS, 30 * MS, R, 0}};
+    struct gt_span sb[] = {{0, 10 * MS, F_ACQ, 0, GT_SPAN_C}};
+    struct gt_thread_result th[2] = {mk_thread(1, a, 3, sa, 1), mk_thread(2, b, 3, sb, 1)};
+    struct gt_result r = mk_result(th, 2);
+    struct gt_whatif *w = predict(&r, 2, 1.0);
+    if (w) {
+        CHECK(w->handoffs == 2, "handoffs %zu", w->handoffs);
+        CHECK(NEAR(w->predicted_wall_ns, 30 * MS, MS), "chain: %f", w->predicted_wall_ns);
+    }
+    gt_whatif__free(w);
+    /* Twice slower work: each waits for the other's slower work (blocking kept as is
+     * would give 20 + 10 + 20). */
+    w = predict(&r, 2, 2.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 60 * MS, MS), "chain x2: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    /* Without the sync call the release is plain blocking: B's work overlaps A's. */
+    th[0].nspans = 0;
+    th[1].nspans = 0;
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 30 * MS, MS) && w->handoffs == 0, "no sync: %f %zu",
+              w->predicted_wall_ns, w->handoffs);
+    gt_whatif__free(w);
+}
+
+/* A hand-off mid-work: B waits in lock.acquire until A released the lock 40 ms into A's
+ * 100 ms of work (A held the GIL then); B then works 50 ms. Without the GIL: B resumes when
+ * A has done 40 ms of work, so 40 + 50 = 90 < 100: the wall is A's 100 ms. On one CPU: 150. */
+static void test_handoff_mid_work(void)
+{
+    struct gt_interval a[] = {{0, 40 * MS, H, 0}, {40 * MS, 90 * MS, W, 0}, {90 * MS, 150 * MS, H, 0}};
+    struct gt_span sa[] = {{0, 150 * MS, F_WORK, 0, 0}};
+    struct gt_interval b[] = {{0, 40 * MS, R, 0}, {40 * MS, 90 * MS, H, 0}, {90 * MS, 150 * MS, W, 0}};
+    struct gt_span sb[] = {{0, 40 * MS, F_ACQ, 0, GT_SPAN_C}};
+    struct gt_thread_result th[2] = {mk_thread(1, a, 3, sa, 1), mk_thread(2, b, 3, sb, 1)};
+    th[1].end_ns = 90 * MS;
+    th[1].ngil = 2;
+    struct gt_result r = mk_result(th, 2);
+    struct gt_whatif *w = predict(&r, 2, 1.0);
+    if (w) {
+        CHECK(w->handoffs == 1, "handoffs %zu", w->handoffs);
+        CHECK(NEAR(w->predicted_wall_ns, 100 * MS, MS), "2 cpus: %f", w->predicted_wall_ns);
+        CHECK(NEAR(w->threads[1].predicted_ns, 90 * MS, MS), "B: %f", w->threads[1].predicted_ns);
+    }
+    gt_whatif__free(w);
+    w = predict(&r, 1, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 150 * MS, MS), "1 cpu: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    /* x2: B resumes when A's first 40 ms of work (now 80) are done, ends at 180. */
+    w = predict(&r, 2, 2.0);
+    if (w) {
+        CHECK(NEAR(w->threads[1].predicted_ns, 180 * MS, MS), "B x2: %f", w->threads[1].predicted_ns);
+        CHECK(NEAR(w->predicted_wall_ns, 200 * MS, MS), "x2: %f", w->predicted_wall_ns);
+    }
+    gt_whatif__free(w);
+}
+
+/* A sleeping thread keeps its sleep; ft_factor slows its work only. */
+static void test_sleep_and_factor(void)
+{
+    struct gt_interval a[] = {{0, 10 * MS, H, 0}, {10 * MS, 110 * MS, R, 0}, {110 * MS, 120 * MS, H, 0}};
+    struct gt_span sa[] = {{10 * MS, 110 * MS, F_SLEEP, 0, GT_SPAN_C}};
+    struct gt_thread_result th[1] = {mk_thread(1, a, 3, sa, 1)};
+    struct gt_result r = mk_result(th, 1);
+    struct gt_whatif *w = predict(&r, 8, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 120 * MS, 1000), "sleep: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    w = predict(&r, 8, 1.3);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 126 * MS, 1000), "sleep x1.3: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+
+    struct gt_interval c[] = {{0, 100 * MS, H, 0}};
+    struct gt_thread_result tc[1] = {mk_thread(1, c, 1, NULL, 0)};
+    struct gt_result rc = mk_result(tc, 1);
+    w = predict(&rc, 1, 1.3);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 130 * MS, 1000), "x1.3: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+}
+
+/* A release while a Python function is innermost is the interpreter's switch: it goes with
+ * the wait; the same release in a C call (or on CPU, when OS states say so) is kept. */
+static void test_switch(void)
+{
+    struct gt_interval a[] = {{0, 10 * MS, H, 0}, {10 * MS, 15 * MS, R, 0}, {15 * MS, 25 * MS, H, 0}};
+    struct gt_span sa[] = {{0, 25 * MS, F_WORK, 0, 0}, {10 * MS, 15 * MS, F_SLEEP, 1, GT_SPAN_C}};
+    struct gt_thread_result th[1] = {mk_thread(1, a, 3, sa, 1)};
+    struct gt_result r = mk_result(th, 1);
+    struct gt_whatif *w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 20 * MS, 1000), "switch: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    th[0].nspans = 2; /* inside time.sleep: kept */
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 25 * MS, 1000), "in C: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    th[0].nspans = 1;
+    struct gt_interval os_on[] = {{0, 25 * MS, GT_OS_ON_CPU, 0}};
+    th[0].os = os_on;
+    th[0].nos = 1;
+    th[0].has_sched = 1;
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 25 * MS, 1000), "on CPU: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    struct gt_interval os_pre[] = {{0, 10 * MS, GT_OS_ON_CPU, 0}, {10 * MS, 15 * MS, GT_OS_PREEMPTED, 0},
+                                   {15 * MS, 25 * MS, GT_OS_ON_CPU, 0}};
+    th[0].os = os_pre;
+    th[0].nos = 3;
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 20 * MS, 1000), "preempted: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+}
+
+/* A thread started mid-trace starts after its starter's work up to then. */
+static void test_thread_start(void)
+{
+    struct gt_interval a[] = {{0, 50 * MS, H, 0}, {50 * MS, 60 * MS, R, 0}};
+    struct gt_interval b[] = {{50 * MS, 60 * MS, H, 0}};
+    struct gt_thread_result th[2] = {mk_thread(1, a, 2, NULL, 0), mk_thread(2, b, 1, NULL, 0)};
+    struct gt_result r = mk_result(th, 2);
+    struct gt_whatif *w = predict(&r, 2, 1.0);
+    if (w) {
+        CHECK(w->handoffs == 1, "handoffs %zu", w->handoffs);
+        CHECK(NEAR(w->predicted_wall_ns, 60 * MS, 1000), "start: %f", w->predicted_wall_ns);
+    }
+    gt_whatif__free(w);
+}
+
+/* A join: the joined thread wakes the joiner and then drops the GIL at its end; the joiner
+ * resumes after the joined thread's whole life (x2: 100 ms, then 5 x2), not at the point
+ * of the wake-up (98 ms). */
+static void test_join(void)
+{
+    struct gt_interval a[] = {{0, 49 * MS, R, 0}, {49 * MS, 50 * MS, W, 0}, {50 * MS, 55 * MS, H, 0}};
+    struct gt_span sa[] = {{0, 49 * MS, F_ACQ, 0, GT_SPAN_C}};
+    struct gt_interval b[] = {{0, 50 * MS, H, 0}};
+    struct gt_thread_result th[2] = {mk_thread(1, a, 3, sa, 1), mk_thread(2, b, 1, NULL, 0)};
+    struct gt_result r = mk_result(th, 2);
+    struct gt_whatif *w = predict(&r, 2, 2.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 110 * MS, 1000), "join: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+}
+
+static void test_errors(void)
+{
+    struct gt_interval c[] = {{0, 100 * MS, H, 0}};
+    struct gt_thread_result tc[1] = {mk_thread(1, c, 1, NULL, 0)};
+    struct gt_result r = mk_result(tc, 1);
+    struct gt_whatif *w = (struct gt_whatif *)1;
+    struct gt_whatif_opts o = {.cpus = 0, .ft_factor = 1.0};
+    CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL && !w, "cpus 0");
+    o.cpus = 2;
+    o.ft_factor = 0;
+    CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL, "factor 0");
+    o.ft_factor = NAN;
+    CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL, "factor nan");
+    o.ft_factor = 1;
+    r.gil_known = 0;
+    CHECK(gt_whatif__predict(&r, &o, &w) == -ENODATA, "no gil");
+    r.gil_known = 1;
+    r.free_threaded = 1;
+    CHECK(gt_whatif__predict(&r, &o, &w) == -EOPNOTSUPP, "free-threaded");
+    r.free_threaded = 0;
+    tc[0].background = 1;
+    CHECK(gt_whatif__predict(&r, &o, &w) == -ENODATA, "no foreground thread");
+    gt_whatif__free(NULL);
+}
+
+int main(void)
+{
+    test_two_cpu_bound();
+    test_serial_chain();
+    test_handoff_mid_work();
+    test_sleep_and_factor();
+    test_switch();
+    test_thread_start();
+    test_join();
+    test_errors();
+    printf("test_whatif: %d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
