@@ -37,7 +37,7 @@ OS_STATES = ("on-cpu", "preempted", "blocked")
 # held, OS state not recorded), held but preempted/blocked, waiting for the GIL,
 # released, and no GIL data.
 PROFILE_STATES = ("running", "held_off_cpu", "waiting", "released", "unknown")
-VIEWER_TABS = ("timeline", "profile", "blame", "top")
+VIEWER_TABS = ("timeline", "profile", "blame", "top", "whatif")
 
 # A free-threaded build (3.13t+): traced like any other; there is no GIL to show.
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
@@ -835,7 +835,7 @@ class Trace:
     def save(self, path: Union[str, "os.PathLike[str]"], format: Optional[str] = None,
              tab: Optional[str] = None, theme: Optional[str] = None) -> str:
         """Write the trace: ``.html`` (self-contained viewer; ``tab`` = the tab it opens
-        on: timeline, profile, blame or top; ``theme``: auto (default, follows the system's
+        on: timeline, profile, blame, top or whatif; ``theme``: auto (default, follows the system's
         light or dark preference), light or dark), ``.json`` (Chrome Trace Event format for
         Perfetto / chrome://tracing) or ``.txt`` (the summary table)."""
         path = os.fspath(path)

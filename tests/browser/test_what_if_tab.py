@@ -211,7 +211,7 @@ def real():
         for th in ts:
             th.join()
     d = tempfile.mkdtemp(prefix="giltracer-whatif-real-")
-    path = t.save(os.path.join(d, "real.html"))
+    path = t.save(os.path.join(d, "real.html"), tab="whatif")  # opens on it
     html = open(path, encoding="utf-8").read()
     data = json.loads(re.search(r'id="gt-data">\n(.*?)\n</script>', html, re.S).group(1))
     assert data.get("what_if"), "a build with t.what_if writes payload['what_if'] for a trace with the GIL"
@@ -224,6 +224,7 @@ def real():
 def test_real_trace_shows_the_models_numbers(real):
     W, p = real
     assert p.js("!document.querySelector('.gt-tab[data-tab=whatif]').hidden")
+    assert p.js("!document.getElementById('gt-tab-whatif').hidden")  # save(tab="whatif")
     p.js("gtViewer.showTab('whatif')")
     head = p.js("document.getElementById('gt-wihead').textContent")
     cpus = f"{W['cpus']} CPU" + ("" if W["cpus"] == 1 else "s")
