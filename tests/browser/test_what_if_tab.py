@@ -57,7 +57,8 @@ def with_payload(html, change):
 
 
 @pytest.fixture(scope="module")
-def pages():
+def traced():
+    """Two threads computing at once, traced (one trace for the module's pages)."""
     barrier = threading.Barrier(2)
     with giltracer.trace(backend="hooks", sched=False) as t:
         ts = [threading.Thread(target=worker, args=(barrier,), name=f"w{i}") for i in range(2)]
@@ -65,6 +66,12 @@ def pages():
             th.start()
         for th in ts:
             th.join()
+    return t
+
+
+@pytest.fixture(scope="module")
+def pages(traced):
+    t = traced
     d = tempfile.mkdtemp(prefix="giltracer-whatif-")
     html = open(t.save(os.path.join(d, "page.html")), encoding="utf-8").read()
     plain = os.path.join(d, "plain.html")  # an older trace: no what_if (a build with the model writes one)
@@ -200,16 +207,8 @@ def fmt_dur(ns):
 
 
 @pytest.fixture(scope="module")
-def real():
-    if not hasattr(giltracer.Trace, "what_if"):
-        pytest.skip("this build has no t.what_if (the what-if model, issue 20)")
-    barrier = threading.Barrier(2)
-    with giltracer.trace(backend="hooks", sched=False) as t:
-        ts = [threading.Thread(target=worker, args=(barrier,), name=f"r{i}") for i in range(2)]
-        for th in ts:
-            th.start()
-        for th in ts:
-            th.join()
+def real(traced):
+    t = traced
     d = tempfile.mkdtemp(prefix="giltracer-whatif-real-")
     path = t.save(os.path.join(d, "real.html"), tab="whatif")  # opens on it
     html = open(path, encoding="utf-8").read()
