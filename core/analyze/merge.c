@@ -945,13 +945,99 @@ static size_t acc_index(const struct gt_trace_input *in, uint32_t f)
     return f == GT_NO_FUNC ? in->nfuncs : f == GT_UNKNOWN_FUNC ? (size_t)in->nfuncs + 1 : f;
 }
 
+/* Adds to `a` the holder's functions over [lo, hi): its segments sg[0..nseg) (the last one
+ * ends at h_end). *s0 trails the walk: the next call's overlap starts at or after it. */
+static void acc_overlap(struct acc *a, const struct gt_trace_input *in, const struct seg *sg,
+                        size_t nseg, size_t *s0, uint64_t h_end, uint64_t lo, uint64_t hi,
+                        uint64_t pair, uint64_t wait)
+{
+    for (size_t q = seg_find(sg, *s0, nseg, lo); q < nseg && sg[q].start < hi; q++) {
+        *s0 = q;
+        uint64_t se = q + 1 < nseg ? sg[q + 1].start : h_end;
+        uint64_t a0 = sg[q].start > lo ? sg[q].start : lo;
+        uint64_t a1 = se < hi ? se : hi;
+        if (a1 > a0)
+            acc_add(a, sg[q].func, acc_index(in, sg[q].func), a1 - a0, pair, wait);
+    }
+}
+
+/* What waiter w's waits owe holder h, by h's function (h's segments sg), into `a`. */
+static void blame_pair(struct acc *a, const struct gt_trace_input *in,
+                       const struct gt_thread_result *w, const struct gt_thread_result *h,
+                       const struct seg *sg, size_t nseg, uint64_t pair, uint64_t *wait)
+{
+    size_t k0 = 0, s0 = 0;
+    for (size_t wv = 0; wv < w->ngil; wv++) {
+        const struct gt_interval *wt = &w->gil[wv];
+        /* Coalesced intervals' order is made up: no blame from them. */
+        if (wt->state != GT_GIL_STATE_WAIT ||
+            (w->gil_coalesced_from && wt->end > w->gil_coalesced_from))
+            continue;
+        if (in->free_threaded) {
+            /* Parked: the waker is to blame for all of it, in whatever it ran (a waiter's
+             * waits are in time order). */
+            if (wt->aux != (uint32_t)h->tid)
+                continue;
+            ++*wait;
+            acc_overlap(a, in, sg, nseg, &s0, h->end_ns, wt->start, wt->end, pair, *wait);
+            continue;
+        }
+        ++*wait;
+        k0 = iv_lower(h->gil, k0, h->ngil, wt->start);
+        for (size_t k = k0; k < h->ngil && h->gil[k].start < wt->end; k++) {
+            const struct gt_interval *hv = &h->gil[k];
+            uint64_t lo = hv->start > wt->start ? hv->start : wt->start;
+            uint64_t hi = hv->end < wt->end ? hv->end : wt->end;
+            /* A wait is for one interpreter's GIL: only its holder is to blame. */
+            if (hv->state != GT_GIL_STATE_HELD || hv->aux != wt->aux || lo >= hi ||
+                (h->gil_coalesced_from && hv->end > h->gil_coalesced_from))
+                continue;
+            acc_overlap(a, in, sg, nseg, &s0, h->end_ns, lo, hi, pair, *wait);
+        }
+    }
+}
+
+static void acc_free(struct acc *a)
+{
+    free(a->ns);
+    free(a->count);
+    free(a->pair_stamp);
+    free(a->wait_stamp);
+    free(a->touched);
+}
+
+static int acc_alloc(struct acc *a, size_t nf)
+{
+    a->ns = calloc(nf, sizeof(*a->ns));
+    a->count = calloc(nf, sizeof(*a->count));
+    a->pair_stamp = calloc(nf, sizeof(*a->pair_stamp));
+    a->wait_stamp = calloc(nf, sizeof(*a->wait_stamp));
+    a->touched = calloc(nf, sizeof(*a->touched));
+    return a->ns && a->count && a->pair_stamp && a->wait_stamp && a->touched ? 0 : -ENOMEM;
+}
+
+/* The rows, largest first, become r->blame. */
+static int blame_rows(struct gt_result *r, struct brow *rows, size_t nrows)
+{
+    if (!nrows)
+        return 0;
+    qsort(rows, nrows, sizeof(*rows), brow_cmp);
+    r->blame = malloc(nrows * sizeof(*r->blame));
+    if (!r->blame)
+        return -ENOMEM;
+    for (size_t i = 0; i < nrows; i++)
+        r->blame[i] = rows[i].b;
+    r->nblame = nrows;
+    return 0;
+}
+
 static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
 {
     struct seg *sg = NULL;
     struct open_py *st = NULL;
     struct brow *rows = NULL;
     struct acc a = {0};
-    size_t sg_cap = 0, st_cap = 0, nrows = 0, rows_cap = 0, nf = (size_t)in->nfuncs + 2;
+    size_t sg_cap = 0, st_cap = 0, nrows = 0, rows_cap = 0;
     uint64_t pair = 0, wait = 0;
     int any_wait = 0, err = 0;
 
@@ -959,15 +1045,8 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
         any_wait |= r->threads[i].summary.wait_ns != 0;
     if (!any_wait)
         return 0;
-    a.ns = calloc(nf, sizeof(*a.ns));
-    a.count = calloc(nf, sizeof(*a.count));
-    a.pair_stamp = calloc(nf, sizeof(*a.pair_stamp));
-    a.wait_stamp = calloc(nf, sizeof(*a.wait_stamp));
-    a.touched = calloc(nf, sizeof(*a.touched));
-    if (!a.ns || !a.count || !a.pair_stamp || !a.wait_stamp || !a.touched) {
-        err = -ENOMEM;
+    if ((err = acc_alloc(&a, (size_t)in->nfuncs + 2)))
         goto cleanup;
-    }
     /* Holder-major so only one holder's segment list exists at a time. */
     for (size_t hi = 0; hi < r->nthreads; hi++) {
         const struct gt_thread_result *h = &r->threads[hi];
@@ -982,87 +1061,23 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
             /* Each process has its own GIL. */
             if (wi == hi || w->pid != h->pid || w->summary.wait_ns == 0)
                 continue;
-            size_t k0 = 0, s0 = 0;
-            pair++;
             a.ntouched = 0;
-            for (size_t wv = 0; wv < w->ngil; wv++) {
-                const struct gt_interval *wt = &w->gil[wv];
-                /* Coalesced intervals' order is made up: no blame from them. */
-                if (wt->state != GT_GIL_STATE_WAIT ||
-                    (w->gil_coalesced_from && wt->end > w->gil_coalesced_from))
-                    continue;
-                if (in->free_threaded) {
-                    /* Parked: the waker is to blame for all of it, in whatever it ran. */
-                    if (wt->aux != (uint32_t)h->tid)
-                        continue;
-                    wait++;
-                    /* A waiter's waits are in time order: s0 trails them. */
-                    for (size_t q = seg_find(sg, s0, nseg, wt->start);
-                         nseg && q < nseg && sg[q].start < wt->end; q++) {
-                        s0 = q;
-                        uint64_t se = q + 1 < nseg ? sg[q + 1].start : h->end_ns;
-                        uint64_t a0 = sg[q].start > wt->start ? sg[q].start : wt->start;
-                        uint64_t a1 = se < wt->end ? se : wt->end;
-                        if (a1 > a0)
-                            acc_add(&a, sg[q].func, acc_index(in, sg[q].func), a1 - a0, pair,
-                                    wait);
-                    }
-                    continue;
-                }
-                wait++;
-                k0 = iv_lower(h->gil, k0, h->ngil, wt->start);
-                for (size_t k = k0; k < h->ngil && h->gil[k].start < wt->end; k++) {
-                    const struct gt_interval *hv = &h->gil[k];
-                    uint64_t lo = hv->start > wt->start ? hv->start : wt->start;
-                    uint64_t hi2 = hv->end < wt->end ? hv->end : wt->end;
-                    /* A wait is for one interpreter's GIL: only its holder is to blame. */
-                    if (hv->state != GT_GIL_STATE_HELD || hv->aux != wt->aux || lo >= hi2 ||
-                        (h->gil_coalesced_from && hv->end > h->gil_coalesced_from))
-                        continue;
-                    /* s0 trails the walk: the next overlap starts at or after it. */
-                    for (size_t q = seg_find(sg, s0, nseg, lo); q < nseg && sg[q].start < hi2;
-                         q++) {
-                        s0 = q;
-                        uint64_t se = q + 1 < nseg ? sg[q + 1].start : h->end_ns;
-                        uint64_t a0 = sg[q].start > lo ? sg[q].start : lo;
-                        uint64_t a1 = se < hi2 ? se : hi2;
-                        if (a1 <= a0)
-                            continue;
-                        uint32_t f = sg[q].func;
-                        acc_add(&a, f, acc_index(in, f), a1 - a0, pair, wait);
-                    }
-                }
-            }
+            blame_pair(&a, in, w, h, sg, nseg, ++pair, &wait);
             if ((err = grow(&rows, &rows_cap, nrows + a.ntouched, sizeof(*rows))))
                 goto cleanup;
             for (size_t t = 0; t < a.ntouched; t++) {
                 uint32_t f = a.touched[t];
                 size_t fi = acc_index(in, f);
-                rows[nrows++] = (struct brow){
-                    {w->tid, h->tid, f, a.count[fi], a.ns[fi]}, wi, hi};
+                rows[nrows++] = (struct brow){{w->tid, h->tid, f, a.count[fi], a.ns[fi]}, wi, hi};
             }
         }
     }
-    if (nrows) {
-        qsort(rows, nrows, sizeof(*rows), brow_cmp);
-        r->blame = malloc(nrows * sizeof(*r->blame));
-        if (!r->blame) {
-            err = -ENOMEM;
-            goto cleanup;
-        }
-        for (size_t i = 0; i < nrows; i++)
-            r->blame[i] = rows[i].b;
-        r->nblame = nrows;
-    }
+    err = blame_rows(r, rows, nrows);
 cleanup:
     free(sg);
     free(st);
     free(rows);
-    free(a.ns);
-    free(a.count);
-    free(a.pair_stamp);
-    free(a.wait_stamp);
-    free(a.touched);
+    acc_free(&a);
     return err;
 }
 
