@@ -831,12 +831,141 @@ static int attach_tp(struct bpf_link **link, struct bpf_program *prog, const cha
     return 0;
 }
 
+/* In struct _gil_runtime_state, FORCE_SWITCHING's switch_cond follows cond and mutex. */
+#define GT_SWITCH_COND_AFTER_COND (sizeof(pthread_cond_t) + sizeof(pthread_mutex_t))
+
+/* Where the probes go: take_gil (how it was found), pthread_cond_signal and, when it can be
+ * probed cheaply, pthread_cond_wait (b->switch_wait_probed, or why not). */
+static int find_sites(struct gt_bpf *b, const struct gt_bpf_opts *o, struct site *gil,
+                      struct site *sig, struct site *wait, const char **why)
+{
+    const char *how = NULL, *wait_why = NULL;
+    int wait_emulated = 0;
+    int err = find_take_gil(o, gil, &how, &b->acquired_by_signal, why);
+    if (!err)
+        err = find_libc_func("pthread_cond_signal", sig, NULL, why);
+    if (err)
+        return err;
+    b->take_gil_addr = gil->vaddr + o->interp_bias;
+    b->take_gil_how = how;
+    /* Optional (see the top): not probing it only loses the FORCE_SWITCHING wait. */
+    b->switch_cond_addr = o->gil_switch_cond
+                              ? (uint64_t)(uintptr_t)o->gil_switch_cond
+                              : (uint64_t)(uintptr_t)o->gil_cond + GT_SWITCH_COND_AFTER_COND;
+    if (find_libc_func("pthread_cond_wait", wait, &wait_emulated, &wait_why) != 0) {
+        b->switch_wait_why = "pthread_cond_wait not found in libc";
+    } else if (!wait_emulated) {
+        b->switch_wait_why = "pthread_cond_wait does not start with a push (the kernel "
+                             "would single-step every call): not probed";
+    } else {
+        b->switch_wait_probed = 1;
+    }
+    return 0;
+}
+
+/* Opens the skeleton, sets its constants, leaves out the programs not needed, loads it. */
+static int load_programs(struct gt_bpf *b, const struct gt_bpf_opts *o, const char **why)
+{
+    b->skel = gilprobe_bpf__open();
+    if (!b->skel) {
+        int err = errno ? -errno : -ENOMEM;
+        *why = why_fmt("bpf: opening the BPF object failed: %s", libbpf_last);
+        return err;
+    }
+    struct gilprobe_bpf *sk = b->skel;
+    sk->rodata->targ_tgid = (uint32_t)o->pid;
+    sk->rodata->targ_gil_cond = (uint64_t)(uintptr_t)o->gil_cond;
+    sk->rodata->targ_switch_cond = b->switch_cond_addr;
+    sk->rodata->targ_follow_children = o->follow_children != 0;
+    sk->rodata->targ_acquired_by_signal = b->acquired_by_signal != 0;
+    if (b->acquired_by_signal)
+        bpf_program__set_autoload(sk->progs.take_gil_exit, false);
+    if (!o->sched)
+        bpf_program__set_autoload(sk->progs.sched_switch, false);
+    if (!b->switch_wait_probed) {
+        bpf_program__set_autoload(sk->progs.cond_wait_enter, false);
+        bpf_program__set_autoload(sk->progs.cond_wait_exit, false);
+    }
+    if (!o->follow_children) {
+        bpf_program__set_autoload(sk->progs.sched_process_fork, false);
+        bpf_program__set_autoload(sk->progs.sched_process_exec, false);
+        bpf_program__set_autoload(sk->progs.sched_process_exit, false);
+    }
+    int err = gilprobe_bpf__load(sk);
+    if (err)
+        *why = why_fmt("bpf: loading the BPF programs failed (%s): %s", strerror(-err),
+                       libbpf_last);
+    return err;
+}
+
+static int attach_programs(struct gt_bpf *b, const struct gt_bpf_opts *o,
+                           const struct site *gil, const struct site *sig,
+                           const struct site *wait, const char **why)
+{
+    /* Children have their own mm, so a pid-filtered uprobe would not fire there:
+     * with follow_children attach everywhere and let tgid_allowed() filter. */
+    int upid = o->follow_children ? -1 : o->pid, err;
+    struct gilprobe_bpf *sk = b->skel;
+    if ((err = attach_uprobe(&sk->links.take_gil_enter, sk->progs.take_gil_enter, 0, upid,
+                             gil, "take_gil", why)) ||
+        (!b->acquired_by_signal &&
+         (err = attach_uprobe(&sk->links.take_gil_exit, sk->progs.take_gil_exit, 1, upid,
+                              gil, "take_gil return", why))) ||
+        (err = attach_uprobe(&sk->links.cond_signal_enter, sk->progs.cond_signal_enter, 0,
+                             upid, sig, "pthread_cond_signal", why)))
+        return err;
+    if (b->switch_wait_probed &&
+        ((err = attach_uprobe(&sk->links.cond_wait_enter, sk->progs.cond_wait_enter, 0,
+                              upid, wait, "pthread_cond_wait", why)) ||
+         (err = attach_uprobe(&sk->links.cond_wait_exit, sk->progs.cond_wait_exit, 1,
+                              upid, wait, "pthread_cond_wait return", why))))
+        return err;
+    if (o->sched &&
+        (err = attach_tp(&sk->links.sched_switch, sk->progs.sched_switch, why)))
+        return err;
+    if (o->follow_children && ((err = attach_tp(&sk->links.sched_process_fork,
+                                                sk->progs.sched_process_fork, why)) ||
+                               (err = attach_tp(&sk->links.sched_process_exec,
+                                                sk->progs.sched_process_exec, why)) ||
+                               (err = attach_tp(&sk->links.sched_process_exit,
+                                                sk->progs.sched_process_exit, why))))
+        return err;
+    return 0;
+}
+
+/* The ring buffer's reader and the epoll set the drain thread waits on (ring buffer and
+ * its wake-up eventfd). */
+static int open_reader(struct gt_bpf *b, const char **why)
+{
+    b->rb = ring_buffer__new(bpf_map__fd(b->skel->maps.events), on_event, b, NULL);
+    if (!b->rb) {
+        *why = "bpf: creating the ring buffer reader failed";
+        return errno ? -errno : -ENOMEM;
+    }
+    b->ncpus = libbpf_num_possible_cpus();
+    b->epfd = epoll_create1(EPOLL_CLOEXEC);
+    b->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (b->epfd < 0 || b->evfd < 0 || b->ncpus <= 0) {
+        *why = "bpf: epoll/eventfd setup failed";
+        return b->ncpus < 0 ? b->ncpus : -errno;
+    }
+    int fds[2] = {ring_buffer__epoll_fd(b->rb), b->evfd};
+    for (int i = 0; i < 2; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
+            *why = "bpf: epoll setup failed";
+            return -errno;
+        }
+    }
+    return 0;
+}
+
 int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **why)
 {
     struct gt_bpf *b = NULL;
     struct site *gil = NULL, *sig = NULL, *wait = NULL;
-    const char *how = NULL, *dummy, *wait_why = NULL;
-    int err, upid, wait_emulated = 0;
+    const char *dummy;
+    int err;
 
     if (!why)
         why = &dummy;
@@ -870,115 +999,10 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
         *why = "bpf: sem_init failed";
         goto cleanup;
     }
-    err = find_take_gil(o, gil, &how, &b->acquired_by_signal, why);
-    if (err)
+    if ((err = find_sites(b, o, gil, sig, wait, why)) || (err = load_programs(b, o, why)) ||
+        (err = attach_programs(b, o, gil, sig, wait, why)) || (err = open_reader(b, why)))
         goto cleanup;
-    err = find_libc_func("pthread_cond_signal", sig, NULL, why);
-    if (err)
-        goto cleanup;
-    b->take_gil_addr = gil->vaddr + o->interp_bias;
-    b->take_gil_how = how;
-    /* Optional (see the top): not probing it only loses the FORCE_SWITCHING wait. */
-    b->switch_cond_addr = o->gil_switch_cond
-                              ? (uint64_t)(uintptr_t)o->gil_switch_cond
-                              : (uint64_t)(uintptr_t)o->gil_cond + 88;
-    if (find_libc_func("pthread_cond_wait", wait, &wait_emulated, &wait_why) != 0) {
-        b->switch_wait_why = "pthread_cond_wait not found in libc";
-    } else if (!wait_emulated) {
-        b->switch_wait_why = "pthread_cond_wait does not start with a push (the kernel "
-                             "would single-step every call): not probed";
-    } else {
-        b->switch_wait_probed = 1;
-    }
-
-    b->skel = gilprobe_bpf__open();
-    if (!b->skel) {
-        err = errno ? -errno : -ENOMEM;
-        *why = why_fmt("bpf: opening the BPF object failed: %s", libbpf_last);
-        goto cleanup;
-    }
-    b->skel->rodata->targ_tgid = (uint32_t)o->pid;
-    b->skel->rodata->targ_gil_cond = (uint64_t)(uintptr_t)o->gil_cond;
-    b->skel->rodata->targ_switch_cond = b->switch_cond_addr;
-    b->skel->rodata->targ_follow_children = o->follow_children != 0;
-    b->skel->rodata->targ_acquired_by_signal = b->acquired_by_signal != 0;
-    if (b->acquired_by_signal)
-        bpf_program__set_autoload(b->skel->progs.take_gil_exit, false);
-    if (!o->sched)
-        bpf_program__set_autoload(b->skel->progs.sched_switch, false);
-    if (!b->switch_wait_probed) {
-        bpf_program__set_autoload(b->skel->progs.cond_wait_enter, false);
-        bpf_program__set_autoload(b->skel->progs.cond_wait_exit, false);
-    }
-    if (!o->follow_children) {
-        bpf_program__set_autoload(b->skel->progs.sched_process_fork, false);
-        bpf_program__set_autoload(b->skel->progs.sched_process_exec, false);
-        bpf_program__set_autoload(b->skel->progs.sched_process_exit, false);
-    }
-    err = gilprobe_bpf__load(b->skel);
-    if (err) {
-        *why = why_fmt("bpf: loading the BPF programs failed (%s): %s", strerror(-err),
-                       libbpf_last);
-        goto cleanup;
-    }
-
-    /* Children have their own mm, so a pid-filtered uprobe would not fire there:
-     * with follow_children attach everywhere and let tgid_allowed() filter. */
-    upid = o->follow_children ? -1 : o->pid;
-    struct gilprobe_bpf *sk = b->skel;
-    if ((err = attach_uprobe(&sk->links.take_gil_enter, sk->progs.take_gil_enter, 0, upid,
-                             gil, "take_gil", why)) ||
-        (!b->acquired_by_signal &&
-         (err = attach_uprobe(&sk->links.take_gil_exit, sk->progs.take_gil_exit, 1, upid,
-                              gil, "take_gil return", why))) ||
-        (err = attach_uprobe(&sk->links.cond_signal_enter, sk->progs.cond_signal_enter, 0,
-                             upid, sig, "pthread_cond_signal", why)))
-        goto cleanup;
-    if (b->switch_wait_probed &&
-        ((err = attach_uprobe(&sk->links.cond_wait_enter, sk->progs.cond_wait_enter, 0,
-                              upid, wait, "pthread_cond_wait", why)) ||
-         (err = attach_uprobe(&sk->links.cond_wait_exit, sk->progs.cond_wait_exit, 1,
-                              upid, wait, "pthread_cond_wait return", why))))
-        goto cleanup;
-    if (o->sched &&
-        (err = attach_tp(&sk->links.sched_switch, sk->progs.sched_switch, why)))
-        goto cleanup;
-    if (o->follow_children && ((err = attach_tp(&sk->links.sched_process_fork,
-                                                sk->progs.sched_process_fork, why)) ||
-                               (err = attach_tp(&sk->links.sched_process_exec,
-                                                sk->progs.sched_process_exec, why)) ||
-                               (err = attach_tp(&sk->links.sched_process_exit,
-                                                sk->progs.sched_process_exit, why))))
-        goto cleanup;
-
-    b->rb = ring_buffer__new(bpf_map__fd(sk->maps.events), on_event, b, NULL);
-    if (!b->rb) {
-        err = errno ? -errno : -ENOMEM;
-        *why = "bpf: creating the ring buffer reader failed";
-        goto cleanup;
-    }
-    b->ncpus = libbpf_num_possible_cpus();
-    b->epfd = epoll_create1(EPOLL_CLOEXEC);
-    b->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (b->epfd < 0 || b->evfd < 0 || b->ncpus <= 0) {
-        err = b->ncpus < 0 ? b->ncpus : -errno;
-        *why = "bpf: epoll/eventfd setup failed";
-        goto cleanup;
-    }
-    struct epoll_event ev = {.events = EPOLLIN};
-    ev.data.fd = ring_buffer__epoll_fd(b->rb);
-    if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) != 0) {
-        err = -errno;
-        *why = "bpf: epoll setup failed";
-        goto cleanup;
-    }
-    ev.data.fd = b->evfd;
-    if (epoll_ctl(b->epfd, EPOLL_CTL_ADD, b->evfd, &ev) != 0) {
-        err = -errno;
-        *why = "bpf: epoll setup failed";
-        goto cleanup;
-    }
-    b->detach_fd = spawn_detach_helper(sk);
+    b->detach_fd = spawn_detach_helper(b->skel);
     *out = b;
     b = NULL;
     err = 0;

@@ -24,8 +24,8 @@ struct gt_bpf_opts {
     int follow_children;      /* also trace descendant processes */
     int sched;                /* attach sched_switch */
     const void *gil_switch_cond; /* &gil->switch_cond, from gt_gilhook__calibrate();
-                                    NULL: gil_cond + 88 (the x86-64 glibc layout of
-                                    _gil_runtime_state in CPython 3.9-3.13) */
+                                    NULL: past gil_cond and the GIL's mutex (the
+                                    layout of _gil_runtime_state, 3.9-3.13) */
     /* Return addresses of take_gil's mutex lock and switch_cond signal, seen by the
      * hooks' calibration (gt_gil_addrs): with no symbols and no debug file, the
      * function holding both (by the unwind table) is take_gil. NULL: unknown. */
