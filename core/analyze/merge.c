@@ -509,36 +509,33 @@ static void hand_out_gil(struct gt_thread_result *tr, struct ivb *b, uint64_t co
     b->v = NULL;
 }
 
-static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *tr)
+/* The recorded GIL events -> b's intervals, counting acquisitions and drop requests in
+ * [start, end]; *last: the time of the last one, clamped to it and after the one before. */
+static int gil_events(const struct gt_thread_input *ti, struct ivb *b, struct gt_summary *s,
+                      uint64_t start, uint64_t end, uint64_t *last)
 {
-    uint64_t start = tr->start_ns, end = tr->end_ns, last = start;
-    struct gt_summary *s = &tr->summary;
-    /* Held at start: the start thread (main GIL), or a subinterpreter's holder. */
-    struct ivb b = {NULL, 0, 0, start, gil_initial_state(ti),
-                    (ti->flags & GT_THREAD_HELD_GIL_AT_START) ? ti->interp : 0, 0};
     int err = 0;
-
     for (size_t c = 0; c < ti->ngil; c++) {
         const struct gt_gil_event *ev = ti->gil[c].data;
-        for (size_t i = 0, m = ti->gil[c].n; i < m; i++) {
-            uint64_t raw = ev[i].ts, ts = raw < last ? last : raw > end ? end : raw;
-            last = ts;
+        for (size_t i = 0, m = ti->gil[c].n; i < m && !err; i++) {
+            uint64_t raw = ev[i].ts, ts = raw < *last ? *last : raw > end ? end : raw;
+            *last = ts;
             switch (ev[i].kind) {
             case GT_GIL_WANT:
-                if (b.state != GT_GIL_STATE_HELD)
-                    err = ivb_set_aux(&b, ts, GT_GIL_STATE_WAIT, ev[i].aux);
+                if (b->state != GT_GIL_STATE_HELD)
+                    err = ivb_set_aux(b, ts, GT_GIL_STATE_WAIT, ev[i].aux);
                 break;
             case GT_GIL_ACQUIRED:
                 if (raw >= start && raw <= end)
                     s->acquisitions++;
-                err = ivb_set_aux(&b, ts, GT_GIL_STATE_HELD, ev[i].aux);
+                err = ivb_set_aux(b, ts, GT_GIL_STATE_HELD, ev[i].aux);
                 break;
             case GT_GIL_RELEASED:
-                err = ivb_set(&b, ts, GT_GIL_STATE_RELEASED);
+                err = ivb_set(b, ts, GT_GIL_STATE_RELEASED);
                 break;
             case GT_GIL_SWITCH_DONE:
-                if (b.state == GT_GIL_STATE_WAIT)
-                    err = ivb_set(&b, ts, GT_GIL_STATE_RELEASED);
+                if (b->state == GT_GIL_STATE_WAIT)
+                    err = ivb_set(b, ts, GT_GIL_STATE_RELEASED);
                 break;
             case GT_GIL_DROP_REQUEST:
                 if (raw >= start && raw <= end)
@@ -547,67 +544,87 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
             default:
                 break;
             }
-            if (err)
-                goto cleanup;
         }
     }
-    /* Past the stream's budget: its lead events, then its tiles (exact totals). */
-    uint64_t coalesced_from = 0;
-    const struct gt_coalesced *m = ti->gil_more;
-    if (m) {
-        for (size_t i = 0; i < m->nlead && !err; i++) {
-            uint64_t ts = m->lead[i].ts < last ? last : m->lead[i].ts > end ? end : m->lead[i].ts;
-            last = ts;
-            if (m->lead[i].kind == GT_GIL_WANT && b.state != GT_GIL_STATE_HELD)
-                err = ivb_set_aux(&b, ts, GT_GIL_STATE_WAIT, m->lead[i].aux);
-            else if (m->lead[i].kind == GT_GIL_SWITCH_DONE && b.state == GT_GIL_STATE_WAIT)
-                err = ivb_set(&b, ts, GT_GIL_STATE_RELEASED);
-        }
-        if (!err && m->ntiles) {
-            coalesced_from = m->base < start ? start : m->base > end ? end : m->base;
-            const uint32_t aux[3] = {m->aux, m->aux, m->aux};
-            err = ivb_tiles(&b, m, end, aux);
-        }
-        if (err)
-            goto cleanup;
-        s->acquisitions += m->acquisitions;
-        s->drop_requests += m->drop_requests;
-        if (m->longest_wait_ns > s->longest_wait_ns)
-            s->longest_wait_ns = m->longest_wait_ns;
-        /* A wait still open at the end lasts to the end. */
-        if (m->ntiles && m->state == GT_GIL_STATE_WAIT && m->wait_since < end &&
-            end - m->wait_since > s->longest_wait_ns)
-            s->longest_wait_ns = end - m->wait_since;
+    return err;
+}
+
+/* Past the stream's budget: its lead events, then its tiles (exact totals) and counts.
+ * *coalesced_from: where the coalesced tiles begin (0: none). */
+static int gil_past_budget(const struct gt_coalesced *m, struct ivb *b, struct gt_summary *s,
+                           uint64_t start, uint64_t end, uint64_t last, uint64_t *coalesced_from)
+{
+    int err = 0;
+    for (size_t i = 0; i < m->nlead && !err; i++) {
+        uint64_t ts = m->lead[i].ts < last ? last : m->lead[i].ts > end ? end : m->lead[i].ts;
+        last = ts;
+        if (m->lead[i].kind == GT_GIL_WANT && b->state != GT_GIL_STATE_HELD)
+            err = ivb_set_aux(b, ts, GT_GIL_STATE_WAIT, m->lead[i].aux);
+        else if (m->lead[i].kind == GT_GIL_SWITCH_DONE && b->state == GT_GIL_STATE_WAIT)
+            err = ivb_set(b, ts, GT_GIL_STATE_RELEASED);
     }
-    tr->gil_coalesced_from = coalesced_from;
-    if ((err = ivb_flush(&b, end)))
-        goto cleanup;
-    /* The thread's interpreter: a subinterpreter whose GIL it held or waited for during
-     * at least half its traced life (a thread that only made one, briefly holding its
-     * GIL while it started, stays the main interpreter's). */
-    uint32_t ids[8];
+    if (!err && m->ntiles) {
+        *coalesced_from = m->base < start ? start : m->base > end ? end : m->base;
+        const uint32_t aux[3] = {m->aux, m->aux, m->aux};
+        err = ivb_tiles(b, m, end, aux);
+    }
+    if (err)
+        return err;
+    s->acquisitions += m->acquisitions;
+    s->drop_requests += m->drop_requests;
+    if (m->longest_wait_ns > s->longest_wait_ns)
+        s->longest_wait_ns = m->longest_wait_ns;
+    /* A wait still open at the end lasts to the end. */
+    if (m->ntiles && m->state == GT_GIL_STATE_WAIT && m->wait_since < end &&
+        end - m->wait_since > s->longest_wait_ns)
+        s->longest_wait_ns = end - m->wait_since;
+    return 0;
+}
+
+/* The thread's interpreter: a subinterpreter whose GIL it held or waited for during at
+ * least half its traced life (a thread that only made one, briefly holding its GIL while
+ * it started, stays the main interpreter's: 0). */
+static uint32_t thread_interp(const struct ivb *b, uint64_t wall_ns)
+{
+    uint32_t ids[8], interp = 0;
     uint64_t ns[8];
     size_t nids = 0;
-    for (size_t i = 0; i < b.n; i++) {
-        uint64_t d = b.v[i].end - b.v[i].start;
-        if (b.v[i].state != GT_GIL_STATE_RELEASED) {
-            size_t k = 0;
-            while (k < nids && ids[k] != b.v[i].aux)
-                k++;
-            if (k == nids && nids < 8) {
-                ids[nids] = b.v[i].aux;
-                ns[nids++] = 0;
-            }
-            if (k < nids)
-                ns[k] += d;
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->v[i].state == GT_GIL_STATE_RELEASED)
+            continue;
+        size_t k = 0;
+        while (k < nids && ids[k] != b->v[i].aux)
+            k++;
+        if (k == nids && nids < 8) {
+            ids[nids] = b->v[i].aux;
+            ns[nids++] = 0;
         }
+        if (k < nids)
+            ns[k] += b->v[i].end - b->v[i].start;
     }
-    tr->interp = 0;
     for (size_t k = 0; k < nids; k++)
-        if (ids[k] && ns[k] * 2 >= s->wall_ns && s->wall_ns)
-            tr->interp = ids[k];
-    hand_out_gil(tr, &b, coalesced_from);
-cleanup:
+        if (ids[k] && ns[k] * 2 >= wall_ns && wall_ns)
+            interp = ids[k];
+    return interp;
+}
+
+static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *tr)
+{
+    uint64_t start = tr->start_ns, end = tr->end_ns, last = start, coalesced_from = 0;
+    struct gt_summary *s = &tr->summary;
+    /* Held at start: the start thread (main GIL), or a subinterpreter's holder. */
+    struct ivb b = {NULL, 0, 0, start, gil_initial_state(ti),
+                    (ti->flags & GT_THREAD_HELD_GIL_AT_START) ? ti->interp : 0, 0};
+    int err = gil_events(ti, &b, s, start, end, &last);
+    if (!err && ti->gil_more)
+        err = gil_past_budget(ti->gil_more, &b, s, start, end, last, &coalesced_from);
+    tr->gil_coalesced_from = coalesced_from;
+    if (!err)
+        err = ivb_flush(&b, end);
+    if (!err) {
+        tr->interp = thread_interp(&b, s->wall_ns);
+        hand_out_gil(tr, &b, coalesced_from);
+    }
     free(b.v);
     return err;
 }
