@@ -4,6 +4,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,18 @@ struct gt_session {
     int sampled;
     struct gt_sampler_stats sampler_stats; /* after stop */
     char *spool, *children; /* copies of the options' (session.h) */
+    /* A followed child's spooler (gt_session__spool): */
+    int spooling;         /* it runs, the GIL let go, reading the session's blocks */
+    int spool_stop;       /* stop asks it to end */
+    uint32_t checkpoints; /* written so far (the next one's number) */
+    struct gt_functable ck_funcs; /* the functions its last look with the GIL saw */
+    struct ck_name *ck_names;     /* ... and the threads' names */
+    size_t nck_names;
+    pthread_mutex_t ck_lock; /* the spooler's write against its look (ck_refresh) */
+    int ck_lock_ok;
 };
+
+static void ck_names_free(struct gt_session *s);
 
 /* The native ids of start()'s (ident, native_id[, service]) items; an item it cannot read
  * is left out (the tracer reports it). service is true for a thread of the host's own
@@ -772,6 +784,13 @@ int gt_session__stop(struct gt_session *s)
         return 0;
     }
     s->busy++;
+    /* The spooler reads blocks that finish frees, without the GIL: it ends first. */
+    __atomic_store_n(&s->spool_stop, 1, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&s->spooling, __ATOMIC_ACQUIRE)) {
+        Py_BEGIN_ALLOW_THREADS
+        usleep(1000);
+        Py_END_ALLOW_THREADS
+    }
     stop_sampler(s); /* first: no sample lands after t1 */
     s->t1_ticks = gt_ticks();
     gt_clock__pair(&s->stop_pair);
@@ -1205,6 +1224,10 @@ int gt_session__free(struct gt_session *s)
     Py_XDECREF(s->o.own_dir);
     free(s->spool);
     free(s->children);
+    gt_functable__free(&s->ck_funcs);
+    ck_names_free(s);
+    if (s->ck_lock_ok)
+        pthread_mutex_destroy(&s->ck_lock);
     Py_XDECREF((PyObject *)s->o.own_type);
     free(s->alive_tids);
     free(s->service);
@@ -1359,4 +1382,314 @@ PyObject *gt_session__progress(struct gt_session *s)
         (unsigned long long)sum.dropped, "budget_reached",
         sum.budget_reached ? Py_True : Py_False, "threads", list);
     return r;
+}
+
+/* A child's checkpoint (gt_session__spool): every thread's closed blocks, gathered
+ * with the registry locked. */
+struct checkpoint {
+    struct gt_thread_input *in;
+    struct gt_thread **th; /* in's threads, whose `spooled` advance once written */
+    struct gt_chunk *chunks; /* three runs per thread: calls, gil (copies), sched */
+    size_t n, max, nchunks, maxchunks;
+    const struct gt_clock_fit *fit;
+    const struct gt_session *s;
+    uint64_t calls, dropped, gil_dropped;
+    int nomem;
+};
+
+static void checkpoint_thread(struct gt_thread *t, void *ctx)
+{
+    struct checkpoint *c = ctx;
+    if (c->nomem)
+        return;
+    if (c->n == c->max) {
+        size_t cap = 2 * c->max + 8;
+        struct gt_thread_input *in = realloc(c->in, cap * sizeof(*in));
+        if (in)
+            c->in = in;
+        struct gt_thread **th = realloc(c->th, cap * sizeof(*th));
+        if (th)
+            c->th = th;
+        if (!in || !th) {
+            c->nomem = 1;
+            return;
+        }
+        c->max = cap;
+    }
+    memset(&c->in[c->n], 0, sizeof(c->in[c->n]));
+    struct gt_stream *st[3] = {&t->calls, &t->gil, &t->sched};
+    size_t need[3], total = 0;
+    for (int k = 0; k < 3; k++)
+        total += need[k] = gt_stream__closed_chunks(st[k], t->spooled[k], NULL, 0);
+    if (c->nchunks + total > c->maxchunks) {
+        size_t cap = 2 * (c->nchunks + total) + 16;
+        struct gt_chunk *more = realloc(c->chunks, cap * sizeof(*more));
+        if (!more) {
+            c->nomem = 1;
+            return;
+        }
+        /* (the inputs point into the chunks: rebased below, once all are gathered) */
+        c->chunks = more;
+        c->maxchunks = cap;
+    }
+    c->th[c->n] = t;
+    struct gt_thread_input *in = &c->in[c->n++];
+    in->tid = t->tid;
+    in->pid = t->pid;
+    in->ident = t->ident;
+    in->flags = t->flags;
+    in->flags |= alive_flags(c->s, t->tid);
+    if (c->s->checkpoints) /* (its GIL at the start is the first checkpoint's) */
+        in->flags &= ~(uint32_t)GT_THREAD_HELD_GIL_AT_START;
+    in->interp = t->interp;
+    if (c->s->o.functions) { /* the last refresh's (ck_refresh) */
+        static const uint32_t none[1] = {GT_NO_FUNC};
+        in->func_map = gt_tracer__func_map(t, &in->func_map_len);
+        if (!in->func_map) /* new since: its functions are named by the next */
+            in->func_map = none, in->func_map_len = 0;
+    }
+    size_t at[3];
+    for (int k = 0; k < 3; k++) {
+        at[k] = c->nchunks;
+        gt_stream__closed_chunks(st[k], t->spooled[k], c->chunks + c->nchunks, need[k]);
+        c->nchunks += need[k];
+    }
+    /* Offsets for now (realloc may move the array). */
+    in->calls = (const struct gt_chunk *)(uintptr_t)at[0];
+    in->ncalls = need[0];
+    in->gil = (const struct gt_chunk *)(uintptr_t)at[1];
+    in->ngil = need[1];
+    in->sched = (const struct gt_chunk *)(uintptr_t)at[2];
+    in->nsched = need[2];
+    /* The GIL blocks are in ticks (converted in place at finish): copies, converted. */
+    for (size_t k = at[1]; k < at[1] + need[1]; k++) {
+        struct gt_gil_event *e = malloc(c->chunks[k].n * sizeof(*e));
+        if (!e) {
+            for (size_t j = at[1]; j < k; j++)
+                free((void *)c->chunks[j].data);
+            in->ngil = 0;
+            c->nomem = 1;
+            return;
+        }
+        memcpy(e, c->chunks[k].data, c->chunks[k].n * sizeof(*e));
+        for (size_t j = 0; j < c->chunks[k].n; j++)
+            e[j].ts = gt_clock__to_ns(c->fit, e[j].ts);
+        c->chunks[k].data = e;
+    }
+    for (size_t k = at[0]; k < at[0] + need[0]; k++)
+        c->calls += c->chunks[k].n;
+    c->dropped += __atomic_load_n(&t->calls.dropped, __ATOMIC_RELAXED);
+    c->gil_dropped += __atomic_load_n(&t->gil.dropped, __ATOMIC_RELAXED);
+}
+
+struct ck_name {
+    int32_t tid;
+    char *name;
+};
+
+/* A thread's name as the last look with the GIL saw it, or NULL. */
+static const char *ck_name(const struct gt_session *s, int32_t tid)
+{
+    for (size_t i = 0; i < s->nck_names; i++)
+        if (s->ck_names[i].tid == tid)
+            return s->ck_names[i].name;
+    return NULL;
+}
+
+static void ck_names_free(struct gt_session *s)
+{
+    for (size_t i = 0; i < s->nck_names; i++)
+        free(s->ck_names[i].name);
+    free(s->ck_names);
+    s->ck_names = NULL;
+    s->nck_names = 0;
+}
+
+/* With the GIL: the functions and the thread names a checkpoint writes (the functions
+ * a live collect maps; `names_fn()` a dict native id -> name). 0 or -ENOMEM. */
+static int ck_refresh(struct gt_session *s, PyObject *names_fn)
+{
+    struct gt_functable funcs = {0};
+#if PY_VERSION_HEX >= 0x030A0000
+    int gc = PyGC_Disable(); /* (no finalizer runs, and is recorded, amid the look) */
+#endif
+    int err = s->o.functions ? gt_tracer__collect_live(gt_registry__threads(), &funcs) : 0;
+#if PY_VERSION_HEX >= 0x030A0000
+    if (gc)
+        PyGC_Enable();
+#endif
+    if (err < 0) {
+        PyErr_Clear();
+        return -ENOMEM;
+    }
+    gt_functable__free(&s->ck_funcs);
+    s->ck_funcs = funcs;
+    PyObject *names = names_fn ? PyObject_CallObject(names_fn, NULL) : NULL;
+    if (!names || !PyDict_Check(names)) {
+        PyErr_Clear();
+        Py_XDECREF(names);
+        return 0; /* (unnamed threads) */
+    }
+    ck_names_free(s);
+    Py_ssize_t pos = 0, n = PyDict_Size(names);
+    PyObject *k, *v;
+    s->ck_names = calloc(n > 0 ? (size_t)n : 1, sizeof(*s->ck_names));
+    while (s->ck_names && PyDict_Next(names, &pos, &k, &v)) {
+        long tid = PyLong_AsLong(k);
+        const char *u = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+        char *copy = u ? strdup(u) : NULL;
+        if (tid == -1 || !copy) {
+            PyErr_Clear();
+            free(copy);
+            continue;
+        }
+        s->ck_names[s->nck_names++] = (struct ck_name){(int32_t)tid, copy};
+    }
+    Py_DECREF(names);
+    return 0;
+}
+
+#define GT_CK_LOOK_NS 500000000u
+
+static void ck_probe(struct gt_thread *t, void *ctx)
+{
+    size_t *c = ctx;
+    c[0]++;
+    if (gt_tracer__unmapped(t))
+        c[1] = 1;
+}
+
+/* Without the GIL (no Python here): writes checkpoint s->checkpoints, what every thread
+ * recorded since the last, with the functions and names ck_refresh() saw last. */
+static int ck_write(struct gt_session *s, uint32_t interval_ms)
+{
+    struct gt_clock_pair now;
+    gt_clock__pair(&now);
+    uint64_t now_ticks = gt_ticks();
+    struct gt_clock_fit fit;
+    if (gt_clock_use_tsc)
+        gt_clock__fit_between(&fit, &s->start_pair, &now);
+    else
+        gt_clock__fit(&fit);
+    struct checkpoint c = {.fit = &fit, .s = s};
+    int err = gt_registry__each_locked(checkpoint_thread, &c);
+    if (!err && c.nomem)
+        err = -ENOMEM;
+    for (size_t i = 0; i < c.n; i++) {
+        struct gt_thread_input *in = &c.in[i];
+        in->calls = c.chunks + (uintptr_t)in->calls;
+        in->gil = c.chunks + (uintptr_t)in->gil;
+        in->sched = c.chunks + (uintptr_t)in->sched;
+    }
+    if (!err) {
+        /* Oldest first, as finish orders them. */
+        for (size_t i = 0; i < c.n / 2; i++) {
+            struct gt_thread_input tmp = c.in[i];
+            c.in[i] = c.in[c.n - 1 - i];
+            c.in[c.n - 1 - i] = tmp;
+            struct gt_thread *tt = c.th[i];
+            c.th[i] = c.th[c.n - 1 - i];
+            c.th[c.n - 1 - i] = tt;
+        }
+        for (size_t i = 0; i < c.n; i++)
+            c.in[i].name = ck_name(s, c.in[i].tid);
+        struct gt_trace_input ti = {
+            .t0 = gt_clock__to_ns(&fit, s->t0_ticks),
+            .t1 = gt_clock__to_ns(&fit, now_ticks),
+            .funcs = s->ck_funcs.funcs,
+            .nfuncs = s->ck_funcs.n,
+            .threads = c.in,
+            .nthreads = c.n,
+            .gil_known = 1,
+        };
+        struct gt_emit_meta m = {.event_count = c.calls, .dropped_events = c.dropped,
+                                 .gil_dropped = c.gil_dropped};
+        err = gt_children__write_checkpoint(s->spool, s->checkpoints, &ti, &m, interval_ms);
+    }
+    for (size_t i = 0; !err && i < c.n; i++) { /* the next one writes only what follows */
+        c.th[i]->spooled[0] += c.in[i].ncalls;
+        c.th[i]->spooled[1] += c.in[i].ngil;
+        c.th[i]->spooled[2] += c.in[i].nsched;
+    }
+    if (!err)
+        s->checkpoints++;
+    for (size_t i = 0; i < c.n; i++)
+        for (size_t k = 0; k < c.in[i].ngil; k++)
+            free((void *)c.in[i].gil[k].data);
+    free(c.chunks);
+    free(c.in);
+    free(c.th);
+    return err;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_ms)
+{
+#ifdef Py_GIL_DISABLED
+    (void)s;
+    (void)names_fn;
+    (void)every_ms;
+    return -ENOTSUP; /* the tracer's entries grow without a GIL to keep them still */
+#else
+    if (!s->spool || s->released || s->busy || s->spooling ||
+        s->state != GT_SESSION_RECORDING || forked_copy(s) || s->used != USED_HOOKS ||
+        s->o.sample_ns)
+        return -EINVAL;
+    if (!s->ck_lock_ok) {
+        if (pthread_mutex_init(&s->ck_lock, NULL) != 0)
+            return -ENOMEM;
+        s->ck_lock_ok = 1;
+    }
+    s->spooling = 1;
+    uint64_t every = (uint64_t)(every_ms ? every_ms : 500) * 1000000u, wait = every;
+    size_t known = 0; /* threads the last look saw */
+    int err = 0;
+    uint64_t looked = 0;
+    PyThreadState *ts = PyEval_SaveThread();
+    for (;;) {
+        /* Until the deadline (not a sum of sleeps, which a busy machine stretches). */
+        for (uint64_t until = gt_now_ns() + wait, t;
+             (t = gt_now_ns()) < until && !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE);)
+            nanosleep(&(struct timespec){0, until - t < 10000000u ? (long)(until - t) : 10000000},
+                      NULL);
+        if (__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE))
+            break;
+        uint64_t cpu = thread_cpu_ns();
+        /* A thread or a function new since the last look: this thread looks again, with
+         * the GIL, at most every GT_CK_LOOK_NS (a busy child waits for the GIL to come
+         * back; the functions new since are named by a later checkpoint, whose maps
+         * cover the earlier ones'). */
+        size_t probe[2] = {0, 0};
+        err = gt_registry__each_locked(ck_probe, probe);
+        if (err)
+            break;
+        if ((probe[0] != known || probe[1]) && gt_now_ns() - looked >= GT_CK_LOOK_NS) {
+            PyEval_RestoreThread(ts);
+            pthread_mutex_lock(&s->ck_lock);
+            err = ck_refresh(s, names_fn);
+            pthread_mutex_unlock(&s->ck_lock);
+            ts = PyEval_SaveThread();
+            known = probe[0];
+            looked = gt_now_ns();
+        }
+        pthread_mutex_lock(&s->ck_lock);
+        err = ck_write(s, (uint32_t)(wait / 1000000u));
+        pthread_mutex_unlock(&s->ck_lock);
+        if (err == -ENOENT) /* the parent's trace stopped: its folder is gone */
+            break;
+        err = 0; /* (e.g. a full disk: the next may do) */
+        /* At least 20 times its CPU time: at most ~5 % of a core. */
+        cpu = thread_cpu_ns() - cpu;
+        wait = 20 * cpu > every ? 20 * cpu : every;
+    }
+    __atomic_store_n(&s->spooling, 0, __ATOMIC_RELEASE);
+    PyEval_RestoreThread(ts);
+    return err;
+#endif
 }
