@@ -147,25 +147,20 @@ def _begin(value: str) -> None:
     own_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "giltracer") + os.sep
     session = core.Session(own_dir=own_dir, backend="hooks", spool=f"{prefix}{pid}.spool",
                            **options)
-    go = _thread.allocate_lock()
-    go.acquire()
-    spooler = _start_spooler(session, go)
+    spooler = _start_spooler(session)
     # The child's only thread is this one (in a fork: the thread that forked), and the
     # spooler, giltracer's own (a service thread). Not threading.enumerate(): before 3.11
     # a forked child's MainThread may still carry the parent's native id there, which
     # became a phantom thread of the child.
-    try:
-        session.start([(_thread.get_ident(), _thread.get_native_id())] + spooler)
-        _session, _session_pid = session, pid
-    finally:
-        go.release()  # (the spooler ends at once if the session did not start)
+    session.start([(_thread.get_ident(), _thread.get_native_id())] + spooler)
+    _session, _session_pid = session, pid
     follow(value)
     _install_exits()
 
 
-def _start_spooler(session: Any, go: Any) -> List[Tuple[int, int, bool]]:
-    """Starts the thread that checkpoints `session` (see SPOOL_EVERY) once `go` is
-    released; returns its (ident, native id, service) for start(), or []."""
+def _start_spooler(session: Any) -> List[Tuple[int, int, bool]]:
+    """Starts the thread that checkpoints `session` (Session.spool), which waits for its
+    start without the GIL; returns its (ident, native id, service) for start(), or []."""
     import _thread
 
     ready = _thread.allocate_lock()
@@ -176,9 +171,14 @@ def _start_spooler(session: Any, go: Any) -> List[Tuple[int, int, bool]]:
         global _spooler_tid
         _spooler_tid = _thread.get_native_id()
         me.append((_thread.get_ident(), _spooler_tid, True))
-        ready.release()
-        go.acquire()
-        _spool(session)
+        try:
+            # (releases `ready` first: its starter goes on while it waits without the GIL)
+            rc = session.spool(_names, int(SPOOL_EVERY * 1000), ready)
+        except Exception:  # (before it released `ready`)
+            ready.release()
+            return
+        if rc == -2:  # ENOENT: the parent's trace stopped, its folder is gone
+            _stop_untraced(session)
 
     try:
         _thread.start_new_thread(run, ())
@@ -186,14 +186,6 @@ def _start_spooler(session: Any, go: Any) -> List[Tuple[int, int, bool]]:
         return []
     ready.acquire()
     return me
-
-
-def _spool(session: Any) -> None:
-    if _session is not session:
-        return  # never started
-    # (it returns when the session stops; without the GIL but to name new threads)
-    if session.spool(_names, int(SPOOL_EVERY * 1000)) == -2:  # ENOENT: the parent's
-        _stop_untraced(session)  # trace stopped, its folder is gone
 
 
 def _names() -> Dict[int, str]:

@@ -60,8 +60,10 @@ struct gt_session {
     struct gt_functable ck_funcs; /* the functions its last look with the GIL saw */
     struct ck_name *ck_names;     /* ... and the threads' names */
     size_t nck_names;
-    pthread_mutex_t ck_lock; /* the spooler's write against its look (ck_refresh) */
+    pthread_mutex_t ck_lock; /* the spooler's write against a look (ck_refresh) */
     int ck_lock_ok;
+    int ck_pending;  /* 3.12+: a look waits for the main thread */
+    uint64_t ck_gen; /* ... for this loop (its number) */
 };
 
 static void ck_names_free(struct gt_session *s);
@@ -1549,7 +1551,41 @@ static int ck_refresh(struct gt_session *s, PyObject *names_fn)
     return 0;
 }
 
-#define GT_CK_LOOK_NS 500000000u
+#define GT_CK_LOOK_NS 1000000000u
+
+/* Whether no thread of this process holds the GIL now (the hooks' live account): a look
+ * taken then makes no busy thread wait. */
+static int ck_gil_free(void)
+{
+    struct gt_live sum;
+    struct gt_live_thread th[64];
+    if (gt_registry__live(&sum, th, 64) < 0 || sum.nthreads > 64)
+        return 0;
+    for (size_t i = 0; i < sum.nthreads; i++)
+        if (th[i].gil_live == GT_GIL_LIVE_HELD)
+            return 0;
+    return 1;
+}
+
+#if PY_VERSION_HEX >= 0x030C0000
+static uint64_t ck_gens; /* spool loops started */
+
+/* 3.12+: the main thread looks, at its next check of the eval breaker, with the GIL it
+ * holds (before 3.12 a pending call added by another thread may wait for a GIL switch).
+ * The names stay the last look's: naming runs Python, which the trace would show. */
+static int ck_look_pending(void *arg)
+{
+    struct gt_session *s = active.s;
+    if (!s || active.pid != getpid() || s->ck_gen != (uint64_t)(uintptr_t)arg ||
+        !__atomic_load_n(&s->spooling, __ATOMIC_ACQUIRE) || s->state != GT_SESSION_RECORDING)
+        return 0; /* that loop ended (its session may be gone) */
+    pthread_mutex_lock(&s->ck_lock);
+    ck_refresh(s, NULL);
+    pthread_mutex_unlock(&s->ck_lock);
+    __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
+    return 0;
+}
+#endif
 
 static void ck_probe(struct gt_thread *t, void *ctx)
 {
@@ -1637,9 +1673,8 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
     (void)every_ms;
     return -ENOTSUP; /* the tracer's entries grow without a GIL to keep them still */
 #else
-    if (!s->spool || s->released || s->busy || s->spooling ||
-        s->state != GT_SESSION_RECORDING || forked_copy(s) || s->used != USED_HOOKS ||
-        s->o.sample_ns)
+    if (!s->spool || s->released || s->busy || s->spooling || forked_copy(s) ||
+        (s->state != GT_SESSION_NEW && s->state != GT_SESSION_RECORDING) || s->o.sample_ns)
         return -EINVAL;
     if (!s->ck_lock_ok) {
         if (pthread_mutex_init(&s->ck_lock, NULL) != 0)
@@ -1647,11 +1682,24 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         s->ck_lock_ok = 1;
     }
     s->spooling = 1;
+    PyThreadState *ts = PyEval_SaveThread();
+    /* Called before start (its caller's GIL then costs the trace nothing): until it. */
+    for (int i = 0; i < 10000 && __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == GT_SESSION_NEW &&
+                    !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE); i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != GT_SESSION_RECORDING ||
+        s->used != USED_HOOKS) {
+        __atomic_store_n(&s->spooling, 0, __ATOMIC_RELEASE);
+        PyEval_RestoreThread(ts);
+        return -EINVAL;
+    }
     uint64_t every = (uint64_t)(every_ms ? every_ms : 500) * 1000000u, wait = every;
     size_t known = 0; /* threads the last look saw */
     int err = 0;
-    uint64_t looked = 0;
-    PyThreadState *ts = PyEval_SaveThread();
+    uint64_t wanted = 0; /* since when a look is wanted */
+#if PY_VERSION_HEX >= 0x030C0000
+    s->ck_gen = ++ck_gens; /* (before any pending look is asked for) */
+#endif
     for (;;) {
         /* Until the deadline (not a sum of sleeps, which a busy machine stretches). */
         for (uint64_t until = gt_now_ns() + wait, t;
@@ -1661,22 +1709,39 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         if (__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE))
             break;
         uint64_t cpu = thread_cpu_ns();
-        /* A thread or a function new since the last look: this thread looks again, with
-         * the GIL, at most every GT_CK_LOOK_NS (a busy child waits for the GIL to come
-         * back; the functions new since are named by a later checkpoint, whose maps
-         * cover the earlier ones'). */
+        /* A thread or a function new since the last look: a look again, made without
+         * making a busy thread wait for the GIL: by this thread when the GIL is free,
+         * else (3.12+) by the main thread, else (before 3.12, or the main thread away
+         * in C) by this thread once GT_CK_LOOK_NS passed. Meanwhile the checkpoints
+         * write what the last look saw (a later one's maps cover the earlier ones'). */
         size_t probe[2] = {0, 0};
         err = gt_registry__each_locked(ck_probe, probe);
         if (err)
             break;
-        if ((probe[0] != known || probe[1]) && gt_now_ns() - looked >= GT_CK_LOOK_NS) {
-            PyEval_RestoreThread(ts);
-            pthread_mutex_lock(&s->ck_lock);
-            err = ck_refresh(s, names_fn);
-            pthread_mutex_unlock(&s->ck_lock);
-            ts = PyEval_SaveThread();
-            known = probe[0];
-            looked = gt_now_ns();
+        uint64_t now = gt_now_ns();
+        if (probe[0] != known || probe[1]) {
+            if (!wanted)
+                wanted = now;
+            if (now - wanted >= GT_CK_LOOK_NS || ck_gil_free()) {
+                PyEval_RestoreThread(ts);
+                pthread_mutex_lock(&s->ck_lock);
+                err = ck_refresh(s, names_fn);
+                pthread_mutex_unlock(&s->ck_lock);
+                ts = PyEval_SaveThread();
+                known = probe[0];
+                wanted = 0;
+            }
+#if PY_VERSION_HEX >= 0x030C0000
+            else if (!__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE)) {
+                __atomic_store_n(&s->ck_pending, 1, __ATOMIC_RELEASE);
+                if (Py_AddPendingCall(ck_look_pending, (void *)(uintptr_t)s->ck_gen) < 0)
+                    __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
+                else
+                    known = probe[0]; /* (its functions: the pending look maps them) */
+            }
+#endif
+        } else {
+            wanted = 0;
         }
         pthread_mutex_lock(&s->ck_lock);
         err = ck_write(s, (uint32_t)(wait / 1000000u));

@@ -77,11 +77,13 @@ int gt_session__stop(struct gt_session *s);
  * with a Python exception set (e.g. released by gt_session__stop_active). */
 struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title,
                                   PyObject *file_labels);
-/* A followed child's spooler, on a thread of its own: until stop, every ~every_ms
+/* A followed child's spooler, on a thread of its own, called before start (it waits
+ * for it without the GIL, so that its thread's GIL costs the trace nothing): until stop, every ~every_ms
  * writes what the threads recorded since (their closed blocks) to a checkpoint
  * (children.h), so that a child killed loses at most about that much. Runs without
- * the GIL but when a thread or a function is new (then `names_fn()`, a dict native id
- * -> name, names the threads). Returns 0 once stopped, or -errno: -ENOENT (the
+ * the GIL but to look at new threads and functions (then `names_fn()`, a dict native
+ * id -> name, names the threads), which it does when the GIL is free (3.12+: the main
+ * thread does, at its next check; else after ~1 s). Returns 0 once stopped, or -errno: -ENOENT (the
  * parent's folder is gone: its trace stopped), -EINVAL (not a recording child session
  * of the hooks), -ENOTSUP (a free-threaded build). No exception set. */
 int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_ms);
