@@ -1085,9 +1085,13 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     if (s->spool) {
         /* A child: its streams go to the parent, which merges them; its own result is
          * empty (a failure is the parent's note: no spool). */
-        struct gt_emit_meta sm = {.event_count = recorded, .dropped_events = dropped,
-                                  .gil_dropped = run->meta.gil_dropped,
-                                  .sched_lost = run->meta.sched_lost};
+        /* Events past max_events went into this process's aggregates, which a spool does
+         * not carry: the parent counts them as dropped (never lost unsaid). */
+        struct gt_emit_meta sm = {
+            .event_count = recorded,
+            .dropped_events = dropped + run->meta.calls_aggregated,
+            .gil_dropped = run->meta.gil_dropped + run->meta.gil_aggregated,
+            .sched_lost = run->meta.sched_lost + run->meta.sched_aggregated};
         gt_children__write_spool(s->spool, &ti, &sm);
         ti.nthreads = 0;
     } else if (s->children) {
@@ -1507,6 +1511,8 @@ static void ck_names_free(struct gt_session *s)
     s->nck_names = 0;
 }
 
+static int ck_names(struct gt_session *s, PyObject *names_fn);
+
 /* With the GIL: the functions and the thread names a checkpoint writes (the functions
  * a live collect maps; `names_fn()` a dict native id -> name). 0 or -ENOMEM. */
 static int ck_refresh(struct gt_session *s, PyObject *names_fn)
@@ -1526,6 +1532,13 @@ static int ck_refresh(struct gt_session *s, PyObject *names_fn)
     }
     gt_functable__free(&s->ck_funcs);
     s->ck_funcs = funcs;
+    return ck_names(s, names_fn);
+}
+
+/* With the GIL: the names of the threads (`names_fn()`: a dict native id -> name) for
+ * the checkpoints. 0 (names it cannot read are left out). */
+static int ck_names(struct gt_session *s, PyObject *names_fn)
+{
     PyObject *names = names_fn ? PyObject_CallObject(names_fn, NULL) : NULL;
     if (!names || !PyDict_Check(names)) {
         PyErr_Clear();
@@ -1553,6 +1566,7 @@ static int ck_refresh(struct gt_session *s, PyObject *names_fn)
 
 #define GT_CK_LOOK_NS 1000000000u
 
+#if PY_VERSION_HEX < 0x030C0000
 /* Whether no thread of this process holds the GIL now (the hooks' live account): a look
  * taken then makes no busy thread wait. */
 static int ck_gil_free(void)
@@ -1566,6 +1580,7 @@ static int ck_gil_free(void)
             return 0;
     return 1;
 }
+#endif
 
 #if PY_VERSION_HEX >= 0x030C0000
 static uint64_t ck_gens; /* spool loops started */
@@ -1682,6 +1697,7 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         s->ck_lock_ok = 1;
     }
     s->spooling = 1;
+    ck_names(s, names_fn); /* (this thread's and the main one's: the names known now) */
     PyThreadState *ts = PyEval_SaveThread();
     /* Called before start (its caller's GIL then costs the trace nothing): until it. */
     for (int i = 0; i < 10000 && __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == GT_SESSION_NEW &&
@@ -1722,7 +1738,12 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         if (probe[0] != known || probe[1]) {
             if (!wanted)
                 wanted = now;
-            if (now - wanted >= GT_CK_LOOK_NS || ck_gil_free()) {
+#if PY_VERSION_HEX >= 0x030C0000
+            int mine = now - wanted >= 3 * (uint64_t)GT_CK_LOOK_NS; /* (main thread away) */
+#else
+            int mine = now - wanted >= GT_CK_LOOK_NS || ck_gil_free();
+#endif
+            if (mine) {
                 PyEval_RestoreThread(ts);
                 pthread_mutex_lock(&s->ck_lock);
                 err = ck_refresh(s, names_fn);
@@ -1754,6 +1775,12 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         wait = 20 * cpu > every ? 20 * cpu : every;
     }
     __atomic_store_n(&s->spooling, 0, __ATOMIC_RELEASE);
+    /* The GIL again once stop is through: taken while the probes still record, it would
+     * show as a wait of the thread that stops. */
+    for (int i = 0; i < 5000 && __atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE) &&
+                    __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == GT_SESSION_RECORDING;
+         i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
     PyEval_RestoreThread(ts);
     return err;
 #endif

@@ -82,8 +82,8 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
  * writes what the threads recorded since (their closed blocks) to a checkpoint
  * (children.h), so that a child killed loses at most about that much. Runs without
  * the GIL but to look at new threads and functions (then `names_fn()`, a dict native
- * id -> name, names the threads), which it does when the GIL is free (3.12+: the main
- * thread does, at its next check; else after ~1 s). Returns 0 once stopped, or -errno: -ENOENT (the
+ * id -> name, names the threads at its start), which 3.12+ asks the main thread to do
+ * (a pending call), and before 3.12 it does when the GIL is free, else after ~1 s. Returns 0 once stopped, or -errno: -ENOENT (the
  * parent's folder is gone: its trace stopped), -EINVAL (not a recording child session
  * of the hooks), -ENOTSUP (a free-threaded build). No exception set. */
 int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_ms);
