@@ -1390,6 +1390,7 @@ PyObject *gt_session__progress(struct gt_session *s)
     return r;
 }
 
+#ifndef Py_GIL_DISABLED /* (no checkpoints there: gt_session__spool) */
 /* A child's checkpoint (gt_session__spool): every thread's closed blocks, gathered
  * with the registry locked. */
 struct checkpoint {
@@ -1488,11 +1489,14 @@ static void checkpoint_thread(struct gt_thread *t, void *ctx)
     c->gil_dropped += __atomic_load_n(&t->gil.dropped, __ATOMIC_RELAXED);
 }
 
+#endif
+
 struct ck_name {
     int32_t tid;
     char *name;
 };
 
+#ifndef Py_GIL_DISABLED
 /* A thread's name as the last look with the GIL saw it, or NULL. */
 static const char *ck_name(const struct gt_session *s, int32_t tid)
 {
@@ -1501,6 +1505,8 @@ static const char *ck_name(const struct gt_session *s, int32_t tid)
             return s->ck_names[i].name;
     return NULL;
 }
+
+#endif
 
 static void ck_names_free(struct gt_session *s)
 {
@@ -1511,6 +1517,7 @@ static void ck_names_free(struct gt_session *s)
     s->nck_names = 0;
 }
 
+#ifndef Py_GIL_DISABLED
 static int ck_names(struct gt_session *s, PyObject *names_fn);
 
 /* With the GIL: the functions and the thread names a checkpoint writes (the functions
@@ -1679,6 +1686,8 @@ static uint64_t thread_cpu_ns(void)
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+#endif
 
 int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_ms)
 {
