@@ -24,6 +24,11 @@ _session: Any = None
 _session_pid = 0  # the process _session records (a fork's copy is not ours)
 _real_exit = os._exit
 _exits_installed = False
+# Every SPOOL_EVERY s a child writes what it recorded since to a checkpoint, so that a
+# child killed (SIGKILL) loses at most about that much (Session.spool: core/py/session.h).
+SPOOL_EVERY = 0.25
+SPOOL_THREAD = "giltracer spool"
+_spooler_tid = 0  # its native id
 
 
 def encode(prefix: str, options: Dict[str, Any]) -> str:
@@ -142,13 +147,80 @@ def _begin(value: str) -> None:
     own_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "giltracer") + os.sep
     session = core.Session(own_dir=own_dir, backend="hooks", spool=f"{prefix}{pid}.spool",
                            **options)
-    # The child's only thread is this one (in a fork: the thread that forked). Not
-    # threading.enumerate(): before 3.11 a forked child's MainThread may still carry the
-    # parent's native id there, which became a phantom thread of the child.
-    session.start([(_thread.get_ident(), _thread.get_native_id())])
+    spooler = _start_spooler(session)
+    # The child's only thread is this one (in a fork: the thread that forked), and the
+    # spooler, giltracer's own (a service thread). Not threading.enumerate(): before 3.11
+    # a forked child's MainThread may still carry the parent's native id there, which
+    # became a phantom thread of the child.
+    session.start([(_thread.get_ident(), _thread.get_native_id())] + spooler)
     _session, _session_pid = session, pid
     follow(value)
     _install_exits()
+
+
+def _start_spooler(session: Any) -> List[Tuple[int, int, bool]]:
+    """Starts the thread that checkpoints `session` (Session.spool), which waits for its
+    start without the GIL; returns its (ident, native id, service) for start(), or []."""
+    import _thread
+
+    ready = _thread.allocate_lock()
+    ready.acquire()
+    me: List[Tuple[int, int, bool]] = []
+
+    def run() -> None:
+        global _spooler_tid
+        _spooler_tid = _thread.get_native_id()
+        me.append((_thread.get_ident(), _spooler_tid, True))
+        try:
+            # (releases `ready` first: its starter goes on while it waits without the GIL)
+            rc = session.spool(_names, int(SPOOL_EVERY * 1000), ready)
+        except Exception:  # (before it released `ready`)
+            ready.release()
+            return
+        if rc == -2:  # ENOENT: the parent's trace stopped, its folder is gone
+            _stop_untraced(session)
+
+    try:
+        _thread.start_new_thread(run, ())
+    except RuntimeError:
+        return []
+    ready.acquire()
+    return me
+
+
+def _names() -> Dict[int, str]:
+    threading = sys.modules.get("threading")
+    names: Dict[int, str] = {}
+    if threading is not None:
+        names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    if _spooler_tid:
+        names[_spooler_tid] = SPOOL_THREAD
+    return names
+
+
+def wait_spooler_gone(timeout: float = 2.0) -> None:
+    """After end(): until the spooler's thread is gone (it needs the GIL to end)."""
+    import time
+
+    if not _spooler_tid:
+        return
+    end = time.monotonic() + timeout
+    while os.path.exists(f"/proc/self/task/{_spooler_tid}") and time.monotonic() < end:
+        time.sleep(0.001)
+
+
+def _stop_untraced(session: Any) -> None:
+    """The parent's trace has stopped: this child stops tracing (nothing to write to)."""
+    global _session
+    if _session is not session:
+        return
+    _session = None
+    follow(None)
+    try:
+        session.stop()
+        session.finish()
+    except Exception:
+        pass
 
 
 def _install_exits() -> None:
@@ -175,10 +247,7 @@ def end() -> None:
     if session is None or getattr(session, "state", "") != "recording":
         return
     try:
-        threading = sys.modules.get("threading")
-        names: Dict[int, str] = {}
-        if threading is not None:
-            names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+        names = _names()
         session.stop()
         session.finish(names)
     except Exception:

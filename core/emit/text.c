@@ -65,6 +65,21 @@ static void process_header(struct sbuf *b, const struct gt_emit_meta *m, int32_t
                   cmd ? cmd : "");
 }
 
+/* A child process idle all the trace (e.g. one of a pool's many workers that ran a short
+ * task or none): its threads held the GIL less than 2 % of the trace together. Such
+ * processes fold into one line, like background threads. */
+static int idle_process(const struct gt_result *r, const struct gt_emit_meta *m, int32_t pid)
+{
+    if (pid == m->pid || pid == 0 || m->all_threads || !r->gil_known)
+        return 0;
+    double held = 0;
+    for (size_t i = 0; i < r->nthreads; i++)
+        if (r->threads[i].pid == pid)
+            held += r->threads[i].summary.held_pct / 100.0 *
+                    (double)r->threads[i].summary.wall_ns;
+    return held < 0.02 * (double)(r->t1 - r->t0);
+}
+
 #define ROW_FMT " %-8s %-*s %9s %6s %6s %8s %8s %6s %12s\n"
 
 int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int top_n, char **out)
@@ -140,14 +155,22 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
               ft ? "parked" : "wait", "released", "off-cpu", ft ? "parks" : "acq",
               ft ? "longest park" : "longest wait");
     int blocks = several_processes(r);
-    int32_t block_pid = 0;
+    int32_t block_pid = 0, idle_pid = 0;
     int in_block = 0;
+    size_t nidle = 0;
     for (size_t i = 0; i < r->nthreads; i++) {
         const struct gt_thread_result *t = &r->threads[i];
         const struct gt_summary *s = &t->summary;
         char tid[16];
         if (t->background && !m->all_threads)
             continue;
+        if (blocks && t->pid == idle_pid)
+            continue;
+        if (blocks && (!in_block || t->pid != block_pid) && idle_process(r, m, t->pid)) {
+            idle_pid = t->pid; /* (a process's threads are listed together) */
+            nidle++;
+            continue;
+        }
         if (blocks && (!in_block || t->pid != block_pid)) {
             process_header(&b, m, t->pid);
             block_pid = t->pid;
@@ -173,6 +196,20 @@ int gt_emit__text(const struct gt_result *r, const struct gt_emit_meta *m, int t
                   fmt_pct(c2, sizeof(c2), s->wait_pct, g),
                   fmt_pct(c3, sizeof(c3), s->released_pct, g),
                   fmt_pct(c4, sizeof(c4), off, s->off_cpu_ns >= 0), c5, c6);
+    }
+
+    if (nidle) { /* child processes that did next to nothing */
+        sb_printf(&b, " %zu idle worker process%s (each held its GIL under 2 %% of the "
+                      "trace):", nidle, nidle == 1 ? "" : "es");
+        int32_t last = 0;
+        size_t k = 0;
+        for (size_t i = 0; i < r->nthreads && k < 8; i++) {
+            int32_t pid = r->threads[i].pid;
+            if (pid != last && pid != m->pid && idle_process(r, m, pid))
+                sb_printf(&b, "%s %" PRId32, k++ ? "," : "", pid);
+            last = pid;
+        }
+        sb_str(&b, nidle > k ? ", ...\n" : "\n");
     }
 
     if (nbg) { /* threads that only sat in a call open at the start, without the GIL */

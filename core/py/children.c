@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gt_clock.h"
 #include "note.h"
 #include "spool.h"
 
@@ -31,10 +32,29 @@ static void own_cmd(char *out, size_t len)
             out[i] = ' ';
 }
 
+static int write_spool(const char *spool, const struct gt_trace_input *ti,
+                       const struct gt_emit_meta *m, uint32_t interval_ms);
+
 /* A child: writes its merge input to `spool` (created private, never through a link,
  * complete or not at all: written beside it and renamed). Returns 0 or -errno. */
 int gt_children__write_spool(const char *spool, const struct gt_trace_input *ti,
                              const struct gt_emit_meta *m)
+{
+    return write_spool(spool, ti, m, 0);
+}
+
+int gt_children__write_checkpoint(const char *spool, uint32_t seq,
+                                  const struct gt_trace_input *ti,
+                                  const struct gt_emit_meta *m, uint32_t interval_ms)
+{
+    char path[4200];
+    if (snprintf(path, sizeof(path), "%s.%u", spool, seq) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
+    return write_spool(path, ti, m, interval_ms ? interval_ms : 1);
+}
+
+static int write_spool(const char *spool, const struct gt_trace_input *ti,
+                       const struct gt_emit_meta *m, uint32_t interval_ms)
 {
     char tmp[4200];
     if (snprintf(tmp, sizeof(tmp), "%s.part", spool) >= (int)sizeof(tmp))
@@ -58,6 +78,8 @@ int gt_children__write_spool(const char *spool, const struct gt_trace_input *ti,
         .dropped_events = m->dropped_events,
         .gil_dropped = m->gil_dropped,
         .sched_lost = m->sched_lost,
+        .partial = interval_ms != 0,
+        .interval_ms = interval_ms,
     };
     own_cmd(sm.cmd, sizeof(sm.cmd));
     int err = gt_spool__write(f, ti, &sm);
@@ -70,10 +92,90 @@ int gt_children__write_spool(const char *spool, const struct gt_trace_input *ti,
     return err;
 }
 
+/* 1 if `pid` runs (a zombie has ended), 0 if not. */
+static int running(long pid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+    return p && p[1] == ' ' && p[2] && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* Adds "pid (~ms)" to a list of at most 6 (then "..."). */
+static void list_add(char *list, size_t len, int count, long pid, uint64_t ms)
+{
+    if (count > 6)
+        return;
+    size_t l = strlen(list);
+    if (count == 6)
+        snprintf(list + l, len - l, ", ...");
+    else
+        snprintf(list + l, len - l, "%s%ld (~%llu ms)", l ? ", " : "", pid,
+                 (unsigned long long)ms);
+}
+
 static int by_start(const void *a, const void *b)
 {
     uint64_t x = (*(struct gt_spool *const *)a)->meta.t0, y = (*(struct gt_spool *const *)b)->meta.t0;
     return x < y ? -1 : x > y;
+}
+
+/* One spool file of the session folder: only a regular file of this user, never through
+ * a link. Returns 0 and sets *out, or -errno (-ENOENT: none). */
+static int read_one(int dfd, const char *name, struct gt_spool **out)
+{
+    *out = NULL;
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    FILE *f = NULL;
+    int err = -EINVAL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        (f = fdopen(fd, "rb")))
+        err = gt_spool__read(f, (uint64_t)st.st_size, out);
+    if (f)
+        fclose(f);
+    else
+        close(fd);
+    return err;
+}
+
+/* A child's checkpoints "<spool>.0", "<spool>.1", ... joined. -ENOENT: none. */
+static int read_checkpoints(int dfd, const char *spool, struct gt_spool **out)
+{
+    struct gt_spool **parts = NULL;
+    size_t n = 0;
+    int err = 0;
+    for (;;) {
+        char name[320];
+        struct gt_spool *sp;
+        snprintf(name, sizeof(name), "%s.%zu", spool, n);
+        int e = read_one(dfd, name, &sp);
+        if (e == -ENOENT)
+            break;
+        struct gt_spool **more = e ? NULL : realloc(parts, (n + 1) * sizeof(*more));
+        if (!more) {
+            gt_spool__free(sp);
+            err = e ? e : -ENOMEM;
+            break;
+        }
+        parts = more;
+        parts[n++] = sp;
+    }
+    if (!err)
+        err = n ? gt_spool__join(parts, n, out) : -ENOENT;
+    if (err || !n)
+        for (size_t k = 0; k < n; k++)
+            gt_spool__free(parts[k]);
+    free(parts);
+    return err;
 }
 
 /* The parent: reads every child's spool in the session folder (only regular files of
@@ -99,8 +201,9 @@ void gt_children__read_spools(const char *children, struct gt_run *run, char *no
                     strerror(errno));
         return;
     }
-    int killed = 0, unreadable = 0;
-    char lost[160] = "";
+    int killed = 0, unreadable = 0, cut = 0, alive = 0;
+    char lost[160] = "", cut_list[200] = "", alive_list[200] = "";
+    uint64_t stop_ns = gt_now_ns();
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *name = e->d_name;
@@ -110,28 +213,27 @@ void gt_children__read_spools(const char *children, struct gt_run *run, char *no
         long pid = strtol(name + plen, NULL, 10);
         char spool[300];
         snprintf(spool, sizeof(spool), "%s%ld.spool", prefix, pid);
-        int fd = openat(dfd, spool, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        struct stat st;
-        FILE *f = NULL;
         struct gt_spool *sp = NULL;
-        int err = -ENOENT;
-        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-            (f = fdopen(fd, "rb")))
-            err = gt_spool__read(f, (uint64_t)st.st_size, &sp);
-        if (f)
-            fclose(f);
-        else if (fd >= 0)
-            close(fd);
+        int err = read_one(dfd, spool, &sp);
+        if (err == -ENOENT) /* no spool: the checkpoints it wrote, if any */
+            err = read_checkpoints(dfd, spool, &sp);
         if (err == 0 && sp->meta.pid == pid) {
             struct gt_spool **more = realloc(run->spools, (run->nspools + 1) * sizeof(*more));
             if (more) {
                 run->spools = more;
                 run->spools[run->nspools++] = sp;
+                /* Checkpoints only: the child still runs (it stops tracing once the
+                 * folder is gone) or was killed within an interval of the last. */
+                if (sp->meta.partial && running(pid))
+                    list_add(alive_list, sizeof(alive_list), alive++, pid,
+                             stop_ns > sp->meta.t1 ? (stop_ns - sp->meta.t1) / 1000000 : 0);
+                else if (sp->meta.partial)
+                    list_add(cut_list, sizeof(cut_list), cut++, pid, sp->meta.interval_ms);
                 continue;
             }
         }
         gt_spool__free(sp);
-        if (fd < 0 && errno == ENOENT) {
+        if (err == -ENOENT) {
             if (killed++ < 6) {
                 size_t l = strlen(lost);
                 snprintf(lost + l, sizeof(lost) - l, "%s%ld", l ? ", " : "", pid);
@@ -149,6 +251,20 @@ void gt_children__read_spools(const char *children, struct gt_run *run, char *no
                     "e.g. by SIGKILL, or still running): only this process's view of %s "
                     "is shown", killed, killed > 1 ? "es" : "", lost, killed > 6 ? ", ..." : "",
                     killed > 1 ? "them" : "it");
+    if (cut)
+        gt_note__add(note, nlen,
+                    "%d child process%s killed (e.g. by SIGKILL): %s trace%s shown up to "
+                    "%s last spool, at most the last ~N ms lost (pid ~N): %s",
+                    cut, cut > 1 ? "es" : "", cut > 1 ? "their" : "its",
+                    cut > 1 ? "s are" : " is", cut > 1 ? "their" : "its", cut_list);
+    if (alive)
+        gt_note__add(note, nlen,
+                    "%d child process%s still running when the trace stopped: %s trace%s "
+                    "shown up to %s last spool, the last ~N ms missing (pid ~N), and %s "
+                    "stop%s tracing: %s", alive, alive > 1 ? "es" : "",
+                    alive > 1 ? "their" : "its", alive > 1 ? "s are" : " is",
+                    alive > 1 ? "their" : "its", alive > 1 ? "they" : "it",
+                    alive > 1 ? "" : "s", alive_list);
     if (unreadable)
         gt_note__add(note, nlen,
                     "%d child process trace%s could not be read", unreadable,

@@ -13,6 +13,14 @@
 int gt_children__write_spool(const char *spool, const struct gt_trace_input *ti,
                              const struct gt_emit_meta *m);
 
+/* A child, while it records: checkpoint number `seq` ("<spool>.<seq>"), flagged partial:
+ * what its threads recorded since checkpoint seq - 1 (every thread, in registration
+ * order, each with its function map so far). The parent joins the checkpoints of a
+ * child that wrote no spool, and says it was cut short. */
+int gt_children__write_checkpoint(const char *spool, uint32_t seq,
+                                  const struct gt_trace_input *ti,
+                                  const struct gt_emit_meta *m, uint32_t interval_ms);
+
 /* The parent: reads the spools "<children><pid>.spool" ("folder/token-") into run->spools
  * (in start order; only regular files of this user, never through a link) and says in
  * `note` which children started but left none (killed, e.g. SIGKILL, or still running). */

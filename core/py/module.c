@@ -227,6 +227,30 @@ static PyObject *Session_progress(SessionObject *self, PyObject *noargs)
     return gt_session__progress(self->s);
 }
 
+static PyObject *Session_spool(SessionObject *self, PyObject *args)
+{
+    PyObject *names_fn = Py_None, *ready = Py_None;
+    unsigned int every_ms = 0;
+    if (!PyArg_ParseTuple(args, "|OIO", &names_fn, &every_ms, &ready))
+        return NULL;
+    if (ready != Py_None) { /* its starter goes on (to start the session) once this runs */
+        PyObject *r = PyObject_CallMethod(ready, "release", NULL);
+        if (!r)
+            return NULL;
+        Py_DECREF(r);
+    }
+    if (names_fn != Py_None && !PyCallable_Check(names_fn)) {
+        PyErr_SetString(PyExc_TypeError, "spool: names must be callable or None");
+        return NULL;
+    }
+    if (!self->s)
+        return PyLong_FromLong(-EINVAL);
+    Py_INCREF(self); /* (the session outlives the loop) */
+    int rc = gt_session__spool(self->s, names_fn == Py_None ? NULL : names_fn, every_ms);
+    Py_DECREF(self);
+    return PyLong_FromLong(rc);
+}
+
 static PyObject *Session_get_state(SessionObject *self, void *c)
 {
     (void)c;
@@ -242,6 +266,11 @@ static PyMethodDef Session_methods[] = {
     {"start", (PyCFunction)Session_start, METH_VARARGS,
      "start(threads=None): start recording; threads = [(ident, native_id), ...]"},
     {"stop", (PyCFunction)Session_stop, METH_NOARGS, "stop(): stop every probe"},
+    {"spool", (PyCFunction)Session_spool, METH_VARARGS,
+     "spool(names=None, every_ms=500, ready=None) -> int: a followed child's spooler (its "
+     "own thread, called before start; releases the lock `ready` first): until stop, "
+     "writes what the session recorded since to a checkpoint every ~every_ms (0 once "
+     "stopped, or -errno; -ENOENT: the parent's trace stopped)"},
     {"progress", (PyCFunction)Session_progress, METH_NOARGS,
      "progress() -> dict or None: the recording's facts so far (per-thread GIL ns, "
      "events, dropped, budget_reached), cheap, for a live view"},

@@ -4,6 +4,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,20 @@ struct gt_session {
     int sampled;
     struct gt_sampler_stats sampler_stats; /* after stop */
     char *spool, *children; /* copies of the options' (session.h) */
+    /* A followed child's spooler (gt_session__spool): */
+    int spooling;         /* it runs, the GIL let go, reading the session's blocks */
+    int spool_stop;       /* stop asks it to end */
+    uint32_t checkpoints; /* written so far (the next one's number) */
+    struct gt_functable ck_funcs; /* the functions its last look with the GIL saw */
+    struct ck_name *ck_names;     /* ... and the threads' names */
+    size_t nck_names;
+    pthread_mutex_t ck_lock; /* the spooler's write against a look (ck_refresh) */
+    int ck_lock_ok;
+    int ck_pending;  /* 3.12+: a look waits for the main thread */
+    uint64_t ck_gen; /* ... for this loop (its number) */
 };
+
+static void ck_names_free(struct gt_session *s);
 
 /* The native ids of start()'s (ident, native_id[, service]) items; an item it cannot read
  * is left out (the tracer reports it). service is true for a thread of the host's own
@@ -772,6 +786,13 @@ int gt_session__stop(struct gt_session *s)
         return 0;
     }
     s->busy++;
+    /* The spooler reads blocks that finish frees, without the GIL: it ends first. */
+    __atomic_store_n(&s->spool_stop, 1, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&s->spooling, __ATOMIC_ACQUIRE)) {
+        Py_BEGIN_ALLOW_THREADS
+        usleep(1000);
+        Py_END_ALLOW_THREADS
+    }
     stop_sampler(s); /* first: no sample lands after t1 */
     s->t1_ticks = gt_ticks();
     gt_clock__pair(&s->stop_pair);
@@ -1071,9 +1092,13 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     if (s->spool) {
         /* A child: its streams go to the parent, which merges them; its own result is
          * empty (a failure is the parent's note: no spool). */
-        struct gt_emit_meta sm = {.event_count = recorded, .dropped_events = dropped,
-                                  .gil_dropped = run->meta.gil_dropped,
-                                  .sched_lost = run->meta.sched_lost};
+        /* Events past max_events went into this process's aggregates, which a spool does
+         * not carry: the parent counts them as dropped (never lost unsaid). */
+        struct gt_emit_meta sm = {
+            .event_count = recorded,
+            .dropped_events = dropped + run->meta.calls_aggregated,
+            .gil_dropped = run->meta.gil_dropped + run->meta.gil_aggregated,
+            .sched_lost = run->meta.sched_lost + run->meta.sched_aggregated};
         gt_children__write_spool(s->spool, &ti, &sm);
         ti.nthreads = 0;
     } else if (s->children) {
@@ -1212,6 +1237,10 @@ int gt_session__free(struct gt_session *s)
     Py_XDECREF(s->o.own_dir);
     free(s->spool);
     free(s->children);
+    gt_functable__free(&s->ck_funcs);
+    ck_names_free(s);
+    if (s->ck_lock_ok)
+        pthread_mutex_destroy(&s->ck_lock);
     Py_XDECREF((PyObject *)s->o.own_type);
     free(s->alive_tids);
     free(s->service);
@@ -1366,4 +1395,409 @@ PyObject *gt_session__progress(struct gt_session *s)
         (unsigned long long)sum.dropped, "budget_reached",
         sum.budget_reached ? Py_True : Py_False, "threads", list);
     return r;
+}
+
+#ifndef Py_GIL_DISABLED /* (no checkpoints there: gt_session__spool) */
+/* A child's checkpoint (gt_session__spool): every thread's closed blocks, gathered
+ * with the registry locked. */
+struct checkpoint {
+    struct gt_thread_input *in;
+    struct gt_thread **th; /* in's threads, whose `spooled` advance once written */
+    struct gt_chunk *chunks; /* three runs per thread: calls, gil (copies), sched */
+    size_t n, max, nchunks, maxchunks;
+    const struct gt_clock_fit *fit;
+    const struct gt_session *s;
+    uint64_t calls, dropped, gil_dropped;
+    int nomem;
+};
+
+static void checkpoint_thread(struct gt_thread *t, void *ctx)
+{
+    struct checkpoint *c = ctx;
+    if (c->nomem)
+        return;
+    if (c->n == c->max) {
+        size_t cap = 2 * c->max + 8;
+        struct gt_thread_input *in = realloc(c->in, cap * sizeof(*in));
+        if (in)
+            c->in = in;
+        struct gt_thread **th = realloc(c->th, cap * sizeof(*th));
+        if (th)
+            c->th = th;
+        if (!in || !th) {
+            c->nomem = 1;
+            return;
+        }
+        c->max = cap;
+    }
+    memset(&c->in[c->n], 0, sizeof(c->in[c->n]));
+    struct gt_stream *st[3] = {&t->calls, &t->gil, &t->sched};
+    size_t need[3], total = 0;
+    for (int k = 0; k < 3; k++)
+        total += need[k] = gt_stream__closed_chunks(st[k], t->spooled[k], NULL, 0);
+    if (c->nchunks + total > c->maxchunks) {
+        size_t cap = 2 * (c->nchunks + total) + 16;
+        struct gt_chunk *more = realloc(c->chunks, cap * sizeof(*more));
+        if (!more) {
+            c->nomem = 1;
+            return;
+        }
+        /* (the inputs point into the chunks: rebased below, once all are gathered) */
+        c->chunks = more;
+        c->maxchunks = cap;
+    }
+    c->th[c->n] = t;
+    struct gt_thread_input *in = &c->in[c->n++];
+    in->tid = t->tid;
+    in->pid = t->pid;
+    in->ident = t->ident;
+    in->flags = t->flags;
+    in->flags |= alive_flags(c->s, t->tid);
+    if (c->s->checkpoints) /* (its GIL at the start is the first checkpoint's) */
+        in->flags &= ~(uint32_t)GT_THREAD_HELD_GIL_AT_START;
+    in->interp = t->interp;
+    if (c->s->o.functions) { /* the last refresh's (ck_refresh) */
+        static const uint32_t none[1] = {GT_NO_FUNC};
+        in->func_map = gt_tracer__func_map(t, &in->func_map_len);
+        if (!in->func_map) /* new since: its functions are named by the next */
+            in->func_map = none, in->func_map_len = 0;
+    }
+    size_t at[3];
+    for (int k = 0; k < 3; k++) {
+        at[k] = c->nchunks;
+        gt_stream__closed_chunks(st[k], t->spooled[k], c->chunks + c->nchunks, need[k]);
+        c->nchunks += need[k];
+    }
+    /* Offsets for now (realloc may move the array). */
+    in->calls = (const struct gt_chunk *)(uintptr_t)at[0];
+    in->ncalls = need[0];
+    in->gil = (const struct gt_chunk *)(uintptr_t)at[1];
+    in->ngil = need[1];
+    in->sched = (const struct gt_chunk *)(uintptr_t)at[2];
+    in->nsched = need[2];
+    /* The GIL blocks are in ticks (converted in place at finish): copies, converted. */
+    for (size_t k = at[1]; k < at[1] + need[1]; k++) {
+        struct gt_gil_event *e = malloc(c->chunks[k].n * sizeof(*e));
+        if (!e) {
+            for (size_t j = at[1]; j < k; j++)
+                free((void *)c->chunks[j].data);
+            in->ngil = 0;
+            c->nomem = 1;
+            return;
+        }
+        memcpy(e, c->chunks[k].data, c->chunks[k].n * sizeof(*e));
+        for (size_t j = 0; j < c->chunks[k].n; j++)
+            e[j].ts = gt_clock__to_ns(c->fit, e[j].ts);
+        c->chunks[k].data = e;
+    }
+    for (size_t k = at[0]; k < at[0] + need[0]; k++)
+        c->calls += c->chunks[k].n;
+    c->dropped += __atomic_load_n(&t->calls.dropped, __ATOMIC_RELAXED);
+    c->gil_dropped += __atomic_load_n(&t->gil.dropped, __ATOMIC_RELAXED);
+}
+
+#endif
+
+struct ck_name {
+    int32_t tid;
+    char *name;
+};
+
+#ifndef Py_GIL_DISABLED
+/* A thread's name as the last look with the GIL saw it, or NULL. */
+static const char *ck_name(const struct gt_session *s, int32_t tid)
+{
+    for (size_t i = 0; i < s->nck_names; i++)
+        if (s->ck_names[i].tid == tid)
+            return s->ck_names[i].name;
+    return NULL;
+}
+
+#endif
+
+static void ck_names_free(struct gt_session *s)
+{
+    for (size_t i = 0; i < s->nck_names; i++)
+        free(s->ck_names[i].name);
+    free(s->ck_names);
+    s->ck_names = NULL;
+    s->nck_names = 0;
+}
+
+#ifndef Py_GIL_DISABLED
+static int ck_names(struct gt_session *s, PyObject *names_fn);
+
+/* With the GIL: the functions and the thread names a checkpoint writes (the functions
+ * a live collect maps; `names_fn()` a dict native id -> name). 0 or -ENOMEM. */
+static int ck_refresh(struct gt_session *s, PyObject *names_fn)
+{
+    struct gt_functable funcs = {0};
+#if PY_VERSION_HEX >= 0x030A0000
+    int gc = PyGC_Disable(); /* (no finalizer runs, and is recorded, amid the look) */
+#endif
+    int err = s->o.functions ? gt_tracer__collect_live(gt_registry__threads(), &funcs) : 0;
+#if PY_VERSION_HEX >= 0x030A0000
+    if (gc)
+        PyGC_Enable();
+#endif
+    if (err < 0) {
+        PyErr_Clear();
+        return -ENOMEM;
+    }
+    gt_functable__free(&s->ck_funcs);
+    s->ck_funcs = funcs;
+    return ck_names(s, names_fn);
+}
+
+/* With the GIL: the names of the threads (`names_fn()`: a dict native id -> name) for
+ * the checkpoints. 0 (names it cannot read are left out). */
+static int ck_names(struct gt_session *s, PyObject *names_fn)
+{
+    PyObject *names = names_fn ? PyObject_CallObject(names_fn, NULL) : NULL;
+    if (!names || !PyDict_Check(names)) {
+        PyErr_Clear();
+        Py_XDECREF(names);
+        return 0; /* (unnamed threads) */
+    }
+    ck_names_free(s);
+    Py_ssize_t pos = 0, n = PyDict_Size(names);
+    PyObject *k, *v;
+    s->ck_names = calloc(n > 0 ? (size_t)n : 1, sizeof(*s->ck_names));
+    while (s->ck_names && PyDict_Next(names, &pos, &k, &v)) {
+        long tid = PyLong_AsLong(k);
+        const char *u = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+        char *copy = u ? strdup(u) : NULL;
+        if (tid == -1 || !copy) {
+            PyErr_Clear();
+            free(copy);
+            continue;
+        }
+        s->ck_names[s->nck_names++] = (struct ck_name){(int32_t)tid, copy};
+    }
+    Py_DECREF(names);
+    return 0;
+}
+
+#define GT_CK_LOOK_NS 1000000000u
+
+#if PY_VERSION_HEX < 0x030C0000
+/* Whether no thread of this process holds the GIL now (the hooks' live account): a look
+ * taken then makes no busy thread wait. */
+static int ck_gil_free(void)
+{
+    struct gt_live sum;
+    struct gt_live_thread th[64];
+    if (gt_registry__live(&sum, th, 64) < 0 || sum.nthreads > 64)
+        return 0;
+    for (size_t i = 0; i < sum.nthreads; i++)
+        if (th[i].gil_live == GT_GIL_LIVE_HELD)
+            return 0;
+    return 1;
+}
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+static uint64_t ck_gens; /* spool loops started */
+
+/* 3.12+: the main thread looks, at its next check of the eval breaker, with the GIL it
+ * holds (before 3.12 a pending call added by another thread may wait for a GIL switch).
+ * The names stay the last look's: naming runs Python, which the trace would show. */
+static int ck_look_pending(void *arg)
+{
+    struct gt_session *s = active.s;
+    if (!s || active.pid != getpid() || s->ck_gen != (uint64_t)(uintptr_t)arg ||
+        !__atomic_load_n(&s->spooling, __ATOMIC_ACQUIRE) || s->state != GT_SESSION_RECORDING)
+        return 0; /* that loop ended (its session may be gone) */
+    pthread_mutex_lock(&s->ck_lock);
+    ck_refresh(s, NULL);
+    pthread_mutex_unlock(&s->ck_lock);
+    __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
+    return 0;
+}
+#endif
+
+static void ck_probe(struct gt_thread *t, void *ctx)
+{
+    size_t *c = ctx;
+    c[0]++;
+    if (gt_tracer__unmapped(t))
+        c[1] = 1;
+}
+
+/* Without the GIL (no Python here): writes checkpoint s->checkpoints, what every thread
+ * recorded since the last, with the functions and names ck_refresh() saw last. */
+static int ck_write(struct gt_session *s, uint32_t interval_ms)
+{
+    struct gt_clock_pair now;
+    gt_clock__pair(&now);
+    uint64_t now_ticks = gt_ticks();
+    struct gt_clock_fit fit;
+    if (gt_clock_use_tsc)
+        gt_clock__fit_between(&fit, &s->start_pair, &now);
+    else
+        gt_clock__fit(&fit);
+    struct checkpoint c = {.fit = &fit, .s = s};
+    int err = gt_registry__each_locked(checkpoint_thread, &c);
+    if (!err && c.nomem)
+        err = -ENOMEM;
+    for (size_t i = 0; i < c.n; i++) {
+        struct gt_thread_input *in = &c.in[i];
+        in->calls = c.chunks + (uintptr_t)in->calls;
+        in->gil = c.chunks + (uintptr_t)in->gil;
+        in->sched = c.chunks + (uintptr_t)in->sched;
+    }
+    if (!err) {
+        /* Oldest first, as finish orders them. */
+        for (size_t i = 0; i < c.n / 2; i++) {
+            struct gt_thread_input tmp = c.in[i];
+            c.in[i] = c.in[c.n - 1 - i];
+            c.in[c.n - 1 - i] = tmp;
+            struct gt_thread *tt = c.th[i];
+            c.th[i] = c.th[c.n - 1 - i];
+            c.th[c.n - 1 - i] = tt;
+        }
+        for (size_t i = 0; i < c.n; i++)
+            c.in[i].name = ck_name(s, c.in[i].tid);
+        struct gt_trace_input ti = {
+            .t0 = gt_clock__to_ns(&fit, s->t0_ticks),
+            .t1 = gt_clock__to_ns(&fit, now_ticks),
+            .funcs = s->ck_funcs.funcs,
+            .nfuncs = s->ck_funcs.n,
+            .threads = c.in,
+            .nthreads = c.n,
+            .gil_known = 1,
+        };
+        struct gt_emit_meta m = {.event_count = c.calls, .dropped_events = c.dropped,
+                                 .gil_dropped = c.gil_dropped};
+        err = gt_children__write_checkpoint(s->spool, s->checkpoints, &ti, &m, interval_ms);
+    }
+    for (size_t i = 0; !err && i < c.n; i++) { /* the next one writes only what follows */
+        c.th[i]->spooled[0] += c.in[i].ncalls;
+        c.th[i]->spooled[1] += c.in[i].ngil;
+        c.th[i]->spooled[2] += c.in[i].nsched;
+    }
+    if (!err)
+        s->checkpoints++;
+    for (size_t i = 0; i < c.n; i++)
+        for (size_t k = 0; k < c.in[i].ngil; k++)
+            free((void *)c.in[i].gil[k].data);
+    free(c.chunks);
+    free(c.in);
+    free(c.th);
+    return err;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#endif
+
+int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_ms)
+{
+#ifdef Py_GIL_DISABLED
+    (void)s;
+    (void)names_fn;
+    (void)every_ms;
+    return -ENOTSUP; /* the tracer's entries grow without a GIL to keep them still */
+#else
+    if (!s->spool || s->released || s->busy || s->spooling || forked_copy(s) ||
+        (s->state != GT_SESSION_NEW && s->state != GT_SESSION_RECORDING) || s->o.sample_ns)
+        return -EINVAL;
+    if (!s->ck_lock_ok) {
+        if (pthread_mutex_init(&s->ck_lock, NULL) != 0)
+            return -ENOMEM;
+        s->ck_lock_ok = 1;
+    }
+    s->spooling = 1;
+    ck_names(s, names_fn); /* (this thread's and the main one's: the names known now) */
+    PyThreadState *ts = PyEval_SaveThread();
+    /* Called before start (its caller's GIL then costs the trace nothing): until it. */
+    for (int i = 0; i < 10000 && __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == GT_SESSION_NEW &&
+                    !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE); i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != GT_SESSION_RECORDING ||
+        s->used != USED_HOOKS) {
+        __atomic_store_n(&s->spooling, 0, __ATOMIC_RELEASE);
+        PyEval_RestoreThread(ts);
+        return -EINVAL;
+    }
+    uint64_t every = (uint64_t)(every_ms ? every_ms : 500) * 1000000u, wait = every;
+    size_t known = 0; /* threads the last look saw */
+    int err = 0;
+    uint64_t wanted = 0; /* since when a look is wanted */
+#if PY_VERSION_HEX >= 0x030C0000
+    s->ck_gen = ++ck_gens; /* (before any pending look is asked for) */
+#endif
+    for (;;) {
+        /* Until the deadline (not a sum of sleeps, which a busy machine stretches). */
+        for (uint64_t until = gt_now_ns() + wait, t;
+             (t = gt_now_ns()) < until && !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE);)
+            nanosleep(&(struct timespec){0, until - t < 10000000u ? (long)(until - t) : 10000000},
+                      NULL);
+        if (__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE))
+            break;
+        uint64_t cpu = thread_cpu_ns();
+        /* A thread or a function new since the last look: a look again, made without
+         * making a busy thread wait for the GIL: by this thread when the GIL is free,
+         * else (3.12+) by the main thread, else (before 3.12, or the main thread away
+         * in C) by this thread once GT_CK_LOOK_NS passed. Meanwhile the checkpoints
+         * write what the last look saw (a later one's maps cover the earlier ones'). */
+        size_t probe[2] = {0, 0};
+        err = gt_registry__each_locked(ck_probe, probe);
+        if (err)
+            break;
+        uint64_t now = gt_now_ns();
+        if (probe[0] != known || probe[1]) {
+            if (!wanted)
+                wanted = now;
+#if PY_VERSION_HEX >= 0x030C0000
+            int mine = now - wanted >= 3 * (uint64_t)GT_CK_LOOK_NS; /* (main thread away) */
+#else
+            int mine = now - wanted >= GT_CK_LOOK_NS || ck_gil_free();
+#endif
+            if (mine) {
+                PyEval_RestoreThread(ts);
+                pthread_mutex_lock(&s->ck_lock);
+                err = ck_refresh(s, names_fn);
+                pthread_mutex_unlock(&s->ck_lock);
+                ts = PyEval_SaveThread();
+                known = probe[0];
+                wanted = 0;
+            }
+#if PY_VERSION_HEX >= 0x030C0000
+            else if (!__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE)) {
+                __atomic_store_n(&s->ck_pending, 1, __ATOMIC_RELEASE);
+                if (Py_AddPendingCall(ck_look_pending, (void *)(uintptr_t)s->ck_gen) < 0)
+                    __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
+                else
+                    known = probe[0]; /* (its functions: the pending look maps them) */
+            }
+#endif
+        } else {
+            wanted = 0;
+        }
+        pthread_mutex_lock(&s->ck_lock);
+        err = ck_write(s, (uint32_t)(wait / 1000000u));
+        pthread_mutex_unlock(&s->ck_lock);
+        if (err == -ENOENT) /* the parent's trace stopped: its folder is gone */
+            break;
+        err = 0; /* (e.g. a full disk: the next may do) */
+        /* At least 20 times its CPU time: at most ~5 % of a core. */
+        cpu = thread_cpu_ns() - cpu;
+        wait = 20 * cpu > every ? 20 * cpu : every;
+    }
+    __atomic_store_n(&s->spooling, 0, __ATOMIC_RELEASE);
+    /* The GIL again once stop is through: taken while the probes still record, it would
+     * show as a wait of the thread that stops. */
+    for (int i = 0; i < 5000 && __atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE) &&
+                    __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == GT_SESSION_RECORDING;
+         i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    PyEval_RestoreThread(ts);
+    return err;
+#endif
 }

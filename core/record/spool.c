@@ -278,10 +278,82 @@ done:
     return 0;
 }
 
+int gt_spool__join(struct gt_spool **parts, size_t n, struct gt_spool **out)
+{
+    *out = NULL;
+    if (!n)
+        return -EINVAL;
+    const struct gt_spool *last = parts[n - 1];
+    for (size_t k = 0; k < n; k++) {
+        if (parts[k]->nthreads > last->nthreads || parts[k]->meta.pid != last->meta.pid)
+            return -EINVAL;
+        for (size_t i = 0; i < parts[k]->nthreads; i++)
+            if (parts[k]->threads[i].tid != last->threads[i].tid)
+                return -EINVAL;
+    }
+    struct gt_spool *sp = calloc(1, sizeof(*sp));
+    if (!sp)
+        return -ENOMEM;
+    size_t nt = last->nthreads;
+    sp->funcs = malloc((last->nfuncs ? last->nfuncs : 1) * sizeof(*sp->funcs));
+    sp->threads = calloc(nt ? nt : 1, sizeof(*sp->threads));
+    sp->chunks = calloc(nt ? 3 * nt * n : 1, sizeof(*sp->chunks));
+    sp->parts = malloc(n * sizeof(*sp->parts));
+    if (!sp->funcs || !sp->threads || !sp->chunks || !sp->parts) {
+        gt_spool__free(sp);
+        return -ENOMEM;
+    }
+    if (last->nfuncs)
+        memcpy(sp->funcs, last->funcs, last->nfuncs * sizeof(*sp->funcs));
+    sp->nfuncs = last->nfuncs;
+    sp->meta = last->meta;
+    sp->meta.t0 = parts[0]->meta.t0;
+    sp->meta.event_count = 0; /* each counts its own calls; the drops are running totals */
+    for (size_t k = 0; k < n; k++)
+        sp->meta.event_count += parts[k]->meta.event_count;
+    for (size_t i = 0; i < nt; i++) {
+        struct gt_thread_input *t = &sp->threads[i];
+        *t = last->threads[i]; /* its flags and (latest) function map */
+        for (size_t k = n; !t->name && k-- > 0;) /* its name as last known */
+            if (i < parts[k]->nthreads)
+                t->name = parts[k]->threads[i].name;
+        struct gt_chunk *c[3] = {&sp->chunks[3 * i * n], &sp->chunks[(3 * i + 1) * n],
+                                 &sp->chunks[(3 * i + 2) * n]};
+        size_t m[3] = {0, 0, 0};
+        for (size_t k = 0; k < n; k++) {
+            if (i >= parts[k]->nthreads)
+                continue;
+            const struct gt_thread_input *p = &parts[k]->threads[i];
+            if (p->ncalls)
+                c[0][m[0]++] = p->calls[0];
+            if (p->ngil)
+                c[1][m[1]++] = p->gil[0];
+            if (p->nsched)
+                c[2][m[2]++] = p->sched[0];
+            if (k == 0) /* the first checkpoint holds its GIL at the start */
+                t->flags |= p->flags & GT_THREAD_HELD_GIL_AT_START;
+        }
+        t->calls = c[0];
+        t->ncalls = m[0];
+        t->gil = c[1];
+        t->ngil = m[1];
+        t->sched = c[2];
+        t->nsched = m[2];
+    }
+    sp->nthreads = nt;
+    memcpy(sp->parts, parts, n * sizeof(*parts));
+    sp->nparts = n;
+    *out = sp;
+    return 0;
+}
+
 void gt_spool__free(struct gt_spool *sp)
 {
     if (!sp)
         return;
+    for (size_t k = 0; k < sp->nparts; k++)
+        gt_spool__free(sp->parts[k]);
+    free(sp->parts);
     free(sp->funcs);
     free(sp->threads);
     free(sp->chunks);

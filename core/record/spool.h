@@ -21,6 +21,9 @@ struct gt_spool_meta {
     uint64_t dropped_events;  /* call events not recorded (max_events) */
     uint64_t gil_dropped, sched_lost;
     char cmd[200];            /* the command line, NUL-separated arguments joined by ' ' */
+    uint32_t partial;         /* a checkpoint written while the child recorded (its end
+                                 was never written if it is still the spool) */
+    uint32_t interval_ms;     /* a checkpoint's: the child wrote one every ~interval_ms */
 };
 
 /* A spool read back: a merge input the parent appends to its own. */
@@ -32,6 +35,8 @@ struct gt_spool {
     size_t nthreads;
     struct gt_chunk *chunks; /* three per thread: calls, gil, sched */
     void *arena; /* the file: every string and record */
+    struct gt_spool **parts; /* a joined one's checkpoints (gt_spool__join), owned */
+    size_t nparts;
 };
 
 /**
@@ -48,6 +53,15 @@ int gt_spool__write(FILE *f, const struct gt_trace_input *ti, const struct gt_sp
  * gt_spool__free), or -errno (-EINVAL: not a spool or truncated, -ENOMEM).
  */
 int gt_spool__read(FILE *f, uint64_t size, struct gt_spool **out);
+
+/**
+ * gt_spool__join() - one spool of a child's checkpoints parts[0..n-1] (in order: each
+ * holds what its threads recorded since the one before, its threads a prefix of the
+ * next's in registration order, its function maps covering the earlier ones'). On
+ * success *out owns the parts; on error they stay the caller's. Returns 0 or -errno
+ * (-EINVAL: the parts do not follow one another).
+ */
+int gt_spool__join(struct gt_spool **parts, size_t n, struct gt_spool **out);
 
 /** gt_spool__free() - accepts NULL. */
 void gt_spool__free(struct gt_spool *sp);

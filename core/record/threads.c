@@ -457,6 +457,41 @@ size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t
     return k;
 }
 
+size_t gt_stream__closed_chunks(const struct gt_stream *s, size_t skip, struct gt_chunk *out,
+                                size_t max)
+{
+    size_t k = 0;
+    /* A block is closed (its n final, its events no longer written) once the next one
+     * is linked, which grow does under reg_lock, as the caller holds it. */
+    for (struct gt_block *b = s->head; b && b->next; b = b->next) {
+        if (b->n == 0)
+            continue;
+        if (skip) {
+            skip--;
+            continue;
+        }
+        if (k < max) {
+            out[k].data = block_events(b);
+            out[k].n = b->n;
+        }
+        k++;
+    }
+    return k;
+}
+
+int gt_registry__each_locked(gt_thread_cb fn, void *ctx)
+{
+    pthread_mutex_lock(&reg_lock);
+    if (atomic_load(&gt_registry_gen) == 0) {
+        pthread_mutex_unlock(&reg_lock);
+        return -ESRCH;
+    }
+    for (struct gt_thread *t = threads; t; t = t->next)
+        fn(t, ctx);
+    pthread_mutex_unlock(&reg_lock);
+    return 0;
+}
+
 void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx)
 {
     for (struct gt_block *b = s->head; b; b = b->next)

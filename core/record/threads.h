@@ -86,6 +86,7 @@ struct gt_thread {
     uint64_t gil_cum[3];
     uint64_t gil_cum_since; /* when gil_cum_state began; 0 = no counters */
     uint32_t gil_cum_state;
+    size_t spooled[3]; /* a child's checkpoints: closed blocks written (calls, gil, sched) */
 };
 
 /* Where a thread stands with the GIL, for the live meter. */
@@ -271,6 +272,16 @@ static inline uint64_t gt_stream__events(const struct gt_stream *s)
 
 /* The stream as chunks: fills up to `max` chunks, returns how many it needs. */
 size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t max);
+
+/* While recording, with reg_lock held (gt_registry__each_locked): the blocks already
+ * closed, whose events no longer change (the tail block's are still being written),
+ * after the first `skip` of them (not empty ones). */
+size_t gt_stream__closed_chunks(const struct gt_stream *s, size_t skip, struct gt_chunk *out,
+                                size_t max);
+
+/* Calls fn for every thread of the session with reg_lock held (no stream grows
+ * meanwhile; fn must not wait for anything, e.g. the GIL). 0, or -ESRCH: no session. */
+int gt_registry__each_locked(gt_thread_cb fn, void *ctx);
 
 /* Mutable access to each block's events, e.g. to convert ticks to ns in place. */
 typedef void (*gt_block_fn)(void *events, size_t n, void *ctx);

@@ -1,7 +1,7 @@
 # The C core (core/module.c) as Python sees it. The aliases and TypedDicts name the
 # shapes of its values that only the core declares.
 from types import CodeType
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, Union, final
+from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, TypedDict, Union, final
 
 RELEASED_MESSAGE: str
 
@@ -94,6 +94,8 @@ class Session:
     # gil_events, sched_events, dropped, budget_reached, threads: [{native_id, ident,
     # service, held_ns, wait_ns, released_ns, state}]
     def progress(self) -> Optional[Dict[str, Any]]: ...
+    def spool(self, names: Optional[Callable[[], Dict[int, str]]] = None, every_ms: int = 0,
+              ready: Any = None, /) -> int: ...
     def finish(self, names: Optional[Mapping[int, str]] = None, title: Optional[str] = None,
                files: Optional[Dict[str, str]] = None, /) -> Result: ...
 

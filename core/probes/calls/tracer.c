@@ -1250,7 +1250,21 @@ struct gkey {
     uint32_t gid;
 };
 
+static int collect(struct gt_thread *threads, PyObject *file_labels, struct gt_functable *out,
+                   int final);
+
 int gt_tracer__collect(struct gt_thread *threads, PyObject *file_labels, struct gt_functable *out)
+{
+    return collect(threads, file_labels, out, 1);
+}
+
+int gt_tracer__collect_live(struct gt_thread *threads, struct gt_functable *out)
+{
+    return collect(threads, NULL, out, 0);
+}
+
+static int collect(struct gt_thread *threads, PyObject *file_labels, struct gt_functable *out,
+                   int final)
 {
     int err = -1;
     struct gkey *table = NULL;
@@ -1284,15 +1298,18 @@ int gt_tracer__collect(struct gt_thread *threads, PyObject *file_labels, struct 
         struct tr_state *s = t->tracer_state;
         if (!s)
             continue;
+        free(s->map); /* a live collect's, before this one */
         s->map = malloc((s->nentries ? s->nentries : 1) * sizeof(*s->map));
         if (!s->map) {
             PyErr_NoMemory();
             goto cleanup;
         }
         s->nmap = s->nentries;
-        for (uint32_t i = 0; i < s->nentries; i++) {
+        /* (A live collect runs Python, e.g. a finalizer, which the tracer records: the
+         * entries may grow, and move, meanwhile. The map covers those there were.) */
+        for (uint32_t i = 0; i < s->nmap; i++) {
             struct tr_entry *e = &s->entries[i];
-            if (e->excluded) {
+            if (e->excluded || nglobal == total) {
                 s->map[i] = GT_NO_FUNC;
                 continue;
             }
@@ -1328,6 +1345,7 @@ int gt_tracer__collect(struct gt_thread *threads, PyObject *file_labels, struct 
                 }
                 Py_DECREF(name);
                 Py_DECREF(file);
+                e = &s->entries[i];
                 table[j].key = e->key;
                 table[j].gid = nglobal;
                 out->funcs[nglobal].line = (uint32_t)line;
@@ -1366,8 +1384,9 @@ int gt_tracer__collect(struct gt_thread *threads, PyObject *file_labels, struct 
     out->n = nglobal;
     err = 0;
 cleanup:
-    /* Every reference the tracer held goes now, success or not. */
-    for (struct gt_thread *t = threads; t; t = t->next) {
+    /* Every reference the tracer held goes now, success or not (a live collect keeps
+     * them: the threads go on recording). */
+    for (struct gt_thread *t = final ? threads : NULL; t; t = t->next) {
         struct tr_state *s = t->tracer_state;
         if (!s)
             continue;
@@ -1389,6 +1408,12 @@ const uint32_t *gt_tracer__func_map(const struct gt_thread *t, size_t *len)
     const struct tr_state *s = t->tracer_state;
     *len = s && s->map ? s->nmap : 0;
     return s ? s->map : NULL;
+}
+
+int gt_tracer__unmapped(const struct gt_thread *t)
+{
+    const struct tr_state *s = __atomic_load_n(&t->tracer_state, __ATOMIC_ACQUIRE);
+    return s && __atomic_load_n(&s->nentries, __ATOMIC_RELAXED) != (s->map ? s->nmap : 0);
 }
 
 void gt_tracer__free_state(struct gt_thread *t)

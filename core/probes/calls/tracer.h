@@ -104,6 +104,17 @@ struct gt_functable {
  */
 int gt_tracer__collect(struct gt_thread *threads, PyObject *file_labels, struct gt_functable *out);
 
+/**
+ * gt_tracer__collect_live() - the same while recording (a child's spool checkpoint),
+ * with the GIL held so that no thread adds an entry meanwhile: keeps the tracer's
+ * references. Not for free-threaded builds (entries are added without the GIL).
+ */
+int gt_tracer__collect_live(struct gt_thread *threads, struct gt_functable *out);
+
+/* Whether the thread has functions the last collect did not map (read without the GIL:
+ * a glance, which a function added meanwhile may miss). */
+int gt_tracer__unmapped(const struct gt_thread *t);
+
 /** gt_tracer__func_map() - a thread's local->global function id map (after collect). */
 const uint32_t *gt_tracer__func_map(const struct gt_thread *t, size_t *len);
 

@@ -107,10 +107,60 @@ static void run_refusals(void)
     free(buf);
 }
 
+/* A child's checkpoints joined: each thread's streams in order across the parts, the
+ * last part's map and functions, a name known from an earlier part, the calls summed. */
+static void run_join(void)
+{
+    static struct gt_call_rec a[] = {{0, 0}, {10, 0 << 4 | GT_CALL}};
+    static struct gt_call_rec b[] = {{0, 0}, {20, 1 << 4 | GT_CALL}, {30, 1 << 4 | GT_RETURN}};
+    static const uint32_t map1[] = {0}, map2[] = {0, 1};
+    struct gt_spool *parts[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        struct gt_chunk cc[] = {{k ? b : a, k ? 3 : 2}};
+        struct gt_thread_input th[] = {
+            {.tid = 7, .pid = 7, .name = k ? NULL : "MainThread", .calls = cc, .ncalls = 1,
+             .func_map = k ? map2 : map1, .func_map_len = k ? 2 : 1},
+            {.tid = 9, .pid = 7, .name = "worker"},
+        };
+        struct gt_trace_input ti = {.t0 = 50, .t1 = k ? 900 : 500, .funcs = funcs,
+                                    .nfuncs = k ? 2 : 1, .threads = th, .nthreads = k ? 2 : 1};
+        struct gt_spool_meta m = {.pid = 7, .t0 = 50, .t1 = ti.t1, .event_count = k ? 2 : 1,
+                                  .partial = 1, .interval_ms = 250};
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        CHECK(gt_spool__write(f, &ti, &m) == 0, "write part %d", k);
+        fclose(f);
+        CHECK(read_back(buf, len, &parts[k]) == 0, "read part %d", k);
+        free(buf); /* (a spool read holds its own copy) */
+    }
+    if (!parts[0] || !parts[1])
+        return;
+    struct gt_spool *reversed[2] = {parts[1], parts[0]}, *sp = NULL;
+    CHECK(gt_spool__join(reversed, 2, &sp) == -EINVAL && !sp,
+          "a later part's threads must extend an earlier one's");
+    CHECK(gt_spool__join(parts, 2, &sp) == 0 && sp, "join");
+    if (!sp)
+        return;
+    CHECK(sp->meta.t0 == 50 && sp->meta.t1 == 900 && sp->meta.event_count == 3 &&
+          sp->meta.partial, "meta");
+    CHECK(sp->nfuncs == 2 && sp->nthreads == 2, "funcs %u threads %zu", sp->nfuncs,
+          sp->nthreads);
+    const struct gt_thread_input *t = &sp->threads[0];
+    CHECK(t->ncalls == 2 && t->calls[0].n == 2 && t->calls[1].n == 3 &&
+          ((const struct gt_call_rec *)t->calls[1].data)[1].ts_lo == 20, "calls in order");
+    CHECK(t->func_map_len == 2 && t->func_map[1] == 1, "the last part's map");
+    CHECK(t->name && strcmp(t->name, "MainThread") == 0, "the name an earlier part knew");
+    CHECK(sp->threads[1].tid == 9 && sp->threads[1].ncalls == 0 &&
+          strcmp(sp->threads[1].name, "worker") == 0, "a thread of the last part only");
+    gt_spool__free(sp); /* and the parts */
+}
+
 int main(void)
 {
     run_round_trip();
     run_refusals();
+    run_join();
     printf("test_spool: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -1,0 +1,39 @@
+"""The budget and child processes (issue 23): a followed child's events past max_events,
+which it keeps in its own aggregates, are counted in the parent's trace as dropped (the
+spool does not carry the aggregates), not lost without a word."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import json, subprocess, sys
+    import giltracer
+
+    CHILD = '''
+    def f(i):
+        return i
+    for i in range(50_000):
+        f(i)
+    '''
+
+    with giltracer.trace(follow_children=True, max_events=2000) as t:
+        subprocess.run([sys.executable, "-c", CHILD], check=True)
+    r = t.result
+    print(json.dumps(dict(procs=len(t.processes), dropped=r.dropped_events,
+                          aggregated=r.calls_aggregated)))
+""")
+
+
+def test_a_childs_events_past_max_events_are_counted_as_dropped(tmp_path):
+    path = tmp_path / "script.py"
+    path.write_text(SCRIPT)
+    p = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                       timeout=240, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    facts = json.loads(p.stdout.strip().splitlines()[-1])
+    assert facts["procs"] == 2, facts
+    # 50,000 calls of f (a call and a return each) against 2,000 kept in the child.
+    assert facts["dropped"] >= 90_000, facts
+    assert "max_events" in p.stderr, p.stderr  # the budget warning says so

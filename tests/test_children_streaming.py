@@ -1,0 +1,111 @@
+"""Streaming spools (issue 23): a followed child writes what it recorded so far to its
+checkpoint every ~0.25 s, so a child killed by SIGKILL loses at most about that much, and a
+child still running when the parent's trace stops is merged up to its last write and
+stops tracing."""
+
+import json
+import subprocess
+import sys
+import sysconfig
+import textwrap
+
+import pytest
+
+# A checkpoint names the functions with the GIL held (no thread adds one meanwhile): a
+# free-threaded build's child writes its trace at its end only (Session.spool: -ENOTSUP).
+pytestmark = pytest.mark.skipif(bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+                                reason="no checkpoints in a free-threaded build")
+
+SCRIPT = textwrap.dedent("""
+    import json, subprocess, sys, time
+    import giltracer
+
+    CHILD = '''
+    import os, signal, sys, time
+    import _giltracer_boot as boot
+    def f(i):  # (a few microseconds: the calls stay far below max_events)
+        s = 0
+        for j in range(100):
+            s += j
+        return s
+    def compute(seconds):
+        end = time.monotonic() + seconds
+        s = 0
+        while time.monotonic() < end:
+            for i in range(100):
+                s += f(i)
+        return s
+    if sys.argv[1] == "sigkill":
+        compute(1.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    print("computing", flush=True)
+    deadline = time.monotonic() + 30
+    while boot._session is not None and time.monotonic() < deadline:  # until the
+        compute(0.05)                                                  # trace stops
+    compute(0.2)  # untraced now
+    print("untraced" if boot._session is None else "still traced", flush=True)
+    '''
+
+    how = sys.argv[1]
+    with giltracer.trace(follow_children=True) as t:
+        if how == "sigkill":
+            subprocess.run([sys.executable, "-c", CHILD, how])
+        else:
+            child = subprocess.Popen([sys.executable, "-c", CHILD, how],
+                                     stdout=subprocess.PIPE, text=True)
+            assert child.stdout.readline() == "computing\\n"
+            time.sleep(2.0)
+    after = None
+    if how == "running":
+        after = child.stdout.readline().strip()  # it stops tracing once the trace stops
+        child.wait(timeout=60)
+    procs = []
+    for p in t.processes:
+        spans = [(a, b) for tid in p.tids for a, b, name, _, _ in t.spans(tid)
+                 if name == "f"]
+        procs.append(dict(pid=p.pid, child=p.child, f_calls=len(spans),
+                          f_first=min([a for a, _ in spans], default=0),
+                          f_last=max([b for _, b in spans], default=0)))
+    print(json.dumps(dict(procs=procs, note=t.result.tracer_note, after=after,
+                          t1=t.result.t1_ns)))
+""")
+
+
+def run(tmp_path, how):
+    path = tmp_path / "script.py"
+    path.write_text(SCRIPT)
+    p = subprocess.run([sys.executable, str(path), how], capture_output=True, text=True,
+                       timeout=240, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_a_child_killed_after_computing_shows_what_it_spooled(tmp_path):
+    facts = run(tmp_path, "sigkill")
+    children = [p for p in facts["procs"] if p["child"]]
+    assert len(children) == 1, facts
+    c = children[0]
+    # It computed for 1.5 s then was killed: all but the last ~0.25 s (one checkpoint's
+    # interval, plus the blocks it had not closed) is in the parent's trace.
+    assert c["f_calls"] > 1000, c
+    assert c["f_last"] - c["f_first"] >= 1.0e9, c
+    note = facts["note"]
+    assert note and f"1 child process killed (e.g. by SIGKILL)" in note, note
+    assert f"{c['pid']} (~250 ms)" in note and "at most the last" in note, note
+    assert "ended without writing its trace" not in note, note
+
+
+def test_a_child_still_running_at_stop_is_merged_and_stops_tracing(tmp_path):
+    facts = run(tmp_path, "running")
+    children = [p for p in facts["procs"] if p["child"]]
+    assert len(children) == 1, facts
+    c = children[0]
+    # It computed for the 2 s the parent waited: its checkpoints up to ~0.25 s before the
+    # stop are merged.
+    assert c["f_last"] - c["f_first"] >= 1.0e9, c
+    assert c["f_last"] <= facts["t1"], c
+    note = facts["note"]
+    assert note and "1 child process still running when the trace stopped" in note, note
+    assert "it stops tracing" in note and f"{c['pid']} (~" in note, note
+    # ... and once the parent's folder is gone it stops tracing (its session ends).
+    assert facts["after"] == "untraced", facts
