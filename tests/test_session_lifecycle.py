@@ -238,7 +238,7 @@ def _pid_max():
 @pytest.mark.filterwarnings("ignore:giltracer.*were not recorded:RuntimeWarning")
 @pytest.mark.skipif(not _pid_max() or _pid_max() > 65536,
                     reason="tids are reused only after a wrap of pid_max (here too large to "
-                           "wrap in a test); tests/c/record/test_threads.c covers the registry")
+                           "wrap in a test); tests/c/record/test_registry.c covers the registry")
 @pytest.mark.skipif(FREE_THREADED, reason="free-threaded build: with functions off, a thread "
                     "that neither parks nor wakes a parked one leaves no event, so no record")
 def test_reused_tid_gets_its_own_thread_record():

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "gt_trace.h"
-#include "threads.h"
+#include "registry.h"
 
 #define GT_AGG_TILES GT_COALESCED_TILES
 #define GT_AGG_LEAD 8

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "gt_trace.h"
-#include "threads.h"
+#include "registry.h"
 
 /* Where in time past the budget, for the GIL blame: at most GT_CTREE_TILES tiles of
  * 2^shift ticks from `tbase` (doubling their width to stay in that many), each naming

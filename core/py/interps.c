@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "note.h"
-#include "threads.h"
+#include "registry.h"
 #include "tracer.h"
 
 #define MAX_INTERPS 64

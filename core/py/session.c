@@ -22,7 +22,7 @@
 #include "children.h"
 #include "note.h"
 #include "spool.h"
-#include "threads.h"
+#include "registry.h"
 
 /* USED_PARK: a free-threaded build's park probe (lock contention) in the GIL streams. */
 enum { USED_NONE = 0, USED_HOOKS = 1, USED_BPF = 2, USED_PARK = 3 };

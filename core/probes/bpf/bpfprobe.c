@@ -65,7 +65,7 @@
 #include "bpfprobe.h"
 #include "elfsym.h"
 #include "gilprobe_abi.h"
-#include "threads.h"
+#include "registry.h"
 #include "x86_insn.h"
 
 #include "gilprobe.skel.h"

@@ -21,7 +21,7 @@
 
 #include "gt_clock.h"
 #include "note.h"
-#include "threads.h"
+#include "registry.h"
 
 #if PY_VERSION_HEX >= 0x030C0000
 #define GT_USE_MONITORING 1

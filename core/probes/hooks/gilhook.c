@@ -23,7 +23,7 @@
 #include "gt_clock.h"
 #include "gt_events.h"
 #include "got.h"
-#include "threads.h"
+#include "registry.h"
 
 #if defined(__x86_64__)
 #define GH_R_JUMP_SLOT R_X86_64_JUMP_SLOT

@@ -50,7 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "threads.h"
+#include "registry.h"
 
 #ifndef GT_SCHED_RING_KB
 /* Data KiB per thread: 682 records of 24 bytes, i.e. 136k switches/s per thread at a

@@ -21,7 +21,7 @@
 #include "fake_interp.h"
 #include "gilhook.h"
 #include "gt_events.h"
-#include "threads.h"
+#include "registry.h"
 
 #include "check.h"
 

@@ -19,7 +19,7 @@
 
 #include "gt_events.h"
 #include "gt_sched.h"
-#include "threads.h"
+#include "registry.h"
 
 #include "check.h"
 

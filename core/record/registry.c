@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Thread registry and block pool (see threads.h). */
+/* Thread registry and block pool (see registry.h). */
 #define _GNU_SOURCE
-#include "threads.h"
+#include "registry.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -6,8 +6,8 @@
  * ahead of the pushes by a helper thread while a generation is active (a push never
  * faults in memory while the reserve lasts). Plain C: no Python. One session at a time
  * per process. */
-#ifndef GT_THREADS_H
-#define GT_THREADS_H
+#ifndef GT_REGISTRY_H
+#define GT_REGISTRY_H
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -335,4 +335,4 @@ static inline void gt_stream__push_call(struct gt_stream *s, uint64_t ts, uint32
 /* Registry-wide totals of call events recorded / dropped (after end). */
 void gt_registry__totals(uint64_t *recorded, uint64_t *dropped);
 
-#endif /* GT_THREADS_H */
+#endif /* GT_REGISTRY_H */

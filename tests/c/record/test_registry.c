@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit test of the thread registry (core/record/threads.c), its event budgets: every kind of
+/* Unit test of the thread registry (core/record/registry.c), its event budgets: every kind of
  * stream is capped, counts are exact under many threads, pushes past the cap take no lock;
  * and its block reserve: a pushing thread never maps memory itself while the reserve
  * lasts. The lock and mmap are observed by interposing pthread_mutex_lock and mmap in
@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <sys/types.h>
 
-#include "threads.h"
+#include "registry.h"
 
 #include "check.h"
 
@@ -281,7 +281,7 @@ static void run_lazy_keep(void)
     const uint64_t n = 13000000; /* ~100 MiB of call records: more than the pool keeps */
     const int lazy_ok = kernel_has_madv_free();
     if (!lazy_ok)
-        printf("test_threads: no MADV_FREE here: the lazy memory is not checked\n");
+        printf("test_registry: no MADV_FREE here: the lazy memory is not checked\n");
     unsigned long long first = atomic_load(&maps_made_all);
     one_big_generation(n, 0);
     first = atomic_load(&maps_made_all) - first;
@@ -459,6 +459,6 @@ int main(void)
     run_unlimited();
     run_many_small_streams();
     run_push_maps_lazily();
-    printf("test_threads: %d passed, %d failed\n", passed, failed);
+    printf("test_registry: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
