@@ -73,3 +73,17 @@ def outputs(ip, monkeypatch):
 
     monkeypatch.setattr(m, "display", lambda obj, raw=False: shown.append(obj))
     return shown
+
+
+def run_script(tmp_path, body, *args, name="script.py", timeout=240, env=None):
+    """Runs `body` as a script in tmp_path; its last stdout line is JSON: (that, the process)."""
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / name
+    path.write_text(body)
+    p = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                       timeout=timeout, cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1]), p

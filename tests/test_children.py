@@ -14,7 +14,7 @@ import pytest
 
 import _giltracer_boot
 import giltracer
-from conftest import FREE_THREADED
+from conftest import FREE_THREADED, run_script
 
 N = 3_000_000  # CPU-bound: each task a few tenths of a second
 
@@ -74,15 +74,6 @@ POOL_SCRIPT = HELD_IN_WORK + textwrap.dedent(f"""
                               text=t.summary_text(),
                               payload=json.loads(t.result.payload())["meta"].get("processes"))))
 """)
-
-
-def run_script(tmp_path, body, *args, name="script.py", timeout=240, env=None):
-    path = tmp_path / name
-    path.write_text(body)
-    p = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
-                       timeout=timeout, cwd=tmp_path, env=env)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout.strip().splitlines()[-1]), p
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])

@@ -2,10 +2,9 @@
 which it keeps in its own aggregates, are counted in the parent's trace as dropped (the
 spool does not carry the aggregates), not lost without a word."""
 
-import json
-import subprocess
-import sys
 import textwrap
+
+from conftest import run_script
 
 SCRIPT = textwrap.dedent("""
     import json, subprocess, sys
@@ -27,12 +26,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_a_childs_events_past_max_events_are_counted_as_dropped(tmp_path):
-    path = tmp_path / "script.py"
-    path.write_text(SCRIPT)
-    p = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                       timeout=240, cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
-    facts = json.loads(p.stdout.strip().splitlines()[-1])
+    facts, p = run_script(tmp_path, SCRIPT)
     assert facts["procs"] == 2, facts
     # 50,000 calls of f (a call and a return each) against 2,000 kept in the child.
     assert facts["dropped"] >= 90_000, facts

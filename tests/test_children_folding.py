@@ -2,11 +2,10 @@
 block per worker in the text table: idle worker processes fold into one line, like
 background threads, and a busy one keeps its block."""
 
-import json
-import subprocess
-import sys
 import sysconfig
 import textwrap
+
+from conftest import run_script
 
 import pytest
 
@@ -44,12 +43,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_a_pool_of_short_tasks_folds_its_idle_workers_into_one_line(tmp_path):
-    path = tmp_path / "script.py"
-    path.write_text(SCRIPT)
-    p = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                       timeout=240, cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
-    facts = json.loads(p.stdout.strip().splitlines()[-1])
+    facts, _ = run_script(tmp_path, SCRIPT)
     text, held = facts["text"], facts["held"]
     assert len(held) == 7, held  # six pool workers and the busy one
     wall = facts["t1"] - facts["t0"]

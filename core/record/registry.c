@@ -442,28 +442,13 @@ void gt_stream__push_call_slow(struct gt_stream *s, uint64_t ts, uint32_t word)
     }
 }
 
-size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t max)
+/* The stream's non-empty blocks as chunks, the first `skip` of them left out; only the
+ * closed ones (a next block linked) when `closed`. Returns how many there are. */
+static size_t stream_chunks(const struct gt_stream *s, int closed, size_t skip,
+                            struct gt_chunk *out, size_t max)
 {
     size_t k = 0;
-    for (struct gt_block *b = s->head; b; b = b->next) {
-        if (b->n == 0)
-            continue;
-        if (k < max) {
-            out[k].data = block_events(b);
-            out[k].n = b->n;
-        }
-        k++;
-    }
-    return k;
-}
-
-size_t gt_stream__closed_chunks(const struct gt_stream *s, size_t skip, struct gt_chunk *out,
-                                size_t max)
-{
-    size_t k = 0;
-    /* A block is closed (its n final, its events no longer written) once the next one
-     * is linked, which grow does under reg_lock, as the caller holds it. */
-    for (struct gt_block *b = s->head; b && b->next; b = b->next) {
+    for (struct gt_block *b = s->head; b && (!closed || b->next); b = b->next) {
         if (b->n == 0)
             continue;
         if (skip) {
@@ -477,6 +462,19 @@ size_t gt_stream__closed_chunks(const struct gt_stream *s, size_t skip, struct g
         k++;
     }
     return k;
+}
+
+size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t max)
+{
+    return stream_chunks(s, 0, 0, out, max);
+}
+
+size_t gt_stream__closed_chunks(const struct gt_stream *s, size_t skip, struct gt_chunk *out,
+                                size_t max)
+{
+    /* A block is closed (its n final, its events no longer written) once the next one
+     * is linked, which grow does under reg_lock, as the caller holds it. */
+    return stream_chunks(s, 1, skip, out, max);
 }
 
 int gt_registry__each_locked(gt_thread_cb fn, void *ctx)
