@@ -95,8 +95,10 @@ def test_a_process_pool_shows_four_children_holding_their_own_gil(tmp_path, meth
         # Each worker holds its own process's GIL all the time it computes (on a 2-core
         # machine four CPU-bound workers are preempted, but they keep their GIL: held) and
         # never waits for it; the rest of its life it waits for work, the GIL released.
+        # (Almost never: before 3.12 the child's spooler takes the GIL to name new functions
+        # once a second at most while a worker computes: 1.08 % in a CI run on 3.11.)
         assert main["held_in_work"] >= 95, (method, main)
-        assert main["wait"] < 1, (method, main)
+        assert main["wait"] < 2, (method, main)
         assert "work" in facts["names"][str(c["pid"])], facts["names"]
         # The text table has a block per process; the viewer's payload names each child.
         assert f" pid {c['pid']} (child process: " in facts["text"], facts["text"]

@@ -199,7 +199,7 @@ def test_profile_text_ends_with_the_what_if_section(cpu_trace):
     text = cpu_trace.profile_text()
     head = f"What if there were no GIL ({os.cpu_count() or 1} CPUs"
     assert head in text
-    assert text.rstrip().splitlines()[-1].startswith("  - Work is the CPU time")
+    assert text.rstrip().splitlines()[-1].startswith("  - Work is CPU time")
 
 
 def test_cli_profile_prints_the_what_if_section(tmp_path):

@@ -815,41 +815,35 @@ const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf
     switch (i) {
     case 0:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
-                 "Without the GIL, waiting for it disappears (with the interpreter's own "
-                 "switches: releases with no C call open), and the time a thread held it is "
-                 "work that takes %.2fx as long (free-threading's single-thread cost).",
+                 "No GIL: its waits vanish (and the interpreter's forced switches); held time "
+                 "is work taking %.2fx as long (free-threading's single-thread cost).",
                  w->ft_factor);
         break;
     case 1:
-        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
-                 "%u CPUs, shared equally by the threads that have work at the same moment.",
+        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN, "%u CPUs, shared equally by the threads with work.",
                  w->cpus);
         break;
     case 2:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
-                 "Time with the GIL released (sleep, I/O, C code that released it) keeps its "
-                 "measured length, except hand-offs.");
+                 "Released time (sleep, I/O, C code) keeps its length, except hand-offs.");
         break;
     case 3:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
-                 "A hand-off (%zu found) is a release inside a lock, queue, join, event or "
-                 "condition wait, or a thread's start: it ends when its waker (a thread that "
-                 "ended then, else the last other GIL holder) has done as much work as it had "
-                 "by then.",
+                 "A hand-off (%zu found: a lock, queue, join, event or condition wait, or a "
+                 "thread's start) ends when its waker (a thread that ended then, else the "
+                 "last other GIL holder) has done the work it had done by then.",
                  w->handoffs);
         break;
     case 4:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
-                 "\"If F released the GIL\" keeps the GIL for everything else: F's held time "
-                 "(F the innermost Python function) runs beside it; threads needing the GIL "
-                 "share one CPU's worth.");
+                 "\"If F released the GIL\": F's held time (F innermost) runs beside the GIL, "
+                 "which all else shares on one CPU.");
         break;
     default:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
-                 "Work is the CPU time the thread had while it held the GIL, at the CPU "
-                 "share other processes left it during the trace. Not modelled: contention "
-                 "on shared objects beyond the hand-offs seen, caches and memory bandwidth; "
-                 "the host's own threads (a kernel's IOPub, heartbeat) are left out.");
+                 "Work is CPU time while holding the GIL, at the CPU share other processes "
+                 "left. Not modelled: contention on shared objects beyond the hand-offs, "
+                 "caches, memory bandwidth; the host's own threads (IOPub, heartbeat).");
         break;
     }
     return buf;
