@@ -62,7 +62,7 @@ struct gt_session {
     size_t nck_names;
     pthread_mutex_t ck_lock; /* the spooler's write against a look (ck_refresh) */
     int ck_lock_ok;
-    int ck_pending;  /* 3.12+: a look waits for the main thread */
+    int ck_pending;  /* 3.13+: a look waits for the main thread */
     uint64_t ck_gen; /* ... for this loop (its number) */
 };
 
@@ -1579,8 +1579,11 @@ static int ck_names(struct gt_session *s, PyObject *names_fn)
 }
 
 #define GT_CK_LOOK_NS 1000000000u
+/* 3.13+: the main thread looks, asked by a pending call. On 3.12.1 a pending call added
+ * by the spooler (its thread state detached) never ran: the checkpoints named nothing. */
+#define GT_CK_PENDING_LOOK (PY_VERSION_HEX >= 0x030D0000)
 
-#if PY_VERSION_HEX < 0x030C0000
+#if !GT_CK_PENDING_LOOK
 /* Whether no thread of this process holds the GIL now (the hooks' live account): a look
  * taken then makes no busy thread wait. */
 static int ck_gil_free(void)
@@ -1596,10 +1599,10 @@ static int ck_gil_free(void)
 }
 #endif
 
-#if PY_VERSION_HEX >= 0x030C0000
+#if GT_CK_PENDING_LOOK
 static uint64_t ck_gens; /* spool loops started */
 
-/* 3.12+: the main thread looks, at its next check of the eval breaker, with the GIL it
+/* 3.13+: the main thread looks, at its next check of the eval breaker, with the GIL it
  * holds (before 3.12 a pending call added by another thread may wait for a GIL switch).
  * The names stay the last look's: naming runs Python, which the trace would show. */
 static int ck_look_pending(void *arg)
@@ -1729,7 +1732,7 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
     size_t known = 0; /* threads the last look saw */
     int err = 0;
     uint64_t wanted = 0; /* since when a look is wanted */
-#if PY_VERSION_HEX >= 0x030C0000
+#if GT_CK_PENDING_LOOK
     s->ck_gen = ++ck_gens; /* (before any pending look is asked for) */
 #endif
     for (;;) {
@@ -1743,7 +1746,7 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         uint64_t cpu = thread_cpu_ns();
         /* A thread or a function new since the last look: a look again, made without
          * making a busy thread wait for the GIL: by this thread when the GIL is free,
-         * else (3.12+) by the main thread, else (before 3.12, or the main thread away
+         * else (3.13+) by the main thread, else (before 3.13, or the main thread away
          * in C) by this thread once GT_CK_LOOK_NS passed. Meanwhile the checkpoints
          * write what the last look saw (a later one's maps cover the earlier ones'). */
         size_t probe[2] = {0, 0};
@@ -1754,7 +1757,7 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         if (probe[0] != known || probe[1]) {
             if (!wanted)
                 wanted = now;
-#if PY_VERSION_HEX >= 0x030C0000
+#if GT_CK_PENDING_LOOK
             int mine = now - wanted >= 3 * (uint64_t)GT_CK_LOOK_NS; /* (main thread away) */
 #else
             int mine = now - wanted >= GT_CK_LOOK_NS || ck_gil_free();
@@ -1768,7 +1771,7 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
                 known = probe[0];
                 wanted = 0;
             }
-#if PY_VERSION_HEX >= 0x030C0000
+#if GT_CK_PENDING_LOOK
             else if (!__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE)) {
                 __atomic_store_n(&s->ck_pending, 1, __ATOMIC_RELEASE);
                 if (Py_AddPendingCall(ck_look_pending, (void *)(uintptr_t)s->ck_gen) < 0)
