@@ -231,7 +231,7 @@ def _install_exits() -> None:
     _signal: Any = __import__("_signal")  # (signal imports enum: milliseconds at birth)
     import atexit
 
-    atexit.register(end)
+    atexit.register(_end_at_exit)
     os._exit = _exit  # fork workers (multiprocessing, concurrent.futures) leave this way
     try:
         if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:  # Pool.terminate(), kill
@@ -252,6 +252,15 @@ def end() -> None:
         session.finish(names)
     except Exception:
         pass
+
+
+def _end_at_exit() -> None:
+    """atexit: end(), then the spooler's thread ends before the interpreter finalizes. A
+    daemon thread that waits for the GIL then may ask its holder to drop it and exit from
+    take_gil: the main thread, at its next check, drops the GIL and waits forever for a
+    switch to that thread (the child hung at exit, its parent with it: seen on 3.9)."""
+    end()
+    wait_spooler_gone(10.0)  # (sleeping lets the GIL go: it takes it to return and end)
 
 
 def _exit(status: int) -> "NoReturn":
