@@ -214,7 +214,7 @@ def test_cli_profile_prints_the_what_if_section(tmp_path):
         "[t.start() for t in ts]\n"
         "[t.join() for t in ts]\n")
     p = subprocess.run([sys.executable, "-m", "giltracer", "profile", str(script)],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)  # (its page)
     assert p.returncode == 0, p.stderr
     assert "What if there were no GIL (" in p.stdout
     assert "  Assumptions:" in p.stdout
