@@ -150,17 +150,24 @@ def cpus():
         return os.cpu_count() or 1
 
 
-# ---------------------------------------------------------------- the 3.14t side
-def side_ft(names, runs):
-    import sysconfig
-    out = {"python": sys.version.split()[0], "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
-           "gil_enabled": getattr(sys, "_is_gil_enabled", lambda: True)(), "cpus": cpus(), "workloads": {}}
+def warmed_up(names, out):
+    """(name, workload) of each name, run once first; a workload that cannot run here is
+    noted as skipped in out["workloads"] instead."""
     for name in names:
         if name == "numpy-pool" and numpy_missing():
             out["workloads"][name] = {"skipped": numpy_missing()}
             continue
         fn = WORKLOADS[name]
         fn()  # warm-up
+        yield name, fn
+
+
+# ---------------------------------------------------------------- the 3.14t side
+def side_ft(names, runs):
+    import sysconfig
+    out = {"python": sys.version.split()[0], "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+           "gil_enabled": getattr(sys, "_is_gil_enabled", lambda: True)(), "cpus": cpus(), "workloads": {}}
+    for name, fn in warmed_up(names, out):
         cpu_s = []
         out["workloads"][name] = {"wall": [timed(fn, cpu_s) for _ in range(runs)], "cpu": cpu_s}
     return out
@@ -209,12 +216,7 @@ def side_gil(names, runs, factor, trace_opts):
         stand_factor = 1.25  # bench/results/ft-cost-3.14.10.md
     if factor is not None:
         stand_factor = factor
-    for name in names:
-        if name == "numpy-pool" and numpy_missing():
-            out["workloads"][name] = {"skipped": numpy_missing()}
-            continue
-        fn = WORKLOADS[name]
-        fn()  # warm-up
+    for name, fn in warmed_up(names, out):
         cpu_s = []
         untraced = [timed(fn, cpu_s) for _ in range(runs)]
         traced, preds, stand, threads = [], [], [], None
