@@ -589,10 +589,14 @@ def lesson8(measured: Tuple[int, int, giltracer.Trace], expected: int, run: Call
         print(f"expected {expected}: without a lock {unlocked} ({expected - unlocked} lost), "
               f"with a lock {locked}")
         assert locked == expected, locked
-        assert unlocked < expected, unlocked
         # Each hand-off of the GIL is a chance to fall between a read and its write.
         handoffs = sum(r.acquisitions for r in rows(t, "teller-"))
         print(f"the GIL changed hands between the tellers {handoffs} times")
+        why = busy_notice(t, rows(t, "teller-"))
+        if unlocked == expected and why:  # (beside two busy loops on 3.14: 0 lost, 3 runs)
+            say_busy(why, "Losing updates (the tellers take turns at the GIL less often)")
+            return
+        assert unlocked < expected, unlocked
         assert handoffs > len(rows(t, "teller-")), handoffs  # more than each first turn
 
     def again() -> Tuple[int, int, giltracer.Trace]:
@@ -601,8 +605,10 @@ def lesson8(measured: Tuple[int, int, giltracer.Trace], expected: int, run: Call
         return out["unlocked"], run(True), t
 
     return accept(claims, measured, again,
-                  "without a lock updates were lost where the GIL changed hands; with a lock "
-                  "none was", lambda m: [m[2]])
+                  lambda m: "without a lock updates were lost where the GIL changed hands; "
+                  "with a lock none was" if m[0] < expected else
+                  "with a lock no update was lost (losing them without one needs a quiet machine)",
+                  lambda m: [m[2]])
 
 
 # -- lesson 9 ---------------------------------------------------------------------------------

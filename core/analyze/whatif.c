@@ -611,7 +611,8 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
     for (size_t i = 0; i < n && !err; i++) {
         struct fthread *ft = &fts[i];
         const struct gt_thread_result *t = ft->t;
-        qsort(ft->cuts, ft->ncuts, sizeof(*ft->cuts), cmp_u64);
+        if (ft->ncuts) /* (qsort of NULL, 0: undefined) */
+            qsort(ft->cuts, ft->ncuts, sizeof(*ft->cuts), cmp_u64);
         size_t ci = 0;
         if (t->start_ns > origin)
             err = add_piece(ft, (struct piece){t->start_ns, t->start_ns, P_HANDOFF,
