@@ -120,10 +120,15 @@ def test_the_tab_opens_with_the_headline(page):
     assert not p.errors, p.errors
 
 
+def cells(p, table):
+    """The text of each cell of each body row of `table` (a CSS selector)."""
+    return p.js("Array.from(document.querySelectorAll('" + table + " tbody tr')).map(function(tr){"
+                "return Array.from(tr.cells).map(function(c){return c.textContent.trim()})})")
+
+
 def test_per_thread_bars_measured_and_predicted(page):
     p = page
-    rows = p.js("Array.from(document.querySelectorAll('#gt-withreads tbody tr')).map(function(tr){"
-                "return Array.from(tr.cells).map(function(c){return c.textContent.trim()})})")
+    rows = cells(p, "#gt-withreads")
     assert rows == [["w0", "1.20 s", "600 ms", "2.00\u00d7", "500 ms"],
                     ["w1", "800 ms", "400 ms", "2.00\u00d7", "200 ms"]], rows
     # bar lengths on one scale (the longest, w0 measured, 1.2 s): segment widths in % of the bar
@@ -144,8 +149,7 @@ def test_per_thread_bars_measured_and_predicted(page):
 
 def test_functions_table_if_released(page):
     p = page
-    rows = p.js("Array.from(document.querySelectorAll('#gt-wifuncs tbody tr')).map(function(tr){"
-                "return Array.from(tr.cells).map(function(c){return c.textContent.trim()})})")
+    rows = cells(p, "#gt-wifuncs")
     assert rows == [["fib", "demo.py:3", "700 ms", "750 ms", "1.60\u00d7"],
                     ["crunch", "other.py:42", "3.00 ms", "1.19 s", "1.01\u00d7"]], rows
     assert p.js("document.querySelector('#gt-wifuncs tbody td').title") == "/x/demo.py:3"
