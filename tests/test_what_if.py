@@ -125,10 +125,14 @@ def test_producer_consumer_bounded_by_the_producer():
     w = t.what_if(cpus=2, ft_factor=1.0)
     # Two starts, two joins, and the gets that blocked (not every one does).
     assert w.handoffs >= 5, str(w)
-    # The consumer cannot run ahead of the producer, which does 5/6 of the work: the cell
-    # takes at least the producer's work, near 5/6 of the work done one thread at a time
-    # (the GIL replay; not the producer's held time, which includes its preemptions).
-    assert 0.75 <= w.predicted_wall_s / w.gil_replay_wall_s <= 1.05, str(w)
+    # The consumer cannot run ahead of the producer: the cell takes at least the producer's
+    # work, near its share of the work done one thread at a time (the GIL replay). The share
+    # is the traced one, not the 5/6 of the spins: the consumer's gets and the tracer's cost
+    # in them add to its held time (pyenv 3.9, CI: producer 41, consumer 18 ms held).
+    held = {r.name: r.held_ns for r in t.summary()}
+    share = held["producer"] / sum(held.values())
+    assert 0.9 * share <= w.predicted_wall_s / w.gil_replay_wall_s <= 1.05, (share, str(w))
+    assert w.predicted_wall_s <= 0.97 * w.gil_replay_wall_s, str(w)  # the consumer overlaps
     producer = next(th for th in w.threads if th.name == "producer")
     assert w.predicted_wall_s >= producer.predicted_s
     assert w.predicted_wall_s <= 1.05 * w.measured_wall_s, str(w)
