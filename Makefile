@@ -22,7 +22,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-bytes bench-deflate readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-bytes bench-deflate readme-picture bench-matrix clean \
         pythons test-sid test-sid-lessons-busy bench-sid pythons-ft test-ft test-ft-ci test-tsan-ft bench-ft \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
@@ -69,10 +69,23 @@ lesson-shot: setup
 
 # Every lesson run and rendered, and a picture of its first viewer in docs/ (lesson 1's
 # checked as lesson-shot checks it).
+# The free-threaded lessons' pictures come from 3.14t (lesson-shots-ft), not from this build.
+FT_LESSONS := 07-free-threaded-python 12-free-threaded-what-replaces-the-gil
 lesson-shots: notebooks
 	for page in $(BUILD)/notebooks/[0-9][0-9]-*.html; do n=$$(basename $$page .html); \
+	  case " $(FT_LESSONS) " in *" $$n "*) continue;; esac; \
 	  $(PY) notebooks/screenshot.py $$([ $$n = 01-meet-the-gil ] || echo --any) $$page \
 	    docs/lesson-$$(echo $$n | sed 's/^0//').png || exit 1; done
+
+# The free-threaded lessons executed on 3.14t in the chroot (as root: make pythons), rendered
+# into $(BUILD)/notebooks-ft/, and a picture of each one's first viewer in docs/ (Chromium
+# runs on the host).
+lesson-shots-ft: pythons setup
+	$(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; n=ft-3.14t; d=$(SID_MATRIX); $(FT_VENV) && \
+	  cd /src && $$d/$$n/bin/python notebooks/lessons.py -o /src/$(BUILD)/notebooks-ft \
+	    $(foreach l,$(FT_LESSONS),notebooks/$(l).ipynb)'
+	for n in $(FT_LESSONS); do $(PY) notebooks/screenshot.py --any $(BUILD)/notebooks-ft/$$n.html \
+	  docs/lesson-$$(echo $$n | sed 's/^0//').png || exit 1; done
 
 test: setup test-c typecheck test-py test-unprivileged
 
@@ -85,7 +98,8 @@ test-lessons-busy: install
 	echo "giltracer: the lessons beside $(BUSY) busy processes ($$pids)"; \
 	GILTRACER_REQUIRE=notebooks $(PY) -m pytest tests/test_notebooks.py -q -p no:cacheprovider
 
-# The same on sid's newest interpreters (SID_LESSON_PYTHONS) in the chroot, as root: the busy
+# The same on sid's newest interpreters (SID_LESSON_PYTHONS), then on the free-threaded 3.14t
+# (its lessons: the GIL-only ones skip there), in the chroot, as root: the busy
 # loops run on the host and load the same CPUs.
 SID_LESSON_PYTHONS ?= 3.14
 test-sid-lessons-busy: pythons
@@ -96,7 +110,10 @@ test-sid-lessons-busy: pythons
 	  $(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; v=$$1; d=$(SID_MATRIX); $(SID_VENV) && cd $$d && \
 	    GILTRACER_REQUIRE=notebooks $$d/sid-$$v/bin/python -m pytest tests/test_notebooks.py -q -rs -p no:cacheprovider' sh $$v \
 	  || exit 1; \
-	done
+	done; \
+	echo "giltracer: the lessons on the free-threaded 3.14t beside $(BUSY) busy processes ($$pids)"; \
+	$(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; n=ft-3.14t; d=$(SID_MATRIX); $(FT_VENV) && cd $$d && \
+	  GILTRACER_REQUIRE=notebooks $$d/$$n/bin/python -m pytest tests/test_notebooks.py -q -rs -p no:cacheprovider'
 
 test-c: deps
 	cmake -S . -B $(BUILD)/ctest -DGT_BUILD_EXTENSION=OFF -DGT_BUILD_TESTS=ON -DGT_WERROR=$(GT_WERROR) >/dev/null
