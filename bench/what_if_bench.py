@@ -13,10 +13,6 @@ the reason printed, where NumPy cannot be imported).
     python bench/what_if_bench.py --gil PY3.14 --ft PY3.14t [--runs 5] [--out bench/results]
     (`make bench-what-if` runs it in the sid chroot; the 3.14 side needs giltracer installed)
 
-Without ``t.what_if`` (a build before the model), the prediction column is "n/a"; then
-and only then a STAND-IN predictor (``stand_in``, below: a crude bound from the per-thread
-held / released totals, not the model) fills separate columns, labelled so, to check the
-harness itself.
 """
 
 import argparse
@@ -175,67 +171,29 @@ def side_ft(names, runs):
 
 # ---------------------------------------------------------------- the 3.14 side
 def prediction(t, n_cpus, factor):
-    """The model's predicted wall time (s) from ``t.what_if()``, or None when this
-    giltracer has no what_if."""
-    fn = getattr(t, "what_if", None)
-    if fn is None:
-        return None
-    r = fn(cpus=n_cpus) if factor is None else fn(cpus=n_cpus, ft_factor=factor)
-    for key, scale in (("predicted_wall_s", 1.0), ("predicted_ns", 1e-9)):
-        v = r.get(key) if isinstance(r, dict) else getattr(r, key, None)
-        if v is not None:
-            return float(v) * scale
-    raise TypeError(f"t.what_if() returned {type(r).__name__} without predicted_wall_s")
-
-
-def stand_in(rows, main_tid, n_cpus, factor):
-    """STAND-IN, NOT THE MODEL (used only when t.what_if does not exist, to check this
-    harness): each worker thread's held time x factor becomes its CPU work, its released time
-    is kept as is (sleeps, I/O, C code without the GIL; hand-offs are ignored), its GIL wait
-    is dropped; the cell takes the longer of the slowest thread and the total CPU work spread
-    over the CPUs, plus the starting thread's own held time (it only starts and joins)."""
-    workers = [r for r in rows if r["tid"] != main_tid]
-    main = [r for r in rows if r["tid"] == main_tid]
-    if not workers:
-        return sum(r["held_s"] for r in main) * factor + sum(r["released_s"] for r in main)
-    slowest = max(r["held_s"] * factor + r["released_s"] for r in workers)
-    spread = sum(r["held_s"] for r in workers) * factor / n_cpus
-    return max(slowest, spread) + sum(r["held_s"] for r in main) * factor
+    """The model's predicted wall time (s): ``t.what_if()``."""
+    w = t.what_if(cpus=n_cpus) if factor is None else t.what_if(cpus=n_cpus, ft_factor=factor)
+    return w.predicted_wall_s
 
 
 def side_gil(names, runs, factor, trace_opts):
     import giltracer
     n_cpus = cpus()
-    has_model = hasattr(giltracer.Trace, "what_if")
     out = {"python": sys.version.split()[0], "giltracer": getattr(giltracer, "__version__", "?"), "cpus": n_cpus,
-           "model": has_model, "ft_factor": factor, "trace_opts": trace_opts, "workloads": {}}
-    main_tid = threading.main_thread().native_id
-    try:
-        from giltracer.whatif_cost import FT_SINGLE_THREAD_FACTOR as stand_factor
-    except ImportError:
-        stand_factor = 1.25  # bench/results/ft-cost-3.14.10.md
-    if factor is not None:
-        stand_factor = factor
+           "ft_factor": factor, "trace_opts": trace_opts, "workloads": {}}
     for name, fn in warmed_up(names, out):
         cpu_s = []
         untraced = [timed(fn, cpu_s) for _ in range(runs)]
-        traced, preds, stand, threads = [], [], [], None
+        traced, preds, threads = [], [], None
         for _ in range(runs):
             with giltracer.trace(backend="hooks", **trace_opts) as t:
                 traced.append(timed(fn))
             rows = [{"tid": s.tid, "name": s.name, "wall_s": s.wall_ns / 1e9, "held_s": s.held_ns / 1e9,
                      "wait_s": s.wait_ns / 1e9, "released_s": s.released_ns / 1e9} for s in t.summary()]
             threads = rows
-            if has_model:
-                preds.append(prediction(t, n_cpus, factor))
-            else:
-                stand.append(stand_in(rows, main_tid, n_cpus, stand_factor))
-        w = {"untraced": untraced, "cpu": cpu_s, "traced": traced, "threads": threads}
-        if preds:
-            w["predicted"] = preds
-        if stand:
-            w["stand_in"] = stand
-        out["workloads"][name] = w
+            preds.append(prediction(t, n_cpus, factor))
+        out["workloads"][name] = {"untraced": untraced, "cpu": cpu_s, "traced": traced, "threads": threads,
+                                  "predicted": preds}
     return out
 
 
@@ -272,7 +230,7 @@ def merge_runs(acc, r):
 def finish(side):
     """Lists of runs -> stats (median, min, max, runs)."""
     for w in side["workloads"].values():
-        for key in ("wall", "cpu", "untraced", "traced", "predicted", "stand_in"):
+        for key in ("wall", "cpu", "untraced", "traced", "predicted"):
             if key in w:
                 w[key] = stats(w[key])
     return side
@@ -292,12 +250,9 @@ def report(gil, ft, runs, load0=None):
              "the machine gave it (other load on a shared machine lowers it; the model assumes the CPUs free)",
              "- rounds alternate the interpreters, one run per workload per round, fresh processes",
              f"- traced with `giltracer.trace(backend=\"hooks\", **{gil['trace_opts']})`; 3.14 untraced wall for reference", ""]
-    model = gil["model"]
     head = "| workload | 3.14 wall | 3.14 traced wall | 3.14t wall | 3.14t CPU / wall | predicted | error |"
-    if not model:
-        head += " STAND-IN predicted | STAND-IN error |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
-    errs, stand_errs = [], []
+    errs = []
     for name, w in gil["workloads"].items():
         f = ft["workloads"].get(name, {})
         if "skipped" in w or "skipped" in f:
@@ -309,16 +264,9 @@ def report(gil, ft, runs, load0=None):
         meas = f["wall"]["median"]
         par = f["cpu"]["median"] / meas
         row = f"| {name} | {fmt(w['untraced'])} | {fmt(w['traced'])} | {fmt(f['wall'])} | {par:.2f} | "
-        if "predicted" in w:
-            e = w["predicted"]["median"] / meas - 1
-            errs.append(abs(e))
-            row += f"{fmt(w['predicted'])} | {100 * e:+.0f} % |"
-        else:
-            row += "n/a | n/a |"
-        if not model:
-            e = w["stand_in"]["median"] / meas - 1
-            stand_errs.append(abs(e))
-            row += f" {fmt(w['stand_in'])} | {100 * e:+.0f} % |"
+        e = w["predicted"]["median"] / meas - 1
+        errs.append(abs(e))
+        row += f"{fmt(w['predicted'])} | {100 * e:+.0f} % |"
         lines.append(row)
     lines.append("")
     one = ft["workloads"].get("cpu-1", {})
@@ -334,11 +282,6 @@ def report(gil, ft, runs, load0=None):
         verdict = None if loaded else worst <= 0.25 and med <= 0.15
         lines.append(f"Model: worst |error| {100 * worst:.0f} % (target <= 25 %), median {100 * med:.0f} % "
                      f"(target <= 15 %): {'INCONCLUSIVE (loaded machine)' if loaded else 'PASS' if verdict else 'FAIL'}")
-    else:
-        lines.append("Model: n/a (this giltracer has no t.what_if)")
-    if stand_errs:
-        lines.append(f"STAND-IN (not the model; harness check only): worst |error| {100 * max(stand_errs):.0f} %, "
-                     f"median {100 * statistics.median(stand_errs):.0f} %")
     lines.append("")
     lines.append("Per-thread GIL time of the last traced run (s: held / wait / released):")
     lines.append("")
