@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "gt_clock.h"
 #include "note.h"
 #include "spool.h"
@@ -80,6 +81,9 @@ static int write_spool(const char *spool, const struct gt_trace_input *ti,
         .sched_lost = m->sched_lost,
         .partial = interval_ms != 0,
         .interval_ms = interval_ms,
+        .calls_aggregated = m->calls_aggregated,
+        .gil_aggregated = m->gil_aggregated,
+        .sched_aggregated = m->sched_aggregated,
     };
     own_cmd(sm.cmd, sizeof(sm.cmd));
     int err = gt_spool__write(f, ti, &sm);
@@ -329,10 +333,29 @@ int gt_children__add(struct gt_run *run, struct gt_trace_input *ti, struct gt_em
         m->dropped_events += sp->meta.dropped_events;
         m->gil_dropped += sp->meta.gil_dropped;
         m->sched_lost += sp->meta.sched_lost;
+        m->calls_aggregated += sp->meta.calls_aggregated;
+        m->gil_aggregated += sp->meta.gil_aggregated;
+        m->sched_aggregated += sp->meta.sched_aggregated;
     }
     ti->funcs = run->all_funcs;
     ti->nfuncs = (uint32_t)nfuncs;
     ti->threads = *all;
     ti->nthreads = nthreads;
     return 0;
+}
+
+int gt_children__budget_pool(const char *children, const char *spool, uint64_t max_events,
+                             struct gt_budget_pool **out)
+{
+    *out = NULL;
+    const char *from = children ? children : spool;
+    const char *dash = spool && !children ? strrchr(spool, '-') : NULL;
+    if (!from || (!children && !dash))
+        return -EINVAL;
+    size_t len = children ? strlen(children) : (size_t)(dash + 1 - spool);
+    char path[4200];
+    if (snprintf(path, sizeof(path), "%.*sbudget", (int)len, from) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
+    return children ? gt_budget_pool__create(path, max_events, out)
+                    : gt_budget_pool__open(path, out);
 }

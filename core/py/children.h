@@ -31,4 +31,13 @@ void gt_children__read_spools(const char *children, struct gt_run *run, char *no
 int gt_children__add(struct gt_run *run, struct gt_trace_input *ti, struct gt_emit_meta *m,
                      struct gt_thread_input **all, uint32_t **maps);
 
+struct gt_budget_pool;
+
+/* The session's budget pool "<prefix>budget" (record/budget.h): the parent (`children`,
+ * the prefix "folder/token-") creates it, a child (`spool`, "<prefix><pid>.spool") maps
+ * its parent's. Returns 0 and sets *out, or -errno (then each process keeps its own
+ * budget). */
+int gt_children__budget_pool(const char *children, const char *spool, uint64_t max_events,
+                             struct gt_budget_pool **out);
+
 #endif /* GT_CHILDREN_H */

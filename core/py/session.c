@@ -19,6 +19,7 @@
 #include "gt_ctree.h"
 #include "gt_clock.h"
 #include "gt_sched.h"
+#include "budget.h"
 #include "children.h"
 #include "note.h"
 #include "spool.h"
@@ -64,6 +65,7 @@ struct gt_session {
     int ck_lock_ok;
     int ck_pending;  /* 3.13+: a look waits for the main thread */
     uint64_t ck_gen; /* ... for this loop (its number) */
+    struct gt_budget_pool *pool; /* the budget shared with the children (budget.h) */
 };
 
 static void ck_names_free(struct gt_session *s);
@@ -500,6 +502,25 @@ static void release_probes(struct gt_session *s)
         close_bpf();
 }
 
+/* follow_children with max_events: one budget for the parent and every child (a child
+ * whose parent's pool cannot be mapped keeps its own). */
+static void share_budget(struct gt_session *s)
+{
+    if (s->o.max_events && (s->children || s->spool) &&
+        gt_children__budget_pool(s->children, s->spool, s->o.max_events, &s->pool) == 0)
+        gt_registry__share_budget(s->pool->left);
+}
+
+static void unshare_budget(struct gt_session *s)
+{
+    if (!s->pool)
+        return;
+    if (!forked_copy(s)) /* (a forked child's registry starts with none) */
+        gt_registry__share_budget(NULL);
+    gt_budget_pool__close(s->pool);
+    s->pool = NULL;
+}
+
 /* The session lets go of the process (finish, or free without finish): it is no longer
  * the active one, its records and its OS-state watcher are released. Twice is harmless. */
 static void release_records(struct gt_session *s)
@@ -511,6 +532,7 @@ static void release_records(struct gt_session *s)
     if (s->registry_begun && !forked_copy(s))
         gt_registry__release(gt_tracer__free_state);
     s->registry_begun = 0;
+    unshare_budget(s);
     gt_sched__free(s->sched);
     s->sched = NULL;
 }
@@ -655,6 +677,7 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     gt_registry__set_overflow(GT_BUDGET_GIL, gt_agg__gil_sink, NULL);
     gt_registry__set_overflow(GT_BUDGET_SCHED, gt_agg__os_sink, NULL);
     gt_registry__set_overflow(GT_BUDGET_CALLS, gt_ctree__sink, gt_ctree__release);
+    share_budget(s);
     int err = gt_registry__begin(s->o.max_events,
                                  s->sched ? watch_thread : NULL, s->sched);
     if (err < 0) {
@@ -726,6 +749,7 @@ fail:
         gt_registry__release(gt_tracer__free_state);
         s->registry_begun = 0;
     }
+    unshare_budget(s);
     gt_sched__free(s->sched);
     s->sched = NULL;
     return -1;
@@ -1092,13 +1116,16 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     if (s->spool) {
         /* A child: its streams go to the parent, which merges them; its own result is
          * empty (a failure is the parent's note: no spool). */
-        /* Events past max_events went into this process's aggregates, which a spool does
-         * not carry: the parent counts them as dropped (never lost unsaid). */
+        /* Events past max_events (the budget it shares with the parent) went into this
+         * process's aggregates, which the spool carries to the parent. */
         struct gt_emit_meta sm = {
             .event_count = recorded,
-            .dropped_events = dropped + run->meta.calls_aggregated,
-            .gil_dropped = run->meta.gil_dropped + run->meta.gil_aggregated,
-            .sched_lost = run->meta.sched_lost + run->meta.sched_aggregated};
+            .dropped_events = dropped,
+            .gil_dropped = run->meta.gil_dropped,
+            .sched_lost = run->meta.sched_lost,
+            .calls_aggregated = run->meta.calls_aggregated,
+            .gil_aggregated = run->meta.gil_aggregated,
+            .sched_aggregated = run->meta.sched_aggregated};
         gt_children__write_spool(s->spool, &ti, &sm);
         ti.nthreads = 0;
     } else if (s->children) {

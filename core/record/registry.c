@@ -33,6 +33,9 @@ static void *on_new_ctx;
 /* Per-kind event budgets (enum gt_budget), guarded by reg_lock. `budget_spent` is set
  * once a budget is gone, so pushes past the cap are refused without the lock. */
 static uint64_t budget_left[GT_BUDGET_END]; /* by enum gt_budget; [GT_BUDGET_NONE] unused */
+/* gt_registry__share_budget: the counters are another process's too, so they change
+ * under reg_lock as well (atomics); NULL: budget_left. */
+static uint64_t *budget_shared;
 static int budget_limited;
 static atomic_int budget_spent[GT_BUDGET_END];
 static _Atomic(gt_overflow_fn) overflow_fn[GT_BUDGET_END];
@@ -322,6 +325,13 @@ void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn, void (*
     }
 }
 
+void gt_registry__share_budget(uint64_t *left)
+{
+    pthread_mutex_lock(&reg_lock);
+    budget_shared = left;
+    pthread_mutex_unlock(&reg_lock);
+}
+
 void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b)
 {
     if (!s->refused_at)
@@ -356,9 +366,12 @@ int gt_stream__grow(struct gt_stream *s)
      * there first (no new block; a call stream needs no new time base). */
     size_t tail_free = s->tail && s->lim ? cap - (size_t)((char *)s->lim - block_events(s->tail)) / s->rec_size : 0;
     size_t room = tail_free ? tail_free : cap;
-    uint64_t *left = s->budget != GT_BUDGET_NONE && budget_limited ? &budget_left[s->budget] : NULL;
-    if (left) {
-        if (*left == 0) {
+    uint64_t *left = s->budget != GT_BUDGET_NONE && budget_limited
+                         ? &(budget_shared ? budget_shared : budget_left)[s->budget] : NULL;
+    size_t want = room;
+    uint64_t have = left ? __atomic_load_n(left, __ATOMIC_ACQUIRE) : 0;
+    while (left) {
+        if (have == 0) {
             atomic_store(&budget_spent[s->budget], 1);
             err = -ENOSPC;
             goto cleanup;
@@ -368,18 +381,24 @@ int gt_stream__grow(struct gt_stream *s)
          * 256), so that threads that stop early, or a thousand alive at once, cannot
          * strand much of the budget in their blocks. */
         uint64_t share = s->granted < 256 ? 256 : s->granted;
-        if (share > *left / 16)
-            share = *left / 16 < 256 ? 256 : *left / 16;
+        if (share > have / 16)
+            share = have / 16 < 256 ? 256 : have / 16;
+        room = want;
         if (share < room)
             room = (size_t)share;
-        if (*left < room)
-            room = (size_t)*left;
+        if (have < room)
+            room = (size_t)have;
+        if (__atomic_compare_exchange_n(left, &have, have - room, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            break;
     }
     if (tail_free) {
         s->lim = (char *)s->lim + room * s->rec_size;
     } else {
         struct gt_block *b = block_get();
         if (!b) {
+            if (left) /* (the grant goes back) */
+                __atomic_add_fetch(left, room, __ATOMIC_ACQ_REL);
             err = -ENOMEM;
             goto cleanup;
         }
@@ -397,7 +416,7 @@ int gt_stream__grow(struct gt_stream *s)
     }
     if (left) {
         s->granted += room;
-        if ((*left -= room) == 0)
+        if (have == room)
             atomic_store(&budget_spent[s->budget], 1);
     }
 cleanup:
@@ -515,6 +534,7 @@ static void atfork_child(void)
     atomic_store(&refill.prev_tid, 0);
     atomic_store(&gt_recording, 0);
     atomic_store(&gt_registry_gen, 0);
+    budget_shared = NULL; /* the child's own session shares it again, or not */
     if (threads)
         abandoned_in_child = threads;
     threads = NULL;
@@ -555,7 +575,7 @@ int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx)
         err = -EBUSY;
         goto cleanup;
     }
-    budget_limited = max_call_events != 0;
+    budget_limited = max_call_events != 0 || budget_shared;
     for (int k = GT_BUDGET_CALLS; k < GT_BUDGET_END; k++) {
         budget_left[k] = max_call_events;
         atomic_store(&budget_spent[k], 0);

@@ -296,6 +296,12 @@ typedef int (*gt_overflow_fn)(struct gt_stream *s, uint64_t ts, uint32_t a, uint
  * `overflow` at release (NULL: free()); set between sessions. */
 void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn, void (*release)(void *));
 
+/* The next generations draw every budget from `left` (GT_BUDGET_END counters by enum
+ * gt_budget, e.g. a gt_budget_pool's, which other processes draw from too) instead of
+ * their own max_call_events; NULL: their own again. Set between sessions; a forked
+ * child starts with none. */
+void gt_registry__share_budget(uint64_t *left);
+
 /* Slow path of a refused push (`err` from gt_stream__grow): the overflow sink, or dropped. */
 void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b);
 

@@ -10,6 +10,7 @@
 
 static const char MAGIC[8] = {'G', 'T', 'S', 'P', 'O', 'O', 'L', '1'};
 #define NO_NAME UINT32_MAX
+#define VERSION 2
 
 struct wr {
     FILE *f;
@@ -60,13 +61,66 @@ static void put_chunks(struct wr *w, const struct gt_chunk *c, size_t n, size_t 
         put(w, c[i].data, c[i].n * size);
 }
 
+static void put_f64(struct wr *w, double v) { put(w, &v, sizeof(v)); }
+
+/* An aggregate (8-byte aligned throughout). */
+static void put_coalesced(struct wr *w, const struct gt_coalesced *c)
+{
+    put_u64(w, c->nlead);
+    put(w, c->lead, c->nlead * sizeof(*c->lead));
+    put_u64(w, c->base);
+    put_f64(w, c->width_ns);
+    put_u64(w, c->ntiles);
+    put(w, c->tiles, c->ntiles * sizeof(*c->tiles));
+    put_u64(w, c->first);
+    put_u64(w, c->last);
+    put_u32(w, c->first_kind);
+    put_u32(w, c->state);
+    put_u32(w, c->aux);
+    put_u32(w, 0);
+    put_u64(w, c->events);
+    put_u64(w, c->acquisitions);
+    put_u64(w, c->drop_requests);
+    put_u64(w, c->longest_wait_ns);
+    put_u64(w, c->wait_since);
+}
+
+static void put_calltree(struct wr *w, const struct gt_calltree *c)
+{
+    put_u64(w, c->n);
+    put(w, c->nodes, c->n * sizeof(*c->nodes));
+    put_u32(w, c->cur);
+    put_u32(w, c->cur_py);
+    put_u64(w, c->first);
+    put_u64(w, c->last);
+    put_u64(w, c->events);
+    put_u64(w, c->ntiles);
+    put(w, c->tile_node, c->ntiles * sizeof(*c->tile_node));
+    pad(w);
+    put_u64(w, c->tile_base);
+    put_f64(w, c->tile_width_ns);
+}
+
+/* Which aggregates follow (bits 1 gil, 2 sched, 4 calls), then each. */
+static void put_more(struct wr *w, const struct gt_thread_input *t)
+{
+    put_u32(w, (t->gil_more ? 1u : 0) | (t->sched_more ? 2u : 0) | (t->calls_more ? 4u : 0));
+    put_u32(w, 0);
+    if (t->gil_more)
+        put_coalesced(w, t->gil_more);
+    if (t->sched_more)
+        put_coalesced(w, t->sched_more);
+    if (t->calls_more)
+        put_calltree(w, t->calls_more);
+}
+
 int gt_spool__write(FILE *f, const struct gt_trace_input *ti, const struct gt_spool_meta *m)
 {
     struct wr w = {f, 0, 0};
     if (!f || !ti || !m)
         return -EINVAL;
     put(&w, MAGIC, sizeof(MAGIC));
-    put_u32(&w, 1);
+    put_u32(&w, VERSION);
     put_u32(&w, (uint32_t)sizeof(*m));
     put(&w, m, sizeof(*m));
     put_u32(&w, ti->nfuncs);
@@ -106,6 +160,7 @@ int gt_spool__write(FILE *f, const struct gt_trace_input *ti, const struct gt_sp
         put_chunks(&w, t->gil, t->ngil, sizeof(struct gt_gil_event));
         put_u64(&w, chunk_total(t->sched, t->nsched));
         put_chunks(&w, t->sched, t->nsched, sizeof(struct gt_sched_event));
+        put_more(&w, t);
     }
     put(&w, MAGIC, sizeof(MAGIC)); /* the end: a spool cut short is refused */
     if (!w.err && fflush(f) != 0)
@@ -177,11 +232,165 @@ static const void *get_array(struct rd *r, uint64_t n, size_t size)
     return take(r, n * size);
 }
 
-int gt_spool__read(FILE *f, uint64_t size, struct gt_spool **out)
+static double get_f64(struct rd *r)
+{
+    double v = 0;
+    const void *p = take(r, sizeof(v));
+    if (p)
+        memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static void get_coalesced(struct rd *r, struct gt_coalesced *c)
+{
+    uint64_t n = get_u64(r);
+    c->lead = get_array(r, n, sizeof(*c->lead));
+    c->nlead = (size_t)n;
+    c->base = get_u64(r);
+    c->width_ns = get_f64(r);
+    n = get_u64(r);
+    if (n > GT_COALESCED_TILES)
+        r->err = -EINVAL;
+    c->tiles = get_array(r, n, sizeof(*c->tiles));
+    c->ntiles = (size_t)n;
+    c->first = get_u64(r);
+    c->last = get_u64(r);
+    c->first_kind = get_u32(r);
+    c->state = get_u32(r);
+    c->aux = get_u32(r);
+    get_u32(r);
+    c->events = get_u64(r);
+    c->acquisitions = get_u64(r);
+    c->drop_requests = get_u64(r);
+    c->longest_wait_ns = get_u64(r);
+    c->wait_since = get_u64(r);
+}
+
+static void get_calltree(struct rd *r, struct gt_calltree *c)
+{
+    uint64_t n = get_u64(r);
+    c->nodes = get_array(r, n, sizeof(*c->nodes));
+    c->n = (size_t)n;
+    c->cur = get_u32(r);
+    c->cur_py = get_u32(r);
+    c->first = get_u64(r);
+    c->last = get_u64(r);
+    c->events = get_u64(r);
+    n = get_u64(r);
+    c->tile_node = get_array(r, n, sizeof(*c->tile_node));
+    c->ntiles = (size_t)n;
+    skip_pad(r);
+    c->tile_base = get_u64(r);
+    c->tile_width_ns = get_f64(r);
+}
+
+static void get_more(struct rd *r, struct gt_thread_input *t, struct gt_spool_more *more)
+{
+    uint32_t have = get_u32(r);
+    get_u32(r);
+    if (have & ~7u)
+        r->err = -EINVAL;
+    if (have & 1) {
+        get_coalesced(r, &more->gil);
+        t->gil_more = &more->gil;
+    }
+    if (have & 2) {
+        get_coalesced(r, &more->sched);
+        t->sched_more = &more->sched;
+    }
+    if (have & 4) {
+        get_calltree(r, &more->calls);
+        t->calls_more = &more->calls;
+    }
+}
+
+/* Thread i: its identity, function map, streams and aggregates. */
+static void get_thread(struct rd *r, struct gt_spool *sp, size_t i)
+{
+    struct gt_thread_input *t = &sp->threads[i];
+    struct gt_chunk *c = &sp->chunks[3 * i];
+    skip_pad(r);
+    t->tid = (int32_t)get_u32(r);
+    t->pid = (int32_t)get_u32(r);
+    t->ident = get_u64(r);
+    t->flags = get_u32(r);
+    t->interp = get_u32(r);
+    t->calls_truncated_at = get_u64(r);
+    t->name = get_str(r);
+    skip_pad(r);
+    uint64_t nmap = get_u64(r);
+    if (nmap != UINT64_MAX) {
+        t->func_map = get_array(r, nmap, sizeof(uint32_t));
+        t->func_map_len = (size_t)nmap;
+        for (size_t k = 0; t->func_map && k < t->func_map_len; k++)
+            if (t->func_map[k] >= sp->nfuncs && t->func_map[k] != GT_NO_FUNC)
+                r->err = -EINVAL;
+    }
+    skip_pad(r);
+    uint64_t n = get_u64(r);
+    c[0] = (struct gt_chunk){get_array(r, n, sizeof(struct gt_call_rec)), (size_t)n};
+    skip_pad(r);
+    n = get_u64(r);
+    c[1] = (struct gt_chunk){get_array(r, n, sizeof(struct gt_gil_event)), (size_t)n};
+    n = get_u64(r);
+    c[2] = (struct gt_chunk){get_array(r, n, sizeof(struct gt_sched_event)), (size_t)n};
+    t->calls = &c[0];
+    t->ncalls = c[0].n ? 1 : 0;
+    t->gil = &c[1];
+    t->ngil = c[1].n ? 1 : 0;
+    t->sched = &c[2];
+    t->nsched = c[2].n ? 1 : 0;
+    get_more(r, t, &sp->more[i]);
+}
+
+static void get_func(struct rd *r, struct gt_func *fn)
+{
+    fn->name = get_str(r);
+    fn->file = get_str(r);
+    fn->line = get_u32(r);
+    fn->flags = get_u32(r);
+    if (!fn->name)
+        fn->name = "?";
+    if (!fn->file)
+        fn->file = "";
+}
+
+/* The magic (at both ends), version, meta and counts; allocates the arrays. */
+static void get_head(struct rd *r, struct gt_spool *sp)
 {
     struct gt_spool_meta m;
+    const void *magic = take(r, sizeof(MAGIC));
+    if (!magic || memcmp(magic, MAGIC, sizeof(MAGIC)) != 0 || get_u32(r) != VERSION ||
+        get_u32(r) != sizeof(m) || memcmp(r->buf + r->size - sizeof(MAGIC), MAGIC, sizeof(MAGIC))) {
+        r->err = -EINVAL;
+        return;
+    }
+    r->size -= sizeof(MAGIC);
+    memcpy(&sp->meta, take(r, sizeof(m)), sizeof(m));
+    sp->meta.cmd[sizeof(sp->meta.cmd) - 1] = '\0';
+    sp->nfuncs = get_u32(r);
+    get_u32(r);
+    uint64_t nthreads = get_u64(r);
+    /* each function takes at least 16 bytes, each thread at least 64 */
+    if (r->err || sp->nfuncs > (r->size - r->off) / 16 || nthreads > (r->size - r->off) / 64 ||
+        sp->nfuncs >= GT_CALL_REC_FUNC_LIMIT) {
+        r->err = -EINVAL;
+        return;
+    }
+    sp->nthreads = (size_t)nthreads;
+    sp->funcs = calloc(sp->nfuncs ? sp->nfuncs : 1, sizeof(*sp->funcs));
+    sp->threads = calloc(sp->nthreads ? sp->nthreads : 1, sizeof(*sp->threads));
+    sp->chunks = calloc(sp->nthreads ? 3 * sp->nthreads : 1, sizeof(*sp->chunks));
+    sp->more = calloc(sp->nthreads ? sp->nthreads : 1, sizeof(*sp->more));
+    if (!sp->funcs || !sp->threads || !sp->chunks || !sp->more)
+        r->err = -ENOMEM;
+}
+
+int gt_spool__read(FILE *f, uint64_t size, struct gt_spool **out)
+{
     *out = NULL;
-    if (size < sizeof(MAGIC) * 2 + 8 + sizeof(m) + 16 || size > (uint64_t)SIZE_MAX / 2)
+    if (size < sizeof(MAGIC) * 2 + 8 + sizeof(struct gt_spool_meta) + 16 ||
+        size > (uint64_t)SIZE_MAX / 2)
         return -EINVAL;
     struct gt_spool *sp = calloc(1, sizeof(*sp));
     struct rd r = {malloc(size), size, 0, 0};
@@ -191,85 +400,16 @@ int gt_spool__read(FILE *f, uint64_t size, struct gt_spool **out)
         return -ENOMEM;
     }
     sp->arena = r.buf;
-    if (fread(r.buf, 1, size, f) != size) {
+    if (fread(r.buf, 1, size, f) != size)
         r.err = -EINVAL;
-        goto done;
-    }
-    const void *magic = take(&r, sizeof(MAGIC));
-    if (!magic || memcmp(magic, MAGIC, sizeof(MAGIC)) != 0 || get_u32(&r) != 1 ||
-        get_u32(&r) != sizeof(m) || memcmp(r.buf + size - sizeof(MAGIC), MAGIC, sizeof(MAGIC))) {
-        r.err = -EINVAL;
-        goto done;
-    }
-    r.size -= sizeof(MAGIC);
-    memcpy(&sp->meta, take(&r, sizeof(m)), sizeof(m));
-    sp->meta.cmd[sizeof(sp->meta.cmd) - 1] = '\0';
-    sp->nfuncs = get_u32(&r);
-    get_u32(&r);
-    uint64_t nthreads = get_u64(&r);
-    /* each function takes at least 16 bytes, each thread at least 64 */
-    if (r.err || sp->nfuncs > (r.size - r.off) / 16 || nthreads > (r.size - r.off) / 64 ||
-        sp->nfuncs >= GT_CALL_REC_FUNC_LIMIT) {
-        r.err = -EINVAL;
-        goto done;
-    }
-    sp->nthreads = (size_t)nthreads;
-    sp->funcs = calloc(sp->nfuncs ? sp->nfuncs : 1, sizeof(*sp->funcs));
-    sp->threads = calloc(sp->nthreads ? sp->nthreads : 1, sizeof(*sp->threads));
-    sp->chunks = calloc(sp->nthreads ? 3 * sp->nthreads : 1, sizeof(*sp->chunks));
-    if (!sp->funcs || !sp->threads || !sp->chunks) {
-        r.err = -ENOMEM;
-        goto done;
-    }
-    for (uint32_t i = 0; i < sp->nfuncs && !r.err; i++) {
-        struct gt_func *fn = &sp->funcs[i];
-        fn->name = get_str(&r);
-        fn->file = get_str(&r);
-        fn->line = get_u32(&r);
-        fn->flags = get_u32(&r);
-        if (!fn->name)
-            fn->name = "?";
-        if (!fn->file)
-            fn->file = "";
-    }
-    for (size_t i = 0; i < sp->nthreads && !r.err; i++) {
-        struct gt_thread_input *t = &sp->threads[i];
-        struct gt_chunk *c = &sp->chunks[3 * i];
-        skip_pad(&r);
-        t->tid = (int32_t)get_u32(&r);
-        t->pid = (int32_t)get_u32(&r);
-        t->ident = get_u64(&r);
-        t->flags = get_u32(&r);
-        t->interp = get_u32(&r);
-        t->calls_truncated_at = get_u64(&r);
-        t->name = get_str(&r);
-        skip_pad(&r);
-        uint64_t nmap = get_u64(&r);
-        if (nmap != UINT64_MAX) {
-            t->func_map = get_array(&r, nmap, sizeof(uint32_t));
-            t->func_map_len = (size_t)nmap;
-            for (size_t k = 0; t->func_map && k < t->func_map_len; k++)
-                if (t->func_map[k] >= sp->nfuncs && t->func_map[k] != GT_NO_FUNC)
-                    r.err = -EINVAL;
-        }
-        skip_pad(&r);
-        uint64_t n = get_u64(&r);
-        c[0] = (struct gt_chunk){get_array(&r, n, sizeof(struct gt_call_rec)), (size_t)n};
-        skip_pad(&r);
-        n = get_u64(&r);
-        c[1] = (struct gt_chunk){get_array(&r, n, sizeof(struct gt_gil_event)), (size_t)n};
-        n = get_u64(&r);
-        c[2] = (struct gt_chunk){get_array(&r, n, sizeof(struct gt_sched_event)), (size_t)n};
-        t->calls = &c[0];
-        t->ncalls = c[0].n ? 1 : 0;
-        t->gil = &c[1];
-        t->ngil = c[1].n ? 1 : 0;
-        t->sched = &c[2];
-        t->nsched = c[2].n ? 1 : 0;
-    }
+    else
+        get_head(&r, sp);
+    for (uint32_t i = 0; i < sp->nfuncs && !r.err; i++)
+        get_func(&r, &sp->funcs[i]);
+    for (size_t i = 0; i < sp->nthreads && !r.err; i++)
+        get_thread(&r, sp, i);
     if (!r.err && r.off != r.size)
         r.err = -EINVAL;
-done:
     if (r.err) {
         gt_spool__free(sp);
         return r.err;
@@ -357,6 +497,7 @@ void gt_spool__free(struct gt_spool *sp)
     free(sp->funcs);
     free(sp->threads);
     free(sp->chunks);
+    free(sp->more);
     free(sp->arena);
     free(sp);
 }

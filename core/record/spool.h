@@ -24,6 +24,15 @@ struct gt_spool_meta {
     uint32_t partial;         /* a checkpoint written while the child recorded (its end
                                  was never written if it is still the spool) */
     uint32_t interval_ms;     /* a checkpoint's: the child wrote one every ~interval_ms */
+    /* Events past the budget the child kept in its aggregates (the final spool carries
+     * them: each thread's gil_more, sched_more, calls_more; a checkpoint none). */
+    uint64_t calls_aggregated, gil_aggregated, sched_aggregated;
+};
+
+/* A thread's aggregates read back (its gil_more, sched_more, calls_more point here). */
+struct gt_spool_more {
+    struct gt_coalesced gil, sched;
+    struct gt_calltree calls;
 };
 
 /* A spool read back: a merge input the parent appends to its own. */
@@ -34,13 +43,15 @@ struct gt_spool {
     struct gt_thread_input *threads; /* one chunk per stream; func_map maps into funcs */
     size_t nthreads;
     struct gt_chunk *chunks; /* three per thread: calls, gil, sched */
+    struct gt_spool_more *more; /* one per thread */
     void *arena; /* the file: every string and record */
     struct gt_spool **parts; /* a joined one's checkpoints (gt_spool__join), owned */
     size_t nparts;
 };
 
 /**
- * gt_spool__write() - writes `ti` (its funcs, threads and streams) and `m` to `f`.
+ * gt_spool__write() - writes `ti` (its funcs, threads, streams and aggregates: in ns) and
+ * `m` to `f`.
  * A thread flagged GT_THREAD_HELD_GIL_AT_START gets a GT_GIL_ACQUIRED at ti->t0 first
  * (in the parent's merge its life starts at its first event, not at the parent's t0).
  * Returns 0 or -errno (-EIO on a write error).

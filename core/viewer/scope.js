@@ -66,12 +66,27 @@ function procSub(th) {
   if (!(meta.processes && meta.processes.length && th.pid != null)) return 'tid ' + th.tid;
   return +th.pid === +th.tid ? 'pid ' + th.pid : 'pid ' + th.pid + ' \u00b7 tid ' + th.tid;
 }
+/* Child processes that did next to nothing: each held its GIL under 2 % of the trace (the
+ * text table's rule, core/emit/text.c idle_process), so a pool of many short tasks does not
+ * show a half-empty group of lanes per worker: they fold with the background threads. */
+var idlePids = [];
+function idleProcesses() {
+  var ps = meta.processes || [], held = {}, wall = num(meta.duration_ns, span);
+  if (!ps.length || !gilKnown) return {};
+  threads.forEach(function (th) {
+    if (th.pid != null && +th.pid !== +meta.pid) held[th.pid] = (held[th.pid] || 0) + num(th.sum.held_ns, 0);
+  });
+  var out = {};
+  ps.forEach(function (p) { if (p.pid in held && held[p.pid] < 0.02 * wall) { out[p.pid] = true; idlePids.push(+p.pid); } });
+  return out;
+}
 function isMain(th) { return th.name === 'MainThread' || (meta.pid != null && +th.tid === +meta.pid); }
 function scopeThreads() {
   SCOPE_F = fName.length;
   fName.push(String(meta.title || 'traced code')); fFile.push(''); fLine.push(0);
   nF = fName.length;
   var isC = new Uint8Array(nF); isC.set(fIsC.subarray(0, nF - 1)); fIsC = isC;
+  var idleProc = idleProcesses();
   threads.forEach(function (th) {
     th.src = th.idx;
     th.fullRows = th.rows;
@@ -88,11 +103,12 @@ function scopeThreads() {
       while (th.scopeRows.length > 1 && !th.scopeRows[th.scopeRows.length - 1].n) th.scopeRows.pop();
       th.rows = scopeFolded ? th.scopeRows : th.fullRows;
     }
-    th.idle = isIdle(th);
+    th.idle = isIdle(th) || !!idleProc[th.pid];
+    th.idleProc = !!idleProc[th.pid];
     th.gilBusy = num(th.sum.held_ns, 0) + num(th.sum.wait_ns, 0);
   });
   nIdle = threads.filter(function (th) { return th.idle; }).length;
-  if (nIdle === threads.length) { nIdle = 0; threads.forEach(function (th) { th.idle = false; }); }
+  if (nIdle === threads.length) { nIdle = 0; idlePids = []; threads.forEach(function (th) { th.idle = th.idleProc = false; }); }
   threads.sort(function (a, b) {
     return (a.idle - b.idle) || (procRank(a) - procRank(b)) || (isMain(b) - isMain(a)) || (b.gilBusy - a.gilBusy) || (b.nSpans - a.nSpans) || (a.src - b.src);
   });
@@ -149,8 +165,14 @@ function setShowIdle(on) {
   idleButton(); scopeChanged(); layout(); requestDraw();
 }
 function idleText() {
-  return plural(nIdle, 'background thread') + ' (not started by the traced code, GIL held under 1 % or 1 ms): ' +
-    threads.filter(function (th) { return th.idle; }).map(function (th) { return th.name; }).join(', ');
+  var bg = threads.filter(function (th) { return th.idle && !th.idleProc; }), out = [];
+  if (bg.length)
+    out.push(plural(bg.length, 'background thread') + ' (not started by the traced code, GIL held under 1 % or 1 ms): ' +
+      bg.map(function (th) { return th.name; }).join(', '));
+  if (idlePids.length)
+    out.push(fmtInt(idlePids.length) + ' idle worker process' + (idlePids.length === 1 ? '' : 'es') +
+      ' (each held its GIL under 2 % of the trace): pid ' + idlePids.slice(0, 8).join(', ') + (idlePids.length > 8 ? ', ...' : ''));
+  return out.join(' \u00b7 ');
 }
 /* the summary table: idle threads behind one row */
 function scopeSummary() {

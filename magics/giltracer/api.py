@@ -600,6 +600,11 @@ class Trace:
             return None
         cap = f"{self.max_events:,}" if self.max_events else "the memory"
         parts = [f"giltracer: the event budget (max_events={cap}) was reached."]
+        kids = sum(1 for p in self.processes if p.child)
+        if kids:
+            parts.append(f"This process and its {kids} child process{'es' if kids > 1 else ''} "
+                         "shared it; each child kept its own aggregates past it, so the "
+                         "per-process tables and Profile cover their whole runs.")
         if calls:
             parts.append(f"The timeline shows the calls recorded until then; the {calls:,} call "
                          "events after it were kept as per-thread call trees, so Profile and "

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit test of the child-process spool (core/record/spool.c): a merge input written and
  * read back is the same input (functions, threads, every stream, the map), a thread that
- * held the GIL at its start gets an ACQUIRED at t0, and a spool cut short, or with a count
- * larger than the file, is refused. Plain C. */
+ * held the GIL at its start gets an ACQUIRED at t0, a thread's aggregates past the budget
+ * come back whole, and a spool cut short, or with a count larger than the file, is
+ * refused. Plain C. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -156,9 +157,65 @@ static void run_join(void)
     gt_spool__free(sp); /* and the parts */
 }
 
+/* A thread's aggregates past the budget (GIL tiles, a call tree) come back whole, and a
+ * spool cut anywhere in them is refused. */
+static void run_aggregates(void)
+{
+    static const struct gt_gil_event lead[] = {{60, GT_GIL_WANT, 0}};
+    static const uint64_t tiles[2][3] = {{1, 2, 3}, {4, 5, 6}};
+    static const struct gt_cnode nodes[] = {{1, GT_CNODE_ANCHOR, 0, {0, 0, 0, 0}},
+                                            {0, 1, 3000, {10, 20, 30, 0}}};
+    static const uint32_t tile_node[] = {1, GT_NO_FUNC, 1};
+    struct gt_coalesced gm = {.lead = lead, .nlead = 1, .base = 70, .width_ns = 1.5,
+                              .tiles = tiles, .ntiles = 2, .first = 60, .last = 400,
+                              .first_kind = GT_GIL_ACQUIRED, .state = 2, .events = 9000,
+                              .acquisitions = 4000, .drop_requests = 3,
+                              .longest_wait_ns = 77};
+    struct gt_calltree ct = {nodes, 2, 1, 65, 450, 6000, tile_node, 3, 64, 2.5, 1};
+    struct gt_thread_input th[] = {{.tid = 7, .pid = 7, .calls_truncated_at = 65,
+                                    .gil_more = &gm, .calls_more = &ct}};
+    struct gt_trace_input ti = {.t0 = 50, .t1 = 500, .funcs = funcs, .nfuncs = 2,
+                                .threads = th, .nthreads = 1};
+    struct gt_spool_meta m = {.pid = 7, .t0 = 50, .t1 = 500, .calls_aggregated = 6000,
+                              .gil_aggregated = 9000};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(gt_spool__write(f, &ti, &m) == 0, "write");
+    fclose(f);
+    struct gt_spool *sp = NULL;
+    CHECK(read_back(buf, len, &sp) == 0 && sp, "read");
+    if (sp) {
+        const struct gt_thread_input *t = &sp->threads[0];
+        const struct gt_coalesced *g = t->gil_more;
+        const struct gt_calltree *c = t->calls_more;
+        CHECK(sp->meta.calls_aggregated == 6000 && sp->meta.gil_aggregated == 9000, "meta");
+        CHECK(!t->sched_more && g && c, "which aggregates");
+        CHECK(g && g->nlead == 1 && g->lead[0].ts == 60 && g->ntiles == 2 &&
+                  g->tiles[1][2] == 6 && g->width_ns == 1.5 && g->events == 9000 &&
+                  g->acquisitions == 4000 && g->longest_wait_ns == 77 && g->state == 2,
+              "the GIL aggregate");
+        CHECK(c && c->n == 2 && c->nodes[1].calls == 3000 && c->nodes[1].self[2] == 30 &&
+                  c->cur == 1 && c->events == 6000 && c->ntiles == 3 &&
+                  c->tile_node[1] == GT_NO_FUNC && c->tile_base == 64 &&
+                  c->tile_width_ns == 2.5 && c->cur_py == 1,
+              "the call tree");
+        gt_spool__free(sp);
+    }
+    size_t refused = 0;
+    for (size_t cut = 0; cut < len; cut++) {
+        sp = NULL;
+        refused += read_back(buf, cut, &sp) == -EINVAL && !sp;
+        gt_spool__free(sp);
+    }
+    CHECK(refused == len, "cut short: %zu of %zu refused", refused, len);
+    free(buf);
+}
+
 int main(void)
 {
     run_round_trip();
+    run_aggregates();
     run_refusals();
     run_join();
     printf("test_spool: %d passed, %d failed\n", passed, failed);
