@@ -61,7 +61,13 @@ POOL_SCRIPT = HELD_IN_WORK + textwrap.dedent(f"""
 
         procs = [dict(pid=p.pid, child=p.child, command=p.command, tids=list(p.tids),
                       start=p.start_ns, end=p.end_ns) for p in t.processes]
+        background = {{th["tid"] for th in t.result.threads() if th["background"]}}
+        waits_on_fg = {{}}  # a thread's GIL wait behind threads the traced code started
+        for b in t.blame(all_threads=True):
+            if b.holder not in background:
+                waits_on_fg[b.waiter] = waits_on_fg.get(b.waiter, 0) + b.wait_ns
         rows = {{p.pid: [dict(tid=s.tid, name=s.name, held=s.held_pct, wait=s.wait_pct,
+                              wait_on_fg=100 * waits_on_fg.get(s.tid, 0) / max(s.wall_ns, 1),
                               held_in_work=held_in_work(t, s.tid),
                               released=s.released_pct, wall=s.wall_ns)
                          for s in t.summary(process=p.pid)] for p in t.processes}}
@@ -95,10 +101,13 @@ def test_a_process_pool_shows_four_children_holding_their_own_gil(tmp_path, meth
         # Each worker holds its own process's GIL all the time it computes (on a 2-core
         # machine four CPU-bound workers are preempted, but they keep their GIL: held) and
         # never waits for it; the rest of its life it waits for work, the GIL released.
-        # (Almost never: before 3.12 the child's spooler takes the GIL to name new functions
-        # once a second at most while a worker computes: 1.08 % in a CI run on 3.11.)
+        # Almost never: giltracer's own spooler thread in the child (a background thread)
+        # takes the GIL every ~0.25 s to stream the trace (1.08 % in a CI run on 3.11, 2.15 %
+        # beside busy loops, where the OS preempts the spooler while it holds the GIL); behind
+        # anything else the worker waits < 1 %.
         assert main["held_in_work"] >= 95, (method, main)
-        assert main["wait"] < 2, (method, main)
+        assert main["wait_on_fg"] < 1, (method, main)
+        assert main["wait"] < 5, (method, main)
         assert "work" in facts["names"][str(c["pid"])], facts["names"]
         # The text table has a block per process; the viewer's payload names each child.
         assert f" pid {c['pid']} (child process: " in facts["text"], facts["text"]
