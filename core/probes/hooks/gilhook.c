@@ -251,18 +251,13 @@ static void record(uint32_t kind, uint32_t gil_id)
         if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
             uint64_t ts = gt_ticks();
             gt_stream__push(&t->gil, ts, kind, gil_id);
-            gt_thread__gil_note(t, ts, kind);
+            gt_thread__gil_event(t, ts, kind);
             if (gil_id)
                 t->interp = gil_id;
-            if (kind == GT_GIL_ACQUIRED) {
+            if (kind == GT_GIL_ACQUIRED)
                 t->gil_held = 1;
-                gt_thread__gil_live(t, ts, GT_GIL_LIVE_HELD);
-            } else if (kind == GT_GIL_RELEASED) {
+            else if (kind == GT_GIL_RELEASED)
                 t->gil_held = 0;
-                gt_thread__gil_live(t, ts, GT_GIL_LIVE_RELEASED);
-            } else if (kind == GT_GIL_WANT) {
-                gt_thread__gil_live(t, ts, GT_GIL_LIVE_WAITING);
-            }
         }
         section_leave(sl);
     }
@@ -452,7 +447,9 @@ static void record_park(uint32_t kind, const sem_t *sem, int rc)
                 int32_t by = w ? atomic_exchange_explicit(&w->tid, 0, memory_order_acquire) : 0;
                 aux = rc == 0 && by > 0 && by != t->tid ? (uint32_t)by : 0;
             }
-            gt_stream__push(&t->gil, gt_ticks(), kind, aux);
+            uint64_t ts = gt_ticks();
+            gt_stream__push(&t->gil, ts, kind, aux);
+            gt_thread__gil_event(t, ts, kind);
         }
         section_leave(sl);
     }
