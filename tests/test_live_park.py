@@ -17,17 +17,18 @@ def park(monkeypatch):
     monkeypatch.setenv("GILTRACER_TEST_PARK", "1")
 
 
-def blocked_on_a_lock(t, hold_s=0.4):
-    """Thread `holder` holds a lock for `hold_s` while thread `waiter` blocks on it; returns
-    (progress while waiter waits, progress after both ended, the two threads)."""
+def blocked_on_a_lock(t, hold_s=0.4, until_parked=True):
+    """Thread `holder` holds a lock (spinning) while thread `waiter` blocks on it, for at
+    least `hold_s` and (`until_parked`) until the waiter reads parked (a contended lock spins and yields
+    before it parks: on a busy machine that takes a while; at most 5 s); returns (progress
+    while the waiter waits, progress after both ended, the two threads)."""
     lock = threading.Lock()
-    held = threading.Event()
+    held, release = threading.Event(), threading.Event()
 
     def holder():
         with lock:
             held.set()
-            end = time.perf_counter() + hold_s
-            while time.perf_counter() < end:
+            while not release.is_set():
                 sum(range(100))
 
     def waiter():
@@ -38,11 +39,22 @@ def blocked_on_a_lock(t, hold_s=0.4):
     ths = [threading.Thread(target=holder, name="holder"),
            threading.Thread(target=waiter, name="waiter")]
     with t:
-        for th in ths:
-            th.start()
-        held.wait()
-        time.sleep(hold_s / 2)
-        during = t.progress()
+        try:
+            for th in ths:
+                th.start()
+            held.wait()
+            time.sleep(hold_s / 2)
+            end = time.monotonic() + 5
+            while True:
+                during = t.progress()
+                state = {th["native_id"]: th["state"] for th in during["threads"]}
+                parked = state.get(ths[1].native_id) == "parked"
+                if parked or not until_parked or time.monotonic() > end:
+                    break
+                time.sleep(0.02)
+            time.sleep(hold_s / 2)
+        finally:
+            release.set()
         for th in ths:
             th.join()
         after = t.progress()
@@ -85,7 +97,7 @@ def test_gil_meter_keeps_its_words():
     if giltracer.api.FREE_THREADED:
         pytest.skip("free-threaded build: no GIL")
     t = giltracer.trace()
-    during, _, (holder, waiter) = blocked_on_a_lock(t, 0.2)
+    during, _, (holder, waiter) = blocked_on_a_lock(t, 0.2, until_parked=False)
     assert during["free_threaded"] is False
     text = live.text(during, {})
     assert "GIL events" in text and "held" in text and "waiting" in text, text
