@@ -20,6 +20,12 @@ LIVE_STATES = (LIVE_WORDS + ("released",))
 PROFILE_HEAD = "Contention profile of" if FREE_THREADED else "GIL profile of"
 BLAME_HEAD = "Top lock contention" if FREE_THREADED else "Top GIL waits"
 TABLE_WORDS = ("run", "parked") if FREE_THREADED else ("held", "wait")
+# The profile text's table titles (Trace.profile_text, %gilprofile, giltracer profile).
+TOP_WAIT, TOP_HELD, TOP_CAUSED = (
+    ("Top functions by time parked:", "Top functions by time running:",
+     "Top functions by parked time caused:") if FREE_THREADED else
+    ("Top functions by GIL wait:", "Top functions by GIL held:",
+     "Top functions by GIL wait caused:"))
 
 # The bpf probe probes the GIL: a free-threaded build's session refuses backend="bpf"
 # (its uprobes on the parking lot are not written yet).
