@@ -103,3 +103,38 @@ def test_gil_meter_keeps_its_words():
     assert "GIL events" in text and "held" in text and "waiting" in text, text
     assert "parked" not in text and "running" not in text, text
 
+
+
+
+def test_an_ended_thread_stops_running(park):
+    """A thread's account ends with it (released from its exit on), so the meter does not
+    count a thread that ended as running on (it ended running: it never parked last)."""
+    lock = threading.Lock()
+    held = threading.Event()
+
+    def holder():
+        with lock:
+            held.set()
+            time.sleep(0.1)
+
+    def waiter():
+        held.wait()
+        with lock:
+            pass
+
+    ths = [threading.Thread(target=holder, name="holder"),
+           threading.Thread(target=waiter, name="waiter")]
+    t = giltracer.trace()
+    with t:
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+        time.sleep(0.05)
+        first = {th["native_id"]: th for th in t.progress()["threads"]}
+        time.sleep(0.3)
+        later = {th["native_id"]: th for th in t.progress()["threads"]}
+    for th in ths:
+        a, b = first[th.native_id], later[th.native_id]
+        # (The same ticks; their conversion to ns moves with the clock fit: < 1 ms.)
+        assert b["state"] == "released" and abs(b["held_ns"] - a["held_ns"]) < 1e6, (a, b)

@@ -178,8 +178,24 @@ static pthread_key_t slot_key;
 static int slot_key_ok;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
 
+/* A parking thread's account ends with it: from its exit on it is released (off), as a
+ * GIL build's thread ends having dropped the GIL; else a free-threaded thread that ended
+ * running would run on in the live meter. Inside the recording section (its slot is
+ * still its own); the thread's record only if it is bound in this generation. */
+static void park_account_ends(struct hook_slot *sl)
+{
+    atomic_store_explicit(&sl->in_flight, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
+    if (atomic_load_explicit(&gh.park, memory_order_relaxed) && gen && gt_tls.gen == gen &&
+        gt_tls.thread)
+        gt_thread__gil_live(gt_tls.thread, gt_ticks(), GT_GIL_LIVE_RELEASED);
+    atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
+}
+
 static void slot_release(void *p)
 {
+    park_account_ends(p);
     /* Should a later destructor of this exiting thread take the GIL, it gets a slot
      * of its own (and glibc runs this destructor again). */
     my_slot = NULL;
