@@ -10,18 +10,22 @@ FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 # free-threaded build: tests of it are skipped there with this reason.
 NO_GIL = "free-threaded build: no GIL"
 needs_gil = pytest.mark.skipif(FREE_THREADED, reason=NO_GIL)
-# The live meter (progress()) counts each thread's GIL held / waiting / released; the
-# park probe does not feed that account yet, so on a free-threaded build the meter shows
-# only the starting thread, "held".
-NO_LIVE_FT = ("free-threaded build: the live meter's account is the GIL's; the park probe "
-              "does not feed it yet")
-needs_gil_meter = pytest.mark.skipif(FREE_THREADED, reason=NO_LIVE_FT)
+# The live meter's words for held / waiting (progress()'s states): a free-threaded
+# build's account is the park probe's, running / parked.
+LIVE_WORDS = ("running", "parked") if FREE_THREADED else ("held", "waiting")
+LIVE_STATES = (LIVE_WORDS + ("released",))
 
 # What the text calls things on each build kind (a free-threaded build's text is about
 # lock contention: running / parked, the waker instead of the holder).
 PROFILE_HEAD = "Contention profile of" if FREE_THREADED else "GIL profile of"
 BLAME_HEAD = "Top lock contention" if FREE_THREADED else "Top GIL waits"
 TABLE_WORDS = ("run", "parked") if FREE_THREADED else ("held", "wait")
+# The profile text's table titles (Trace.profile_text, %gilprofile, giltracer profile).
+TOP_WAIT, TOP_HELD, TOP_CAUSED = (
+    ("Top functions by time parked:", "Top functions by time running:",
+     "Top functions by parked time caused:") if FREE_THREADED else
+    ("Top functions by GIL wait:", "Top functions by GIL held:",
+     "Top functions by GIL wait caused:"))
 
 # The bpf probe probes the GIL: a free-threaded build's session refuses backend="bpf"
 # (its uprobes on the parking lot are not written yet).

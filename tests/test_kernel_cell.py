@@ -8,7 +8,7 @@ import os
 import re
 
 import pytest
-from conftest import PROFILE_HEAD
+from conftest import PROFILE_HEAD, TOP_HELD, TOP_WAIT
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -134,12 +134,12 @@ def test_gilprofile_tables_start_with_the_cells_functions(notebook):
     text = shown_text(notebook.cells[4])
     assert text.startswith(f"{PROFILE_HEAD} %%gilprofile In [5]"), text[:200]
     tables = {}
-    for title in ("Top functions by GIL wait:", "Top functions by GIL held:"):
+    for title in (TOP_WAIT, TOP_HELD):
         lines = text.split(title, 1)[1].splitlines()[2:5]  # the top 3, below the header
         tables[title] = [(line.split()[0], " ".join(line.split()[1:3])) for line in lines]
     # held: the cell's loop first; waited: where the cell's threads waited (in its loop, or
     # in the pool's locks on the way back from a blocking call), never a kernel thread
-    assert tables["Top functions by GIL held:"][0] == ("cpu", "In [2]:3"), tables
+    assert tables[TOP_HELD][0] == ("cpu", "In [2]:3"), tables
     rows, after = table_names(text)
     assert all(is_cell_thread(n) for n in rows) and "background thread" in after, text
     assert not any(k in text for k in ("ParentPoller", "EpollSelector", "epoll"))

@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from conftest import BLAME_HEAD, PROFILE_HEAD, TABLE_WORDS
+from conftest import BLAME_HEAD, PROFILE_HEAD, TABLE_WORDS, TOP_CAUSED, TOP_HELD, TOP_WAIT
 
 IPython = pytest.importorskip("IPython")
 from IPython.core.error import UsageError  # noqa: E402
@@ -122,7 +122,7 @@ def check_profile_bundle(bundle):
     assert '"view":"profile"' in bundle["text/html"]  # opens on Profile (srcdoc is single-quoted)
     assert "<script" not in bundle["text/html"]
     text = bundle["text/plain"]
-    assert "Top functions by GIL wait:" in text and "Top functions by GIL held:" in text
+    assert TOP_WAIT in text and TOP_HELD in text
     assert BLAME_HEAD in text  # the blame rows
     return text
 
@@ -156,9 +156,9 @@ def test_cell_magic_options(with_pair, outputs, tmp_path, capsys):
     assert with_pair.user_ns["r"] == 610
     (bundle,) = outputs
     text = check_profile_bundle(bundle)
-    assert text.index("Top functions by GIL held:") < text.index("Top functions by GIL wait:")
+    assert text.index(TOP_HELD) < text.index(TOP_WAIT)
     assert "time.sleep" not in text  # --no-c
-    first = text.split("Top functions by GIL held:")[1].split("Top functions")[0]
+    first = text.split(TOP_HELD)[1].split("Top functions")[0]
     rows = [ln for ln in first.splitlines() if ln.strip() and not ln.startswith("  function")]
     assert 1 <= len(rows) <= 2  # --top 2
     assert "n/a" in text  # --no-sched: no off-CPU column data
@@ -234,8 +234,8 @@ def test_magics_in_a_jupyter_kernel(tmp_path):
     for i in (2, 3, 5):
         (shown,) = [o for o in out[i] if o.get("output_type") == "display_data"]
         assert shown["data"]["text/html"].startswith("<iframe srcdoc=")
-        assert "Top functions by GIL" in shown["data"]["text/plain"]
-    assert "Top functions by GIL wait caused:" in out[3][0]["data"]["text/plain"]
+        assert TOP_HELD in shown["data"]["text/plain"]
+    assert TOP_CAUSED in out[3][0]["data"]["text/plain"]
     # IPython shows a UsageError as one line on stderr, not as a traceback
     assert "UsageError: argument --sort: invalid choice" in "".join(o.get("text", "") for o in out[4])
     assert not [o for o in out[4] if o.get("output_type") == "display_data"]
@@ -362,14 +362,14 @@ def test_gilprofile_over_the_budget_saves_and_links(with_pair, outputs, tmp_path
     assert page == big.to_html(tab="profile") and len(page) > 50_000  # the Profile tab's page
     rest = check_linked(outputs[0], saved, "50 kB")
     assert rest == big.profile_text()  # ... plus the profile tables
-    assert "Top functions by GIL wait:" in outputs[0]["text/html"]
+    assert TOP_WAIT in outputs[0]["text/html"]
     assert len(outputs[0]["text/html"]) < 50_000
     with_pair.run_cell_magic("gilprofile", "--no-sched --max-output 1k --top 3 --sort held",
                              "r = pair(12)")
     (second,) = set(tmp_path.glob("giltracer-*.html")) - {saved}
     assert check_linked(outputs[1], second, "1 kB").startswith(
         f"{PROFILE_HEAD} %%gilprofile cell")
-    assert "Top functions by GIL held:" in outputs[1]["text/plain"]
+    assert TOP_HELD in outputs[1]["text/plain"]
 
 
 def test_gilprofile_under_the_budget_is_inline(with_pair, outputs, tmp_path, monkeypatch):

@@ -261,10 +261,17 @@ int gt_ctree__sink(struct gt_stream *s, uint64_t ts, uint32_t func, uint32_t kin
     struct gt_thread *t = (struct gt_thread *)((char *)s - offsetof(struct gt_thread, calls));
     uint64_t cum[3];
     const uint64_t *pc = NULL;
-    if (t->gil_cum_since) {
-        memcpy(cum, t->gil_cum, sizeof(cum));
-        if (ts > t->gil_cum_since)
-            cum[t->gil_cum_state] += ts - t->gil_cum_since;
+    /* Its own account (the thread is its one writer unless gt_account_ns), by
+     * gt_gil_state. */
+    int st = t->gil_live;
+    if (st != GT_GIL_LIVE_UNKNOWN && !__atomic_load_n(&gt_account_ns, __ATOMIC_RELAXED)) {
+        cum[GT_GIL_STATE_RELEASED] = t->gil_ticks[GT_GIL_LIVE_RELEASED];
+        cum[GT_GIL_STATE_WAIT] = t->gil_ticks[GT_GIL_LIVE_WAITING];
+        cum[GT_GIL_STATE_HELD] = t->gil_ticks[GT_GIL_LIVE_HELD];
+        if (ts > t->gil_since)
+            cum[st == GT_GIL_LIVE_HELD ? GT_GIL_STATE_HELD
+                : st == GT_GIL_LIVE_WAITING ? GT_GIL_STATE_WAIT : GT_GIL_STATE_RELEASED] +=
+                ts - t->gil_since;
         pc = cum;
     }
     gt_ctree__add(c, ts, func, kind, pc);

@@ -686,6 +686,9 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
         goto fail;
     }
     s->registry_begun = 1;
+    /* No probe runs yet. A free-threaded build's threads run until they park. */
+    gt_registry__set_account(s->used == USED_PARK ? GT_GIL_LIVE_HELD : GT_GIL_LIVE_UNKNOWN,
+                             s->used == USED_BPF);
     gt_clock__pair(&s->start_pair);
     s->t0_ticks = gt_ticks();
     struct gt_thread *me = gt_thread_current();
@@ -1364,6 +1367,19 @@ PyObject *gt_session__probe_info(void)
 /* Threads gt_session__progress() reports at most (a meter shows a few). */
 #define GT_PROGRESS_THREADS 256
 
+/* A free-threaded build's progress thread also names its figures as its summary does:
+ * running_ns = held_ns (not parked), parked_ns = wait_ns. 0 or -1 (exception set). */
+static int progress_ft_names(PyObject *d)
+{
+    static const char *const pairs[][2] = {{"running_ns", "held_ns"}, {"parked_ns", "wait_ns"}};
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        PyObject *v = PyDict_GetItemString(d, pairs[i][1]); /* borrowed */
+        if (!v || PyDict_SetItemString(d, pairs[i][0], v) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 PyObject *gt_session__progress(struct gt_session *s)
 {
     if (forked_copy(s) || s->released || s->state != GT_SESSION_RECORDING)
@@ -1397,6 +1413,11 @@ PyObject *gt_session__progress(struct gt_session *s)
             [GT_GIL_LIVE_UNKNOWN] = "unknown", [GT_GIL_LIVE_HELD] = "held",
             [GT_GIL_LIVE_WAITING] = "waiting", [GT_GIL_LIVE_RELEASED] = "released",
         };
+        /* A free-threaded build's words (the park probe's account: running / parked). */
+        static const char *const ft_states[GT_GIL_LIVE_NSTATES] = {
+            [GT_GIL_LIVE_UNKNOWN] = "unknown", [GT_GIL_LIVE_HELD] = "running",
+            [GT_GIL_LIVE_WAITING] = "parked", [GT_GIL_LIVE_RELEASED] = "released",
+        };
         int st = t->gil_live >= 0 && t->gil_live < GT_GIL_LIVE_NSTATES ? t->gil_live : 0;
         PyObject *d = Py_BuildValue(
             "{s:i,s:K,s:O,s:K,s:K,s:K,s:s}", "native_id", (int)t->tid, "ident",
@@ -1405,7 +1426,9 @@ PyObject *gt_session__progress(struct gt_session *s)
             (unsigned long long)((double)ticks[GT_GIL_LIVE_HELD] * rate), "wait_ns",
             (unsigned long long)((double)ticks[GT_GIL_LIVE_WAITING] * rate), "released_ns",
             (unsigned long long)((double)ticks[GT_GIL_LIVE_RELEASED] * rate), "state",
-            states[st]);
+            (s->used == USED_PARK ? ft_states : states)[st]);
+        if (d && s->used == USED_PARK && progress_ft_names(d) < 0)
+            Py_CLEAR(d);
         if (!d || PyList_Append(list, d) < 0)
             Py_CLEAR(list);
         Py_XDECREF(d);
@@ -1415,12 +1438,13 @@ PyObject *gt_session__progress(struct gt_session *s)
         return NULL;
     uint64_t t0 = gt_clock__to_ns(&fit, s->t0_ticks);
     PyObject *r = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:O,s:N}", "elapsed_ns",
+        "{s:K,s:K,s:K,s:K,s:K,s:O,s:N,s:O}", "elapsed_ns",
         (unsigned long long)(now.ns > t0 ? now.ns - t0 : 0), "calls",
         (unsigned long long)sum.calls, "gil_events", (unsigned long long)sum.gil_events,
         "sched_events", (unsigned long long)sum.sched_events, "dropped",
         (unsigned long long)sum.dropped, "budget_reached",
-        sum.budget_reached ? Py_True : Py_False, "threads", list);
+        sum.budget_reached ? Py_True : Py_False, "threads", list, "free_threaded",
+        s->used == USED_PARK ? Py_True : Py_False);
     return r;
 }
 

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "registry.h"
 
+#include "gt_clock.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -30,6 +32,8 @@ static struct gt_block *pool;         /* free blocks */
 static size_t pool_size;
 static gt_thread_cb on_new_thread;
 static void *on_new_ctx;
+static int account_on_bind; /* gt_registry__set_account */
+int gt_account_ns;
 /* Per-kind event budgets (enum gt_budget), guarded by reg_lock. `budget_spent` is set
  * once a budget is gone, so pushes past the cap are refused without the lock. */
 static uint64_t budget_left[GT_BUDGET_END]; /* by enum gt_budget; [GT_BUDGET_NONE] unused */
@@ -685,13 +689,23 @@ struct gt_thread *gt_thread__bind_as(int32_t tid)
         return NULL;
     if (is_new && cb)
         cb(t, ctx);
+    int on_bind = __atomic_load_n(&account_on_bind, __ATOMIC_RELAXED);
+    if (on_bind && t->gil_live == GT_GIL_LIVE_UNKNOWN)
+        gt_thread__gil_live(t, gt_ticks(), on_bind); /* by the thread itself: one writer */
     gt_tls.thread = t;
     gt_tls.gen = gen;
     return t;
 }
 
+void gt_registry__set_account(int on_bind, int ns)
+{
+    __atomic_store_n(&account_on_bind, on_bind, __ATOMIC_RELAXED);
+    __atomic_store_n(&gt_account_ns, ns, __ATOMIC_RELAXED);
+}
+
 void gt_registry__end(void)
 {
+    gt_registry__set_account(0, 0);
     atomic_store(&gt_recording, 0);
     pthread_mutex_lock(&reg_lock);
     atomic_store(&gt_registry_gen, 0);

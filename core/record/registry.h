@@ -76,29 +76,27 @@ struct gt_thread {
     void *sched_state;  /* owned by the sched probe */
     struct gt_thread *next;
     struct gt_thread *hnext; /* the registry's tid hash chain, newest first */
-    /* The live meter's GIL account (gt_thread__gil_live), written by the thread itself
-     * only, read by gt_registry__live() from another thread without a lock. */
+    /* The thread's state account (gt_thread__gil_live): the one place every probe
+     * reports a change of state to, written by one producer (the thread itself with the
+     * hooks and the park probe, the drain with bpf), read without a lock by
+     * gt_registry__live() (the live meter) and by the thread's own call tree (ctree). */
     int gil_live;                          /* enum gt_gil_live */
     uint64_t gil_since;                    /* ticks of its last change of state */
     uint64_t gil_ticks[GT_GIL_LIVE_NSTATES]; /* ticks spent in each state so far */
-    /* Its own GIL time so far per gt_gil_state (ticks), kept by a probe that runs in the
-     * thread (the hooks): the call aggregate splits a call's time by it. */
-    uint64_t gil_cum[3];
-    uint64_t gil_cum_since; /* when gil_cum_state began; 0 = no counters */
-    uint32_t gil_cum_state;
     size_t spooled[3]; /* a child's checkpoints: closed blocks written (calls, gil, sched) */
 };
 
-/* Where a thread stands with the GIL, for the live meter. */
+/* Where a thread stands: with the GIL on a GIL build; on a free-threaded one (the park
+ * probe) HELD = running (not parked), WAITING = parked, as merge's GIL intervals say. */
 enum gt_gil_live {
-    GT_GIL_LIVE_UNKNOWN, /* no GIL event yet */
-    GT_GIL_LIVE_HELD,
-    GT_GIL_LIVE_WAITING,
+    GT_GIL_LIVE_UNKNOWN, /* no event yet */
+    GT_GIL_LIVE_HELD,    /* free-threaded: running */
+    GT_GIL_LIVE_WAITING, /* free-threaded: parked */
     GT_GIL_LIVE_RELEASED,
 };
 
-/* The thread's GIL state changes to `state` at `ts` (ticks): one add to the state it
- * leaves. Relaxed atomic stores of aligned 64-bit words (single writer: no lock
+/* The thread's state changes to `state` at `ts` (ticks; the bpf probe's ns): one add to
+ * the state it leaves. Relaxed atomic stores of aligned 64-bit words (single writer: no lock
  * prefix), so a reader never sees a torn value; it may see the add without the new
  * `gil_since` or the reverse, which misplaces at most one interval for one reading of a
  * meter redrawn twice a second. */
@@ -140,25 +138,41 @@ struct gt_live {
 int gt_registry__live(struct gt_live *sum, struct gt_live_thread *out, size_t max);
 
 
-/* The thread's GIL counters, one event on (merge's decoding, analyze/merge.c build_gil).
- * Called by the thread itself. */
-static inline void gt_thread__gil_note(struct gt_thread *t, uint64_t ts, uint32_t kind)
+/* The state a GIL or park event (gt_gil_kind) puts a thread in, from the state `st` it
+ * is in, as merge decodes the streams (analyze/merge.c build_gil, build_park): a want
+ * while holding keeps it held; a forced switch's end leaves a waiter released. */
+static inline int gt_gil_live__after(int st, uint32_t kind)
 {
-    enum { RELEASED, WAIT, HELD }; /* gt_gil_state (gt_trace.h) */
-    uint32_t st = t->gil_cum_state;
-    if (kind == GT_GIL_WANT)
-        st = st == HELD ? HELD : WAIT;
-    else if (kind == GT_GIL_ACQUIRED)
-        st = HELD;
-    else if (kind == GT_GIL_RELEASED || (kind == GT_GIL_SWITCH_DONE && st == WAIT))
-        st = RELEASED;
-    if (st == t->gil_cum_state && t->gil_cum_since)
-        return;
-    if (t->gil_cum_since && ts > t->gil_cum_since)
-        t->gil_cum[t->gil_cum_state] += ts - t->gil_cum_since;
-    t->gil_cum_since = ts ? ts : 1;
-    t->gil_cum_state = st;
+    switch (kind) {
+    case GT_GIL_WANT:
+        return st == GT_GIL_LIVE_HELD ? st : GT_GIL_LIVE_WAITING;
+    case GT_GIL_ACQUIRED:
+    case GT_PARK_END:
+        return GT_GIL_LIVE_HELD;
+    case GT_GIL_RELEASED:
+        return GT_GIL_LIVE_RELEASED;
+    case GT_GIL_SWITCH_DONE:
+        return st == GT_GIL_LIVE_WAITING ? GT_GIL_LIVE_RELEASED : st;
+    case GT_PARK_BEGIN:
+        return GT_GIL_LIVE_WAITING;
+    default:
+        return st;
+    }
 }
+
+/* The thread's account, one GIL or park event on: what every probe calls per event. */
+static inline void gt_thread__gil_event(struct gt_thread *t, uint64_t ts, uint32_t kind)
+{
+    gt_thread__gil_live(t, ts, gt_gil_live__after(t->gil_live, kind));
+}
+
+/* How the generation's accounts are kept (after gt_registry__begin, before any probe
+ * runs; gt_registry__end resets both to 0). `on_bind`: the state a thread's account
+ * starts in when it binds (a free-threaded build's threads run until they park; 0 =
+ * unknown until its first event). `ns`: the accounts are in ns and kept by another
+ * thread (the bpf drain), so a call tree, in ticks, does not split by them. */
+void gt_registry__set_account(int on_bind, int ns);
+extern int gt_account_ns;
 
 /* Recording gate of the tracer's hooks: nonzero while a session records (the GIL
  * hooks have their own gate, gt_gilhook__set_recording). */

@@ -26,6 +26,19 @@ var TOP_COLS = [['Function', 'name'], ['Location', 'loc'], ['Thread', 'thread'],
   ['Held off CPU', 's1', 'n', 'self time holding the GIL while preempted or blocked'],
   ['Waiting', 's2', 'n', 'self time waiting for the GIL'], ['Released', 's3', 'n', 'self time with the GIL released'],
   ['GIL wait caused', 'caused', 'n', 'time other threads waited for the GIL while this function held it (innermost Python function)']];
+/* A free-threaded build's headings: no GIL, its states are running / parked. */
+function ftHeadings() {
+  var ft = {s0: ['Running', 'self time not parked, on CPU'],
+    s1: ['Off CPU, not parked', 'self time not parked but off CPU: preempted, or released to the OS'],
+    s2: ['Parked', 'self time parked: a contended lock, a stop-the-world pause or a join'],
+    s3: ['Released', 'none here (the lock-contention view has running and parked only)'],
+    caused: ['Parked time caused', 'time other threads were parked while this function ran and woke them (innermost Python function)']};
+  TOP_COLS.forEach(function (c) { if (ft[c[1]]) { c[0] = ft[c[1]][0]; c[3] = ft[c[1]][1]; } });
+  var tab = D.querySelector('.gt-tab[data-tab="blame"]');
+  if (tab) tab.textContent = 'Contention blame';
+  var note = D.querySelector('#gt-tab-blame > .gt-muted');
+  if (note) note.textContent = 'Each park, attributed to the thread that woke the parked one and the Python function it ran. Click a row to highlight it.';
+}
 function topCols() {
   return TOP_COLS.filter(function (c) {
     if (c[1] === 's1') return gilKnown && hasOS;
@@ -98,6 +111,8 @@ function init(payload) {
     PS_NAME[1] = 'off CPU, not parked'; PS_NAME[2] = 'parked';
     PS_HELP[0] = 'not parked, on CPU'; PS_HELP[1] = 'not parked but off CPU: preempted, or released to the OS (I/O, sleep)';
     PS_HELP[2] = 'parked: waiting for a contended lock, a stop-the-world pause or a join';
+    PS_HELP[3] = 'released: none here (the lock-contention view has running and parked only)'; PS_HELP[4] = 'no contention data';
+    ftHeadings();
   }
   scCount = new Float64Array(nF); scTotal = new Float64Array(nF); scSelf = new Float64Array(nF); scActive = new Int32Array(nF);
   threads = (Array.isArray(P.threads) ? P.threads : []).map(prepThread);

@@ -92,6 +92,8 @@ function funcSplit(T) {
   T.fsplit = sp;
   return sp;
 }
+/* State 0 without OS states: the GIL held, or on a free-threaded build not parked. */
+function heldWord() { return freeThreaded ? 'running' : 'held'; }
 var causedBy = null; /* holder tid -> per-function GIL wait caused */
 function waitCaused(tid) {
   if (!causedBy) {
@@ -268,7 +270,7 @@ function pfTipFill(fr) {
     if (!T.tot[s][i] && (s === 4 || (s === 1 && !hasOS))) continue;
     var tr = el('tr', null, null, tb), td = el('td', null, null, tr);
     el('i', 'gt-sw', null, td).style.background = PS_COL[s];
-    td.appendChild(D.createTextNode(s === 0 && !hasOS ? 'held' : PS_NAME[s]));
+    td.appendChild(D.createTextNode(s === 0 && !hasOS ? heldWord() : PS_NAME[s]));
     el('td', 'n', fmtDur(T.tot[s][i]), tr);
     el('td', 'n', fmtPct(T.total[i] ? 100 * T.tot[s][i] / T.total[i] : 0), tr);
     el('td', 'n', fmtDur(T.self[s][i]), tr);
@@ -284,7 +286,7 @@ function pfLegend() {
     var sp = el('span', null, null, lg), w = el('i', 'gt-sw', null, sp);
     w.style.background = PS_COL[s];
     sp.title = PS_HELP[s];
-    sp.appendChild(D.createTextNode(s === 0 && !hasOS ? 'held (OS states not recorded)' : PS_NAME[s]));
+    sp.appendChild(D.createTextNode(s === 0 && !hasOS ? heldWord() + ' (OS states not recorded)' : PS_NAME[s]));
   }
   el('span', 'gt-muted', 'width \u221d time (one state with "Size by"); frames < ' + PF_MINPX + ' px are left out', lg);
 }
@@ -296,7 +298,7 @@ function initProfile() {
   el('option', null, 'All threads (merged)', ts).value = '-1';
   threads.forEach(function (th) { el('option', null, th.name + ' (' + th.tid + ')', ts).value = String(th.idx); });
   el('option', null, 'all states', ss).value = '-1';
-  for (var s = 0; s < 4; s++) if (s !== 1 || hasOS) el('option', null, s === 0 && !hasOS ? 'held' : PS_NAME[s], ss).value = String(s);
+  for (var s = 0; s < 4; s++) if (s !== 1 || hasOS) el('option', null, s === 0 && !hasOS ? heldWord() : PS_NAME[s], ss).value = String(s);
   ts.onchange = function () { pf.thread = +ts.value; pf.zoom = 0; pf.sw = null; drawProfile(); };
   ss.onchange = function () { pf.state = +ss.value; drawProfile(); };
   $('gt-pfsand').onclick = function () { if (pf.sel >= 0) { pf.sand = !pf.sand; pfSandBtn(); drawProfile(); } };

@@ -1,7 +1,8 @@
 """Live while it runs: a trace's progress (per-thread GIL held / waiting / released so
-far, elapsed time, events, the budget) shown about twice a second by a background
-thread, as a meter in a notebook's output area (IPython display updates) or as one
-rewritten line on a terminal's stderr (the command line).
+far, running / parked / released on a free-threaded build; elapsed time, events, the
+budget) shown about twice a second by a background thread, as a meter in a notebook's
+output area (IPython display updates) or as one rewritten line on a terminal's stderr
+(the command line).
 
 The meter thread is started before the trace (so the trace knows it from the start as
 the host's own machinery, folded into the background like a kernel's threads) and reads
@@ -14,7 +15,7 @@ import html
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 INTERVAL = 0.5  # seconds between redraws
 BAR = 24        # characters of a text bar
@@ -35,6 +36,18 @@ class MeterThread(threading.Thread):
 def service_thread(t: threading.Thread) -> bool:
     """Whether `t` is a live meter's thread (the host's machinery, not the user's)."""
     return bool(getattr(t, "giltracer_service", False))
+
+
+# The words of each state (held_ns, wait_ns, released_ns) by build kind: a free-threaded
+# build has no GIL, its account is the park probe's (running = not parked, parked =
+# waiting on a contended lock, a stop-the-world pause or a join).
+GIL_WORDS = ("held", "waiting", "released")
+FT_WORDS = ("running", "parked", "released")
+
+
+def words(p: Progress) -> Tuple[str, str, str]:
+    """(held, waiting, released) as this progress' build kind calls them."""
+    return FT_WORDS if p.get("free_threaded") else GIL_WORDS
 
 
 def seconds(ns: int) -> str:
@@ -58,15 +71,17 @@ def thread_names(known: Optional[Dict[int, str]] = None) -> Dict[int, str]:
 def budget_notice(p: Progress, max_events: Optional[int]) -> str:
     if not p.get("budget_reached"):
         return ""
+    table = "lock-contention table" if p.get("free_threaded") else "GIL table"
     cap = f" (max_events={max_events:,})" if max_events else ""
     lost = f"; {p['dropped']:,} events lost (no memory)" if p.get("dropped") else ""
     return (f"event budget reached{cap}: the timeline keeps the calls until now; from here "
-            f"calls go into per-thread call trees and the GIL table stays exact{lost}")
+            f"calls go into per-thread call trees and the {table} stays exact{lost}")
 
 
 def headline(p: Progress, max_events: Optional[int] = None) -> str:
+    kind = "park" if p.get("free_threaded") else "GIL"
     line = (f"giltracer: {seconds(p['elapsed_ns'])}, {p['calls']:,} calls, "
-            f"{p['gil_events']:,} GIL events")
+            f"{p['gil_events']:,} {kind} events")
     if p.get("dropped"):
         line += f", {p['dropped']:,} dropped"
     if p.get("mode"):
@@ -90,14 +105,16 @@ def text(p: Progress, names: Dict[int, str], max_events: Optional[int] = None) -
     if notice:
         lines.append("  !! " + notice)
     rows = user_threads(p)
+    held, wait, rel = words(p)
     width = max([len(names.get(th["native_id"], str(th["native_id"]))) for th in rows] + [6])
     for th in rows:
         name = names.get(th["native_id"], str(th["native_id"]))
-        lines.append(f"  {name:<{width}} [{text_bar(th)}] held {seconds(th['held_ns'])}, "
-                     f"waiting {seconds(th['wait_ns'])}, released {seconds(th['released_ns'])}"
+        lines.append(f"  {name:<{width}} [{text_bar(th)}] {held} {seconds(th['held_ns'])}, "
+                     f"{wait} {seconds(th['wait_ns'])}, {rel} {seconds(th['released_ns'])}"
                      f" ({th['state']})")
     if rows:
-        lines.append("  # held  ~ waiting for the GIL  . released")
+        lines.append("  # running  ~ parked (lock contention)  . released" if p.get("free_threaded")
+                     else "  # held  ~ waiting for the GIL  . released")
     return "\n".join(lines)
 
 
@@ -113,17 +130,19 @@ def html_meter(p: Progress, names: Dict[int, str], max_events: Optional[int] = N
         out.append('<div class="giltracer-live-notice" style="color:#b71c1c;font-weight:bold">'
                    f"&#9888; {html.escape(notice)}</div>")
     out.append('<table style="border-collapse:collapse">')
+    held, wait, rel = words(p)
     for th in user_threads(p):
         name = html.escape(names.get(th["native_id"], str(th["native_id"])))
         total = th["held_ns"] + th["wait_ns"] + th["released_ns"] or 1
         bar = "".join(
-            f'<span title="{k}" style="display:inline-block;height:10px;'
+            f'<span title="{word}" style="display:inline-block;height:10px;'
             f'width:{200 * th[key] / total:.1f}px;background:{_COLOURS[k]}"></span>'
-            for k, key in (("held", "held_ns"), ("wait", "wait_ns"), ("released", "released_ns")))
+            for k, key, word in (("held", "held_ns", held), ("wait", "wait_ns", wait),
+                                 ("released", "released_ns", rel)))
         out.append(f"<tr><td style='padding-right:8px'>{name}</td>"
                    f"<td style='width:200px;background:#eee'>{bar}</td>"
-                   f"<td style='padding-left:8px'>held {seconds(th['held_ns'])}, waiting "
-                   f"{seconds(th['wait_ns'])}, released {seconds(th['released_ns'])} "
+                   f"<td style='padding-left:8px'>{held} {seconds(th['held_ns'])}, {wait} "
+                   f"{seconds(th['wait_ns'])}, {rel} {seconds(th['released_ns'])} "
                    f"({th['state']})</td></tr>")
     out.append("</table></div>")
     return "".join(out)
@@ -220,13 +239,15 @@ class TerminalLine:
     def line(self, p: Progress) -> str:
         names = thread_names(self.names)
         parts = [headline(p, self.max_events)]
+        held, wait = ("running", "parked") if p.get("free_threaded") else ("held", "wait")
         for th in user_threads(p)[:4]:
             total = th["held_ns"] + th["wait_ns"] + th["released_ns"] or 1
             parts.append(f"{names.get(th['native_id'], th['native_id'])} "
-                         f"{100 * th['held_ns'] / total:.0f}% held "
-                         f"{100 * th['wait_ns'] / total:.0f}% wait")
+                         f"{100 * th['held_ns'] / total:.0f}% {held} "
+                         f"{100 * th['wait_ns'] / total:.0f}% {wait}")
         if p.get("budget_reached"):
-            parts.append("BUDGET REACHED: calls aggregated from here, GIL still exact")
+            exact = "contention" if p.get("free_threaded") else "GIL"
+            parts.append(f"BUDGET REACHED: calls aggregated from here, {exact} still exact")
         return " | ".join(str(x) for x in parts)
 
     def _show(self, p: Progress) -> None:

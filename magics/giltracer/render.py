@@ -44,6 +44,8 @@ def profile_text(t: Trace, top: int = 10, sort: str = "wait", all_threads: bool 
     second = "held" if sort != "held" else "wait"
     titles = {"wait": "GIL wait", "held": "GIL held", "total": "total time",
               "self": "self time", "caused": "GIL wait caused"}
+    if t.result.free_threaded:  # no GIL: the same figures are lock contention
+        titles.update(wait="time parked", held="time running", caused="parked time caused")
     tables = [(key, [r for r in sorted(rows, key=sort_key(key), reverse=True)
                      if sort_key(key)(r) > 0][:top]) for key in (sort, second)]
     shown = [r for _, picked in tables for r in picked]

@@ -614,12 +614,12 @@ static struct gt_thread *thread_for(struct gt_bpf *b, int32_t tid, int32_t tgid)
     return t;
 }
 
-/* The live meter's account of `t` (in ns: bpf timestamps); in crosscheck mode the
- * hooks keep it and this probe only fills gil_check. The drain is the one writer. */
-static void live(const struct gt_bpf *b, struct gt_thread *t, uint64_t ts, int state)
+/* `t`'s account, one event on (in ns: bpf timestamps); in crosscheck mode the hooks
+ * keep it and this probe only fills gil_check. The drain is the one writer. */
+static void live(const struct gt_bpf *b, struct gt_thread *t, uint64_t ts, uint32_t kind)
 {
     if (!b->crosscheck)
-        gt_thread__gil_live(t, ts, state);
+        gt_thread__gil_event(t, ts, kind);
 }
 
 static int on_event(void *ctx, void *data, size_t size)
@@ -649,22 +649,23 @@ static int on_event(void *ctx, void *data, size_t size)
     switch (e.kind) {
     case GTB_GIL_WANT:
         gt_stream__push(gil, e.ts, GT_GIL_WANT, 0);
-        live(b, t, e.ts, GT_GIL_LIVE_WAITING);
+        live(b, t, e.ts, GT_GIL_WANT);
         break;
     case GTB_GIL_ACQUIRED:
         gt_stream__push(gil, e.ts, GT_GIL_ACQUIRED, 0);
-        live(b, t, e.ts, GT_GIL_LIVE_HELD);
+        live(b, t, e.ts, GT_GIL_ACQUIRED);
         break;
     case GTB_GIL_RELEASED:
         gt_stream__push(gil, e.ts, GT_GIL_RELEASED, 0);
-        live(b, t, e.ts, GT_GIL_LIVE_RELEASED);
+        live(b, t, e.ts, GT_GIL_RELEASED);
         break;
     case GTB_GIL_SWITCH_WAIT:
         gt_stream__push(gil, e.ts, GT_GIL_WANT, 0);
-        live(b, t, e.ts, GT_GIL_LIVE_WAITING);
+        live(b, t, e.ts, GT_GIL_WANT);
         break;
     case GTB_GIL_SWITCH_DONE:
         gt_stream__push(gil, e.ts, GT_GIL_SWITCH_DONE, 0);
+        live(b, t, e.ts, GT_GIL_SWITCH_DONE);
         break;
     case GTB_SCHED_OUT_PREEMPTED:
         gt_stream__push(&t->sched, e.ts, GT_SCHED_OUT_PREEMPTED, e.aux);

@@ -178,8 +178,24 @@ static pthread_key_t slot_key;
 static int slot_key_ok;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
 
+/* A parking thread's account ends with it: from its exit on it is released (off), as a
+ * GIL build's thread ends having dropped the GIL; else a free-threaded thread that ended
+ * running would run on in the live meter. Inside the recording section (its slot is
+ * still its own); the thread's record only if it is bound in this generation. */
+static void park_account_ends(struct hook_slot *sl)
+{
+    atomic_store_explicit(&sl->in_flight, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
+    if (atomic_load_explicit(&gh.park, memory_order_relaxed) && gen && gt_tls.gen == gen &&
+        gt_tls.thread)
+        gt_thread__gil_live(gt_tls.thread, gt_ticks(), GT_GIL_LIVE_RELEASED);
+    atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
+}
+
 static void slot_release(void *p)
 {
+    park_account_ends(p);
     /* Should a later destructor of this exiting thread take the GIL, it gets a slot
      * of its own (and glibc runs this destructor again). */
     my_slot = NULL;
@@ -251,18 +267,13 @@ static void record(uint32_t kind, uint32_t gil_id)
         if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
             uint64_t ts = gt_ticks();
             gt_stream__push(&t->gil, ts, kind, gil_id);
-            gt_thread__gil_note(t, ts, kind);
+            gt_thread__gil_event(t, ts, kind);
             if (gil_id)
                 t->interp = gil_id;
-            if (kind == GT_GIL_ACQUIRED) {
+            if (kind == GT_GIL_ACQUIRED)
                 t->gil_held = 1;
-                gt_thread__gil_live(t, ts, GT_GIL_LIVE_HELD);
-            } else if (kind == GT_GIL_RELEASED) {
+            else if (kind == GT_GIL_RELEASED)
                 t->gil_held = 0;
-                gt_thread__gil_live(t, ts, GT_GIL_LIVE_RELEASED);
-            } else if (kind == GT_GIL_WANT) {
-                gt_thread__gil_live(t, ts, GT_GIL_LIVE_WAITING);
-            }
         }
         section_leave(sl);
     }
@@ -452,7 +463,9 @@ static void record_park(uint32_t kind, const sem_t *sem, int rc)
                 int32_t by = w ? atomic_exchange_explicit(&w->tid, 0, memory_order_acquire) : 0;
                 aux = rc == 0 && by > 0 && by != t->tid ? (uint32_t)by : 0;
             }
-            gt_stream__push(&t->gil, gt_ticks(), kind, aux);
+            uint64_t ts = gt_ticks();
+            gt_stream__push(&t->gil, ts, kind, aux);
+            gt_thread__gil_event(t, ts, kind);
         }
         section_leave(sl);
     }
