@@ -128,9 +128,11 @@ def test_producer_consumer_bounded_by_the_producer():
     # The consumer cannot run ahead of the producer: the cell takes at least the producer's
     # work, near its share of the work done one thread at a time (the GIL replay). The share
     # is the traced one, not the 5/6 of the spins: the consumer's gets and the tracer's cost
-    # in them add to its held time (pyenv 3.9, CI: producer 41, consumer 18 ms held).
-    held = {r.name: r.held_ns for r in t.summary()}
-    share = held["producer"] / sum(held.values())
+    # in them add to its held time (pyenv 3.9, CI: producer 41, consumer 18 ms held). Work
+    # is held time not preempted by the OS, as the model counts it (beside busy loops the
+    # producer, preempted while holding the GIL, held 93 % of the time).
+    work = {r.name: r.held_ns - min(r.preempted_ns or 0, r.held_ns) for r in t.summary()}
+    share = work["producer"] / sum(work.values())
     assert 0.9 * share <= w.predicted_wall_s / w.gil_replay_wall_s <= 1.05, (share, str(w))
     assert w.predicted_wall_s <= 0.97 * w.gil_replay_wall_s, str(w)  # the consumer overlaps
     producer = next(th for th in w.threads if th.name == "producer")
