@@ -14,8 +14,8 @@ import pytest
 
 import giltracer
 from giltracer import _core
-from giltracer.lockkinds import (F_OBJECT, GC_BEGIN, GC_END, PARK, PARK_RET, STW, STW_BEGIN,
-                                 STW_END, STW_GC, LockKinds)
+from giltracer.lockkinds import (F_OBJECT, F_SUSPENDED, GC_BEGIN, GC_END, PARK, PARK_RET, STW,
+                                 STW_BEGIN, STW_END, STW_GC, LockKinds)
 
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 BPF = _core.build_info()["bpf_available"]
@@ -132,24 +132,32 @@ def test_gil_build_has_no_lock_kinds():
 
 
 def test_labels_follow_the_park_that_contains_the_interval():
-    """The rules on recorded events: a park begun in another thread's stop-the-world
-    window inside gc_collect_main is that pause; one begun before it keeps its lock's
-    label even while a window is open; an object's lock is named by its type; an
-    interval no probed park contains stays unknown."""
+    """The rules on recorded events: a thread stopped (suspended) in another thread's
+    stop-the-world window inside gc_collect_main is that pause, and so is the stopper's
+    own wait in its window; a lock park keeps its lock's label even while a window is
+    open; an object's lock is named by its type; an interval no probed park contains
+    stays unknown."""
     lk = LockKinds()
     lk.running = True
     lk._build([
         (100, 0, 1, GC_BEGIN, 0, ""), (110, 0x50, 1, STW_BEGIN, 0, ""),
+        (112, 0x58, 1, PARK, 0, ""), (118, 0, 1, PARK_RET, 0, ""),            # stopper waits
         (300, 0, 1, STW_END, 0, ""), (310, 0, 1, GC_END, 0, ""),
-        (120, 0x7000, 2, PARK, 0, ""), (290, 0, 2, PARK_RET, 0, ""),       # stopped
+        (120, 0x7000, 2, PARK, F_SUSPENDED, ""), (290, 0, 2, PARK_RET, 0, ""),  # stopped
         (50, 0x800a, 3, PARK, F_OBJECT, "list"), (350, 0, 3, PARK_RET, 0, ""),  # lock, before
-        (400, 0x9000, 4, PARK, 0, ""), (450, 0, 4, PARK_RET, 0, ""),        # plain lock
-        (500, 0x50, 5, STW_BEGIN, 0, ""), (520, 0x7100, 6, PARK, 0, ""),
+        (115, 0x8800, 8, PARK, 0, ""), (295, 0, 8, PARK_RET, 0, ""),         # lock, during
+        (400, 0x9000, 4, PARK, 0, ""), (430, 0x7400, 4, PARK, F_SUSPENDED, ""),  # plain lock,
+        (440, 0, 4, PARK_RET, 0, ""), (450, 0, 4, PARK_RET, 0, ""),        # a stop inside
+        (500, 0x50, 5, STW_BEGIN, 0, ""), (520, 0x7100, 6, PARK, F_SUSPENDED, ""),
         (560, 0, 6, PARK_RET, 0, ""), (600, 0, 5, STW_END, 0, ""),          # stw, no GC
     ])
     assert lk.label(2, 130, 280) == STW_GC
+    assert lk.label(1, 113, 117) == STW_GC
     assert lk.label(3, 60, 340) == "critical section on list object"
-    assert lk.label(4, 410, 440) == "lock at 0x9000"
+    assert lk.label(8, 120, 290) == "lock at 0x8800"
+    assert lk.label(4, 410, 425) == "lock at 0x9000"
+    assert lk.label(4, 445, 449) == "lock at 0x9000"
+    assert lk.label(4, 432, 438) == STW  # nested: re-attaching while the world is stopped
     assert lk.label(6, 530, 550) == STW
     assert lk.label(4, 390, 440) == ""  # begun before the probed park
     assert lk.label(7, 130, 140) == ""  # no park of that thread

@@ -398,7 +398,8 @@ def _lock_kinds_text(t: "Trace", all_threads: bool) -> str:
     assert locks is not None
     if not locks.running:
         return f"\nparks not labelled: {locks.reason}\n"
-    lines = [f"\nwhat the parks waited for ({locks.reason}):"]
+    lost = f"; {locks.lost} records lost (ring buffer full): some parks unlabelled" if locks.lost else ""
+    lines = [f"\nwhat the parks waited for ({locks.reason}{lost}):"]
     for d in t.summary(all_threads=all_threads):
         kinds = ", ".join(f"{k or 'unknown'} {v / 1e6:.1f} ms" for k, v in (d.park_kinds or {}).items())
         lines.append(f"  {d.name} ({d.tid}): {kinds or 'no parks'}")

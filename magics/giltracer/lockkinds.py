@@ -15,7 +15,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 # lockprobe_abi.h
 PARK, PARK_RET, STW_BEGIN, STW_END, GC_BEGIN, GC_END = 1, 2, 3, 4, 5, 6
-F_OBJECT = 1
+F_OBJECT, F_SUSPENDED = 1, 2
 
 STW_GC = "stop-the-world (GC)"
 STW = "stop-the-world"
@@ -37,6 +37,7 @@ class LockKinds:
         # tid -> sorted [(start ns, end ns, addr, flags, type name)] of _PyParkingLot_Park calls
         self.parks: Dict[int, List[Tuple[int, int, int, int, str]]] = {}
         self._starts: Dict[int, List[int]] = {}
+        self._wstarts: List[int] = []
 
     def start(self) -> "LockKinds":
         if not FREE_THREADED:
@@ -68,15 +69,17 @@ class LockKinds:
     def _build(self, events: Iterable[Tuple[int, int, int, int, int, str]]) -> None:
         events = sorted(events)
         last = events[-1][0] if events else 0
-        open_park: Dict[int, Tuple[int, int, int, str]] = {}
+        # A park can nest: one that detaches re-attaches on wake-up and, when the world
+        # is stopped meanwhile, parks again (tstate_wait_attach) before it returns.
+        open_park: Dict[int, List[Tuple[int, int, int, str]]] = {}
         stw_open: Dict[int, int] = {}
         gc_open: Dict[int, int] = {}
         gcs: List[Tuple[int, int, int]] = []
         for ts, addr, tid, kind, flags, tname in events:
             if kind == PARK:
-                open_park[tid] = (ts, addr, flags, tname)
-            elif kind == PARK_RET and tid in open_park:
-                s, a, f, n = open_park.pop(tid)
+                open_park.setdefault(tid, []).append((ts, addr, flags, tname))
+            elif kind == PARK_RET and open_park.get(tid):
+                s, a, f, n = open_park[tid].pop()
                 self.parks.setdefault(tid, []).append((s, ts, a, f, n))
             elif kind == STW_BEGIN:
                 stw_open.setdefault(tid, ts)
@@ -87,45 +90,57 @@ class LockKinds:
             elif kind == GC_END and tid in gc_open:
                 gcs.append((tid, gc_open.pop(tid), ts))
         # Still open at the stop: they end there.
-        for tid, (s, a, f, n) in open_park.items():
-            self.parks.setdefault(tid, []).append((s, max(s, last), a, f, n))
+        for tid, stack in open_park.items():
+            for s, a, f, n in stack:
+                self.parks.setdefault(tid, []).append((s, max(s, last), a, f, n))
         for tid, s in stw_open.items():
             self.windows.append((tid, s, max(s, last), False))
         for tid, s in gc_open.items():
             gcs.append((tid, s, max(s, last)))
         # A window is the GC's when the stopper was inside gc_collect_main.
-        self.windows = sorted((w, s, e, any(g == w and gs <= s and e <= ge for g, gs, ge in gcs))
-                              for w, s, e, _ in self.windows)
+        self.windows = sorted(((w, s, e, any(g == w and gs <= s and e <= ge for g, gs, ge in gcs))
+                               for w, s, e, _ in self.windows), key=lambda w: w[1])
+        self._wstarts = [w[1] for w in self.windows]
         for tid, ps in self.parks.items():
             ps.sort()
             self._starts[tid] = [p[0] for p in ps]
 
     def _park(self, tid: int, start: int, end: int) -> Optional[Tuple[int, int, int, int, str]]:
-        """The probed park of `tid` that contains [start, end]."""
+        """The innermost probed park of `tid` that contains [start, end] (the one begun
+        last; an outer one when the last begun ended before `end`)."""
         starts = self._starts.get(tid)
         if not starts:
             return None
-        i = bisect.bisect_right(starts, start) - 1
-        if i < 0:
-            return None
-        p = self.parks[tid][i]
-        return p if end <= p[1] else None
+        ps, i = self.parks[tid], bisect.bisect_right(starts, start)
+        for p in reversed(ps[max(0, i - 4):i]):  # nesting is shallow
+            if end <= p[1]:
+                return p
+        return None
 
-    def _window(self, ts: int) -> Optional[Tuple[int, int, int, bool]]:
-        for w in self.windows:
-            if w[1] <= ts <= w[2]:
+    def _window(self, ts: int, stopper: Optional[int] = None) -> Optional[Tuple[int, int, int, bool]]:
+        """The window (of `stopper`, if given) open at ts. One stop-the-world runs at a
+        time (an interpreter's or the runtime's), so only the last ones begun can be open."""
+        i = bisect.bisect_right(self._wstarts, ts)
+        for w in reversed(self.windows[max(0, i - 4):i]):
+            if ts <= w[2] and (stopper is None or w[0] == stopper):
                 return w
         return None
 
     def label(self, tid: int, start: int, end: int) -> str:
-        """What the parked interval [start, end] of thread `tid` waited for: a park that
-        began inside a stop-the-world window is that pause; else a critical section on an
-        object of a known type, or the lock's address; "" when no probed park contains it
-        (e.g. a raw mutex's wait, or one begun before the trace)."""
+        """What the parked interval [start, end] of thread `tid` waited for. Stop-the-world:
+        a thread stopped by one (it parks on its own thread state, suspended), or the
+        stopper inside its own window (waiting for the others to stop); "(GC)" when that
+        window is inside gc_collect_main. Else a critical section on an object of a known
+        type, or the lock's address. "" when no probed park contains the interval (e.g. a
+        raw mutex's wait, or one begun before the trace)."""
         p = self._park(tid, start, end)
         if p is None:
             return ""
-        w = self._window(p[0])
+        w = self._window(p[0], tid)
+        if w is None and p[3] & F_SUSPENDED:
+            w = self._window(p[0])
+            if w is None:
+                return STW
         if w is not None:
             return STW_GC if w[3] else STW
         if p[3] & F_OBJECT:

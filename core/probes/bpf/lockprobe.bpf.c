@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT OR GPL-2.0-only */
 /* The lock-kind probe's BPF half (free-threaded builds): uprobes on
  * _PyParkingLot_Park (entry: the address parked on, and when it is an object's
- * ob_mutex, the object's type name; return), stop_the_world entry and
+ * ob_mutex, the object's type name, or whether it is a thread stopped by a
+ * stop-the-world; return), stop_the_world entry and
  * start_the_world return (the stop-the-world window) and gc_collect_main entry and
  * return, feeding one ring buffer of struct gtl_event. Loaded by lockprobe.c. */
 #include "vmlinux_min.h"
@@ -60,7 +61,7 @@ static __always_inline int simple(u32 kind, u64 addr)
 }
 
 SEC("uprobe")
-int BPF_KPROBE(park_enter, const void *address)
+int BPF_KPROBE(park_enter, const void *address, const void *expected, unsigned long size)
 {
     if (!recording)
         return 0;
@@ -81,6 +82,13 @@ int BPF_KPROBE(park_enter, const void *address)
         else
             e->tname[0] = '\0';
     }
+    /* A stopped thread waits in tstate_wait_attach: _PyParkingLot_Park(&tstate->state,
+     * &state, sizeof(int), ...) with state == _Py_THREAD_SUSPENDED. */
+    int state = -1;
+    if (size == sizeof(int) &&
+        bpf_probe_read_user(&state, sizeof(state), expected) == 0 &&
+        state == GTL_THREAD_SUSPENDED)
+        e->flags |= GTL_F_SUSPENDED;
     bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
     return 0;
 }

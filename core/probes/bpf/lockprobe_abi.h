@@ -16,9 +16,15 @@ enum gtl_kind {
 };
 
 enum gtl_flags {
-    GTL_F_OBJECT = 1, /* addr is &op->ob_mutex of an object whose type's type is `type`:
-                         tname is that type's tp_name (a critical section on it) */
+    GTL_F_OBJECT = 1,    /* addr is &op->ob_mutex of an object whose type's type is `type`:
+                            tname is that type's tp_name (a critical section on it) */
+    GTL_F_SUSPENDED = 2, /* a park on an int (the thread's own tstate->state) expecting
+                            _Py_THREAD_SUSPENDED: tstate_wait_attach, i.e. this thread
+                            was stopped by a stop-the-world */
 };
+
+/* pycore_pystate.h (3.13, 3.14) */
+#define GTL_THREAD_SUSPENDED 2
 
 /* A free-threaded PyObject: ob_tid (8), ob_flags (2), ob_mutex (1), ob_gc_bits (1),
  * ob_ref_local (4), ob_ref_shared (8), ob_type (8); a PyTypeObject: PyVarObject (40)
