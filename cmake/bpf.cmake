@@ -2,7 +2,8 @@
 #   With GT_WITH_BPF and clang (>= 11), bpftool, libbpf and libelf (pkg-config) on
 #   x86_64: core/probes/bpf/gilprobe.bpf.c -> gilprobe.bpf.o (clang -target bpf) ->
 #   gilprobe.skel.h (bpftool gen skeleton), all in ${CMAKE_CURRENT_BINARY_DIR}/bpf;
-#   gt_bpf = core/probes/bpf/bpfprobe.c + elfsym.c with GT_HAVE_BPF=1, linking libbpf,
+#   the same for lockprobe.bpf.c (the lock-kind probe of free-threaded builds);
+#   gt_bpf = core/probes/bpf/bpfprobe.c + elfsym.c + lockprobe.c with GT_HAVE_BPF=1, linking libbpf,
 #   libelf and zlib.
 #   Otherwise gt_bpf = core/probes/bpf/bpfprobe_stub.c (reports "unavailable" at runtime)
 #   and a STATUS message says why.
@@ -10,8 +11,11 @@
 # This file is also a script (cmake -P) that writes the skeleton header: bpftool
 # prints it on stdout, and a script avoids shell redirection in the build rule.
 if(CMAKE_SCRIPT_MODE_FILE AND DEFINED GT_SKEL_OUT)
+  if(NOT DEFINED GT_SKEL_NAME)
+    set(GT_SKEL_NAME gilprobe_bpf)
+  endif()
   execute_process(
-    COMMAND "${GT_SKEL_BPFTOOL}" gen skeleton "${GT_SKEL_OBJ}" name gilprobe_bpf
+    COMMAND "${GT_SKEL_BPFTOOL}" gen skeleton "${GT_SKEL_OBJ}" name ${GT_SKEL_NAME}
     OUTPUT_FILE "${GT_SKEL_OUT}.tmp"
     RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
@@ -81,9 +85,30 @@ if(gt_bpf_why STREQUAL "")
     DEPENDS ${gt_bpf_obj} ${CMAKE_CURRENT_LIST_FILE}
     COMMENT "BPF skeleton gilprobe.skel.h"
     VERBATIM)
-  add_custom_target(gt_bpf_skel DEPENDS ${gt_bpf_skel})
+  # The lock-kind probe (free-threaded builds): lockprobe.bpf.c -> lockprobe.skel.h.
+  set(gt_lock_obj ${GT_BPF_OUT}/lockprobe.bpf.o)
+  set(gt_lock_skel ${GT_BPF_OUT}/lockprobe.skel.h)
+  add_custom_command(
+    OUTPUT ${gt_lock_obj}
+    COMMAND ${GT_BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Wextra
+            -Wno-unused-parameter -I${GT_LIBBPF_INCLUDEDIR} -I${GT_BPF_SRC}
+            -c ${GT_BPF_SRC}/lockprobe.bpf.c -o ${gt_lock_obj}
+    DEPENDS ${GT_BPF_SRC}/lockprobe.bpf.c ${GT_BPF_SRC}/lockprobe_abi.h
+            ${GT_BPF_SRC}/vmlinux_min.h
+    COMMENT "BPF lockprobe.bpf.o"
+    VERBATIM)
+  add_custom_command(
+    OUTPUT ${gt_lock_skel}
+    COMMAND ${CMAKE_COMMAND} -DGT_SKEL_BPFTOOL=${GT_BPFTOOL} -DGT_SKEL_OBJ=${gt_lock_obj}
+            -DGT_SKEL_OUT=${gt_lock_skel} -DGT_SKEL_NAME=lockprobe_bpf
+            -P ${CMAKE_CURRENT_LIST_FILE}
+    DEPENDS ${gt_lock_obj} ${CMAKE_CURRENT_LIST_FILE}
+    COMMENT "BPF skeleton lockprobe.skel.h"
+    VERBATIM)
+  add_custom_target(gt_bpf_skel DEPENDS ${gt_bpf_skel} ${gt_lock_skel})
 
-  add_library(gt_bpf STATIC ${GT_BPF_SRC}/bpfprobe.c ${GT_BPF_SRC}/elfsym.c ${gt_bpf_skel})
+  add_library(gt_bpf STATIC ${GT_BPF_SRC}/bpfprobe.c ${GT_BPF_SRC}/elfsym.c
+              ${GT_BPF_SRC}/lockprobe.c ${gt_bpf_skel} ${gt_lock_skel})
   add_dependencies(gt_bpf gt_bpf_skel)
   target_compile_definitions(gt_bpf PUBLIC GT_HAVE_BPF=1)
   target_include_directories(gt_bpf PUBLIC ${GT_BPF_SRC} PRIVATE ${GT_BPF_OUT})

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bpfprobe.h"
+#include "lockkinds.h"
 #include "emit.h"
 #include "gt_clock.h"
 #include "interps.h"
@@ -1063,6 +1064,14 @@ static PyMethodDef module_methods[] = {
     {"stop_active", mod_stop_active, METH_NOARGS,
      "stop_active() -> bool: stop and release the process's active session, whoever holds "
      "it (True if there was one)"},
+    {"_lock_kinds_open", gt_py__lock_kinds_open, METH_NOARGS,
+     "_lock_kinds_open() -> (ok, text): load the lock-kind probe once (root, free-threaded "
+     "builds); text says what is probed, or why not"},
+    {"_lock_kinds_start", gt_py__lock_kinds_start, METH_NOARGS,
+     "_lock_kinds_start() -> bool: open its gate"},
+    {"_lock_kinds_stop", gt_py__lock_kinds_stop, METH_NOARGS,
+     "_lock_kinds_stop() -> (events or None, lost): close the gate; events are "
+     "(ts_ns, addr, tid, kind, flags, type name)"},
     {"run_code", mod_run_code, METH_VARARGS,
      "run_code(code, globals, locals=None): exec (or eval) a code object; the tracer "
      "does not record this call"},

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # at run time the core is imported where it is used: importin
     from . import _core  # stays cheap
 
 from . import _child, options, render
+from .lockkinds import STW, STW_GC, LockKinds
 from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -159,6 +160,11 @@ class ThreadSummary:
     # Of parked_ns: inside another thread's garbage collection, which stops the world (from
     # gc.callbacks; None when not known).
     stop_the_world_ns: Optional[int] = None
+    # Free-threaded builds as root (the eBPF lock-kind probe ran, see Trace.lock_kinds_reason):
+    # parked_ns by what was waited for, largest first: "stop-the-world (GC)",
+    # "stop-the-world", "critical section on <type> object", "lock at 0x...", "" (unknown).
+    # stop_the_world_ns is then the stop-the-world labels' sum. Else None.
+    park_kinds: Optional[Dict[str, int]] = None
 
 
 @dataclass(frozen=True)
@@ -387,6 +393,19 @@ class _GcWindows:
                    for who, s, e in self.windows if who != tid)
 
 
+def _lock_kinds_text(t: "Trace", all_threads: bool) -> str:
+    locks = t._locks
+    assert locks is not None
+    if not locks.running:
+        return f"\nparks not labelled: {locks.reason}\n"
+    lost = f"; {locks.lost} records lost (ring buffer full): some parks unlabelled" if locks.lost else ""
+    lines = [f"\nwhat the parks waited for ({locks.reason}{lost}):"]
+    for d in t.summary(all_threads=all_threads):
+        kinds = ", ".join(f"{k or 'unknown'} {v / 1e6:.1f} ms" for k, v in (d.park_kinds or {}).items())
+        lines.append(f"  {d.name} ({d.tid}): {kinds or 'no parks'}")
+    return "\n".join(lines) + "\n"
+
+
 class Trace:
     """A traced block. Use as a context manager; after it exits the facts are here.
 
@@ -456,6 +475,7 @@ class Trace:
         self._result: Optional[_core.Result] = None
         self._funcs: Optional[List[Tuple[str, str, int, bool]]] = None
         self._gc: Optional[_GcWindows] = None
+        self._locks: Optional[LockKinds] = None
         # At stop: {file name: name shown instead}, e.g. a notebook cell's -> "In [5]" (magics).
         self.file_labels: Optional[Callable[[], Dict[str, str]]] = None
         # At start: is this thread the host's own machinery (a notebook kernel's IOPub, shell
@@ -489,13 +509,19 @@ class Trace:
             # record the list's append and remove as calls of the traced code.
             self._gc = _GcWindows()
             gc.callbacks.append(self._gc)
+            self._locks = LockKinds().start()
         try:
             session.start(threads)
         except BaseException:
+            self._stop_locks()
             self._unregister_gc()
             self._end_children()
             raise
         return self
+
+    def _stop_locks(self) -> None:
+        if self._locks is not None:
+            self._locks.stop()
 
     def _unregister_gc(self) -> None:
         if self._gc is not None and self._gc in gc.callbacks:
@@ -544,6 +570,7 @@ class Trace:
             try:
                 session.stop()
             finally:  # after the stop: the tracer does not record this plumbing
+                self._stop_locks()
                 self._unregister_gc()
                 self._end_children()
         finally:
@@ -683,10 +710,15 @@ class Trace:
         threads of that pid (see ``processes``)."""
         rows = [d for d in self.result.summary()
                 if (all_threads or not d["background"]) and (process is None or d["pid"] == process)]
-        if self.result.free_threaded and self._gc is not None:
+        locks = self._locks if self._locks is not None and self._locks.running else None
+        if self.result.free_threaded and (self._gc is not None or locks is not None):
             for d in rows:
                 parked = [(a, b) for a, b, q in self.result.gil_intervals(d["tid"]) if q == 1]
-                d["stop_the_world_ns"] = self._gc.parked_in(d["tid"], parked)
+                if locks is not None:
+                    kinds = d["park_kinds"] = locks.kinds(d["tid"], parked)
+                    d["stop_the_world_ns"] = kinds.get(STW_GC, 0) + kinds.get(STW, 0)
+                elif self._gc is not None:
+                    d["stop_the_world_ns"] = self._gc.parked_in(d["tid"], parked)
         return [ThreadSummary(**d) for d in rows]
 
     @property
@@ -706,8 +738,27 @@ class Trace:
 
     def summary_text(self, top: int = 5, all_threads: bool = False) -> str:
         """The per-thread table (background threads on one line unless ``all_threads``)
-        and the top GIL-blame rows."""
-        return self.result.text(top, all_threads)
+        and the top GIL-blame rows; on a free-threaded build, what the parks waited for
+        (with the lock-kind probe) or why that is not known."""
+        text = self.result.text(top, all_threads)
+        if self.result.free_threaded and self._locks is not None:
+            text += _lock_kinds_text(self, all_threads)
+        return text
+
+    @property
+    def lock_kinds_reason(self) -> Optional[str]:
+        """Free-threaded builds: what labelled the parks (the eBPF lock-kind probe) or why
+        they are unlabelled (e.g. not root); None elsewhere."""
+        return self._locks.reason if self._locks is not None else None
+
+    def park_labels(self, thread: Union[int, str, threading.Thread]) -> List[Tuple[int, int, str]]:
+        """Free-threaded builds with the lock-kind probe: [(start_ns, end_ns, label)] of the
+        thread's parked intervals ("" where unknown); [] when the probe did not run."""
+        locks = self._locks
+        if locks is None or not locks.running:
+            return []
+        tid = self._tid(thread)
+        return [(a, b, locks.label(tid, a, b)) for a, b, q in self.result.gil_intervals(tid) if q == 1]
 
     def crosscheck(self, all_threads: bool = False) -> Optional[List[ThreadSummary]]:
         """With ``crosscheck=True`` (root): the bpf probe's per-thread summary of the same

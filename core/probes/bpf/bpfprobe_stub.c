@@ -64,3 +64,43 @@ void gt_bpf__set_crosscheck(struct gt_bpf *b, int on)
     (void)b;
     (void)on;
 }
+
+/* The lock-kind probe (lockprobe.h): unavailable too. */
+#include "lockprobe.h"
+
+int gt_lockprobe__open(struct gt_lockprobe **out, const struct gt_lockprobe_opts *o,
+                       const char **why)
+{
+    (void)o;
+    *out = NULL;
+    return gt_bpf__available(why);
+}
+
+const char *gt_lockprobe__where(const struct gt_lockprobe *p)
+{
+    (void)p;
+    return "";
+}
+
+int gt_lockprobe__start(struct gt_lockprobe *p)
+{
+    (void)p;
+    return -ENOTSUP;
+}
+
+int gt_lockprobe__stop(struct gt_lockprobe *p,
+                       int (*cb)(void *ctx, const struct gt_lock_event *e), void *ctx,
+                       uint64_t *lost)
+{
+    (void)p;
+    (void)cb;
+    (void)ctx;
+    if (lost)
+        *lost = 0;
+    return -ENOTSUP;
+}
+
+void gt_lockprobe__free(struct gt_lockprobe *p)
+{
+    (void)p;
+}
