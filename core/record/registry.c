@@ -37,6 +37,7 @@ static int budget_limited;
 static atomic_int budget_spent[GT_BUDGET_END];
 static _Atomic(gt_overflow_fn) overflow_fn[GT_BUDGET_END];
 static void (*overflow_release[GT_BUDGET_END])(void *);
+static _Atomic(gt_overflow_fn) recycle_fn[GT_BUDGET_END];
 
 /* Blocks are carved out of 2 MiB arenas of small pages. (Transparent huge pages: one
  * fault per arena, 0.1 ms where the kernel recycles a huge page, but 2.3-4.3 ms for
@@ -322,6 +323,88 @@ void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn, void (*
     }
 }
 
+void gt_registry__set_recycle(enum gt_budget budget, gt_overflow_fn fold)
+{
+    if (budget > GT_BUDGET_NONE && budget < GT_BUDGET_END)
+        atomic_store(&recycle_fn[budget], fold);
+}
+
+/* Folds up to `want` of the oldest records of the stream's closed blocks into `fold`
+ * and returns the emptied blocks to the pool; returns how many records the stream holds
+ * less. reg_lock held (the live meter and a child's checkpoints read the block list
+ * under it). */
+static size_t fold_oldest(struct gt_stream *s, size_t want, gt_overflow_fn fold)
+{
+    uint64_t had = s->count;
+    while (want && s->head && s->head != s->tail) {
+        struct gt_block *h = s->head;
+        size_t i = s->head_skip, bases = 0, from = i;
+        if (s->rec_size == sizeof(struct gt_call_rec)) {
+            const struct gt_call_rec *r = (const struct gt_call_rec *)block_events(h);
+            uint64_t hi = 0;
+            struct gt_call_event e;
+            for (; i < h->n && want; i++, want--) {
+                if (gt_call_rec__decode(r[i], &hi, &e))
+                    fold(s, e.ts, e.func, e.kind);
+                else
+                    bases++;
+            }
+            if (i < h->n && i > from) {
+                /* The kept part must decode on its own: the last record folded becomes
+                 * a time base (records are never folded twice). */
+                ((struct gt_call_rec *)block_events(h))[--i] = gt_call_rec__base((uint32_t)(hi >> 32));
+                bases--;
+            }
+        } else {
+            const uint32_t *r = (const uint32_t *)block_events(h);
+            for (; i < h->n && want; i++, want--)
+                fold(s, *(const uint64_t *)(r + 4 * i), r[4 * i + 2], r[4 * i + 3]);
+        }
+        s->count -= i - from;
+        s->bases -= bases;
+        s->folded += (i - from) - bases;
+        s->head_skip = i;
+        if (i == h->n) {
+            s->head = h->next;
+            h->next = NULL;
+            block_put_list(h);
+            s->head_skip = 0;
+        }
+    }
+    return (size_t)(had - s->count);
+}
+
+/* Keep last, past the budget: room for records more in the tail (a fresh block when
+ * the tail has no room or is the only block), as many of the oldest folded first. 0, -ENOSPC (no recycling, or no block to recycle) or -ENOMEM. reg_lock
+ * held. */
+static int stream_recycle_locked(struct gt_stream *s, size_t cap)
+{
+    gt_overflow_fn fold = s->budget > GT_BUDGET_NONE && s->budget < GT_BUDGET_END
+                              ? atomic_load_explicit(&recycle_fn[s->budget], memory_order_relaxed)
+                              : NULL;
+    if (!fold || !s->tail || !s->lim)
+        return -ENOSPC;
+    /* Folding an eighth of what the stream was granted at a time (at least 256 records,
+     * at most a block) takes the lock once per that many pushes. */
+    size_t q = s->granted / 8 < 256 ? 256 : s->granted / 8 > cap ? cap : (size_t)(s->granted / 8);
+    size_t used = (size_t)((char *)s->lim - block_events(s->tail)) / s->rec_size;
+    if (s->head == s->tail || used + q > cap) {
+        struct gt_block *b = block_get();
+        if (!b)
+            return -ENOMEM;
+        s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / s->rec_size;
+        s->count += s->tail->n;
+        s->tail->next = b;
+        s->tail = b;
+        s->cur = s->lim = block_events(b);
+        s->ts_hi = UINT32_MAX; /* a call stream's block starts with a time base */
+    }
+    /* As many records as were folded: the stream holds as many as before. */
+    size_t freed = fold_oldest(s, q, fold);
+    s->lim = (char *)s->lim + (freed ? freed : q) * s->rec_size;
+    return 0;
+}
+
 void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b)
 {
     if (!s->refused_at)
@@ -343,15 +426,21 @@ int gt_stream__grow(struct gt_stream *s)
     /* Refusals are decided without the lock: past the cap every push lands here. */
     if (atomic_load_explicit(&gt_registry_gen, memory_order_relaxed) == 0)
         return -ESRCH;
+    const size_t cap = (GT_BLOCK_BYTES - GT_BLOCK_HEADER) / s->rec_size;
     if (s->budget != GT_BUDGET_NONE &&
-        atomic_load_explicit(&budget_spent[s->budget], memory_order_relaxed))
-        return -ENOSPC;
+        atomic_load_explicit(&budget_spent[s->budget], memory_order_relaxed)) {
+        if (!atomic_load_explicit(&recycle_fn[s->budget], memory_order_relaxed))
+            return -ENOSPC;
+        pthread_mutex_lock(&reg_lock);
+        err = atomic_load(&gt_registry_gen) ? stream_recycle_locked(s, cap) : -ESRCH;
+        pthread_mutex_unlock(&reg_lock);
+        return err;
+    }
     pthread_mutex_lock(&reg_lock);
     if (atomic_load(&gt_registry_gen) == 0) { /* the session ended */
         err = -ESRCH;
         goto cleanup;
     }
-    const size_t cap = (GT_BLOCK_BYTES - GT_BLOCK_HEADER) / s->rec_size;
     /* Records the tail block still has room for beyond what was granted: a grant goes
      * there first (no new block; a call stream needs no new time base). */
     size_t tail_free = s->tail && s->lim ? cap - (size_t)((char *)s->lim - block_events(s->tail)) / s->rec_size : 0;
@@ -360,7 +449,7 @@ int gt_stream__grow(struct gt_stream *s)
     if (left) {
         if (*left == 0) {
             atomic_store(&budget_spent[s->budget], 1);
-            err = -ENOSPC;
+            err = stream_recycle_locked(s, cap);
             goto cleanup;
         }
         /* Grant as much as the stream was granted so far (256 at first: a thread that
@@ -455,9 +544,12 @@ static size_t stream_chunks(const struct gt_stream *s, int closed, size_t skip,
             skip--;
             continue;
         }
+        size_t from = b == s->head ? s->head_skip : 0; /* folded (keep last) */
+        if (from >= b->n)
+            continue;
         if (k < max) {
-            out[k].data = block_events(b);
-            out[k].n = b->n;
+            out[k].data = block_events(b) + from * s->rec_size;
+            out[k].n = b->n - from;
         }
         k++;
     }
@@ -492,9 +584,11 @@ int gt_registry__each_locked(gt_thread_cb fn, void *ctx)
 
 void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx)
 {
-    for (struct gt_block *b = s->head; b; b = b->next)
-        if (b->n)
-            fn(block_events(b), b->n, ctx);
+    for (struct gt_block *b = s->head; b; b = b->next) {
+        size_t from = b == s->head ? s->head_skip : 0; /* folded (keep last) */
+        if (b->n > from)
+            fn(block_events(b) + from * s->rec_size, b->n - from, ctx);
+    }
 }
 
 /* A forked child (e.g. a multiprocessing worker) records nothing of the parent's

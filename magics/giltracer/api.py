@@ -415,8 +415,10 @@ class Trace:
         title: Optional[str] = None,
         mode: str = "trace",
         sample_interval: Union[str, float] = options.DEFAULT_SAMPLE_INTERVAL,
+        keep: str = "first",
     ) -> None:
         options.check_keyword("backend", backend)
+        options.check_keyword("keep", keep)
         options.check_keyword("mode", mode)
         # Sampling replaces the per-call hook: no call is recorded, stacks are sampled.
         if mode != "sample" and sample_interval != options.DEFAULT_SAMPLE_INTERVAL:
@@ -443,6 +445,7 @@ class Trace:
             follow_children=bpf_follow,
             crosscheck=bool(crosscheck),
             sample_ns=sample_ns,
+            keep=keep,
         )
         self.mode = mode
         self._children: Optional[_child.Children] = None
@@ -600,7 +603,12 @@ class Trace:
             return None
         cap = f"{self.max_events:,}" if self.max_events else "the memory"
         parts = [f"giltracer: the event budget (max_events={cap}) was reached."]
-        if calls:
+        if calls and self.options.get("keep") == "last":
+            parts.append(f"The timeline shows each thread's last calls (keep='last'; where its "
+                         f"window starts is marked); the {calls:,} call events before them "
+                         "were kept as per-thread call trees, so Profile and Top functions "
+                         "cover the whole run (GIL blame before the window says unknown).")
+        elif calls:
             parts.append(f"The timeline shows the calls recorded until then; the {calls:,} call "
                          "events after it were kept as per-thread call trees, so Profile and "
                          "Top functions cover the whole run (GIL blame after that point names "
