@@ -1201,6 +1201,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     run->meta.event_count += recorded;
     run->meta.dropped_events += dropped;
     run->meta.max_events = s->o.max_events;
+    run->meta.keep_last = s->o.keep_last && !s->spool;
     if (s->o.functions)
         gt_tracer__untraced_note(run->tracer_note, sizeof(run->tracer_note));
     gt_interps__note(run->tracer_note, sizeof(run->tracer_note));
