@@ -156,3 +156,19 @@ def test_the_cli_keeps_the_last_calls(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "keep last" in out.read_text()
+
+
+@pytest.mark.parametrize("keep", ["first", "last"])
+def test_the_live_notice_says_which_calls_the_timeline_keeps(keep):
+    from giltracer import live
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with giltracer.trace(max_events=BUDGET, keep=keep, c_calls=False) as t:
+            for i in range(N_EARLY):
+                early_fn(i)
+            p = t.progress()
+    assert p["budget_reached"] and p["keep"] == keep, p
+    notice = live.budget_notice(p, BUDGET)
+    assert ("last calls" in notice) == (keep == "last"), notice
+    assert ("until now" in notice) == (keep == "first"), notice

@@ -506,10 +506,14 @@ class Trace:
 
     def progress(self) -> Optional[Dict[str, Any]]:
         """The recording's facts so far (per-thread GIL held / waiting / released ns,
-        calls, GIL events, dropped, budget_reached), or None when it does not record.
-        Cheap: for a live view, from any thread."""
+        calls, GIL events, dropped, budget_reached, and keep: which calls the timeline
+        keeps past the budget), or None when it does not record. Cheap: for a live view,
+        from any thread."""
         session = self._session
-        return session.progress() if session is not None else None
+        p = session.progress() if session is not None else None
+        if p is not None:
+            p["keep"] = self.options.get("keep", "first")
+        return p
 
     def _child_options(self) -> Dict[str, Any]:
         """What a child's session records: the parent's options, with the in-process probe."""
