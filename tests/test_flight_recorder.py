@@ -172,3 +172,29 @@ def test_the_live_notice_says_which_calls_the_timeline_keeps(keep):
     notice = live.budget_notice(p, BUDGET)
     assert ("last calls" in notice) == (keep == "last"), notice
     assert ("until now" in notice) == (keep == "first"), notice
+
+
+def test_threads_started_past_the_budget_keep_their_last_calls():
+    import threading
+
+    def worker(n):
+        for i in range(n):
+            early_fn(i)
+        for i in range(3000):
+            late_fn(i)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with giltracer.trace(max_events=BUDGET, keep="last", c_calls=False) as t:
+            # One after the other: the later ones start with the budget spent.
+            for k in range(3):
+                th = threading.Thread(target=worker, args=(20000 + 5000 * k,), name=f"w{k}")
+                th.start()
+                th.join()
+    for k in range(3):
+        spans = t.spans(f"w{k}")
+        names = [s[2] for s in spans]
+        assert names.count("late_fn") >= 200 and "early_fn" not in names, (k, len(names))
+        assert_nested(spans)
+        calls = {r.name: r.calls for r in t.functions(f"w{k}")}
+        assert calls.get("early_fn") == 20000 + 5000 * k and calls.get("late_fn") == 3000, calls

@@ -375,15 +375,28 @@ static size_t fold_oldest(struct gt_stream *s, size_t want, gt_overflow_fn fold)
 }
 
 /* Keep last, past the budget: room for records more in the tail (a fresh block when
- * the tail has no room or is the only block), as many of the oldest folded first. 0, -ENOSPC (no recycling, or no block to recycle) or -ENOMEM. reg_lock
+ * the tail has no room or is the only block), as many of the oldest folded first; a
+ * stream with no block yet gets one, for its last KEEP_MIN records. 0, -ENOSPC (no recycling, or no block to recycle) or -ENOMEM. reg_lock
  * held. */
+#define KEEP_MIN 1024
 static int stream_recycle_locked(struct gt_stream *s, size_t cap)
 {
     gt_overflow_fn fold = s->budget > GT_BUDGET_NONE && s->budget < GT_BUDGET_END
                               ? atomic_load_explicit(&recycle_fn[s->budget], memory_order_relaxed)
                               : NULL;
-    if (!fold || !s->tail || !s->lim)
+    if (!fold || (s->tail && !s->lim))
         return -ENOSPC;
+    if (!s->tail) {
+        /* A thread that had no share when the budget ran out keeps its last KEEP_MIN. */
+        struct gt_block *b = block_get();
+        if (!b)
+            return -ENOMEM;
+        s->head = s->tail = b;
+        s->cur = block_events(b);
+        s->lim = block_events(b) + (KEEP_MIN < cap ? KEEP_MIN : cap) * s->rec_size;
+        s->ts_hi = UINT32_MAX;
+        return 0;
+    }
     /* Folding an eighth of what the stream was granted at a time (at least 256 records,
      * at most a block) takes the lock once per that many pushes. */
     size_t q = s->granted / 8 < 256 ? 256 : s->granted / 8 > cap ? cap : (size_t)(s->granted / 8);

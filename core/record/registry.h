@@ -304,8 +304,8 @@ void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn, void (*
  * each new grant of a stream first folds as many of its oldest records into `fold`, in
  * order (a call stream's as func, kind; time bases are not events), and frees its
  * oldest block once folded, so that a stream holds about the records it was granted, and
- * at most a block more. A stream that had no block when the budget ran out goes to the
- * overflow sink instead. NULL: keep the first events (past the budget, the overflow
+ * at most a block more (a stream that had no block when the budget ran out: its last
+ * 1024 records, past the budget). NULL: keep the first events (past the budget, the overflow
  * sink). Set between sessions. */
 void gt_registry__set_recycle(enum gt_budget budget, gt_overflow_fn fold);
 

@@ -462,6 +462,16 @@ static int fold_count(struct gt_stream *s, uint64_t ts, uint32_t func, uint32_t 
     return 0;
 }
 
+/* A thread that starts once the budget is spent: its own last events. */
+static void *late_pusher(void *arg)
+{
+    struct gt_thread *t = gt_thread_current();
+    for (uint64_t i = 1; i <= 10000; i++)
+        gt_stream__push_call(&t->calls, i, 1, GT_CALL);
+    *(struct gt_thread **)arg = t;
+    return NULL;
+}
+
 static void run_keep_last(void)
 {
     enum { CAP = 5000, N = 200000 };
@@ -476,7 +486,18 @@ static void run_keep_last(void)
     fold_next += base;
     for (uint64_t i = 1; i <= N; i++)
         gt_stream__push_call(&t->calls, base + i, (uint32_t)((base + i) % 1000), GT_CALL);
+    uint64_t bad_before = fold_bad;
+    struct gt_thread *late = NULL;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, late_pusher, &late) == 0, "late thread");
+    pthread_join(th, NULL);
+    fold_bad = bad_before; /* (its events are not the main thread's sequence) */
     gt_registry__end();
+    CHECK(late && late->calls.folded + gt_stream__events(&late->calls) == 10000 &&
+              gt_stream__events(&late->calls) >= 512 && gt_stream__events(&late->calls) <= 1024,
+          "a thread past the budget keeps its last ~1024: kept %llu, folded %llu",
+          late ? (unsigned long long)gt_stream__events(&late->calls) : 0ull,
+          late ? (unsigned long long)late->calls.folded : 0ull);
     uint64_t kept = gt_stream__events(&t->calls);
     CHECK(fold_bad == 0, "folded in order: %llu bad", (unsigned long long)fold_bad);
     CHECK(t->calls.folded + kept == N, "folded %llu + kept %llu = %d",
