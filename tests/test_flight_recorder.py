@@ -198,3 +198,18 @@ def test_threads_started_past_the_budget_keep_their_last_calls():
         assert_nested(spans)
         calls = {r.name: r.calls for r in t.functions(f"w{k}")}
         assert calls.get("early_fn") == 20000 + 5000 * k and calls.get("late_fn") == 3000, calls
+
+
+def test_the_cell_magic_keeps_the_last_calls(ip):
+    ip.user_ns.update(early_phase=early_phase)
+    ip.run_cell_magic("giltracer", f"--keep last --max-events {BUDGET} --no-c -q --var kept_t",
+                      "early_phase()\n")
+    t = ip.user_ns["kept_t"]
+    names = [s[2] for s in t.spans("MainThread")]
+    assert names.count("late_fn") > BUDGET // 4 and "early_fn" not in names
+    calls = {r.name: r.calls for r in t.functions()}
+    assert calls.get("early_fn") == N_EARLY and calls.get("late_fn") == N_LATE, calls
+    # Folded, the profile starts at the cell's code, not at the kernel's frames above it.
+    top = [c.name for c in t.profile().children]
+    assert top == ["<module>"], top  # the cell's own code, grafted tree and window alike
+    assert [c.name for c in t.profile(outer_frames=True).children] != top
