@@ -329,18 +329,26 @@ void gt_registry__set_recycle(enum gt_budget budget, gt_overflow_fn fold)
         atomic_store(&recycle_fn[budget], fold);
 }
 
-/* Folds up to `want` of the oldest records of the stream's closed blocks into `fold`
- * and returns the emptied blocks to the pool; returns how many records the stream holds
- * less. reg_lock held (the live meter and a child's checkpoints read the block list
- * under it). */
-static size_t fold_oldest(struct gt_stream *s, size_t want, gt_overflow_fn fold)
+/* What a fold did to the stream's oldest blocks: where its kept records now start, and
+ * how many records (time bases among them) left it. */
+struct fold_done {
+    struct gt_block *head;
+    size_t skip;
+    uint64_t records, bases;
+};
+
+/* Folds up to `want` of the oldest records of the stream's closed blocks into `fold`.
+ * Without reg_lock: they are the producer's own (the caller), which nothing else writes
+ * or frees while the session records; fold_commit() then unlinks them under the lock. */
+static void fold_run(struct gt_stream *s, size_t want, gt_overflow_fn fold, struct fold_done *d)
 {
-    uint64_t had = s->count;
-    while (want && s->head && s->head != s->tail) {
-        struct gt_block *h = s->head;
-        size_t i = s->head_skip, bases = 0, from = i;
+    struct gt_block *h = s->head;
+    size_t i = s->head_skip;
+    d->records = d->bases = 0;
+    while (want && h && h != s->tail) {
+        size_t from = i, bases = 0;
         if (s->rec_size == sizeof(struct gt_call_rec)) {
-            const struct gt_call_rec *r = (const struct gt_call_rec *)block_events(h);
+            struct gt_call_rec *r = (struct gt_call_rec *)block_events(h);
             uint64_t hi = 0;
             struct gt_call_event e;
             for (; i < h->n && want; i++, want--) {
@@ -352,7 +360,7 @@ static size_t fold_oldest(struct gt_stream *s, size_t want, gt_overflow_fn fold)
             if (i < h->n && i > from) {
                 /* The kept part must decode on its own: the last record folded becomes
                  * a time base (records are never folded twice). */
-                ((struct gt_call_rec *)block_events(h))[--i] = gt_call_rec__base((uint32_t)(hi >> 32));
+                r[--i] = gt_call_rec__base((uint32_t)(hi >> 32));
                 bases--;
             }
         } else {
@@ -360,60 +368,87 @@ static size_t fold_oldest(struct gt_stream *s, size_t want, gt_overflow_fn fold)
             for (; i < h->n && want; i++, want--)
                 fold(s, *(const uint64_t *)(r + 4 * i), r[4 * i + 2], r[4 * i + 3]);
         }
-        s->count -= i - from;
-        s->bases -= bases;
-        s->folded += (i - from) - bases;
-        s->head_skip = i;
-        if (i == h->n) {
-            s->head = h->next;
-            h->next = NULL;
-            block_put_list(h);
-            s->head_skip = 0;
-        }
+        d->records += i - from;
+        d->bases += bases;
+        if (i < h->n)
+            break;
+        h = h->next;
+        i = 0;
     }
-    return (size_t)(had - s->count);
+    d->head = h;
+    d->skip = i;
+}
+
+/* The folded records leave the stream, emptied blocks go back to the pool; returns how
+ * many records it holds less. reg_lock held (the live meter and a child's checkpoints
+ * read the block list under it). */
+static size_t fold_commit(struct gt_stream *s, const struct fold_done *d)
+{
+    while (s->head != d->head) {
+        struct gt_block *b = s->head;
+        s->head = b->next;
+        b->next = NULL;
+        block_put_list(b);
+    }
+    s->head_skip = d->skip;
+    s->count -= d->records;
+    s->bases -= d->bases;
+    s->folded += d->records - d->bases;
+    return (size_t)d->records;
 }
 
 /* Keep last, past the budget: room for records more in the tail (a fresh block when
  * the tail has no room or is the only block), as many of the oldest folded first; a
- * stream with no block yet gets one, for its last KEEP_MIN records. 0, -ENOSPC (no recycling, or no block to recycle) or -ENOMEM. reg_lock
- * held. */
+ * stream with no block yet gets one, for its last KEEP_MIN records. 0, -ENOSPC (no
+ * recycling), -ESRCH (no session) or -ENOMEM. Called without reg_lock: the fold runs
+ * outside it, so that other threads' grants do not wait for this one's folding. */
 #define KEEP_MIN 1024
-static int stream_recycle_locked(struct gt_stream *s, size_t cap)
+static int stream_recycle(struct gt_stream *s, size_t cap)
 {
     gt_overflow_fn fold = s->budget > GT_BUDGET_NONE && s->budget < GT_BUDGET_END
                               ? atomic_load_explicit(&recycle_fn[s->budget], memory_order_relaxed)
                               : NULL;
     if (!fold || (s->tail && !s->lim))
         return -ENOSPC;
-    if (!s->tail) {
+    /* Folding an eighth of what the stream was granted at a time (at least 256 records,
+     * at most a block) takes the lock twice per that many pushes. */
+    size_t q = s->granted / 8 < 256 ? 256 : s->granted / 8 > cap ? cap : (size_t)(s->granted / 8);
+    int err = 0;
+    pthread_mutex_lock(&reg_lock);
+    if (atomic_load(&gt_registry_gen) == 0) {
+        err = -ESRCH;
+    } else if (!s->tail) {
         /* A thread that had no share when the budget ran out keeps its last KEEP_MIN. */
         struct gt_block *b = block_get();
-        if (!b)
-            return -ENOMEM;
-        s->head = s->tail = b;
-        s->cur = block_events(b);
-        s->lim = block_events(b) + (KEEP_MIN < cap ? KEEP_MIN : cap) * s->rec_size;
-        s->ts_hi = UINT32_MAX;
-        return 0;
-    }
-    /* Folding an eighth of what the stream was granted at a time (at least 256 records,
-     * at most a block) takes the lock once per that many pushes. */
-    size_t q = s->granted / 8 < 256 ? 256 : s->granted / 8 > cap ? cap : (size_t)(s->granted / 8);
-    size_t used = (size_t)((char *)s->lim - block_events(s->tail)) / s->rec_size;
-    if (s->head == s->tail || used + q > cap) {
+        if (b) {
+            s->head = s->tail = b;
+            s->cur = block_events(b);
+            s->lim = block_events(b) + (KEEP_MIN < cap ? KEEP_MIN : cap) * s->rec_size;
+            s->ts_hi = UINT32_MAX;
+        }
+        err = b ? 1 : -ENOMEM;
+    } else if (s->head == s->tail ||
+               (size_t)((char *)s->lim - block_events(s->tail)) / s->rec_size + q > cap) {
         struct gt_block *b = block_get();
-        if (!b)
-            return -ENOMEM;
-        s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / s->rec_size;
-        s->count += s->tail->n;
-        s->tail->next = b;
-        s->tail = b;
-        s->cur = s->lim = block_events(b);
-        s->ts_hi = UINT32_MAX; /* a call stream's block starts with a time base */
+        if (b) {
+            s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / s->rec_size;
+            s->count += s->tail->n;
+            s->tail->next = b;
+            s->tail = b;
+            s->cur = s->lim = block_events(b);
+            s->ts_hi = UINT32_MAX; /* a call stream's block starts with a time base */
+        }
+        err = b ? 0 : -ENOMEM;
     }
+    pthread_mutex_unlock(&reg_lock);
+    if (err)
+        return err < 0 ? err : 0;
+    struct fold_done d;
+    fold_run(s, q, fold, &d);
+    pthread_mutex_lock(&reg_lock);
+    size_t freed = fold_commit(s, &d);
+    pthread_mutex_unlock(&reg_lock);
     /* As many records as were folded: the stream holds as many as before. */
-    size_t freed = fold_oldest(s, q, fold);
     s->lim = (char *)s->lim + (freed ? freed : q) * s->rec_size;
     return 0;
 }
@@ -444,10 +479,7 @@ int gt_stream__grow(struct gt_stream *s)
         atomic_load_explicit(&budget_spent[s->budget], memory_order_relaxed)) {
         if (!atomic_load_explicit(&recycle_fn[s->budget], memory_order_relaxed))
             return -ENOSPC;
-        pthread_mutex_lock(&reg_lock);
-        err = atomic_load(&gt_registry_gen) ? stream_recycle_locked(s, cap) : -ESRCH;
-        pthread_mutex_unlock(&reg_lock);
-        return err;
+        return stream_recycle(s, cap);
     }
     pthread_mutex_lock(&reg_lock);
     if (atomic_load(&gt_registry_gen) == 0) { /* the session ended */
@@ -462,7 +494,7 @@ int gt_stream__grow(struct gt_stream *s)
     if (left) {
         if (*left == 0) {
             atomic_store(&budget_spent[s->budget], 1);
-            err = stream_recycle_locked(s, cap);
+            err = -EAGAIN; /* keep last: recycle, below, without the lock */
             goto cleanup;
         }
         /* Grant as much as the stream was granted so far (256 at first: a thread that
@@ -504,7 +536,7 @@ int gt_stream__grow(struct gt_stream *s)
     }
 cleanup:
     pthread_mutex_unlock(&reg_lock);
-    return err;
+    return err == -EAGAIN ? stream_recycle(s, cap) : err;
 }
 
 static void stream_close(struct gt_stream *s)
