@@ -221,7 +221,7 @@ void gt_ctree__add(struct gt_ctree *c, uint64_t ts, uint32_t func, uint32_t kind
             c->hint[c->cur] = next;
             c->hint_func[c->cur] = func;
         }
-        if (next != UINT32_MAX)
+        if (next != UINT32_MAX && !(kind & GT_CALL_OPEN_AT_START)) /* (no call: open at the start) */
             c->nodes[next].calls++;
         break;
     case GT_RETURN:
@@ -246,17 +246,34 @@ void gt_ctree__add(struct gt_ctree *c, uint64_t ts, uint32_t func, uint32_t kind
         c->failed = 1; /* no memory for a new path: later time stays with the open node */
 }
 
-int gt_ctree__sink(struct gt_stream *s, uint64_t ts, uint32_t func, uint32_t kind)
+static struct gt_ctree *stream_tree(struct gt_stream *s)
 {
     struct gt_ctree *c = s->overflow;
     if (!c) {
         c = malloc(sizeof(*c));
         if (!c || gt_ctree__init(c) < 0) {
             free(c);
-            return -ENOMEM;
+            return NULL;
         }
         s->overflow = c;
     }
+    return c;
+}
+
+int gt_ctree__fold(struct gt_stream *s, uint64_t ts, uint32_t func, uint32_t kind)
+{
+    struct gt_ctree *c = stream_tree(s);
+    if (!c)
+        return -ENOMEM;
+    gt_ctree__add(c, ts, func, kind, NULL);
+    return 0;
+}
+
+int gt_ctree__sink(struct gt_stream *s, uint64_t ts, uint32_t func, uint32_t kind)
+{
+    struct gt_ctree *c = stream_tree(s);
+    if (!c)
+        return -ENOMEM;
     /* The stream is its thread's `calls`: the thread's GIL counters are beside it. */
     struct gt_thread *t = (struct gt_thread *)((char *)s - offsetof(struct gt_thread, calls));
     uint64_t cum[3];

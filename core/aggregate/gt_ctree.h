@@ -67,4 +67,10 @@ void gt_ctree__add(struct gt_ctree *c, uint64_t ts, uint32_t func, uint32_t kind
 int gt_ctree__sink(struct gt_stream *s, uint64_t ts, uint32_t func, uint32_t kind);
 void gt_ctree__release(void *tree);
 
+/* The call stream's fold for keep last (gt_registry__set_recycle): its oldest events,
+ * recorded earlier, into the same tree. Their time's GIL split is not known then (the
+ * thread's counters are at now): it is GT_CNODE_UNKNOWN, which the profile splits in the
+ * thread's own GIL proportions over that stretch. */
+int gt_ctree__fold(struct gt_stream *s, uint64_t ts, uint32_t func, uint32_t kind);
+
 #endif /* GT_CTREE_H */

@@ -854,6 +854,10 @@ static int build_segs(const struct gt_thread_result *h, uint64_t truncated_at,
         d--;
     }
     seg_emit(*sg, &n, &cur, h->end_ns, GT_NO_FUNC);
+    /* Keep last: before the kept window the holder's functions are not known (its tree
+     * of those calls has no GIL split to vote with). */
+    for (size_t k = 0; k < n && (*sg)[k].start < h->calls_kept_from; k++)
+        (*sg)[k].func = GT_UNKNOWN_FUNC;
     if (truncated_at && truncated_at < h->end_ns) {
         /* Spans were clipped there: cut at it, everything after is unknown. */
         size_t k = 0;
@@ -1103,7 +1107,7 @@ static int build_calls_more(const struct gt_trace_input *in, const struct gt_thr
                             struct gt_thread_result *tr)
 {
     const struct gt_calltree *c = ti->calls_more;
-    if (!c || !c->n || !ti->calls_truncated_at)
+    if (!c || !c->n || (!ti->calls_truncated_at && !ti->calls_kept_from))
         return 0;
     tr->calls_more = malloc(c->n * sizeof(*tr->calls_more));
     if (!tr->calls_more)
@@ -1123,7 +1127,10 @@ static int build_calls_more(const struct gt_trace_input *in, const struct gt_thr
     tr->ncalls_more = c->n;
     tr->calls_more_cur = c->cur < c->n ? c->cur : 0;
     tr->calls_more_last = clamp_u64(c->last, tr->start_ns, tr->end_ns);
-    tr->calls_truncated_at = clamp_u64(ti->calls_truncated_at, tr->start_ns, tr->end_ns);
+    if (ti->calls_truncated_at)
+        tr->calls_truncated_at = clamp_u64(ti->calls_truncated_at, tr->start_ns, tr->end_ns);
+    else
+        tr->calls_kept_from = clamp_u64(ti->calls_kept_from, tr->start_ns, tr->end_ns);
     return 0;
 }
 

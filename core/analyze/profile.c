@@ -170,9 +170,11 @@ static const uint8_t state_of[4][4] = {
 };
 
 /* The calls past the budget (t->calls_more) into the tree, below the frames open when
- * the budget ran out (st[0..d), innermost last); their nodes' ids into map[]. */
+ * the budget ran out (st[0..d), innermost last); their nodes' ids into map[]. Keep last:
+ * the calls before the kept window, at the root, their first `skip` levels (the outer
+ * frames) left out; depth[] is scratch. */
 static int graft(struct tbuild *b, const struct gt_result *r, const struct gt_thread_result *t,
-                 const struct pframe *st, size_t d, uint32_t *map)
+                 const struct pframe *st, size_t d, uint32_t *map, uint32_t *depth, unsigned skip)
 {
     static const uint8_t pstate[4] = {GT_PSTATE_RELEASED, GT_PSTATE_WAITING, GT_PSTATE_RUNNING,
                                       GT_PSTATE_UNKNOWN};
@@ -182,7 +184,7 @@ static int graft(struct tbuild *b, const struct gt_result *r, const struct gt_th
     uint64_t share[3] = {0, 0, 0}, all = 0, got[3] = {0, 0, 0}, most[3] = {0, 0, 0};
     uint32_t big[3] = {0, 0, 0};
     if (r->gil_known) {
-        uint64_t lo = t->calls_truncated_at, hi = t->calls_more_last;
+        uint64_t lo = t->calls_kept_from ? t->start_ns : t->calls_truncated_at, hi = t->calls_more_last;
         for (size_t i = 0; i < t->ngil; i++) {
             uint64_t a = t->gil[i].start > lo ? t->gil[i].start : lo;
             uint64_t e = t->gil[i].end < hi ? t->gil[i].end : hi;
@@ -196,8 +198,9 @@ static int graft(struct tbuild *b, const struct gt_result *r, const struct gt_th
         const struct gt_cnode *nd = &t->calls_more[i];
         if (nd->func == GT_CNODE_ANCHOR) {
             map[i] = nd->parent < d ? st[d - 1 - nd->parent].node : 0;
-        } else if (nd->func >= r->nfuncs) {
-            map[i] = map[nd->parent];
+            depth[i] = 0;
+        } else if (nd->func >= r->nfuncs || (depth[i] = depth[nd->parent] + 1) <= skip) {
+            map[i] = map[nd->parent]; /* (keep last: the outer frames are folded) */
         } else {
             uint32_t rec = 0;
             for (uint32_t u = map[nd->parent]; u != GT_PNODE_NONE && !rec; u = b->nodes[u].parent)
@@ -265,6 +268,9 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
      * holds the time up to its last event, the sweep's state splits the rest, which goes
      * to the node the aggregate had open. */
     int grafting = t->ncalls_more != 0, grafted = 0;
+    /* Keep last: the tree is the time before the kept window (to calls_more_last), grafted
+     * at the start; the spans are the window's, whose open frames begin at its start. */
+    const int kept = grafting && t->calls_kept_from != 0;
     uint32_t tail_node = 0, *map = NULL;
     int err = tb_init(&b);
 
@@ -289,7 +295,9 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
             cur = d ? st[d - 1].node : 0;
             if ((err = tb_child(&b, cur, f, in_path[f] != 0, &node)))
                 goto cleanup;
-            b.nodes[node].calls += !(s->flags & GT_SPAN_CLIPPED_START);
+            /* (keep last: the frames open at the window's start were counted in the tree) */
+            b.nodes[node].calls += !(s->flags & GT_SPAN_CLIPPED_START) &&
+                                   !(kept && s->start == t->calls_kept_from);
             if (d == *st_cap) {
                 size_t c = *st_cap ? 2 * *st_cap : 64;
                 struct pframe *q = realloc(*stp, c * sizeof(*q));
@@ -308,12 +316,12 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
             cur = node;
         }
         struct pframe *st = *stp;
-        if (grafting && !grafted && last >= t->calls_truncated_at) {
-            if (!(map = malloc(t->ncalls_more * sizeof(*map)))) {
+        if (grafting && !grafted && (kept || last >= t->calls_truncated_at)) {
+            if (!(map = malloc(2 * t->ncalls_more * sizeof(*map)))) {
                 err = -ENOMEM;
                 goto cleanup;
             }
-            if ((err = graft(&b, r, t, st, d, map)))
+            if ((err = graft(&b, r, t, st, kept ? 0 : d, map, map + t->ncalls_more, kept ? fold : 0)))
                 goto cleanup;
             tail_node = map[t->calls_more_cur < t->ncalls_more ? t->calls_more_cur : 0];
             grafted = 1;
@@ -353,7 +361,7 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
             nx = t->calls_more_last;
         if (nx == NO_TIME)
             break;
-        if (!grafted)
+        if (!grafted || (kept && last >= t->calls_more_last))
             b.nodes[cur].self[state] += nx - last;
         else if (last >= t->calls_more_last)
             b.nodes[tail_node].self[state] += nx - last;

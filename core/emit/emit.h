@@ -38,6 +38,7 @@ struct gt_emit_meta {
      * and the free-threading cost factor (0 = 1.0). */
     unsigned whatif_cpus;
     double whatif_ft_factor;
+    int keep_last; /* past max_events the call streams kept their last events (a flight recorder) */
 };
 
 struct gt_emit_process {

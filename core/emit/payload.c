@@ -526,6 +526,11 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
             snprintf(num, sizeof(num), ",\"calls_cut\":%" PRId64, (int64_t)(t->calls_truncated_at - r->t0));
             w_str(w, num);
         }
+        if (t->calls_kept_from && t->calls_kept_from > t->start_ns) {
+            /* keep last: the timeline's calls start here (the earlier ones are in the profile) */
+            snprintf(num, sizeof(num), ",\"calls_kept_from\":%" PRId64, (int64_t)(t->calls_kept_from - r->t0));
+            w_str(w, num);
+        }
         w_str(w, ",\"summary\":");
         err = w_json(w, json_pack("{s:I,s:I,s:I,s:I,s:o,s:o,s:I,s:I,s:I,s:o,s:o,s:o}",
                                   "wall_ns", (json_int_t)s->wall_ns,

@@ -104,7 +104,13 @@ static void text_headline(struct sbuf *b, const struct gt_result *r, const struc
     if (m->sched_lost)
         sb_printf(b, "WARNING: %" PRIu64 " scheduler records dropped (max_events reached) or "
                      "lost: OS states may have gaps\n", m->sched_lost);
-    if (m->calls_aggregated)
+    if (m->calls_aggregated && m->keep_last)
+        sb_printf(b, "NOTE: max_events (%" PRIu64 ") reached, keep last: the timeline shows each "
+                     "thread's last calls (from where its window starts); the %" PRIu64 " call "
+                     "events before them went into a per-thread call tree, so the profile and top "
+                     "functions cover the whole run (GIL blame before the window: unknown)\n",
+                  m->max_events, m->calls_aggregated);
+    else if (m->calls_aggregated)
         sb_printf(b, "NOTE: max_events (%" PRIu64 ") reached: the timeline shows the calls up to "
                      "then; the %" PRIu64 " call events after it went into a per-thread call tree, "
                      "so the profile and top functions cover the whole run (GIL blame after it "

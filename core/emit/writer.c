@@ -359,6 +359,8 @@ json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta *m)
         bad = json_object_set_new(o, "gil_aggregated", json_integer((json_int_t)m->gil_aggregated)) < 0;
     if (!bad && m->calls_aggregated)
         bad = json_object_set_new(o, "calls_aggregated", json_integer((json_int_t)m->calls_aggregated)) < 0;
+    if (!bad && m->keep_last)
+        bad = json_object_set_new(o, "keep", json_string("last")) < 0;
     if (!bad && m->sched_aggregated)
         bad = json_object_set_new(o, "sched_aggregated", json_integer((json_int_t)m->sched_aggregated)) < 0;
     if (bad) {

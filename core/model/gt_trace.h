@@ -122,6 +122,10 @@ struct gt_thread_input {
     const struct gt_coalesced *gil_more;
     const struct gt_coalesced *sched_more;
     const struct gt_calltree *calls_more; /* the calls past the budget (NULL: none) */
+    /* Keep last: ns of the first kept call event; calls_more then holds the events
+     * before it (from the thread's first), and the stream starts with the frames open
+     * there. 0: the first events were kept. */
+    uint64_t calls_kept_from;
 };
 
 struct gt_trace_input {
@@ -220,6 +224,9 @@ struct gt_thread_result {
     size_t ncalls_more;
     uint32_t calls_more_cur;
     uint64_t calls_more_last, calls_truncated_at;
+    /* Keep last: the calls before this (calls_more, grafted at the root) were folded;
+     * the spans show the last events from here. 0: the first were kept. */
+    uint64_t calls_kept_from;
 };
 
 /* Time thread `waiter_tid` waited for the GIL while `holder_tid` held it and

@@ -40,16 +40,21 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"functions", "c_calls", "max_depth", "max_events", "include",
                              "exclude", "own_dir", "gil", "sched", "backend",
-                             "follow_children", "crosscheck", "sample_ns", "spool", "children", NULL};
+                             "follow_children", "crosscheck", "sample_ns", "spool", "children",
+                             "keep", NULL};
     int functions = 1, c_calls = 1, max_depth = 0, gil = 1, sched = 1, follow = 0, check = 0;
     unsigned long long max_events = 0, sample_ns = 0;
     PyObject *include = Py_None, *exclude = Py_None, *own_dir = Py_None;
-    const char *backend = "auto", *spool = NULL, *children = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppsppKzz", kwlist, &functions, &c_calls,
+    const char *backend = "auto", *spool = NULL, *children = NULL, *keep = "first";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppsppKzzs", kwlist, &functions, &c_calls,
                                      &max_depth, &max_events, &include, &exclude, &own_dir, &gil,
                                      &sched, &backend, &follow, &check, &sample_ns, &spool,
-                                     &children))
+                                     &children, &keep))
         return -1;
+    if (strcmp(keep, "first") != 0 && strcmp(keep, "last") != 0) {
+        PyErr_Format(PyExc_ValueError, "keep must be 'first' or 'last', not '%s'", keep);
+        return -1;
+    }
     struct gt_session_opts o = {
         .functions = functions,
         .c_calls = c_calls,
@@ -66,6 +71,7 @@ static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
         .sample_ns = sample_ns,
         .spool = spool,
         .children = children,
+        .keep_last = strcmp(keep, "last") == 0,
     };
     if (sample_ns && functions) {
         PyErr_SetString(PyExc_ValueError, "sampling (sample_ns) replaces function tracing: "

@@ -678,6 +678,7 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     gt_registry__set_overflow(GT_BUDGET_SCHED, gt_agg__os_sink, NULL);
     gt_registry__set_overflow(GT_BUDGET_CALLS, gt_ctree__sink, gt_ctree__release);
     share_budget(s);
+    gt_registry__set_recycle(GT_BUDGET_CALLS, s->o.keep_last && !s->spool ? gt_ctree__fold : NULL);
     int err = gt_registry__begin(s->o.max_events,
                                  s->sched ? watch_thread : NULL, s->sched);
     if (err < 0) {
@@ -933,6 +934,34 @@ static struct gt_chunk *stream_chunks(const struct gt_stream *st, size_t *n)
     return c;
 }
 
+/* Keep last, a stream that folded its oldest events: its chunks after one of its own,
+ * the frames open at the first kept event (outermost first, as its tree of the folded
+ * events has them), opened at the tree's last event, so the kept window nests and draws
+ * them from there (the profile does not count these calls twice). */
+static struct gt_chunk *kept_chunks(const struct gt_stream *st, size_t *n)
+{
+    const struct gt_ctree *c = st->overflow;
+    size_t depth = 0, need = gt_stream__chunks(st, NULL, 0);
+    for (uint32_t x = c->cur; x < c->n && c->nodes[x].func != GT_CNODE_ANCHOR; x = c->nodes[x].parent)
+        depth++;
+    struct gt_chunk *ch = calloc(1, (need + 1) * sizeof(*ch) + (depth + 1) * sizeof(struct gt_call_rec));
+    if (!ch)
+        return NULL;
+    struct gt_call_rec *rec = (struct gt_call_rec *)(ch + need + 1);
+    rec[0] = gt_call_rec__base((uint32_t)(c->last >> 32));
+    size_t k = depth;
+    for (uint32_t x = c->cur; k; x = c->nodes[x].parent, k--) {
+        /* A frame with no call in the tree was open at the session start. */
+        uint32_t kind = (gt_ctree__pynode(c, x) == x ? GT_CALL : GT_CCALL) |
+                        (c->nodes[x].calls ? 0 : GT_CALL_OPEN_AT_START);
+        rec[k] = (struct gt_call_rec){(uint32_t)c->last, gt_call_rec__word(c->nodes[x].func, kind)};
+    }
+    ch[0] = (struct gt_chunk){rec, depth + 1};
+    gt_stream__chunks(st, ch + 1, need);
+    *n = need + 1;
+    return ch;
+}
+
 static const char *name_for(PyObject *names, int32_t tid)
 {
     PyObject *key = PyLong_FromLong(tid);
@@ -1071,7 +1100,11 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         in->interp = t->interp;
         if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
             in->flags |= GT_THREAD_HAS_SCHED;
-        in->calls = stream_chunks(&t->calls, &in->ncalls);
+        const struct gt_ctree *folded = t->calls.folded ? t->calls.overflow : NULL;
+        in->calls = folded && folded->n ? kept_chunks(&t->calls, &in->ncalls)
+                                        : stream_chunks(&t->calls, &in->ncalls);
+        if (folded && folded->n)
+            in->calls_kept_from = gt_clock__to_ns(&fit, folded->last);
         in->gil = stream_chunks(&t->gil, &in->ngil);
         in->sched = stream_chunks(&t->sched, &in->nsched);
         int nomem = 0;
@@ -1198,6 +1231,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     run->meta.event_count += recorded;
     run->meta.dropped_events += dropped;
     run->meta.max_events = s->o.max_events;
+    run->meta.keep_last = s->o.keep_last && !s->spool;
     if (s->o.functions)
         gt_tracer__untraced_note(run->tracer_note, sizeof(run->tracer_note));
     gt_interps__note(run->tracer_note, sizeof(run->tracer_note));

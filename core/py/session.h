@@ -34,6 +34,10 @@ struct gt_session_opts {
      * token as "folder/token-": finish merges every "token-<pid>.spool" in it. Borrowed
      * str or NULL; the session keeps copies. */
     const char *spool, *children;
+    /* Past max_events, keep each thread's last call events (a flight recorder) instead of
+     * its first; the older ones are folded into its call tree. Not in a child (a spool
+     * checkpoints blocks that recycling would change). */
+    int keep_last;
 };
 
 /* The finished product of a session: plain C data plus the strings it points to. */

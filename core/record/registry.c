@@ -44,6 +44,7 @@ static int budget_limited;
 static atomic_int budget_spent[GT_BUDGET_END];
 static _Atomic(gt_overflow_fn) overflow_fn[GT_BUDGET_END];
 static void (*overflow_release[GT_BUDGET_END])(void *);
+static _Atomic(gt_overflow_fn) recycle_fn[GT_BUDGET_END];
 
 /* Blocks are carved out of 2 MiB arenas of small pages. (Transparent huge pages: one
  * fault per arena, 0.1 ms where the kernel recycles a huge page, but 2.3-4.3 ms for
@@ -336,6 +337,136 @@ void gt_registry__share_budget(uint64_t *left)
     pthread_mutex_unlock(&reg_lock);
 }
 
+void gt_registry__set_recycle(enum gt_budget budget, gt_overflow_fn fold)
+{
+    if (budget > GT_BUDGET_NONE && budget < GT_BUDGET_END)
+        atomic_store(&recycle_fn[budget], fold);
+}
+
+/* What a fold did to the stream's oldest blocks: where its kept records now start, and
+ * how many records (time bases among them) left it. */
+struct fold_done {
+    struct gt_block *head;
+    size_t skip;
+    uint64_t records, bases;
+};
+
+/* Folds up to `want` of the oldest records of the stream's closed blocks into `fold`.
+ * Without reg_lock: they are the producer's own (the caller), which nothing else writes
+ * or frees while the session records; fold_commit() then unlinks them under the lock. */
+static void fold_run(struct gt_stream *s, size_t want, gt_overflow_fn fold, struct fold_done *d)
+{
+    struct gt_block *h = s->head;
+    size_t i = s->head_skip;
+    d->records = d->bases = 0;
+    while (want && h && h != s->tail) {
+        size_t from = i, bases = 0;
+        if (s->rec_size == sizeof(struct gt_call_rec)) {
+            struct gt_call_rec *r = (struct gt_call_rec *)block_events(h);
+            uint64_t hi = 0;
+            struct gt_call_event e;
+            for (; i < h->n && want; i++, want--) {
+                if (gt_call_rec__decode(r[i], &hi, &e))
+                    fold(s, e.ts, e.func, e.kind);
+                else
+                    bases++;
+            }
+            if (i < h->n && i > from) {
+                /* The kept part must decode on its own: the last record folded becomes
+                 * a time base (records are never folded twice). */
+                r[--i] = gt_call_rec__base((uint32_t)(hi >> 32));
+                bases--;
+            }
+        } else {
+            const uint32_t *r = (const uint32_t *)block_events(h);
+            for (; i < h->n && want; i++, want--)
+                fold(s, *(const uint64_t *)(r + 4 * i), r[4 * i + 2], r[4 * i + 3]);
+        }
+        d->records += i - from;
+        d->bases += bases;
+        if (i < h->n)
+            break;
+        h = h->next;
+        i = 0;
+    }
+    d->head = h;
+    d->skip = i;
+}
+
+/* The folded records leave the stream, emptied blocks go back to the pool; returns how
+ * many records it holds less. reg_lock held (the live meter and a child's checkpoints
+ * read the block list under it). */
+static size_t fold_commit(struct gt_stream *s, const struct fold_done *d)
+{
+    while (s->head != d->head) {
+        struct gt_block *b = s->head;
+        s->head = b->next;
+        b->next = NULL;
+        block_put_list(b);
+    }
+    s->head_skip = d->skip;
+    s->count -= d->records;
+    s->bases -= d->bases;
+    s->folded += d->records - d->bases;
+    return (size_t)d->records;
+}
+
+/* Keep last, past the budget: room for records more in the tail (a fresh block when
+ * the tail has no room or is the only block), as many of the oldest folded first; a
+ * stream with no block yet gets one, for its last KEEP_MIN records. 0, -ENOSPC (no
+ * recycling), -ESRCH (no session) or -ENOMEM. Called without reg_lock: the fold runs
+ * outside it, so that other threads' grants do not wait for this one's folding. */
+#define KEEP_MIN 1024
+static int stream_recycle(struct gt_stream *s, size_t cap)
+{
+    gt_overflow_fn fold = s->budget > GT_BUDGET_NONE && s->budget < GT_BUDGET_END
+                              ? atomic_load_explicit(&recycle_fn[s->budget], memory_order_relaxed)
+                              : NULL;
+    if (!fold || (s->tail && !s->lim))
+        return -ENOSPC;
+    /* Folding an eighth of what the stream was granted at a time (at least 256 records,
+     * at most a block) takes the lock twice per that many pushes. */
+    size_t q = s->granted / 8 < 256 ? 256 : s->granted / 8 > cap ? cap : (size_t)(s->granted / 8);
+    int err = 0;
+    pthread_mutex_lock(&reg_lock);
+    if (atomic_load(&gt_registry_gen) == 0) {
+        err = -ESRCH;
+    } else if (!s->tail) {
+        /* A thread that had no share when the budget ran out keeps its last KEEP_MIN. */
+        struct gt_block *b = block_get();
+        if (b) {
+            s->head = s->tail = b;
+            s->cur = block_events(b);
+            s->lim = block_events(b) + (KEEP_MIN < cap ? KEEP_MIN : cap) * s->rec_size;
+            s->ts_hi = UINT32_MAX;
+        }
+        err = b ? 1 : -ENOMEM;
+    } else if (s->head == s->tail ||
+               (size_t)((char *)s->lim - block_events(s->tail)) / s->rec_size + q > cap) {
+        struct gt_block *b = block_get();
+        if (b) {
+            s->tail->n = (size_t)((char *)s->cur - block_events(s->tail)) / s->rec_size;
+            s->count += s->tail->n;
+            s->tail->next = b;
+            s->tail = b;
+            s->cur = s->lim = block_events(b);
+            s->ts_hi = UINT32_MAX; /* a call stream's block starts with a time base */
+        }
+        err = b ? 0 : -ENOMEM;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (err)
+        return err < 0 ? err : 0;
+    struct fold_done d;
+    fold_run(s, q, fold, &d);
+    pthread_mutex_lock(&reg_lock);
+    size_t freed = fold_commit(s, &d);
+    pthread_mutex_unlock(&reg_lock);
+    /* As many records as were folded: the stream holds as many as before. */
+    s->lim = (char *)s->lim + (freed ? freed : q) * s->rec_size;
+    return 0;
+}
+
 void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b)
 {
     if (!s->refused_at)
@@ -357,15 +488,18 @@ int gt_stream__grow(struct gt_stream *s)
     /* Refusals are decided without the lock: past the cap every push lands here. */
     if (atomic_load_explicit(&gt_registry_gen, memory_order_relaxed) == 0)
         return -ESRCH;
+    const size_t cap = (GT_BLOCK_BYTES - GT_BLOCK_HEADER) / s->rec_size;
     if (s->budget != GT_BUDGET_NONE &&
-        atomic_load_explicit(&budget_spent[s->budget], memory_order_relaxed))
-        return -ENOSPC;
+        atomic_load_explicit(&budget_spent[s->budget], memory_order_relaxed)) {
+        if (!atomic_load_explicit(&recycle_fn[s->budget], memory_order_relaxed))
+            return -ENOSPC;
+        return stream_recycle(s, cap);
+    }
     pthread_mutex_lock(&reg_lock);
     if (atomic_load(&gt_registry_gen) == 0) { /* the session ended */
         err = -ESRCH;
         goto cleanup;
     }
-    const size_t cap = (GT_BLOCK_BYTES - GT_BLOCK_HEADER) / s->rec_size;
     /* Records the tail block still has room for beyond what was granted: a grant goes
      * there first (no new block; a call stream needs no new time base). */
     size_t tail_free = s->tail && s->lim ? cap - (size_t)((char *)s->lim - block_events(s->tail)) / s->rec_size : 0;
@@ -377,7 +511,7 @@ int gt_stream__grow(struct gt_stream *s)
     while (left) {
         if (have == 0) {
             atomic_store(&budget_spent[s->budget], 1);
-            err = -ENOSPC;
+            err = -EAGAIN; /* keep last: recycle, below, without the lock */
             goto cleanup;
         }
         /* Grant as much as the stream was granted so far (256 at first: a thread that
@@ -425,7 +559,7 @@ int gt_stream__grow(struct gt_stream *s)
     }
 cleanup:
     pthread_mutex_unlock(&reg_lock);
-    return err;
+    return err == -EAGAIN ? stream_recycle(s, cap) : err;
 }
 
 static void stream_close(struct gt_stream *s)
@@ -478,9 +612,12 @@ static size_t stream_chunks(const struct gt_stream *s, int closed, size_t skip,
             skip--;
             continue;
         }
+        size_t from = b == s->head ? s->head_skip : 0; /* folded (keep last) */
+        if (from >= b->n)
+            continue;
         if (k < max) {
-            out[k].data = block_events(b);
-            out[k].n = b->n;
+            out[k].data = block_events(b) + from * s->rec_size;
+            out[k].n = b->n - from;
         }
         k++;
     }
@@ -515,9 +652,11 @@ int gt_registry__each_locked(gt_thread_cb fn, void *ctx)
 
 void gt_stream__each(struct gt_stream *s, gt_block_fn fn, void *ctx)
 {
-    for (struct gt_block *b = s->head; b; b = b->next)
-        if (b->n)
-            fn(block_events(b), b->n, ctx);
+    for (struct gt_block *b = s->head; b; b = b->next) {
+        size_t from = b == s->head ? s->head_skip : 0; /* folded (keep last) */
+        if (b->n > from)
+            fn(block_events(b) + from * s->rec_size, b->n - from, ctx);
+    }
 }
 
 /* A forked child (e.g. a multiprocessing worker) records nothing of the parent's

@@ -51,6 +51,10 @@ struct gt_stream {
     uint64_t granted;    /* records of the budget granted to it so far */
     enum gt_budget budget; /* the registry budget it counts against */
     void *overflow; /* the overflow sink's state for this stream (malloc'd; freed at release) */
+    /* Keep last (gt_registry__set_recycle): records of the head block already folded (a
+     * call stream's record there is a time base), and the events folded so far. */
+    size_t head_skip;
+    uint64_t folded;
 };
 
 
@@ -315,6 +319,15 @@ void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn, void (*
  * their own max_call_events; NULL: their own again. Set between sessions; a forked
  * child starts with none. */
 void gt_registry__share_budget(uint64_t *left);
+
+/* Keeps the last events of the streams of `budget` (a flight recorder): past the budget,
+ * each new grant of a stream first folds as many of its oldest records into `fold`, in
+ * order (a call stream's as func, kind; time bases are not events), and frees its
+ * oldest block once folded, so that a stream holds about the records it was granted, and
+ * at most a block more (a stream that had no block when the budget ran out: its last
+ * 1024 records, past the budget). NULL: keep the first events (past the budget, the overflow
+ * sink). Set between sessions. */
+void gt_registry__set_recycle(enum gt_budget budget, gt_overflow_fn fold);
 
 /* Slow path of a refused push (`err` from gt_stream__grow): the overflow sink, or dropped. */
 void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b);

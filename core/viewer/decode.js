@@ -315,7 +315,8 @@ function prepThread(t, idx) {
     sum: t.summary || {}, start: num(t.start, 0), end: num(t.end, 0),
     gil: mkIv(t.gil), os: mkIv(t.os), rows: [], nSpans: 0, collapsed: false,
     y0: 0, h: 0, gilY: -1, osY: -1, flameY: 0, stats: null,
-    cut: t.calls_cut == null ? null : num(t.calls_cut, 0) /* the budget mark: calls recorded until here */
+    cut: t.calls_cut == null ? null : num(t.calls_cut, 0), /* the budget mark: calls recorded until here */
+    kept: t.calls_kept_from == null ? null : num(t.calls_kept_from, 0) /* keep last: calls recorded from here */
   };
   /* laid out already by the worker, or here */
   var L = t.spans && t.spans.rows ? t.spans : layoutSpans(t.spans || {}, nF, fIsC, th.end);

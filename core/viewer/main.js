@@ -173,7 +173,7 @@ window.gtViewer = {
   scopeFolded: function (on) { if (on != null) setScopeFolded(on); return scopeFolded; },
   lanes: function () {
     return threads.map(function (th) {
-      return { name: th.name, tid: th.tid, pid: th.pid, idle: !!th.idle, hidden: !!th.hidden, outer: th.outer || 0, cut: th.cut, y0: th.y0, h: th.h,
+      return { name: th.name, tid: th.tid, pid: th.pid, idle: !!th.idle, hidden: !!th.hidden, outer: th.outer || 0, cut: th.cut, kept: th.kept, y0: th.y0, h: th.h,
         shownRows: th.nRows,
         rows: th.rows.map(function (r) { var n = []; for (var i = 0; i < Math.min(r.n, 50); i++) n.push(fName[r.f[i]]); return n; }) };
     });

@@ -39,7 +39,9 @@ function buildHeader() {
   if (meta.sampling) banner('gt-note', '\u2139 Calls were sampled, not traced:', String(meta.sampling) +
     '. Profile, Top functions and blame weigh each stack by the time to the next sample; the GIL table is exact.');
   var ca = num(meta.calls_aggregated, 0);
-  if (ca > 0) banner('gt-note', '\u2139 max_events reached: the timeline shows the calls recorded until then.',
+  if (ca > 0 && meta.keep === 'last') banner('gt-note', '\u2139 max_events reached, keep last: the timeline shows each thread\'s last calls, from where its window starts (marked).',
+    'The ' + fmtInt(ca) + ' call events before them were kept as per-thread call trees: Profile and Top functions cover the whole run; GIL blame before the window is unknown.');
+  else if (ca > 0) banner('gt-note', '\u2139 max_events reached: the timeline shows the calls recorded until then.',
     'The ' + fmtInt(ca) + ' call events after it were kept as per-thread call trees: Profile and Top functions cover the whole run; GIL blame after that point names the function that held the GIL most of each stretch. Raise --max-events for more of the timeline.');
   var ga = num(meta.gil_aggregated, 0) + num(meta.sched_aggregated, 0);
   if (ga > 0) banner('gt-note', '\u2139 ' + fmtInt(ga) + ' GIL and scheduler events past max_events were aggregated:',

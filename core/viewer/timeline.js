@@ -234,6 +234,7 @@ function draw() {
       for (var d = d0; d < d1; d++) drawRow(c, th.rows[d], fy + d * ROW_H, k);
     }
     if (th.cut != null) drawCut(c, th, y, AXIS_H + th.flameY - sy);
+    if (th.kept != null) drawKept(c, th, y, AXIS_H + th.flameY - sy);
     c.fillStyle = C.sep; c.fillRect(gutterW, y + th.h, plotW, 1);
   });
   if (gilKnown) drawHandoffs(c, sy);
@@ -308,6 +309,27 @@ function drawCut(c, th, y, fy) {
   c.fillStyle = C.bg; c.globalAlpha = 0.85; c.fillRect(tx - 2, ya + 2, tw + 4, 14); c.globalAlpha = 1;
   c.fillStyle = C.acc; c.fillText(CUT_TEXT, tx, ya + 13);
   cutsDrawn.push({ name: th.name, tid: th.tid, t: th.cut, x: x, text: CUT_TEXT });
+}
+
+/* keep="last": where a thread's recorded calls start (the last events of a flight
+ * recorder); the calls before it are in the Profile and Top functions only, so the flame
+ * area before it is shaded. Listed with the budget marks (cuts()). */
+function keptText(th) {
+  var n = num(meta.max_events, 0);
+  return 'last ' + (n > 0 ? fmtInt(n) + ' ' : '') + 'events: from t=' + fmtAt(th.kept) +
+    ' (earlier calls: in Profile/Top functions only)';
+}
+function drawKept(c, th, y, fy) {
+  var x = xOf(th.kept), yb = y + th.h, text = keptText(th);
+  if (x < gutterW) return;
+  var xb = Math.min(W, x), ya = th.collapsed ? y : Math.max(y, fy);
+  c.globalAlpha = 0.08; c.fillStyle = C.fg; c.fillRect(gutterW, ya, xb - gutterW, yb - ya); c.globalAlpha = 1;
+  if (x > W) return;
+  c.fillStyle = C.acc; c.fillRect(Math.round(x) - 1, y, 2, th.h);
+  c.font = FONT; var tw = c.measureText(text).width, tx = x + 4 + tw <= W ? x + 4 : x - 4 - tw;
+  c.fillStyle = C.bg; c.globalAlpha = 0.85; c.fillRect(tx - 2, ya + 2, tw + 4, 14); c.globalAlpha = 1;
+  c.fillStyle = C.acc; c.fillText(text, tx, ya + 13);
+  cutsDrawn.push({ name: th.name, tid: th.tid, t: th.kept, x: x, text: text });
 }
 
 /* GIL hand-offs: an arrow from each release to the next acquisition by another thread,

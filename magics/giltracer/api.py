@@ -434,8 +434,10 @@ class Trace:
         title: Optional[str] = None,
         mode: str = "trace",
         sample_interval: Union[str, float] = options.DEFAULT_SAMPLE_INTERVAL,
+        keep: str = "first",
     ) -> None:
         options.check_keyword("backend", backend)
+        options.check_keyword("keep", keep)
         options.check_keyword("mode", mode)
         # Sampling replaces the per-call hook: no call is recorded, stacks are sampled.
         if mode != "sample" and sample_interval != options.DEFAULT_SAMPLE_INTERVAL:
@@ -462,6 +464,7 @@ class Trace:
             follow_children=bpf_follow,
             crosscheck=bool(crosscheck),
             sample_ns=sample_ns,
+            keep=keep,
         )
         self.mode = mode
         self._children: Optional[_child.Children] = None
@@ -529,10 +532,14 @@ class Trace:
 
     def progress(self) -> Optional[Dict[str, Any]]:
         """The recording's facts so far (per-thread GIL held / waiting / released ns,
-        calls, GIL events, dropped, budget_reached), or None when it does not record.
-        Cheap: for a live view, from any thread."""
+        calls, GIL events, dropped, budget_reached, and keep: which calls the timeline
+        keeps past the budget), or None when it does not record. Cheap: for a live view,
+        from any thread."""
         session = self._session
-        return session.progress() if session is not None else None
+        p = session.progress() if session is not None else None
+        if p is not None:
+            p["keep"] = self.options.get("keep", "first")
+        return p
 
     def _child_options(self) -> Dict[str, Any]:
         """What a child's session records: the parent's options, with the in-process probe."""
@@ -632,7 +639,12 @@ class Trace:
             parts.append(f"This process and its {kids} child process{'es' if kids > 1 else ''} "
                          "shared it; each child kept its own aggregates past it, so the "
                          "per-process tables and Profile cover their whole runs.")
-        if calls:
+        if calls and self.options.get("keep") == "last":
+            parts.append(f"The timeline shows each thread's last calls (keep='last'; where its "
+                         f"window starts is marked); the {calls:,} call events before them "
+                         "were kept as per-thread call trees, so Profile and Top functions "
+                         "cover the whole run (GIL blame before the window says unknown).")
+        elif calls:
             parts.append(f"The timeline shows the calls recorded until then; the {calls:,} call "
                          "events after it were kept as per-thread call trees, so Profile and "
                          "Top functions cover the whole run (GIL blame after that point names "

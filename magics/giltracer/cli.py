@@ -266,7 +266,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         t = Trace(**{**dict(functions=a.functions, c_calls=a.c_calls, max_events=a.max_events,
                             include=a.include, exclude=a.exclude, max_depth=a.max_depth,
                             sched=a.sched, backend=a.backend,
-                            follow_children=a.follow_children, title=run_name), **sampling})
+                            follow_children=a.follow_children, keep=a.keep, title=run_name),
+                         **sampling})
     except ValueError as e:
         p.error(str(e))
     t.host_thread = live.service_thread

@@ -74,6 +74,10 @@ def budget_notice(p: Progress, max_events: Optional[int]) -> str:
     table = "lock-contention table" if p.get("free_threaded") else "GIL table"
     cap = f" (max_events={max_events:,})" if max_events else ""
     lost = f"; {p['dropped']:,} events lost (no memory)" if p.get("dropped") else ""
+    if p.get("keep") == "last":
+        return (f"event budget reached{cap}: the timeline keeps each thread's last calls "
+                f"(keep last); older calls go into per-thread call trees and the GIL table "
+                f"stays exact{lost}")
     return (f"event budget reached{cap}: the timeline keeps the calls until now; from here "
             f"calls go into per-thread call trees and the {table} stays exact{lost}")
 

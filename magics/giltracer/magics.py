@@ -56,7 +56,8 @@ def make_trace(args: Any, title: str) -> Trace:
     try:
         t = Trace(c_calls=args.c_calls, sched=args.sched, backend=args.backend, title=title,
                   **{**{k: getattr(args, k) for k in ("functions", "max_events", "max_depth",
-                                                      "include", "exclude", "follow_children")
+                                                      "include", "exclude", "follow_children",
+                                                      "keep")
                         if hasattr(args, k)},
                      **sampling})
     except ValueError as e:

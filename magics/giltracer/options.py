@@ -30,6 +30,7 @@ DEFAULT_MAX_OUTPUT = 20_000_000
 BACKENDS = ("auto", "hooks", "bpf")
 PROFILE_SORTS = ("wait", "held", "total", "self", "caused")
 VIEWER_THEMES = ("auto", "light", "dark")  # auto follows prefers-color-scheme
+KEEPS = ("first", "last")  # past max_events: the timeline keeps the first or the last calls
 MODES = ("trace", "sample")  # every call recorded, or stacks sampled at an interval
 DEFAULT_SAMPLE_INTERVAL = "5ms"
 _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|us|µs|s)?\s*$")
@@ -144,6 +145,11 @@ OPTIONS: Tuple[Option, ...] = (
            type=int, default=DEFAULT_MAX_EVENTS, metavar="N", minimum=1, example="1000000",
            help=f"keep at most N events of each kind: calls, GIL events, scheduler records "
                 f"(default {DEFAULT_MAX_EVENTS:,}); drops are counted and reported"),
+    Option("keep", ("--keep",), fronts=(API, CELL) + COMMANDS, keyword="keep", choices=KEEPS,
+           default="first",
+           help="past max_events, the timeline shows each thread's first calls (first, the "
+                "default) or its last ones (last: a flight recorder, for what happened at the "
+                "end); Profile and Top functions cover the whole run either way"),
     Option("max_depth", ("--max-depth",), fronts=(API, CELL) + COMMANDS, keyword="max_depth",
            type=int, metavar="N", minimum=1, example="20",
            help="record calls up to N levels deep: 1 is the cell's or the script's own code, "

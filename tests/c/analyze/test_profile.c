@@ -383,6 +383,45 @@ out:
     gt_profile__free(q);
 }
 
+/* keep last: the calls before the kept window (a call tree of [20, 100)) grafted at the
+ * root, the window's spans (from 100, their open frames starting there) after it; the frames
+ * open at the window's start are counted once (in the tree). GIL held [20, 60), released
+ * [60, 200): the tree's unsplit time goes by the thread's proportions over [20, 100). */
+static void test_keep_last_graft(void)
+{
+    /* Window: a [100, 200] (open at its start) > b [120, 150] (a call in the window). */
+    struct gt_span sp[] = {{100, 200, F_A, 0, 0}, {120, 150, F_B, 1, 0}};
+    struct gt_cnode nodes[] = {
+        {.parent = 0, .func = GT_CNODE_ANCHOR},                       /* 0: the root anchor */
+        {.parent = 0, .func = F_A, .calls = 1, .self = {0, 0, 0, 40}}, /* 1: a */
+        {.parent = 1, .func = F_B, .calls = 3, .self = {0, 0, 0, 40}}, /* 2: a > b */
+    };
+    struct gt_interval g[] = {{20, 60, GT_GIL_STATE_HELD, 0}, {60, 200, GT_GIL_STATE_RELEASED, 0}};
+    struct gt_thread_result th = mk_thread(1, 20, 200, sp, N(sp));
+    th.gil = g;
+    th.ngil = N(g);
+    th.calls_more = nodes;
+    th.ncalls_more = N(nodes);
+    th.calls_more_cur = 1;
+    th.calls_more_last = 100;
+    th.calls_kept_from = 100;
+    struct gt_result r = mk_result(20, 200, &th, 1, 1);
+    struct gt_ptree t = {0};
+    CHECK(gt_profile__thread(&r, 0, 0, &t) == 0);
+    check_tree(&t);
+    CHECK(t.nodes[0].total_ns == 180); /* the thread's whole life */
+    uint32_t a = child(&t, 0, F_A), b = a == GT_PNODE_NONE ? GT_PNODE_NONE : child(&t, a, F_B);
+    CHECK(a != GT_PNODE_NONE && b != GT_PNODE_NONE && nchildren(&t, 0) == 1 && nchildren(&t, a) == 1);
+    if (b != GT_PNODE_NONE) {
+        CHECK(t.nodes[a].calls == 1);     /* once: the window's open a is the tree's */
+        CHECK(t.nodes[b].calls == 4);     /* 3 before the window, 1 in it */
+        CHECK(t.nodes[a].self_ns == 40 + 70 && t.nodes[b].self_ns == 40 + 30);
+        /* [20, 100): held 40, released 40, the tree's 80 unknown ns split half and half. */
+        CHECK(t.nodes[0].total[RUN] == 40 && t.nodes[0].total[REL] == 140);
+    }
+    gt_ptree__free(&t);
+}
+
 int main(void)
 {
     static const struct {
@@ -397,6 +436,7 @@ int main(void)
         T(test_empty_and_einval),
         T(test_thread_alone),
         T(test_outer_frames_and_background),
+        T(test_keep_last_graft),
 #undef T
     };
     int failed = 0;

@@ -448,6 +448,87 @@ static void run_tid_reuse(void)
     gt_registry__release(NULL);
 }
 
+/* Keep last: past the budget a call stream folds its oldest events, in order, to make
+ * room; the stream keeps the last ones (about the budget, a block more at most) and
+ * decodes on its own, every event either folded or kept, once. */
+static uint64_t fold_next, fold_bad;
+
+static int fold_count(struct gt_stream *s, uint64_t ts, uint32_t func, uint32_t kind)
+{
+    (void)s;
+    if (ts != fold_next || func != (uint32_t)(ts % 1000) || kind != GT_CALL)
+        fold_bad++;
+    fold_next = ts + 1;
+    return 0;
+}
+
+/* A thread that starts once the budget is spent: its own last events. */
+static void *late_pusher(void *arg)
+{
+    struct gt_thread *t = gt_thread_current();
+    for (uint64_t i = 1; i <= 10000; i++)
+        gt_stream__push_call(&t->calls, i, 1, GT_CALL);
+    *(struct gt_thread **)arg = t;
+    return NULL;
+}
+
+static void run_keep_last(void)
+{
+    enum { CAP = 5000, N = 200000 };
+    fold_next = 1;
+    fold_bad = 0;
+    gt_registry__set_recycle(GT_BUDGET_CALLS, fold_count);
+    CHECK(gt_registry__begin(CAP, NULL, NULL) == 0, "begin");
+    struct gt_thread *t = gt_thread_current();
+    CHECK(t != NULL, "thread");
+    /* Timestamps cross a 2^32 boundary: the kept part needs its own time base. */
+    uint64_t base = ((uint64_t)1 << 32) - 100000;
+    fold_next += base;
+    for (uint64_t i = 1; i <= N; i++)
+        gt_stream__push_call(&t->calls, base + i, (uint32_t)((base + i) % 1000), GT_CALL);
+    uint64_t bad_before = fold_bad;
+    struct gt_thread *late = NULL;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, late_pusher, &late) == 0, "late thread");
+    pthread_join(th, NULL);
+    fold_bad = bad_before; /* (its events are not the main thread's sequence) */
+    gt_registry__end();
+    CHECK(late && late->calls.folded + gt_stream__events(&late->calls) == 10000 &&
+              gt_stream__events(&late->calls) >= 512 && gt_stream__events(&late->calls) <= 1024,
+          "a thread past the budget keeps its last ~1024: kept %llu, folded %llu",
+          late ? (unsigned long long)gt_stream__events(&late->calls) : 0ull,
+          late ? (unsigned long long)late->calls.folded : 0ull);
+    uint64_t kept = gt_stream__events(&t->calls);
+    CHECK(fold_bad == 0, "folded in order: %llu bad", (unsigned long long)fold_bad);
+    CHECK(t->calls.folded + kept == N, "folded %llu + kept %llu = %d",
+          (unsigned long long)t->calls.folded, (unsigned long long)kept, N);
+    CHECK(t->calls.dropped == 0, "none dropped: %llu", (unsigned long long)t->calls.dropped);
+    CHECK(kept >= CAP / 2 && kept <= CAP + GT_BLOCK_EVENTS, "kept %llu of a budget of %d",
+          (unsigned long long)kept, CAP);
+    /* The kept events are the last ones, contiguous, decoded chunk by chunk. */
+    struct gt_chunk ch[64];
+    size_t nch = gt_stream__chunks(&t->calls, ch, 64);
+    uint64_t next = base + N - kept + 1, bad = 0, seen = 0;
+    for (size_t k = 0; k < nch && k < 64; k++) {
+        const struct gt_call_rec *r = ch[k].data;
+        uint64_t hi = 0;
+        CHECK(gt_call_rec__is_base(r[0]), "chunk %zu starts with a time base", k);
+        for (size_t j = 0; j < ch[k].n; j++) {
+            struct gt_call_event e;
+            if (!gt_call_rec__decode(r[j], &hi, &e))
+                continue;
+            bad += e.ts != next++;
+            seen++;
+        }
+    }
+    CHECK(bad == 0 && seen == kept, "kept are the last %llu in order (%llu seen, %llu bad)",
+          (unsigned long long)kept, (unsigned long long)seen, (unsigned long long)bad);
+    printf("keep last: kept %llu, folded %llu, budget %d\n", (unsigned long long)kept,
+           (unsigned long long)t->calls.folded, CAP);
+    gt_registry__release(NULL);
+    gt_registry__set_recycle(GT_BUDGET_CALLS, NULL);
+}
+
 int main(void)
 {
     run_tid_reuse();
@@ -459,6 +540,7 @@ int main(void)
     run_unlimited();
     run_many_small_streams();
     run_push_maps_lazily();
+    run_keep_last();
     printf("test_registry: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
