@@ -224,7 +224,7 @@ def test_cli_profile_prints_profile_and_writes_profile_tab(tmp_path):
     assert re.search(r"^  spin +spinner\.py:3", p.stdout, re.M), p.stdout
     out = tmp_path / "spinner.giltracer.html"
     assert f"wrote {out.name}" in p.stderr
-    assert '"view":"profile"' in out.read_text(encoding="utf-8")
+    assert pagedata.data(out.read_text(encoding="utf-8"))["view"] == "profile"
 
 
 def test_cli_profile_module_and_options(tmp_path):

@@ -757,6 +757,39 @@ static void code_compress(void)
     }
 }
 
+/* The payload JSON as base64 of one zlib stream (its names and figures compress to a third;
+ * the viewer inflates it with DecompressionStream, as the columns and the code). Written
+ * whole to memory first: compress2 needs it all, and it is small beside the columns. */
+static int payload_deflated(struct wr *w, const struct gt_result *r, const struct gt_emit_meta *m,
+                            struct zout *z)
+{
+    char *json = NULL;
+    size_t n = 0;
+    FILE *mf = open_memstream(&json, &n);
+    struct wr jw;
+    int err;
+
+    if (!mf)
+        return -errno;
+    err = w_init(&jw, mf, 1);
+    if (!err)
+        err = payload_write(&jw, r, m, z);
+    err = w_finish(&jw, err);
+    if (fclose(mf) && !err)
+        err = -EIO;
+    if (!err) {
+        uLongf zn = compressBound((uLong)n);
+        unsigned char *zb = malloc(zn);
+        if (!zb || compress2(zb, &zn, (const Bytef *)json, (uLong)n, n < (1u << 20) ? 9 : 6) != Z_OK)
+            err = -ENOMEM; /* compress2 fails only for lack of memory here */
+        else
+            w_base64(w, zb, zn);
+        free(zb);
+    }
+    free(json);
+    return err;
+}
+
 static int find_piece(const char *tpl, size_t len, const char *token, int whole_line,
                       enum piece_kind what, struct piece *out)
 {
@@ -853,7 +886,7 @@ int gt_emit__html(const struct gt_result *r, const struct gt_emit_meta *m, FILE 
             w_mem(&w, "\n", 1);
             break;
         case PIECE_PAYLOAD:
-            err = payload_write(&w, r, m, &z);
+            err = payload_deflated(&w, r, m, &z);
             payload_done = 1;
             break;
         case PIECE_BINARY: /* the columns the payload referred to: it must come first */

@@ -147,9 +147,9 @@ static int b64val(int c)
 }
 
 /* base64 text (whitespace around it allowed) -> inflated chunks; 0 or -1 */
-static int chunks_load(const char *b64, size_t len, struct chunks *c)
+/* base64 of a zlib stream, inflated into *u (malloc'd, *n bytes). 0 or -1. */
+static int b64_inflate(const char *b64, size_t len, unsigned char **u, size_t *n)
 {
-    memset(c, 0, sizeof(*c));
     unsigned char *z = malloc(len / 4 * 3 + 3);
     size_t zn = 0;
     uint32_t acc = 0;
@@ -165,18 +165,26 @@ static int chunks_load(const char *b64, size_t len, struct chunks *c)
             z[zn++] = (unsigned char)(acc >> bits);
         }
     }
-    uLongf cap = 1 << 16;
+    uLongf cap = 1 << 16, got;
     int rc;
+    *u = NULL;
     for (;;) {
-        c->u = realloc(c->u, cap);
-        c->n = cap;
-        rc = uncompress(c->u, (uLongf *)&c->n, z, zn);
+        *u = realloc(*u, cap);
+        got = cap;
+        rc = uncompress(*u, &got, z, zn);
         if (rc != Z_BUF_ERROR)
             break;
         cap *= 4;
     }
     free(z);
-    if (rc != Z_OK)
+    *n = got;
+    return rc == Z_OK ? 0 : -1;
+}
+
+static int chunks_load(const char *b64, size_t len, struct chunks *c)
+{
+    memset(c, 0, sizeof(*c));
+    if (b64_inflate(b64, len, &c->u, &c->n))
         return -1;
     for (size_t p = 0; p < c->n;) {
         uint64_t v = 0;
@@ -369,7 +377,10 @@ static json_t *page_payload(const char *html)
     const char *pe = p ? strstr(p, "</script>") : NULL, *qe = q ? strstr(q, "</script>") : NULL;
     if (!pe || !qe)
         return NULL;
-    json_t *j = json_loadb(p + 1, (size_t)(pe - p - 1), 0, NULL);
+    unsigned char *ju = NULL;
+    size_t jn = 0;
+    json_t *j = b64_inflate(p + 1, (size_t)(pe - p - 1), &ju, &jn) ? NULL : json_loadb((char *)ju, jn, 0, NULL);
+    free(ju);
     struct chunks c;
     if (!j || chunks_load(q + 1, (size_t)(qe - q - 1), &c)) {
         json_decref(j);
