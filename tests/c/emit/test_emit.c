@@ -313,8 +313,7 @@ static json_t *dec_profile(const struct chunks *c, size_t n, size_t k)
 }
 
 /* The page's #gt-code block, base64 decoded and inflated, is the viewer's CSS, a NUL and
- * its script: the script's lines, left-trimmed, in order, less blank and comment lines
- * (at least two thirds of its bytes stay). */
+ * its script as embedded: minified at build time (core/jsmin), so no indented line. */
 static int page_code_is(const char *html)
 {
     const char *p = strstr(html, "id=\"gt-code\"");
@@ -322,47 +321,11 @@ static int page_code_is(const char *html)
     const char *pe = p ? strstr(p, "</script>") : NULL;
     if (!pe)
         return 0;
-    size_t css = strlen(gt_asset_viewer_css), js = strlen(gt_asset_viewer_js), n = css + 1 + js;
-    size_t len = (size_t)(pe - p - 1), zn = 0;
-    unsigned char *z = malloc(len / 4 * 3 + 3), *u = malloc(n + 1);
-    uint32_t acc = 0;
-    int bits = 0, ok = 0;
-    for (size_t i = 0; z && i < len; i++) {
-        int v = b64val((unsigned char)p[1 + i]);
-        if (v < 0)
-            continue;
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            z[zn++] = (unsigned char)(acc >> bits);
-        }
-    }
-    uLongf un = n + 1;
-    if (z && u && uncompress(u, &un, z, zn) == Z_OK && un > css && !memcmp(u, gt_asset_viewer_css, css) &&
-        !u[css]) {
-        const char *s = (const char *)u + css + 1, *end = (const char *)u + un, *a = gt_asset_viewer_js;
-        ok = (size_t)(end - s) * 3 >= js * 2;
-        while (ok && s < end) { /* each line of the page's script: the next such line of the asset */
-            const char *se = memchr(s, '\n', (size_t)(end - s));
-            size_t sl = se ? (size_t)(se - s) : (size_t)(end - s);
-            for (;;) {
-                const char *ae = strchr(a, '\n');
-                if (!ae) {
-                    ok = 0;
-                    break;
-                }
-                const char *t = a;
-                while (t < ae && (*t == ' ' || *t == '\t'))
-                    t++;
-                a = ae + 1;
-                if ((size_t)(ae - t) == sl && !memcmp(t, s, sl))
-                    break;
-            }
-            s += sl + 1;
-        }
-    }
-    free(z);
+    size_t css = strlen(gt_asset_viewer_css), js = strlen(gt_asset_viewer_js), un = 0;
+    unsigned char *u = NULL;
+    int ok = !b64_inflate(p + 1, (size_t)(pe - p - 1), &u, &un) && un == css + 1 + js &&
+             !memcmp(u, gt_asset_viewer_css, css) && !u[css] && !memcmp(u + css + 1, gt_asset_viewer_js, js) &&
+             js > 1000 && !strstr(gt_asset_viewer_js, "\n ") && !strstr(gt_asset_viewer_js, "\n/*");
     free(u);
     return ok;
 }
