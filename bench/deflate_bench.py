@@ -52,7 +52,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     exe = build(a.build_dir, "deflate_bench")
 
-    import re
 
     import giltracer
     import pagedata
@@ -66,7 +65,7 @@ def main(argv=None) -> int:
         t.save(html)
         page = open(html, encoding="utf-8").read()
         page_bytes = os.path.getsize(html)
-        p = json.loads(re.search(r'id="gt-data">(.*?)</script>', page, re.S).group(1))
+        p = pagedata.data(page)
         chunks = pagedata.chunks(page)
         kinds = chunk_kinds(p, len(chunks))
         path = os.path.join(d, "chunks.bin")

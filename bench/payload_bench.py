@@ -130,7 +130,7 @@ def worker(kind, n, html_path, viz):
     import pagedata  # the page's schema, as the tests read it
 
     b64 = re.search(r'id="gt-bin">(.*?)</script>', page, re.S).group(1)
-    data = re.search(r'id="gt-data">(.*?)</script>', page, re.S).group(1)
+    data = re.search(r'id="gt-data">(.*?)</script>', page, re.S).group(1)  # as shipped: deflated, base64
     print(json.dumps({"spans": spans, "write_s": best, "write_cpu_s": best_cpu, "chrome_json_s": best_json,
                       "bytes": len(page.encode()),
                       "bin_bytes": len(b64.strip()), "json_bytes": len(data.strip()),

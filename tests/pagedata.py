@@ -1,6 +1,6 @@
 """Read a viewer page's payload back in Python (schema: core/viewer/README.md): the JSON
-in #gt-data with the binary columns of #gt-bin (version 2) decoded into lists, so it
-reads like version 1. For tests."""
+in #gt-data (base64 of its zlib stream; plain JSON in older pages) with the binary columns
+of #gt-bin (version 2) decoded into lists, so it reads like version 1. For tests."""
 
 import base64
 import json
@@ -8,6 +8,23 @@ import re
 import zlib
 
 PROFILE_COLS = ("parent", "func", "calls", "run", "hoff", "wait", "rel", "unk")
+
+
+def data(page):
+    """The JSON of #gt-data, parsed."""
+    s = re.search(r'id="gt-data">(.*?)</script>', page, re.S).group(1).strip()
+    if not s.startswith(("{", "[")):
+        s = zlib.decompress(base64.b64decode(s)).decode("utf-8")
+    return json.loads(s)
+
+
+def with_data(page, p):
+    """The page with #gt-data replaced by the payload `p`, written as the core writes it
+    (`<`, `>`, `&` as \\u escapes, then deflated, in base64)."""
+    m = re.search(r'(id="gt-data">)(.*?)(</script>)', page, re.S)
+    text = json.dumps(p, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    b64 = base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode()
+    return page[:m.start(2)] + "\n" + b64 + "\n" + page[m.end(2):]
 
 
 def _uvarints(b):
@@ -99,7 +116,7 @@ def _profile(ch, ref):
 
 def payload(page):
     """The page's payload as version 1 (plain JSON columns)."""
-    p = json.loads(re.search(r'id="gt-data">(.*?)</script>', page, re.S).group(1))
+    p = data(page)
     if p.get("version", 1) < 2:
         return p
     ch = chunks(page)
@@ -114,7 +131,7 @@ def payload(page):
 
 def profile_bytes(page):
     """What the profile columns cost in the page: compressed, in base64."""
-    p = json.loads(re.search(r'id="gt-data">(.*?)</script>', page, re.S).group(1))
+    p = data(page)
     ch = chunks(page)
     raw = b"".join(ch[t["profile"]["c"] + j] for t in p["threads"] for j in range(len(PROFILE_COLS)))
     return len(zlib.compress(raw, 1)) * 4 // 3
@@ -165,21 +182,19 @@ def span_chunks(spans):
 
 def with_spans(page, thread, spans):
     """The page with thread `thread`'s spans replaced by `spans` (see span_chunks)."""
-    m = re.search(r'(id="gt-data">)(.*?)(</script>)', page, re.S)
-    p = json.loads(m.group(2))
+    p = data(page)
     ch = chunks(page)
     p["threads"][thread]["spans"] = {"n": len(spans), "c": len(ch)}
     ch += span_chunks(spans)
     blob = zlib.compress(b"".join(uvarint(len(c)) + c for c in ch))
-    data = json.dumps(p, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    page = page[:m.start(2)] + "\n" + data + "\n" + page[m.end(2):]
+    page = with_data(page, p)
     b = re.search(r'(id="gt-bin">)(.*?)(</script>)', page, re.S)
     return page[:b.start(2)] + "\n" + base64.b64encode(blob).decode() + "\n" + page[b.end(2):]
 
 
 def code(page):
     """(css, script) the page carries compressed in #gt-code (base64 of zlib of the CSS, a
-    NUL, the script as shipped: without indentation and comment lines)."""
+    NUL, the script as shipped: minified at build time by core/jsmin)."""
     m = re.search(r'<script type="application/octet-stream" id="gt-code">\s*(.*?)\s*</script>', page, re.S)
     css, _, js = zlib.decompress(base64.b64decode(m.group(1))).decode("utf-8").partition("\0")
     return css, js

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import giltracer
+import pagedata
 
 
 TIMEOUT = 120
@@ -110,7 +111,7 @@ def test_signal_writes_the_trace(tmp_path, signum, status, daemon):
     assert p.returncode == status, err
     assert f"giltracer: interrupted ({name}); wrote {out}" in err
     page = out.read_text(encoding="utf-8")
-    assert page.rstrip().endswith("</html>") and "spinner" in page
+    assert page.rstrip().endswith("</html>") and "spinner" in [t["name"] for t in pagedata.data(page)["threads"]]
 
 
 def test_script_handler_for_sigterm_is_respected(tmp_path):

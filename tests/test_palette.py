@@ -35,8 +35,8 @@ def palettes(tmp_path_factory):
     with open(t.save(os.path.join(tmp_path_factory.mktemp("palette"), "p.html")), encoding="utf-8") as f:
         _, src = pagedata.code(f.read())  # the script as the page carries it (compressed)
     out = {}
-    for name, body in re.findall(r"\b(light|dark): \{(.*?)\n\s*\}", src, re.S):
-        out[name] = dict(re.findall(r"(\w+): '(#[0-9a-fA-F]{6})'", body))
+    for name, body in re.findall(r"\b(light|dark):\s*\{(.*?)\}", src, re.S):  # minified or not
+        out[name] = dict(re.findall(r"(\w+):\s*'(#[0-9a-fA-F]{6})'", body))
     return out
 
 

@@ -701,46 +701,6 @@ static struct {
     int err;
 } code_z = {PTHREAD_ONCE_INIT, NULL, 0, 0};
 
-/* The script without indentation, blank lines and whole-line comments (a tenth of the
- * compressed bytes). Only lines that start with a comment go: the script has no multi-line
- * strings (core/viewer/README.md), so such a line is never inside one. */
-static size_t js_strip(char *out, const char *js, size_t n)
-{
-    size_t o = 0;
-    int in_block = 0;
-    for (size_t i = 0; i < n;) {
-        size_t e = i;
-        while (e < n && js[e] != '\n')
-            e++;
-        size_t a = i;
-        while (a < e && (js[a] == ' ' || js[a] == '\t'))
-            a++;
-        const char *t = js + a;
-        size_t len = e - a;
-        const char *close = len >= 2 ? memmem(t, len, "*/", 2) : NULL;
-        int keep = 0;
-        if (in_block) {
-            in_block = !close;
-        } else if (len >= 2 && t[0] == '/' && t[1] == '*') {
-            close = len >= 4 ? memmem(t + 2, len - 2, "*/", 2) : NULL;
-            if (!close)
-                in_block = 1;
-            else
-                for (const char *q = close + 2; q < t + len; q++)
-                    keep |= *q != ' ' && *q != '\t' && *q != '\r'; /* code after the comment */
-        } else if (!(len >= 2 && t[0] == '/' && t[1] == '/')) {
-            keep = len > 0;
-        }
-        if (keep) {
-            memcpy(out + o, t, len);
-            out[o + len] = '\n';
-            o += len + 1;
-        }
-        i = e + 1;
-    }
-    return o;
-}
-
 static void code_compress(void)
 {
     size_t css = gt_asset_viewer_css_len, n = css + 1 + gt_asset_viewer_js_len + 1;
@@ -750,7 +710,8 @@ static void code_compress(void)
     if (src && code_z.z) {
         memcpy(src, gt_asset_viewer_css, css);
         src[css] = '\0';
-        n = css + 1 + js_strip(src + css + 1, gt_asset_viewer_js, gt_asset_viewer_js_len);
+        memcpy(src + css + 1, gt_asset_viewer_js, gt_asset_viewer_js_len); /* minified at build time */
+        n = css + 1 + gt_asset_viewer_js_len;
         if (compress2(code_z.z, &zn, (const Bytef *)src, (uLong)n, 9) == Z_OK)
             code_z.n = zn;
     }
@@ -760,6 +721,39 @@ static void code_compress(void)
         code_z.z = NULL;
         code_z.err = -ENOMEM;
     }
+}
+
+/* The payload JSON as base64 of one zlib stream (its names and figures compress to a third;
+ * the viewer inflates it with DecompressionStream, as the columns and the code). Written
+ * whole to memory first: compress2 needs it all, and it is small beside the columns. */
+static int payload_deflated(struct wr *w, const struct gt_result *r, const struct gt_emit_meta *m,
+                            struct zout *z)
+{
+    char *json = NULL;
+    size_t n = 0;
+    FILE *mf = open_memstream(&json, &n);
+    struct wr jw;
+    int err;
+
+    if (!mf)
+        return -errno;
+    err = w_init(&jw, mf, 1);
+    if (!err)
+        err = payload_write(&jw, r, m, z);
+    err = w_finish(&jw, err);
+    if (fclose(mf) && !err)
+        err = -EIO;
+    if (!err) {
+        uLongf zn = compressBound((uLong)n);
+        unsigned char *zb = malloc(zn);
+        if (!zb || compress2(zb, &zn, (const Bytef *)json, (uLong)n, n < (1u << 20) ? 9 : 6) != Z_OK)
+            err = -ENOMEM; /* compress2 fails only for lack of memory here */
+        else
+            w_base64(w, zb, zn);
+        free(zb);
+    }
+    free(json);
+    return err;
 }
 
 static int find_piece(const char *tpl, size_t len, const char *token, int whole_line,
@@ -858,7 +852,7 @@ int gt_emit__html(const struct gt_result *r, const struct gt_emit_meta *m, FILE 
             w_mem(&w, "\n", 1);
             break;
         case PIECE_PAYLOAD:
-            err = payload_write(&w, r, m, &z);
+            err = payload_deflated(&w, r, m, &z);
             payload_done = 1;
             break;
         case PIECE_BINARY: /* the columns the payload referred to: it must come first */

@@ -252,9 +252,15 @@ function decodeInWorker(p, b64) {
 function decodeHere(p, b64) {
   return inflate(b64bytes(b64)).then(function (u) { decodeColumns(p, u); perf.decodedIn = 'page'; return p; });
 }
+/* #gt-data: base64 of the zlib'd JSON (plain JSON in a page written before): the JSON, or a
+ * promise of it. */
+function parseData(s) {
+  if (/^\s*[{[]/.test(s)) return JSON.parse(s);
+  return inflate(b64bytes(s)).then(function (u) { return JSON.parse(new TextDecoder().decode(u)); });
+}
 /* The payload, parsed and with its columns unpacked: a promise. */
 function loadPayload() {
-  return new Promise(function (ok) { ok(JSON.parse(raw)); }).then(function (p) {
+  return new Promise(function (ok) { ok(parseData(raw)); }).then(function (p) {
     raw = null;
     if (dataEl) dataEl.textContent = '';
     if (!p || !(p.version >= 2)) return p;

@@ -200,7 +200,7 @@ window.gtViewer = {
   }
 };
 function boot() {
-  var hadData = /^\s*[{[]/.test(raw);
+  var hadData = /^\s*([{[]|[A-Za-z0-9+/]+={0,2}\s*$)/.test(raw); /* JSON, or base64 of it deflated */
   loadPayload().then(init, function (e) {
     $('gt-loading').hidden = true;
     showError(hadData ? 'Could not read the trace payload: ' + (e && e.message || e) : 'This page contains no trace data.');

@@ -2,7 +2,6 @@
 DecompressionStream) in headless Chromium: every span and GIL interval the viewer lays
 out equals the C core's, exactly, on a known two-thread trace."""
 
-import json
 import os
 import re
 import shutil
@@ -13,6 +12,7 @@ import time
 import pytest
 
 import giltracer
+import pagedata
 
 from test_profile_tab import CHROMIUM, Page  # the DevTools harness (same directory)
 
@@ -58,7 +58,7 @@ def traced():
 def test_the_page_carries_compressed_binary_columns(traced):
     t, p, path = traced
     html = open(path, encoding="utf-8").read()
-    data = json.loads(re.search(r'id="gt-data">(.*?)</script>', html, re.S).group(1))
+    data = pagedata.data(html)
     assert data["version"] == 2
     assert all(set(th["spans"]) == {"n", "c"} for th in data["threads"])  # no JSON columns
     assert re.search(r'type="application/octet-stream" id="gt-bin">\s*[A-Za-z0-9+/=]{100,}\s*</script>', html)

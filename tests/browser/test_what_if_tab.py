@@ -7,7 +7,6 @@ such tab."""
 import decimal
 import json
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -15,6 +14,7 @@ import threading
 import pytest
 
 import giltracer
+import pagedata
 
 from test_profile_tab import CHROMIUM, Page  # the DevTools harness (same directory)
 
@@ -49,11 +49,9 @@ def worker(barrier):
 def with_payload(html, change):
     """The page with its JSON payload changed by `change(dict)`, written back escaped as the
     core writes it (`<`, `>`, `&` as \\u escapes)."""
-    m = re.search(r'(<script type="application/json" id="gt-data">\n)(.*?)(\n</script>)', html, re.S)
-    data = json.loads(m.group(2))
+    data = pagedata.data(html)
     change(data)
-    text = json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    return html[:m.start(2)] + text + html[m.end(2):]
+    return pagedata.with_data(html, data)
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +214,7 @@ def real(traced):
     d = tempfile.mkdtemp(prefix="giltracer-whatif-real-")
     path = t.save(os.path.join(d, "real.html"), tab="whatif")  # opens on it
     html = open(path, encoding="utf-8").read()
-    data = json.loads(re.search(r'id="gt-data">\n(.*?)\n</script>', html, re.S).group(1))
+    data = pagedata.data(html)
     assert data.get("what_if"), "a build with t.what_if writes payload['what_if'] for a trace with the GIL"
     p = Page("file://" + path, os.path.join(d, "chromium"))
     yield data["what_if"], p

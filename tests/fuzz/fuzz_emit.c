@@ -6,7 +6,9 @@
  * UTF-8 (the Python boundary decodes it strictly). */
 #define _GNU_SOURCE
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "fuzz_input.h"
 
@@ -44,6 +46,45 @@ static void parses(const char *s, size_t len)
         fprintf(stderr, "invalid JSON at %d: %s\n", e.position, e.text);
     FZ_ASSERT(j);
     json_decref(j);
+}
+
+/* base64 of a zlib stream of JSON (the page's #gt-data): base64 only, and the JSON parses. */
+static void parses_deflated(const char *b64, size_t len)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    unsigned char *z = malloc(len / 4 * 3 + 3);
+    size_t zn = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    FZ_ASSERT(z);
+    for (size_t i = 0; i < len; i++) {
+        const char *c = b64[i] ? memchr(tab, b64[i], 64) : NULL;
+        FZ_ASSERT(c || (b64[i] == '=' && i + 2 >= len));
+        if (!c)
+            continue;
+        acc = acc << 6 | (uint32_t)(c - tab);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            z[zn++] = (unsigned char)(acc >> bits);
+        }
+    }
+    uLongf cap = 1 << 16, got = 0;
+    unsigned char *u = NULL;
+    int rc;
+    for (;;) {
+        u = realloc(u, cap);
+        got = cap;
+        rc = uncompress(u, &got, z, zn);
+        if (rc != Z_BUF_ERROR || !u)
+            break;
+        cap *= 4;
+    }
+    FZ_ASSERT(u && rc == Z_OK);
+    FZ_ASSERT(!memchr(u, '<', got) && !memchr(u, '>', got) && !memchr(u, '&', got));
+    parses((const char *)u, got);
+    free(z);
+    free(u);
 }
 
 /* Case-insensitive search for needle (which starts with '<'). By hand: libFuzzer
@@ -85,16 +126,17 @@ NO_COVERAGE static int valid_utf8(const unsigned char *p, size_t n)
 
 static void check_html(const char *h, size_t len)
 {
-    static const char open[] = "<script type=\"application/json\" id=\"gt-data\">\n";
+    static const char open[] = "<script type=\"application/octet-stream\" id=\"gt-data\">\n";
     const char *end = h + len;
     const char *p = strstr(h, open);
     FZ_ASSERT(p);
     p += sizeof(open) - 1;
-    /* The first thing that can end the script element is the template's own. */
+    /* The first thing that can end the script element is the template's own; the payload
+     * is base64 of its deflated JSON. */
     const char *close = find_ci(p, end, "</script");
     FZ_ASSERT(close && close > p && close[-1] == '\n');
     FZ_ASSERT(!find_ci(p, close, "<!--") && !memchr(p, '<', (size_t)(close - p)));
-    parses(p, (size_t)(close - p));
+    parses_deflated(p, (size_t)(close - p - 1));
     /* The title element holds text only. */
     const char *t = strstr(h, "<title>");
     const char *te = t ? strstr(t, "</title>") : NULL;

@@ -147,9 +147,9 @@ static int b64val(int c)
 }
 
 /* base64 text (whitespace around it allowed) -> inflated chunks; 0 or -1 */
-static int chunks_load(const char *b64, size_t len, struct chunks *c)
+/* base64 of a zlib stream, inflated into *u (malloc'd, *n bytes). 0 or -1. */
+static int b64_inflate(const char *b64, size_t len, unsigned char **u, size_t *n)
 {
-    memset(c, 0, sizeof(*c));
     unsigned char *z = malloc(len / 4 * 3 + 3);
     size_t zn = 0;
     uint32_t acc = 0;
@@ -165,18 +165,26 @@ static int chunks_load(const char *b64, size_t len, struct chunks *c)
             z[zn++] = (unsigned char)(acc >> bits);
         }
     }
-    uLongf cap = 1 << 16;
+    uLongf cap = 1 << 16, got;
     int rc;
+    *u = NULL;
     for (;;) {
-        c->u = realloc(c->u, cap);
-        c->n = cap;
-        rc = uncompress(c->u, (uLongf *)&c->n, z, zn);
+        *u = realloc(*u, cap);
+        got = cap;
+        rc = uncompress(*u, &got, z, zn);
         if (rc != Z_BUF_ERROR)
             break;
         cap *= 4;
     }
     free(z);
-    if (rc != Z_OK)
+    *n = got;
+    return rc == Z_OK ? 0 : -1;
+}
+
+static int chunks_load(const char *b64, size_t len, struct chunks *c)
+{
+    memset(c, 0, sizeof(*c));
+    if (b64_inflate(b64, len, &c->u, &c->n))
         return -1;
     for (size_t p = 0; p < c->n;) {
         uint64_t v = 0;
@@ -305,8 +313,7 @@ static json_t *dec_profile(const struct chunks *c, size_t n, size_t k)
 }
 
 /* The page's #gt-code block, base64 decoded and inflated, is the viewer's CSS, a NUL and
- * its script: the script's lines, left-trimmed, in order, less blank and comment lines
- * (at least two thirds of its bytes stay). */
+ * its script as embedded: minified at build time (core/jsmin), so no indented line. */
 static int page_code_is(const char *html)
 {
     const char *p = strstr(html, "id=\"gt-code\"");
@@ -314,47 +321,11 @@ static int page_code_is(const char *html)
     const char *pe = p ? strstr(p, "</script>") : NULL;
     if (!pe)
         return 0;
-    size_t css = strlen(gt_asset_viewer_css), js = strlen(gt_asset_viewer_js), n = css + 1 + js;
-    size_t len = (size_t)(pe - p - 1), zn = 0;
-    unsigned char *z = malloc(len / 4 * 3 + 3), *u = malloc(n + 1);
-    uint32_t acc = 0;
-    int bits = 0, ok = 0;
-    for (size_t i = 0; z && i < len; i++) {
-        int v = b64val((unsigned char)p[1 + i]);
-        if (v < 0)
-            continue;
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            z[zn++] = (unsigned char)(acc >> bits);
-        }
-    }
-    uLongf un = n + 1;
-    if (z && u && uncompress(u, &un, z, zn) == Z_OK && un > css && !memcmp(u, gt_asset_viewer_css, css) &&
-        !u[css]) {
-        const char *s = (const char *)u + css + 1, *end = (const char *)u + un, *a = gt_asset_viewer_js;
-        ok = (size_t)(end - s) * 3 >= js * 2;
-        while (ok && s < end) { /* each line of the page's script: the next such line of the asset */
-            const char *se = memchr(s, '\n', (size_t)(end - s));
-            size_t sl = se ? (size_t)(se - s) : (size_t)(end - s);
-            for (;;) {
-                const char *ae = strchr(a, '\n');
-                if (!ae) {
-                    ok = 0;
-                    break;
-                }
-                const char *t = a;
-                while (t < ae && (*t == ' ' || *t == '\t'))
-                    t++;
-                a = ae + 1;
-                if ((size_t)(ae - t) == sl && !memcmp(t, s, sl))
-                    break;
-            }
-            s += sl + 1;
-        }
-    }
-    free(z);
+    size_t css = strlen(gt_asset_viewer_css), js = strlen(gt_asset_viewer_js), un = 0;
+    unsigned char *u = NULL;
+    int ok = !b64_inflate(p + 1, (size_t)(pe - p - 1), &u, &un) && un == css + 1 + js &&
+             !memcmp(u, gt_asset_viewer_css, css) && !u[css] && !memcmp(u + css + 1, gt_asset_viewer_js, js) &&
+             js > 1000 && !strstr(gt_asset_viewer_js, "\n ") && !strstr(gt_asset_viewer_js, "\n/*");
     free(u);
     return ok;
 }
@@ -369,7 +340,10 @@ static json_t *page_payload(const char *html)
     const char *pe = p ? strstr(p, "</script>") : NULL, *qe = q ? strstr(q, "</script>") : NULL;
     if (!pe || !qe)
         return NULL;
-    json_t *j = json_loadb(p + 1, (size_t)(pe - p - 1), 0, NULL);
+    unsigned char *ju = NULL;
+    size_t jn = 0;
+    json_t *j = b64_inflate(p + 1, (size_t)(pe - p - 1), &ju, &jn) ? NULL : json_loadb((char *)ju, jn, 0, NULL);
+    free(ju);
     struct chunks c;
     if (!j || chunks_load(q + 1, (size_t)(qe - q - 1), &c)) {
         json_decref(j);
