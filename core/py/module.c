@@ -35,54 +35,113 @@ static PyTypeObject Result_Type;
 
 /* ------------------------------------------------------------------ Session */
 
+/* The converters of Session's keywords, one per kind (session_keywords.h): each parses
+ * as the PyArg format of its kind and stores the field's C type. */
+static int kw_bool(PyObject *v, void *field)
+{
+    int r = PyObject_IsTrue(v); /* as "p" */
+    if (r < 0)
+        return 0;
+    *(int *)field = r;
+    return 1;
+}
+
+static int kw_int(PyObject *v, void *field)
+{
+    return PyArg_Parse(v, "i", (int *)field);
+}
+
+static int kw_u64(PyObject *v, void *field)
+{
+    unsigned long long u;
+    if (!PyArg_Parse(v, "K", &u))
+        return 0;
+    *(uint64_t *)field = u;
+    return 1;
+}
+
+/* Borrowed; None is NULL. */
+static int kw_object(PyObject *v, void *field)
+{
+    *(PyObject **)field = v == Py_None ? NULL : v;
+    return 1;
+}
+
+static int kw_str(PyObject *v, void *field)
+{
+    return PyArg_Parse(v, "z", (const char **)field);
+}
+
+/* A choice's index in `choices` (NULL-terminated), or ValueError naming them. */
+static int kw_choice(PyObject *v, void *field, const char *keyword, const char *const *choices)
+{
+    const char *s;
+    if (!PyArg_Parse(v, "s", &s))
+        return 0;
+    size_t n = 0;
+    for (; choices[n]; n++) {
+        if (strcmp(s, choices[n]) == 0) {
+            *(int *)field = (int)n;
+            return 1;
+        }
+    }
+    char said[256] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(said + strlen(said), sizeof said - strlen(said), "%s'%s'",
+                 i == 0 ? "" : i + 1 == n ? " or " : ", ", choices[i]);
+    PyErr_Format(PyExc_ValueError, "%s must be %s, not %R", keyword, said, v);
+    return 0;
+}
+
+#define KW_CHOICE_CONVERTER(keyword, ...)                                   \
+    static const char *const keyword##_choices[] = {__VA_ARGS__, NULL};     \
+    static int kw_##keyword(PyObject *v, void *field)                       \
+    {                                                                       \
+        return kw_choice(v, field, #keyword, keyword##_choices);            \
+    }
+GT_SESSION_CHOICES(KW_CHOICE_CONVERTER)
+
+/* One converter per keyword: its kind's, with the keyword named in a TypeError (as
+ * "argument 'max_depth': ..."). */
+static int kw_failed(const char *keyword)
+{
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        PyErr_Format(type, "argument '%s': %S", keyword, value);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+    return 0;
+}
+
+#define KW_CONVERTER(keyword, type, kind, dflt)                             \
+    static int kw_arg_##keyword(PyObject *v, void *field)                   \
+    {                                                                       \
+        return kw_##kind(v, field) || kw_failed(#keyword);                  \
+    }
+GT_SESSION_KEYWORDS(KW_CONVERTER)
+
+#define KW_NAME(keyword, type, kind, dflt) #keyword,
+#define KW_FORMAT(keyword, type, kind, dflt) "O&"
+#define KW_DEFAULT(keyword, type, kind, dflt) .keyword = dflt,
+#define KW_TARGET(keyword, type, kind, dflt) , kw_arg_##keyword, &o.keyword
+
 static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"functions", "c_calls", "max_depth", "max_events", "include",
-                             "exclude", "own_dir", "gil", "sched", "backend",
-                             "follow_children", "crosscheck", "sample_ns", "spool", "children", NULL};
-    int functions = 1, c_calls = 1, max_depth = 0, gil = 1, sched = 1, follow = 0, check = 0;
-    unsigned long long max_events = 0, sample_ns = 0;
-    PyObject *include = Py_None, *exclude = Py_None, *own_dir = Py_None;
-    const char *backend = "auto", *spool = NULL, *children = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppsppKzz", kwlist, &functions, &c_calls,
-                                     &max_depth, &max_events, &include, &exclude, &own_dir, &gil,
-                                     &sched, &backend, &follow, &check, &sample_ns, &spool,
-                                     &children))
+    static char *kwlist[] = {GT_SESSION_KEYWORDS(KW_NAME) NULL};
+    struct gt_session_opts o = {GT_SESSION_KEYWORDS(KW_DEFAULT) .own_type = &Session_Type};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$" GT_SESSION_KEYWORDS(KW_FORMAT), kwlist
+                                     GT_SESSION_KEYWORDS(KW_TARGET)))
         return -1;
-    struct gt_session_opts o = {
-        .functions = functions,
-        .c_calls = c_calls,
-        .max_depth = max_depth,
-        .max_events = max_events,
-        .include = include == Py_None ? NULL : include,
-        .exclude = exclude == Py_None ? NULL : exclude,
-        .own_dir = own_dir == Py_None ? NULL : own_dir,
-        .own_type = &Session_Type,
-        .gil = gil,
-        .sched = sched,
-        .follow_children = follow,
-        .crosscheck = check,
-        .sample_ns = sample_ns,
-        .spool = spool,
-        .children = children,
-    };
-    if (sample_ns && functions) {
+    if (o.sample_ns && o.functions) {
         PyErr_SetString(PyExc_ValueError, "sampling (sample_ns) replaces function tracing: "
                                           "pass functions=False with it");
         return -1;
     }
-    if (strcmp(backend, "auto") == 0)
-        o.backend = GT_BACKEND_AUTO;
-    else if (strcmp(backend, "hooks") == 0)
-        o.backend = GT_BACKEND_HOOKS;
-    else if (strcmp(backend, "bpf") == 0)
-        o.backend = GT_BACKEND_BPF;
-    else {
-        PyErr_Format(PyExc_ValueError, "backend must be 'auto', 'hooks' or 'bpf', not %R",
-                     PyTuple_Size(args) > 9 ? PyTuple_GetItem(args, 9) : Py_None);
-        return -1;
-    }
-    if (max_depth < 0) {
+    if (o.max_depth < 0) {
         PyErr_SetString(PyExc_ValueError, "max_depth must be >= 0 (0 = unlimited)");
         return -1;
     }
