@@ -382,6 +382,18 @@ static PyObject *thread_name(const struct gt_thread_result *t)
     return PyUnicode_FromFormat("thread %d", (int)t->tid);
 }
 
+/* Puts row i of a list being filled (PyList_New), or, when building the row failed
+ * (NULL), drops the list: returns -1 and *out is NULL with the exception set. */
+static int list_put(PyObject **out, size_t i, PyObject *row)
+{
+    if (!row) {
+        Py_CLEAR(*out);
+        return -1;
+    }
+    PyList_SET_ITEM(*out, (Py_ssize_t)i, row);
+    return 0;
+}
+
 static PyObject *Result_threads(ResultObject *self, PyObject *noargs)
 {
     (void)noargs;
@@ -396,11 +408,8 @@ static PyObject *Result_threads(ResultObject *self, PyObject *noargs)
                                     (unsigned long long)t->end_ns, "os_states",
                                     t->has_sched ? Py_True : Py_False, "background",
                                     t->background ? Py_True : Py_False, "interp", t->interp);
-        if (!d) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, d) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, d);
     }
     return out;
 }
@@ -446,11 +455,8 @@ static PyObject *summaries(const struct gt_result *r)
             "background", t->background ? Py_True : Py_False, "interp", t->interp);
         if (d && r->free_threaded && park_keys(d, s) < 0)
             Py_CLEAR(d);
-        if (!d) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, d) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, d);
     }
     return out;
 }
@@ -495,11 +501,8 @@ static PyObject *Result_blame(ResultObject *self, PyObject *noargs)
                                     "holder", b->holder_tid, "function", func_name(r, b->func),
                                     "file", file, "line", line, "wait_ns",
                                     (unsigned long long)b->wait_ns, "count", b->count);
-        if (!d) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, d) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, d);
     }
     return out;
 }
@@ -530,11 +533,8 @@ static PyObject *Result_spans(ResultObject *self, PyObject *args)
         PyObject *v = Py_BuildValue("(KKNiI)", (unsigned long long)s->start,
                                     (unsigned long long)s->end, func_name(r, s->func),
                                     (int)s->depth, (unsigned)s->flags);
-        if (!v) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
     }
     return out;
 }
@@ -545,11 +545,8 @@ static PyObject *intervals(const struct gt_interval *iv, size_t n)
     for (size_t i = 0; out && i < n; i++) {
         PyObject *v = Py_BuildValue("(KKI)", (unsigned long long)iv[i].start,
                                     (unsigned long long)iv[i].end, iv[i].state);
-        if (!v) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
     }
     return out;
 }
@@ -575,11 +572,8 @@ static PyObject *Result_functions(ResultObject *self, PyObject *noargs)
         const struct gt_func *f = &r->funcs[i];
         PyObject *v = Py_BuildValue("(ssIO)", f->name, f->file, f->line,
                                     (f->flags & GT_FUNC_C) ? Py_True : Py_False);
-        if (!v) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
     }
     return out;
 }
@@ -671,11 +665,8 @@ static PyObject *Result_profile(ResultObject *self, PyObject *args)
                                     (unsigned long long)n->total_ns,
                                     (unsigned long long)n->self_ns, states5(n->total),
                                     states5(n->self));
-        if (!v) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
     }
     return out;
 }
@@ -700,11 +691,8 @@ static PyObject *Result_profile_functions(ResultObject *self, PyObject *args)
                                     (unsigned long long)f->calls, (unsigned long long)f->total_ns,
                                     (unsigned long long)f->self_ns, states5(f->total),
                                     states5(f->self), (unsigned long long)f->wait_caused_ns);
-        if (!v) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
     }
     free(rows);
     return out;
@@ -755,31 +743,22 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
         const struct gt_whatif_thread *t = &w->threads[i];
         PyObject *v = Py_BuildValue("(isddd)", (int)t->tid, t->name ? t->name : "",
                                     t->measured_ns, t->predicted_ns, t->gil_wait_ns);
-        if (!v) {
-            Py_CLEAR(threads);
+        if (list_put(&threads, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(threads, (Py_ssize_t)i, v);
     }
     for (size_t i = 0; threads && funcs && i < w->nfuncs; i++) {
         const struct gt_whatif_func *f = &w->funcs[i];
         PyObject *v = Py_BuildValue("(lddd)", func_index(r, f->func), f->wait_caused_ns,
                                     f->saving_ns, f->release_wall_ns);
-        if (!v) {
-            Py_CLEAR(funcs);
+        if (list_put(&funcs, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(funcs, (Py_ssize_t)i, v);
     }
     PyObject *assumptions = PyList_New(GT_WHATIF_ASSUMPTIONS);
     char buf[GT_WHATIF_ASSUMPTION_LEN];
     for (size_t i = 0; assumptions && i < GT_WHATIF_ASSUMPTIONS; i++) {
         PyObject *v = PyUnicode_FromString(gt_whatif__assumption(w, i, buf));
-        if (!v) {
-            Py_CLEAR(assumptions);
+        if (list_put(&assumptions, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(assumptions, (Py_ssize_t)i, v);
     }
     PyObject *out = NULL;
     if (threads && funcs && assumptions)
