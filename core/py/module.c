@@ -36,60 +36,113 @@ static PyTypeObject Result_Type;
 
 /* ------------------------------------------------------------------ Session */
 
+/* The converters of Session's keywords, one per kind (session_keywords.h): each parses
+ * as the PyArg format of its kind and stores the field's C type. */
+static int kw_bool(PyObject *v, void *field)
+{
+    int r = PyObject_IsTrue(v); /* as "p" */
+    if (r < 0)
+        return 0;
+    *(int *)field = r;
+    return 1;
+}
+
+static int kw_int(PyObject *v, void *field)
+{
+    return PyArg_Parse(v, "i", (int *)field);
+}
+
+static int kw_u64(PyObject *v, void *field)
+{
+    unsigned long long u;
+    if (!PyArg_Parse(v, "K", &u))
+        return 0;
+    *(uint64_t *)field = u;
+    return 1;
+}
+
+/* Borrowed; None is NULL. */
+static int kw_object(PyObject *v, void *field)
+{
+    *(PyObject **)field = v == Py_None ? NULL : v;
+    return 1;
+}
+
+static int kw_str(PyObject *v, void *field)
+{
+    return PyArg_Parse(v, "z", (const char **)field);
+}
+
+/* A choice's index in `choices` (NULL-terminated), or ValueError naming them. */
+static int kw_choice(PyObject *v, void *field, const char *keyword, const char *const *choices)
+{
+    const char *s;
+    if (!PyArg_Parse(v, "s", &s))
+        return 0;
+    size_t n = 0;
+    for (; choices[n]; n++) {
+        if (strcmp(s, choices[n]) == 0) {
+            *(int *)field = (int)n;
+            return 1;
+        }
+    }
+    char said[256] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(said + strlen(said), sizeof said - strlen(said), "%s'%s'",
+                 i == 0 ? "" : i + 1 == n ? " or " : ", ", choices[i]);
+    PyErr_Format(PyExc_ValueError, "%s must be %s, not %R", keyword, said, v);
+    return 0;
+}
+
+#define KW_CHOICE_CONVERTER(keyword, ...)                                   \
+    static const char *const keyword##_choices[] = {__VA_ARGS__, NULL};     \
+    static int kw_##keyword(PyObject *v, void *field)                       \
+    {                                                                       \
+        return kw_choice(v, field, #keyword, keyword##_choices);            \
+    }
+GT_SESSION_CHOICES(KW_CHOICE_CONVERTER)
+
+/* One converter per keyword: its kind's, with the keyword named in a TypeError (as
+ * "argument 'max_depth': ..."). */
+static int kw_failed(const char *keyword)
+{
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        PyErr_Format(type, "argument '%s': %S", keyword, value);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+    return 0;
+}
+
+#define KW_CONVERTER(keyword, type, kind, dflt)                             \
+    static int kw_arg_##keyword(PyObject *v, void *field)                   \
+    {                                                                       \
+        return kw_##kind(v, field) || kw_failed(#keyword);                  \
+    }
+GT_SESSION_KEYWORDS(KW_CONVERTER)
+
+#define KW_NAME(keyword, type, kind, dflt) #keyword,
+#define KW_FORMAT(keyword, type, kind, dflt) "O&"
+#define KW_DEFAULT(keyword, type, kind, dflt) .keyword = dflt,
+#define KW_TARGET(keyword, type, kind, dflt) , kw_arg_##keyword, &o.keyword
+
 static int Session_init(SessionObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"functions", "c_calls", "max_depth", "max_events", "include",
-                             "exclude", "own_dir", "gil", "sched", "backend",
-                             "follow_children", "crosscheck", "sample_ns", "spool", "children",
-                             "keep", NULL};
-    int functions = 1, c_calls = 1, max_depth = 0, gil = 1, sched = 1, follow = 0, check = 0;
-    unsigned long long max_events = 0, sample_ns = 0;
-    PyObject *include = Py_None, *exclude = Py_None, *own_dir = Py_None;
-    const char *backend = "auto", *spool = NULL, *children = NULL, *keep = "first";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ppiKOOOppsppKzzs", kwlist, &functions, &c_calls,
-                                     &max_depth, &max_events, &include, &exclude, &own_dir, &gil,
-                                     &sched, &backend, &follow, &check, &sample_ns, &spool,
-                                     &children, &keep))
+    static char *kwlist[] = {GT_SESSION_KEYWORDS(KW_NAME) NULL};
+    struct gt_session_opts o = {GT_SESSION_KEYWORDS(KW_DEFAULT) .own_type = &Session_Type};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$" GT_SESSION_KEYWORDS(KW_FORMAT), kwlist
+                                     GT_SESSION_KEYWORDS(KW_TARGET)))
         return -1;
-    if (strcmp(keep, "first") != 0 && strcmp(keep, "last") != 0) {
-        PyErr_Format(PyExc_ValueError, "keep must be 'first' or 'last', not '%s'", keep);
-        return -1;
-    }
-    struct gt_session_opts o = {
-        .functions = functions,
-        .c_calls = c_calls,
-        .max_depth = max_depth,
-        .max_events = max_events,
-        .include = include == Py_None ? NULL : include,
-        .exclude = exclude == Py_None ? NULL : exclude,
-        .own_dir = own_dir == Py_None ? NULL : own_dir,
-        .own_type = &Session_Type,
-        .gil = gil,
-        .sched = sched,
-        .follow_children = follow,
-        .crosscheck = check,
-        .sample_ns = sample_ns,
-        .spool = spool,
-        .children = children,
-        .keep_last = strcmp(keep, "last") == 0,
-    };
-    if (sample_ns && functions) {
+    if (o.sample_ns && o.functions) {
         PyErr_SetString(PyExc_ValueError, "sampling (sample_ns) replaces function tracing: "
                                           "pass functions=False with it");
         return -1;
     }
-    if (strcmp(backend, "auto") == 0)
-        o.backend = GT_BACKEND_AUTO;
-    else if (strcmp(backend, "hooks") == 0)
-        o.backend = GT_BACKEND_HOOKS;
-    else if (strcmp(backend, "bpf") == 0)
-        o.backend = GT_BACKEND_BPF;
-    else {
-        PyErr_Format(PyExc_ValueError, "backend must be 'auto', 'hooks' or 'bpf', not %R",
-                     PyTuple_Size(args) > 9 ? PyTuple_GetItem(args, 9) : Py_None);
-        return -1;
-    }
-    if (max_depth < 0) {
+    if (o.max_depth < 0) {
         PyErr_SetString(PyExc_ValueError, "max_depth must be >= 0 (0 = unlimited)");
         return -1;
     }
@@ -330,6 +383,18 @@ static PyObject *thread_name(const struct gt_thread_result *t)
     return PyUnicode_FromFormat("thread %d", (int)t->tid);
 }
 
+/* Puts row i of a list being filled (PyList_New), or, when building the row failed
+ * (NULL), drops the list: returns -1 and *out is NULL with the exception set. */
+static int list_put(PyObject **out, size_t i, PyObject *row)
+{
+    if (!row) {
+        Py_CLEAR(*out);
+        return -1;
+    }
+    PyList_SET_ITEM(*out, (Py_ssize_t)i, row);
+    return 0;
+}
+
 static PyObject *Result_threads(ResultObject *self, PyObject *noargs)
 {
     (void)noargs;
@@ -344,11 +409,8 @@ static PyObject *Result_threads(ResultObject *self, PyObject *noargs)
                                     (unsigned long long)t->end_ns, "os_states",
                                     t->has_sched ? Py_True : Py_False, "background",
                                     t->background ? Py_True : Py_False, "interp", t->interp);
-        if (!d) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, d) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, d);
     }
     return out;
 }
@@ -394,11 +456,8 @@ static PyObject *summaries(const struct gt_result *r)
             "background", t->background ? Py_True : Py_False, "interp", t->interp);
         if (d && r->free_threaded && park_keys(d, s) < 0)
             Py_CLEAR(d);
-        if (!d) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, d) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, d);
     }
     return out;
 }
@@ -443,11 +502,8 @@ static PyObject *Result_blame(ResultObject *self, PyObject *noargs)
                                     "holder", b->holder_tid, "function", func_name(r, b->func),
                                     "file", file, "line", line, "wait_ns",
                                     (unsigned long long)b->wait_ns, "count", b->count);
-        if (!d) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, d) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, d);
     }
     return out;
 }
@@ -478,11 +534,8 @@ static PyObject *Result_spans(ResultObject *self, PyObject *args)
         PyObject *v = Py_BuildValue("(KKNiI)", (unsigned long long)s->start,
                                     (unsigned long long)s->end, func_name(r, s->func),
                                     (int)s->depth, (unsigned)s->flags);
-        if (!v) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
     }
     return out;
 }
@@ -493,11 +546,8 @@ static PyObject *intervals(const struct gt_interval *iv, size_t n)
     for (size_t i = 0; out && i < n; i++) {
         PyObject *v = Py_BuildValue("(KKI)", (unsigned long long)iv[i].start,
                                     (unsigned long long)iv[i].end, iv[i].state);
-        if (!v) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
     }
     return out;
 }
@@ -523,11 +573,8 @@ static PyObject *Result_functions(ResultObject *self, PyObject *noargs)
         const struct gt_func *f = &r->funcs[i];
         PyObject *v = Py_BuildValue("(ssIO)", f->name, f->file, f->line,
                                     (f->flags & GT_FUNC_C) ? Py_True : Py_False);
-        if (!v) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
     }
     return out;
 }
@@ -619,11 +666,8 @@ static PyObject *Result_profile(ResultObject *self, PyObject *args)
                                     (unsigned long long)n->total_ns,
                                     (unsigned long long)n->self_ns, states5(n->total),
                                     states5(n->self));
-        if (!v) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
     }
     return out;
 }
@@ -648,11 +692,8 @@ static PyObject *Result_profile_functions(ResultObject *self, PyObject *args)
                                     (unsigned long long)f->calls, (unsigned long long)f->total_ns,
                                     (unsigned long long)f->self_ns, states5(f->total),
                                     states5(f->self), (unsigned long long)f->wait_caused_ns);
-        if (!v) {
-            Py_CLEAR(out);
+        if (list_put(&out, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
     }
     free(rows);
     return out;
@@ -703,31 +744,22 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
         const struct gt_whatif_thread *t = &w->threads[i];
         PyObject *v = Py_BuildValue("(isddd)", (int)t->tid, t->name ? t->name : "",
                                     t->measured_ns, t->predicted_ns, t->gil_wait_ns);
-        if (!v) {
-            Py_CLEAR(threads);
+        if (list_put(&threads, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(threads, (Py_ssize_t)i, v);
     }
     for (size_t i = 0; threads && funcs && i < w->nfuncs; i++) {
         const struct gt_whatif_func *f = &w->funcs[i];
         PyObject *v = Py_BuildValue("(lddd)", func_index(r, f->func), f->wait_caused_ns,
                                     f->saving_ns, f->release_wall_ns);
-        if (!v) {
-            Py_CLEAR(funcs);
+        if (list_put(&funcs, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(funcs, (Py_ssize_t)i, v);
     }
     PyObject *assumptions = PyList_New(GT_WHATIF_ASSUMPTIONS);
     char buf[GT_WHATIF_ASSUMPTION_LEN];
     for (size_t i = 0; assumptions && i < GT_WHATIF_ASSUMPTIONS; i++) {
         PyObject *v = PyUnicode_FromString(gt_whatif__assumption(w, i, buf));
-        if (!v) {
-            Py_CLEAR(assumptions);
+        if (list_put(&assumptions, i, v) < 0)
             break;
-        }
-        PyList_SET_ITEM(assumptions, (Py_ssize_t)i, v);
     }
     PyObject *out = NULL;
     if (threads && funcs && assumptions)

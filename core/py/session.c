@@ -623,6 +623,122 @@ static void describe_sampling(const struct gt_session *s, uint64_t wall_ns, char
              (double)wall_ns / 1e9, (double)st->max_held_ns / 1e6, (double)st->waited_ns / 1e6);
 }
 
+/* The OS-state probe, or why there is none (sched_status): the bpf probe records the
+ * switches itself; otherwise perf_event's, started before the registry can call
+ * gt_sched__watch(). Never fails the start. */
+static void start_sched(struct gt_session *s)
+{
+    if (!s->o.sched) {
+        snprintf(s->sched_status, sizeof(s->sched_status), "off (sched=False)");
+        return;
+    }
+    if (s->used == USED_BPF) {
+        snprintf(s->sched_status, sizeof(s->sched_status), "bpf sched_switch (with reasons)");
+        return;
+    }
+    const char *why = NULL;
+    int err = gt_sched__new(&s->sched, &why);
+    if (err < 0) {
+        snprintf(s->sched_status, sizeof(s->sched_status), "unavailable: %s",
+                 why ? why : "perf_event_open refused");
+        return;
+    }
+    /* A poller that cannot start (pids limit: EAGAIN) leaves no callback behind. */
+    err = gt_sched__start(s->sched);
+    if (err < 0) {
+        gt_sched__free(s->sched);
+        s->sched = NULL;
+        snprintf(s->sched_status, sizeof(s->sched_status),
+                 "unavailable: the scheduler poller thread could not start (%s)",
+                 strerror(-err));
+        return;
+    }
+    snprintf(s->sched_status, sizeof(s->sched_status),
+             "perf_event context switches (unprivileged)");
+}
+
+/* The registry's generation for this session, its clock pair and t0, and the starting
+ * thread's record (it holds the GIL now). Returns 0, or -1 with a Python exception set. */
+static int begin_registry(struct gt_session *s)
+{
+    /* max_events caps every kind of stream, with or without function tracing; GIL and
+     * OS-state events past it go on into each stream's aggregate (exact totals). */
+    gt_registry__set_overflow(GT_BUDGET_GIL, gt_agg__gil_sink, NULL);
+    gt_registry__set_overflow(GT_BUDGET_SCHED, gt_agg__os_sink, NULL);
+    gt_registry__set_overflow(GT_BUDGET_CALLS, gt_ctree__sink, gt_ctree__release);
+    share_budget(s);
+    gt_registry__set_recycle(GT_BUDGET_CALLS,
+                             s->o.keep == GT_KEEP_LAST && !s->spool ? gt_ctree__fold : NULL);
+    int err = gt_registry__begin(s->o.max_events,
+                                 s->sched ? watch_thread : NULL, s->sched);
+    if (err < 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        err == -EBUSY ? BUSY_MESSAGE : "giltracer: cannot start the thread registry");
+        return -1;
+    }
+    s->registry_begun = 1;
+    /* No probe runs yet. A free-threaded build's threads run until they park. */
+    gt_registry__set_account(s->used == USED_PARK ? GT_GIL_LIVE_HELD : GT_GIL_LIVE_UNKNOWN,
+                             s->used == USED_BPF);
+    gt_clock__pair(&s->start_pair);
+    s->t0_ticks = gt_ticks();
+    struct gt_thread *me = gt_thread_current();
+    if (!me) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    me->flags |= GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START;
+    me->gil_held = 1;
+    /* (The live account is in the GIL stream's unit: ticks, or the bpf probe's ns.) */
+    gt_thread__gil_live(me, s->used == USED_BPF ? s->start_pair.ns : s->t0_ticks,
+                        GT_GIL_LIVE_HELD);
+    return 0;
+}
+
+/* The recorders, in order: the function tracer, the crosscheck's bpf probe, the other
+ * interpreters, the chosen GIL probe, the sampler. Returns 0, or -1 with a Python
+ * exception set (what started is stopped by the caller). */
+static int start_recorders(struct gt_session *s, PyObject *threads)
+{
+    struct gt_tracer_opts to = {
+        .functions = s->o.functions,
+        .c_calls = s->o.c_calls,
+        .max_depth = s->o.max_depth,
+        .include = s->o.include,
+        .exclude = s->o.exclude,
+        .own_dir = s->o.own_dir,
+        .own_type = s->o.own_type,
+        .sample = s->o.sample_ns != 0,
+    };
+    if (gt_tracer__start(&to, s->t0_ticks, threads) < 0)
+        return -1;
+    if (s->check_bpf) {
+        if (start_bpf(1) < 0)
+            return -1;
+        s->check_started = 1;
+    }
+    struct gt_interps_opts io = {
+        .functions = s->o.functions,
+        .hooks = s->used == USED_HOOKS ? &hooks.addrs : NULL,
+        .bpf = s->used == USED_BPF,
+    };
+    gt_interps__start(&io);
+    if (s->used == USED_HOOKS) {
+        gt_gilhook__set_recording(1);
+        s->hooks_started = 1;
+    } else if (s->used == USED_PARK) {
+        gt_gilhook__set_park(1);
+        s->park_started = 1;
+    } else if (s->used == USED_BPF) {
+        if (start_bpf(0) < 0)
+            return -1;
+        s->bpf_started = 1;
+    }
+    if (s->o.sample_ns && start_sampler(s) < 0)
+        return -1;
+    return 0;
+}
+
 int gt_session__start(struct gt_session *s, PyObject *threads)
 {
     if (s->state != GT_SESSION_NEW) {
@@ -640,104 +756,10 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     s->pid = getpid();
     gt_clock__init();
     s->start_tid = (int32_t)syscall(SYS_gettid);
-    if (note_alive(s, threads) < 0)
+    if (note_alive(s, threads) < 0 || choose_backend(s) < 0)
         goto fail;
-    if (choose_backend(s) < 0)
-        goto fail;
-
-    if (!s->o.sched) {
-        snprintf(s->sched_status, sizeof(s->sched_status), "off (sched=False)");
-    } else if (s->used == USED_BPF) {
-        snprintf(s->sched_status, sizeof(s->sched_status), "bpf sched_switch (with reasons)");
-    } else {
-        const char *why = NULL;
-        int err = gt_sched__new(&s->sched, &why);
-        if (err == 0) {
-            /* Started before the registry can call gt_sched__watch(): a poller that
-             * cannot start (pids limit: EAGAIN) leaves no callback behind. */
-            err = gt_sched__start(s->sched);
-            if (err < 0) {
-                gt_sched__free(s->sched);
-                s->sched = NULL;
-                snprintf(s->sched_status, sizeof(s->sched_status),
-                         "unavailable: the scheduler poller thread could not start (%s)",
-                         strerror(-err));
-            } else {
-                snprintf(s->sched_status, sizeof(s->sched_status),
-                         "perf_event context switches (unprivileged)");
-            }
-        } else {
-            snprintf(s->sched_status, sizeof(s->sched_status), "unavailable: %s",
-                     why ? why : "perf_event_open refused");
-        }
-    }
-
-    /* max_events caps every kind of stream, with or without function tracing; GIL and
-     * OS-state events past it go on into each stream's aggregate (exact totals). */
-    gt_registry__set_overflow(GT_BUDGET_GIL, gt_agg__gil_sink, NULL);
-    gt_registry__set_overflow(GT_BUDGET_SCHED, gt_agg__os_sink, NULL);
-    gt_registry__set_overflow(GT_BUDGET_CALLS, gt_ctree__sink, gt_ctree__release);
-    share_budget(s);
-    gt_registry__set_recycle(GT_BUDGET_CALLS, s->o.keep_last && !s->spool ? gt_ctree__fold : NULL);
-    int err = gt_registry__begin(s->o.max_events,
-                                 s->sched ? watch_thread : NULL, s->sched);
-    if (err < 0) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        err == -EBUSY ? BUSY_MESSAGE : "giltracer: cannot start the thread registry");
-        goto fail;
-    }
-    s->registry_begun = 1;
-    /* No probe runs yet. A free-threaded build's threads run until they park. */
-    gt_registry__set_account(s->used == USED_PARK ? GT_GIL_LIVE_HELD : GT_GIL_LIVE_UNKNOWN,
-                             s->used == USED_BPF);
-    gt_clock__pair(&s->start_pair);
-    s->t0_ticks = gt_ticks();
-    struct gt_thread *me = gt_thread_current();
-    if (!me) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    me->flags |= GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START;
-    me->gil_held = 1;
-    /* (The live account is in the GIL stream's unit: ticks, or the bpf probe's ns.) */
-    gt_thread__gil_live(me, s->used == USED_BPF ? s->start_pair.ns : s->t0_ticks,
-                        GT_GIL_LIVE_HELD);
-
-    struct gt_tracer_opts to = {
-        .functions = s->o.functions,
-        .c_calls = s->o.c_calls,
-        .max_depth = s->o.max_depth,
-        .include = s->o.include,
-        .exclude = s->o.exclude,
-        .own_dir = s->o.own_dir,
-        .own_type = s->o.own_type,
-        .sample = s->o.sample_ns != 0,
-    };
-    if (gt_tracer__start(&to, s->t0_ticks, threads) < 0)
-        goto fail;
-    if (s->check_bpf) {
-        if (start_bpf(1) < 0)
-            goto fail;
-        s->check_started = 1;
-    }
-    struct gt_interps_opts io = {
-        .functions = s->o.functions,
-        .hooks = s->used == USED_HOOKS ? &hooks.addrs : NULL,
-        .bpf = s->used == USED_BPF,
-    };
-    gt_interps__start(&io);
-    if (s->used == USED_HOOKS) {
-        gt_gilhook__set_recording(1);
-        s->hooks_started = 1;
-    } else if (s->used == USED_PARK) {
-        gt_gilhook__set_park(1);
-        s->park_started = 1;
-    } else if (s->used == USED_BPF) {
-        if (start_bpf(0) < 0)
-            goto fail;
-        s->bpf_started = 1;
-    }
-    if (s->o.sample_ns && start_sampler(s) < 0)
+    start_sched(s);
+    if (begin_registry(s) < 0 || start_recorders(s, threads) < 0)
         goto fail;
     atomic_store(&gt_recording, 1);
     s->state = GT_SESSION_RECORDING;
@@ -746,16 +768,9 @@ fail:
     gt_interps__stop();
     stop_probes(s);
     release_probes(s);
-    if (active.s == s)
-        set_active(NULL);
-    if (s->registry_begun) {
+    if (s->registry_begun)
         gt_registry__end();
-        gt_registry__release(gt_tracer__free_state);
-        s->registry_begun = 0;
-    }
-    unshare_budget(s);
-    gt_sched__free(s->sched);
-    s->sched = NULL;
+    release_records(s); /* not a forked copy: the state is still new */
     return -1;
 }
 
@@ -1231,7 +1246,7 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     run->meta.event_count += recorded;
     run->meta.dropped_events += dropped;
     run->meta.max_events = s->o.max_events;
-    run->meta.keep_last = s->o.keep_last && !s->spool;
+    run->meta.keep_last = s->o.keep == GT_KEEP_LAST && !s->spool;
     if (s->o.functions)
         gt_tracer__untraced_note(run->tracer_note, sizeof(run->tracer_note));
     gt_interps__note(run->tracer_note, sizeof(run->tracer_note));

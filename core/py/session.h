@@ -11,33 +11,18 @@
 #include "emit.h"
 #include "merge.h"
 #include "sampler.h"
+#include "session_keywords.h" /* generated from magics/giltracer/options.py */
 #include "tracer.h"
 
-enum gt_backend_choice { GT_BACKEND_AUTO = 0, GT_BACKEND_HOOKS = 1, GT_BACKEND_BPF = 2 };
-
+/* A session's options: one field for each keyword of _core.Session (named, typed and
+ * defaulted by the options table; module.c converts them), then the boundary's own. */
+#define GT_SESSION_OPTS_FIELD(keyword, type, kind, dflt) type keyword;
 struct gt_session_opts {
-    int functions;  /* trace calls */
-    int c_calls;    /* ... including C functions */
-    int max_depth;  /* 0 = unlimited */
-    uint64_t max_events; /* call events kept; 0 = unlimited */
-    PyObject *include, *exclude; /* borrowed; sequences of globs or NULL */
-    PyObject *own_dir;           /* borrowed str */
-    PyTypeObject *own_type;      /* borrowed */
-    int gil;        /* probe the GIL */
-    int sched;      /* record OS scheduler states */
-    int backend;    /* enum gt_backend_choice */
-    int follow_children; /* bpf only */
-    int crosscheck; /* diagnostic: hooks as the backend, bpf beside them (root) */
-    uint64_t sample_ns; /* sampling mode: stacks every sample_ns, no per-call hook; 0 = off */
-    /* Child processes (record/spool.h). spool: in a child, the path its streams go to at
-     * finish (instead of its own merge); children: in the parent, the session folder and
-     * token as "folder/token-": finish merges every "token-<pid>.spool" in it. Borrowed
-     * str or NULL; the session keeps copies. */
-    const char *spool, *children;
-    /* Past max_events, keep each thread's last call events (a flight recorder) instead of
-     * its first; the older ones are folded into its call tree. Not in a child (a spool
-     * checkpoints blocks that recycling would change). */
-    int keep_last;
+    /* e.g. int functions; uint64_t max_events (0 = unlimited); int backend (enum
+     * gt_backend_choice); PyObject *include, *exclude, *own_dir (borrowed, or NULL);
+     * const char *spool, *children (borrowed, or NULL; the session keeps copies). */
+    GT_SESSION_KEYWORDS(GT_SESSION_OPTS_FIELD)
+    PyTypeObject *own_type; /* borrowed */
 };
 
 /* The finished product of a session: plain C data plus the strings it points to. */

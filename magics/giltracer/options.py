@@ -3,8 +3,11 @@
 ``OPTIONS`` is the one table: from it come the arguments of ``%%giltracer``,
 ``%gilprofile``, ``giltracer`` and ``giltracer profile`` (one help text each), the options
 that take a value (which end the options before a script or a statement), the range
-checks and their messages, and the checks of ``Trace``'s keywords (its signature stays
-written out, typed; tests/test_options.py holds it to this table).
+checks and their messages, the checks of ``Trace``'s keywords (its signature stays
+written out, typed; tests/test_options.py holds it to this table), and the keywords of the
+C core's ``_core.Session`` with the C options struct they fill (``c``: at build time
+cmake/session_keywords.py writes them into a header that core/py/module.c and
+core/py/session.h expand).
 """
 
 from __future__ import annotations
@@ -80,6 +83,22 @@ class Option:
     example: str = ""
     nargs: Optional[str] = None  # "?": the value may be left out (then `const`)
     const: Any = None
+    # The C kind (C_KINDS) of the `_core.Session` keyword the API passes this option's
+    # value to, and of the `struct gt_session_opts` field it fills; None: the core takes
+    # no such keyword (the API derives what it passes, e.g. sample_ns from mode).
+    c: Optional[str] = None
+
+    @property
+    def c_default(self) -> Any:
+        """The C field's default (a session made without the keyword): a switch's or a
+        choice's is the table's; a number's, a path's or a list's is 0/NULL (none,
+        unlimited): the API passes its own."""
+        if self.c == "bool":
+            return bool(self.default)
+        if self.c == "choice":
+            assert self.choices is not None
+            return self.choices.index(self.default)
+        return None
 
     @property
     def takes_value(self) -> bool:
@@ -115,13 +134,13 @@ OPTIONS: Tuple[Option, ...] = (
            help="also save the trace: .html, the viewer (the profile's opens on its Profile "
                 "tab), " + _OUTPUT_FORMATS),
     Option("backend", ("--backend",), fronts=FRONTS, keyword="backend", choices=BACKENDS,
-           default="auto",
+           default="auto", c="choice",
            help="GIL probe: auto (bpf when permitted, else hooks), hooks (in-process, no "
                 "privileges) or bpf (needs root or CAP_BPF+CAP_PERFMON)"),
     Option("c_calls", ("--no-c",), fronts=FRONTS, keyword="c_calls", action="store_false",
-           default=True, help="do not record C function calls"),
+           default=True, c="bool", help="do not record C function calls"),
     Option("functions", ("--no-functions",), fronts=(API, CELL) + COMMANDS, keyword="functions",
-           action="store_false", default=True,
+           action="store_false", default=True, c="bool",
            help="probe the GIL only; record no function calls"),
     Option("sample", ("--sample",), fronts=MAGICS + COMMANDS, nargs="?",
            const=DEFAULT_SAMPLE_INTERVAL, metavar="INTERVAL",
@@ -134,37 +153,38 @@ OPTIONS: Tuple[Option, ...] = (
     Option("sample_interval", (), fronts=(API,), keyword="sample_interval",
            default=DEFAULT_SAMPLE_INTERVAL,
            help="mode='sample': the interval, '5ms' or '500us' or seconds as a number"),
-    Option("gil", (), fronts=(API,), keyword="gil", default=True,
+    Option("gil", (), fronts=(API,), keyword="gil", default=True, c="bool",
            help="probe the GIL (False: record function calls only)"),
     Option("sched", ("--sched",), fronts=(CELL,), keyword="sched", action="store_true",
            default=True, help="record OS scheduler states (the default)"),
     Option("sched", ("--no-sched",), fronts=FRONTS, keyword="sched", action="store_false",
-           default=True,
+           default=True, c="bool",
            help="do not record OS scheduler states (time holding the GIL is then one state)"),
     Option("max_events", ("--max-events",), fronts=(API, CELL) + COMMANDS, keyword="max_events",
            type=int, default=DEFAULT_MAX_EVENTS, metavar="N", minimum=1, example="1000000",
+           c="u64",
            help=f"keep at most N events of each kind: calls, GIL events, scheduler records "
                 f"(default {DEFAULT_MAX_EVENTS:,}); drops are counted and reported"),
     Option("keep", ("--keep",), fronts=(API, CELL) + COMMANDS, keyword="keep", choices=KEEPS,
-           default="first",
+           default="first", c="choice",
            help="past max_events, the timeline shows each thread's first calls (first, the "
                 "default) or its last ones (last: a flight recorder, for what happened at the "
                 "end); Profile and Top functions cover the whole run either way"),
     Option("max_depth", ("--max-depth",), fronts=(API, CELL) + COMMANDS, keyword="max_depth",
-           type=int, metavar="N", minimum=1, example="20",
+           type=int, metavar="N", minimum=1, example="20", c="int",
            help="record calls up to N levels deep: 1 is the cell's or the script's own code, "
                 "2 the functions it calls, and so on"),
     Option("include", ("--include",), fronts=(API, CELL) + COMMANDS, keyword="include",
-           action="append", metavar="GLOB",
+           action="append", metavar="GLOB", c="object",
            help="only trace functions whose file path or qualified name matches GLOB (C "
                 "functions by name, e.g. time.sleep; C calls made by traced functions are "
                 "kept) (repeatable)"),
     Option("exclude", ("--exclude",), fronts=(API, CELL) + COMMANDS, keyword="exclude",
-           action="append", metavar="GLOB",
+           action="append", metavar="GLOB", c="object",
            help="do not trace functions whose file path or qualified name matches GLOB (C "
                 "functions by name, e.g. time.sleep) (repeatable)"),
     Option("follow_children", ("--follow-children",), fronts=(API, CLI, CLI_PROFILE),
-           keyword="follow_children", action="store_true", default=False,
+           keyword="follow_children", action="store_true", default=False, c="bool",
            help="also trace the child processes it starts (multiprocessing, concurrent.futures, "
                 "subprocess running this Python): each records its own threads and GIL, shown "
                 "beside this process's on one clock"),
@@ -174,7 +194,7 @@ OPTIONS: Tuple[Option, ...] = (
            default=True, help="trace the child processes the cell starts (the default)"),
     Option("follow_children", ("--no-follow-children",), fronts=MAGICS, action="store_false",
            default=True, help="do not trace the child processes the cell starts"),
-    Option("crosscheck", (), fronts=(API,), keyword="crosscheck", default=False,
+    Option("crosscheck", (), fronts=(API,), keyword="crosscheck", default=False, c="bool",
            help="also run the bpf probe beside the hooks, to compare (root)"),
     Option("top", ("--top",), fronts=(CLI,), type=int, default=5, metavar="N",
            help="GIL-blame rows to print (default 5)"),
@@ -204,6 +224,32 @@ OPTIONS: Tuple[Option, ...] = (
            help="inline size budget, e.g. 20MB (default) or 500k; a bigger viewer is saved "
                 "beside the notebook and linked"),
 )
+
+
+# The C kinds of a `_core.Session` keyword (cmake/session_keywords.py maps each to its C
+# type and its converter in core/py/module.c).
+C_KINDS = ("bool", "int", "u64", "object", "str", "choice")
+
+# The keywords of `_core.Session` that are no option of a trace: the API and a followed
+# child's boot pass them.
+SESSION_ONLY: Tuple[Option, ...] = (
+    Option("own_dir", (), fronts=(), keyword="own_dir", c="object",
+           help="the package's folder: its own functions are not traced"),
+    Option("sample_ns", (), fronts=(), keyword="sample_ns", c="u64",
+           help="sampling mode: stacks every sample_ns, no per-call hook; 0: off "
+                "(from mode and sample_interval)"),
+    Option("spool", (), fronts=(), keyword="spool", c="str",
+           help="in a followed child: the path its streams go to at finish, instead of its "
+                "own merge (record/spool.h)"),
+    Option("children", (), fronts=(), keyword="children", c="str",
+           help="in the parent: the session folder and token as folder/token-; finish "
+                "merges every token-<pid>.spool in it"),
+)
+
+
+def session_keywords() -> List[Option]:
+    """The keywords of `_core.Session`, each once, in the order of the C struct's fields."""
+    return [o for o in of(API) if o.c] + list(SESSION_ONLY)
 
 
 def of(front: str) -> Iterator[Option]:
