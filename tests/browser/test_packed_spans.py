@@ -83,6 +83,7 @@ def test_a_packed_block_is_drawn_and_its_tooltip_says_so(page):
     assert where and where["visible"], where
     p.js("gtViewer.view(%f, %f)" % (where["start"] - 1000, where["end"] + 1000))  # the block fills the plot
     where = p.js("gtViewer.spanAt('packer', 'f', 16)")
+    p.js("gtViewer.redraw()")  # this frame drawn now, not at the next animation frame
     # drawn, with the packed mark: the block's bottom two pixels in the edge colour
     px = p.js("""(function (x, y) {
       var c = document.getElementById('gt-cv'), b = c.getBoundingClientRect(), r = c.width / b.width;
