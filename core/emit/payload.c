@@ -25,11 +25,6 @@ extern const size_t gt_asset_viewer_js_len;
 
 /* ---- binary columns (the HTML page's payload; encoding in deflate.h) ------ */
 
-/* Spans in pre-order as an event stream: each span's depth (zigzag of the step from
- * the previous depth less one), func + 1 (0: none), flags, and its enter and exit
- * times as deltas from the previous event (col_delta). The exits of open spans at the same
- * or a deeper depth come before the next enter; so nesting gives the event order,
- * most deltas are a few hundred ns, and any input (even badly nested) round-trips. */
 /* The pixel at full zoom-out below which a thread's spans are packed (pack.h), 0: none. */
 static uint64_t pack_px(const struct gt_result *r, const struct gt_thread_result *t)
 {
@@ -39,7 +34,12 @@ static uint64_t pack_px(const struct gt_result *r, const struct gt_thread_result
     return px ? px : 1;
 }
 
-/* Spans as records of the packer (pack.h): a packed thread gets a sixth column, the
+/* Spans in pre-order as an event stream: each span's depth (zigzag of the step from
+ * the previous depth less one), func + 1 (0: none), flags, and its enter and exit
+ * times as deltas from the previous event (col_delta). The exits of open spans at the same
+ * or a deeper depth come before the next enter; so nesting gives the event order,
+ * most deltas are a few hundred ns, and any input (even badly nested) round-trips.
+ * The spans are the packer's records (pack.h): a packed thread gets a sixth column, the
  * calls each record stands for less one; *nrec: the records, *packed: any was packed. */
 static uint32_t bin_spans(struct zout *z, struct sbuf c[6], const struct gt_result *r,
                           const struct gt_thread_result *t, size_t *nrec, int *packed)
