@@ -150,9 +150,11 @@ static int fp_more(struct fthread *ft, size_t keep)
     }
     if (keep > ft->nfp)
         keep = ft->nfp;
-    memmove(ft->fp, ft->fp + keep, (ft->nfp - keep) * sizeof(*ft->fp));
-    ft->nfp -= keep;
-    ft->off += keep;
+    if (keep) { /* (memmove of a NULL window: undefined) */
+        memmove(ft->fp, ft->fp + keep, (ft->nfp - keep) * sizeof(*ft->fp));
+        ft->nfp -= keep;
+        ft->off += keep;
+    }
     struct frame *st = ft->st;
     size_t n = ft->nst, goal = ft->nfp + FP_BATCH, i = ft->si;
     uint64_t cur = ft->cur;
