@@ -531,7 +531,8 @@ function fillSpan(box, th, d, i, full) {
   if (fl & 2) flags.push('clipped at end');
   if (fl & 4) flags.push('left by an exception');
   if (fl & 16) flags.push('packed: ' + fmtInt(r.pn ? r.pn[i] : 0) + ' calls, each under a pixel at full zoom-out');
-  var kvs = [['start', fmtAt(r.s[i])], ['duration', fmtDur(dur)], ['self', fmtDur(selfTime(th, d, i))]];
+  var kvs = [['start', fmtAt(r.s[i])], ['duration', fmtDur(dur)]];
+  if (!(fl & 16)) kvs.push(['self', fmtDur(selfTime(th, d, i))]); /* a packed block's calls are inside it */
   if (full) { kvs.push(['depth', d]); kvs.push(['thread', th.name]); }
   var p = line(box, null, null);
   kvs.forEach(function (q) { var s = el('span', 'kv', null, p); el('i', null, q[0] + ' ', s); s.appendChild(D.createTextNode(String(q[1]))); });
