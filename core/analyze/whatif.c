@@ -35,14 +35,28 @@ struct fpiece {
     int in_c; /* the innermost open span is a C function */
 };
 
+struct frame {
+    uint64_t end;
+    uint32_t pyfunc;
+    int sync, in_c;
+};
+
 struct fthread {
+    const struct gt_result *r;
     const struct gt_thread_result *t;
     const uint32_t *top; /* the functions "F releases the GIL" is asked of (shared) */
     size_t ntop;
     uint64_t *topns; /* per piece, ntop values: held time in each top function */
     size_t captopns;
+    /* The stack pieces, made as the queries (in time order) reach them: a window fp[0, nfp)
+     * of pieces off + 0, 1, ... (each query needs the piece covering its time and the ones
+     * after it), so they cost a few pages instead of two pieces per span. */
     struct fpiece *fp;
-    size_t nfp, capfp;
+    size_t nfp, capfp, off;
+    struct frame *st; /* the sweep's state: stack, its depth, next span, time reached */
+    size_t nst, si;
+    uint64_t cur;
+    int swept, err;
     struct piece *p;
     size_t np, capp;
     uint64_t *cuts;
@@ -99,12 +113,6 @@ static int is_sync(const struct gt_func *f)
     return 0;
 }
 
-struct frame {
-    uint64_t end;
-    uint32_t pyfunc;
-    int sync, in_c;
-};
-
 static int fp_emit(struct fthread *ft, uint64_t a, uint64_t b, const struct frame *top)
 {
     if (b <= a)
@@ -116,18 +124,42 @@ static int fp_emit(struct fthread *ft, uint64_t a, uint64_t b, const struct fram
     return 0;
 }
 
-/* One sweep over the spans (sorted by start, parents first): the innermost Python function
- * and open synchronisation calls over the thread's life. */
-static int build_fpieces(const struct gt_result *r, struct fthread *ft)
+#define FP_BATCH 4096 /* pieces made at a time */
+
+/* Starts the sweep over the spans again (from the thread's start). */
+static void fp_rewind(struct fthread *ft)
 {
+    ft->nfp = ft->off = ft->nst = ft->si = 0;
+    ft->cur = ft->t->start_ns;
+    ft->swept = 0;
+}
+
+/* More of the sweep over the spans (sorted by start, parents first): the innermost Python
+ * function and open synchronisation calls over the thread's life, FP_BATCH pieces or
+ * more, after dropping the window's pieces before `keep` (a window index). 0 at the end
+ * of the sweep or on an error (ft->err). */
+static int fp_more(struct fthread *ft, size_t keep)
+{
+    const struct gt_result *r = ft->r;
     const struct gt_thread_result *t = ft->t;
-    struct frame *st = malloc((t->nspans + 1) * sizeof(*st));
-    if (!st)
-        return -ENOMEM;
-    size_t n = 0;
-    uint64_t cur = t->start_ns;
-    int err = 0;
-    for (size_t i = 0; i <= t->nspans && !err; i++) {
+    if (ft->swept || ft->err)
+        return 0;
+    if (!ft->st && !(ft->st = malloc((t->nspans + 1) * sizeof(*ft->st)))) {
+        ft->err = -ENOMEM;
+        return 0;
+    }
+    if (keep > ft->nfp)
+        keep = ft->nfp;
+    if (keep) { /* (memmove of a NULL window: undefined) */
+        memmove(ft->fp, ft->fp + keep, (ft->nfp - keep) * sizeof(*ft->fp));
+        ft->nfp -= keep;
+        ft->off += keep;
+    }
+    struct frame *st = ft->st;
+    size_t n = ft->nst, goal = ft->nfp + FP_BATCH, i = ft->si;
+    uint64_t cur = ft->cur;
+    int err = 0, at_end = 0;
+    for (; i <= t->nspans && !err && ft->nfp < goal; i++) {
         uint64_t at = i < t->nspans ? t->spans[i].start : UINT64_MAX;
         while (n && st[n - 1].end <= at && !err) {
             uint64_t e = st[n - 1].end > cur ? st[n - 1].end : cur;
@@ -135,7 +167,11 @@ static int build_fpieces(const struct gt_result *r, struct fthread *ft)
             cur = e;
             n--;
         }
-        if (i == t->nspans || err)
+        if (i == t->nspans) {
+            at_end = 1;
+            break;
+        }
+        if (err)
             break;
         const struct gt_span *s = &t->spans[i];
         uint64_t a = s->start > cur ? s->start : cur;
@@ -151,15 +187,29 @@ static int build_fpieces(const struct gt_result *r, struct fthread *ft)
             fr.sync = 1;
         st[n++] = fr;
     }
-    if (!err)
+    if (at_end && !err) {
         err = fp_emit(ft, cur, t->end_ns, NULL);
-    free(st);
-    return err;
+        ft->swept = 1;
+        free(ft->st);
+        ft->st = NULL;
+    }
+    ft->nst = n;
+    ft->si = i;
+    ft->cur = cur;
+    if (err)
+        ft->err = err;
+    return !err;
 }
 
-/* The fpiece covering time x (the last one starting at or before it); NULL if none. */
-static const struct fpiece *fp_at(const struct fthread *ft, uint64_t x)
+/* The window index of the piece covering time x (the last one starting at or before it),
+ * the window reaching past it; SIZE_MAX if none. Queries go forward in time; one before
+ * the window sweeps again from the start. */
+static size_t fp_at(struct fthread *ft, uint64_t x)
 {
+    if (ft->off && (!ft->nfp || ft->fp[0].a > x))
+        fp_rewind(ft);
+    while ((!ft->nfp || ft->fp[ft->nfp - 1].a <= x) && fp_more(ft, ft->nfp ? ft->nfp - 1 : 0))
+        ;
     size_t lo = 0, hi = ft->nfp;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -168,7 +218,7 @@ static const struct fpiece *fp_at(const struct fthread *ft, uint64_t x)
         else
             hi = mid;
     }
-    return lo ? &ft->fp[lo - 1] : NULL;
+    return lo ? lo - 1 : SIZE_MAX;
 }
 
 /* Who woke thread `self` at x after a release since `since`: another foreground thread
@@ -282,8 +332,17 @@ static int add_span_pieces(struct fthread *ft, uint64_t a, uint64_t b, uint32_t 
                 return -ENOMEM;
             uint64_t *ns = &ft->topns[(ft->np - 1) * ft->ntop];
             memset(ns, 0, ft->ntop * sizeof(*ns));
-            const struct fpiece *f = kind == P_WORK ? fp_at(ft, a) : NULL;
-            for (; f && f < ft->fp + ft->nfp && f->a < e; f++) {
+            for (size_t k = kind == P_WORK ? fp_at(ft, a) : SIZE_MAX; k != SIZE_MAX; k++) {
+                if (k >= ft->nfp) { /* more of the sweep, keeping the last piece */
+                    if (!fp_more(ft, k ? k - 1 : 0))
+                        break;
+                    k = k ? 1 : 0;
+                    if (k >= ft->nfp)
+                        break;
+                }
+                const struct fpiece *f = &ft->fp[k];
+                if (f->a >= e)
+                    break;
                 uint64_t s = f->a > a ? f->a : a, t = f->b < e ? f->b : e;
                 for (size_t i = 0; t > s && i < ft->ntop; i++)
                     if (ft->top[i] == f->pyfunc)
@@ -296,11 +355,12 @@ static int add_span_pieces(struct fthread *ft, uint64_t a, uint64_t b, uint32_t 
 }
 
 /* A released interval that ends a hand-off: a synchronisation call is open at its end. */
-static int is_handoff(const struct fthread *ft, const struct gt_interval *iv)
+static int is_handoff(struct fthread *ft, const struct gt_interval *iv)
 {
     if (iv->end <= iv->start)
         return 0;
-    const struct fpiece *f = fp_at(ft, iv->end - 1);
+    size_t k = fp_at(ft, iv->end - 1);
+    const struct fpiece *f = k == SIZE_MAX ? NULL : &ft->fp[k];
     return f && f->sync && f->b >= iv->end - 1;
 }
 
@@ -309,12 +369,13 @@ static int is_handoff(const struct fthread *ft, const struct gt_interval *iv)
  * drop on another thread's request, and the time until it asks again is part of the wait
  * (when OS states are known: unless the thread was mostly on CPU or blocked then, as in a
  * C call the tracer does not see). */
-static int is_switch(const struct fthread *ft, const struct gt_interval *iv)
+static int is_switch(struct fthread *ft, const struct gt_interval *iv)
 {
     const struct gt_thread_result *t = ft->t;
     if (iv->end <= iv->start || (t->calls_truncated_at && iv->start >= t->calls_truncated_at))
         return 0;
-    const struct fpiece *f = fp_at(ft, iv->start);
+    size_t k = fp_at(ft, iv->start);
+    const struct fpiece *f = k == SIZE_MAX ? NULL : &ft->fp[k];
     if (!f || f->pyfunc == GT_NO_FUNC || f->in_c || f->b < iv->end)
         return 0;
     if (!t->has_sched || !t->nos || iv->end - iv->start < 100000)
@@ -575,8 +636,9 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
                         size_t *handoffs)
 {
     int err = 0;
-    for (size_t i = 0; i < n && !err; i++)
-        err = build_fpieces(r, &fts[i]);
+    (void)r;
+    for (size_t i = 0; i < n; i++)
+        fp_rewind(&fts[i]);
     /* Hand-off points first: they cut the wakers' pieces. */
     struct ho {
         size_t thread;
@@ -606,6 +668,8 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
                 hos[nho++] = (struct ho){i, iv->end, w, at};
         }
     }
+    for (size_t i = 0; i < n && !err; i++)
+        err = fts[i].err; /* of the sweeps over the spans */
     for (size_t h = 0; h < nho && !err; h++)
         err = add_cut(&fts[hos[h].w], hos[h].point);
     for (size_t i = 0; i < n && !err; i++) {
@@ -614,6 +678,7 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
         if (ft->ncuts) /* (qsort of NULL, 0: undefined) */
             qsort(ft->cuts, ft->ncuts, sizeof(*ft->cuts), cmp_u64);
         size_t ci = 0;
+        fp_rewind(ft);
         if (t->start_ns > origin)
             err = add_piece(ft, (struct piece){t->start_ns, t->start_ns, P_HANDOFF,
                                                -1, -1, t->start_ns, 0, 1, 0});
@@ -662,6 +727,8 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
             fts[hos[h].w].p[lo - 1].cut = 1;
         (*handoffs)++;
     }
+    for (size_t i = 0; i < n && !err; i++)
+        err = fts[i].err;
     free(hos);
     return err;
 }
@@ -698,6 +765,7 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
         const struct gt_thread_result *t = &r->threads[i];
         if (t->background || !t->ngil)
             continue;
+        fts[j].r = r;
         fts[j++].t = t;
         if (t->start_ns < origin)
             origin = t->start_ns;
@@ -797,6 +865,7 @@ out:
     free(top);
     for (size_t j = 0; fts && j < n; j++) {
         free(fts[j].fp);
+        free(fts[j].st);
         free(fts[j].p);
         free(fts[j].cuts);
         free(fts[j].topns);

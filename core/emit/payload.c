@@ -2,6 +2,7 @@
 /* The viewer's payload (JSON + binary columns) and the self-contained HTML page. */
 #define _GNU_SOURCE
 #include "deflate.h"
+#include "pack.h"
 #include "profile.h"
 #include "whatif.h"
 #include "writer.h"
@@ -24,14 +25,31 @@ extern const size_t gt_asset_viewer_js_len;
 
 /* ---- binary columns (the HTML page's payload; encoding in deflate.h) ------ */
 
+/* The pixel at full zoom-out below which a thread's spans are packed (pack.h), 0: none. */
+static uint64_t pack_px(const struct gt_result *r, const struct gt_thread_result *t)
+{
+    if (t->nspans <= GT_PACK_MIN_SPANS || r->t1 <= r->t0)
+        return 0;
+    uint64_t px = (r->t1 - r->t0) / GT_PACK_PIXELS;
+    return px ? px : 1;
+}
+
 /* Spans in pre-order as an event stream: each span's depth (zigzag of the step from
  * the previous depth less one), func + 1 (0: none), flags, and its enter and exit
  * times as deltas from the previous event (col_delta). The exits of open spans at the same
  * or a deeper depth come before the next enter; so nesting gives the event order,
- * most deltas are a few hundred ns, and any input (even badly nested) round-trips. */
-static uint32_t bin_spans(struct zout *z, struct sbuf c[5], const struct gt_result *r,
-                          const struct gt_thread_result *t)
+ * most deltas are a few hundred ns, and any input (even badly nested) round-trips.
+ * The spans are the packer's records (pack.h): a packed thread gets a sixth column, the
+ * calls each record stands for less one; *nrec: the records, *packed: any was packed. */
+static uint32_t bin_spans(struct zout *z, struct sbuf c[6], const struct gt_result *r,
+                          const struct gt_thread_result *t, size_t *nrec, int *packed)
 {
+    struct gt_pack pk;
+    struct gt_span rec;
+    uint64_t calls;
+    *nrec = 0;
+    *packed = 0;
+    gt_pack__init(&pk, t->spans, t->nspans, r->t0, pack_px(r, t));
     size_t cap = t->nspans < 65537 ? t->nspans + 1 : 65537; /* depths are uint16 */
     int64_t *ends = malloc(cap * sizeof(*ends));
     int32_t *depths = malloc(cap * sizeof(*depths));
@@ -42,9 +60,13 @@ static uint32_t bin_spans(struct zout *z, struct sbuf c[5], const struct gt_resu
         z->perr = z->perr ? z->perr : -ENOMEM;
         goto cleanup;
     }
-    for (size_t i = 0; i < t->nspans; i++) {
-        const struct gt_span *s = &t->spans[i];
+    while (gt_pack__next(&pk, &rec, &calls)) {
+        const struct gt_span *s = &rec;
         int32_t d = s->depth;
+        ++*nrec;
+        *packed |= calls > 1;
+        if (pk.px)
+            col_uvar(&c[5], calls - 1);
         int64_t st = (int64_t)(s->start - r->t0), en = st + (int64_t)rel(s->end, s->start);
         while (top && depths[top - 1] >= d) {
             top--;
@@ -68,9 +90,11 @@ static uint32_t bin_spans(struct zout *z, struct sbuf c[5], const struct gt_resu
 cleanup:
     free(ends);
     free(depths);
+    if (!*packed)
+        c[5].len = 0;
     uint32_t first = z->nchunks;
-    for (int k = 0; k < 5; k++)
-        zout_chunk(z, &c[k], k < 3 ? Z_IDS : Z_TIMES);
+    for (int k = 0; k < 5 + *packed; k++)
+        zout_chunk(z, &c[k], k < 3 || k == 5 ? Z_IDS : Z_TIMES);
     return first;
 }
 
@@ -105,6 +129,37 @@ static uint32_t bin_intervals(struct zout *z, struct sbuf c[4], const struct gt_
     for (int k = 0; k < 3 + aux; k++)
         zout_chunk(z, &c[k], k < 2 ? Z_TIMES : Z_IDS);
     return first;
+}
+
+/* A packed thread's Top functions figures from its spans as recorded (gt_pack__stats):
+ * ,"span_stats":{"f":[...],"n":[...],"tot":[...],"self":[...]} over the functions called. */
+static int w_span_stats(struct wr *w, const struct gt_result *r, const struct gt_thread_result *t)
+{
+    struct gt_fstat *st = calloc((size_t)r->nfuncs + 1, sizeof(*st));
+    int err = st ? gt_pack__stats(t->spans, t->nspans, r->nfuncs, st) : -ENOMEM;
+    if (err) {
+        free(st);
+        return err;
+    }
+    static const char *const keys[] = {",\"span_stats\":{\"f\":[", "],\"n\":[", "],\"tot\":[", "],\"self\":["};
+    for (int col = 0; col < 4; col++) {
+        w_str(w, keys[col]);
+        int first = 1;
+        for (uint32_t f = 0; f <= r->nfuncs; f++) {
+            if (!st[f].calls)
+                continue;
+            char *p0 = w_reserve(w, 24), *p = p0;
+            if (!first)
+                *p++ = ',';
+            first = 0;
+            p = col == 0 ? put_u64(p, f) : col == 1 ? put_u64(p, st[f].calls)
+                : col == 2 ? put_i64(p, st[f].total) : put_i64(p, st[f].self < 0 ? 0 : st[f].self);
+            w->len += (size_t)(p - p0);
+        }
+    }
+    w_str(w, "]}");
+    free(st);
+    return 0;
 }
 
 /* ---- viewer payload ----------------------------------------------------- */
@@ -547,14 +602,18 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         if (err)
             goto cleanup;
         if (z) {
-            uint32_t cs = bin_spans(z, c, r, t);
+            size_t nrec;
+            int packed;
+            uint32_t cs = bin_spans(z, c, r, t, &nrec, &packed);
             uint32_t cg = bin_intervals(z, c, r, t->gil, r->gil_known ? t->ngil : 0);
             uint32_t co = bin_intervals(z, c, r, t->os, t->has_sched ? t->nos : 0);
             const struct gt_ptree *tr = ptrees_get(&pt, i, &err);
             if (!tr)
                 goto cleanup;
-            snprintf(num, sizeof(num), ",\"spans\":{\"n\":%zu,\"c\":%" PRIu32 "},\"gil\":{\"n\":%zu,\"c\":%" PRIu32 "%s}",
-                     t->nspans, cs, r->gil_known ? t->ngil : 0, cg,
+            if (packed && (err = w_span_stats(w, r, t)))
+                goto cleanup;
+            snprintf(num, sizeof(num), ",\"spans\":{\"n\":%zu,\"c\":%" PRIu32 "%s},\"gil\":{\"n\":%zu,\"c\":%" PRIu32 "%s}",
+                     nrec, cs, packed ? ",\"p\":1" : "", r->gil_known ? t->ngil : 0, cg,
                      r->gil_known && has_aux_of(r, t->gil, t->ngil) ? ",\"i\":1" : "");
             w_str(w, num);
             snprintf(num, sizeof(num), ",\"os\":{\"n\":%zu,\"c\":%" PRIu32 "},\"profile\":",

@@ -136,7 +136,8 @@ function deltaCol(u, p, n) {
   }
   return out;
 }
-/* spans: depth steps, func + 1, flags, enter deltas, exit deltas (in event order) */
+/* spans: depth steps, func + 1, flags, enter deltas, exit deltas (in event order); a packed
+ * thread's sixth column: the calls each record stands for, less one */
 function binSpans(u, offs, ref) {
   var n = ref.n | 0, c = ref.c | 0;
   var depth = uvCol(u, offs[c], n, Int32Array, true), func = uvCol(u, offs[c + 1], n, Int32Array, false);
@@ -161,7 +162,9 @@ function binSpans(u, offs, ref) {
     stI[top] = i; stD[top++] = d;
   }
   for (i = 0; i < n; i++) dur[i] -= start[i];
-  return { start: start, dur: dur, func: func, depth: depth, flags: flags };
+  var o = { start: start, dur: dur, func: func, depth: depth, flags: flags };
+  if (ref.p) o.packed = uvCol(u, offs[c + 5], n, Float64Array, false);
+  return o;
 }
 function binIntervals(u, offs, ref) {
   var n = ref.n | 0, c = ref.c | 0;
@@ -327,6 +330,7 @@ function prepThread(t, idx) {
   /* laid out already by the worker, or here */
   var L = t.spans && t.spans.rows ? t.spans : layoutSpans(t.spans || {}, nF, fIsC, th.end);
   th.rows = L.rows; th.nSpans = L.nSpans; th.stats = L.stats;
+  if (t.span_stats) th.stats = packedStats(t.span_stats); /* a packed thread's: from the spans as recorded */
   var maxE = L.maxE;
   [th.gil, th.os].forEach(function (iv) { if (iv.n && iv.e[iv.n - 1] > maxE) maxE = iv.me[iv.n - 1]; });
   th.maxE = maxE;
@@ -336,12 +340,12 @@ function prepThread(t, idx) {
  * per-function stats; pure, so the worker can run it too. */
 function layoutSpans(sp, nF, fIsC, end) {
   var S = arr(sp, 'start'), Du = arr(sp, 'dur'), Fu = arr(sp, 'func'), De = arr(sp, 'depth'), Fl = arr(sp, 'flags');
-  var n = Math.min(S.length, Du.length, Fu.length, De.length), i, d;
+  var Pk = sp && sp.packed, n = Math.min(S.length, Du.length, Fu.length, De.length), i, d;
   var rows = [], cnt = [];
   for (i = 0; i < n; i++) { d = De[i] | 0; if (d < 0) d = 0; while (cnt.length <= d) cnt.push(0); cnt[d]++; }
   for (d = 0; d < cnt.length; d++) {
     rows.push({ s: new Float64Array(cnt[d]), e: new Float64Array(cnt[d]), f: new Int32Array(cnt[d]),
-      fl: new Uint8Array(cnt[d]), me: null, pre: null, n: 0 });
+      fl: new Uint8Array(cnt[d]), pn: Pk ? new Float64Array(cnt[d]) : null, me: null, pre: null, n: 0 });
   }
   /* per-function stats in one pre-order pass: calls, total (recursion counted once), self */
   var scCount = new Float64Array(nF), scTotal = new Float64Array(nF), scSelf = new Float64Array(nF), scActive = new Int32Array(nF);
@@ -355,6 +359,7 @@ function layoutSpans(sp, nF, fIsC, end) {
     if (f >= 0 && fIsC[f]) fl |= 8;
     var r = rows[d], j = r.n++;
     r.s[j] = s; r.e[j] = s + du; r.f[j] = f; r.fl[j] = fl;
+    if (Pk) r.pn[j] = Pk[i] + 1; /* calls a packed record (flag 16) stands for */
     if (s + du > maxE) maxE = s + du;
     while (sp0 > d) { sp0--; if (stack[sp0] >= 0) scActive[stack[sp0]]--; }
     while (sp0 < d) stack[sp0++] = -1;
@@ -376,14 +381,21 @@ function layoutSpans(sp, nF, fIsC, end) {
     if (i < r.n) sortRow(r);
     r.me = prefixMax(r.e);
   });
-  return { rows: rows, nSpans: n, stats: st, maxE: maxE };
+  var calls = n; /* a packed record counts its calls */
+  if (Pk) for (i = 0; i < n; i++) calls += Pk[i];
+  return { rows: rows, nSpans: calls, stats: st, maxE: maxE };
+}
+function packedStats(o) {
+  return { f: Int32Array.from(arr(o, 'f')), n: Float64Array.from(arr(o, 'n')), tot: Float64Array.from(arr(o, 'tot')),
+    self: Float64Array.from(arr(o, 'self')) };
 }
 var scCount, scTotal, scSelf, scActive; /* set by init (main.js); layoutSpans keeps its own */
 function sortRow(r) {
   var o = [], i;
   for (i = 0; i < r.n; i++) o.push(i);
   o.sort(function (a, b) { return r.s[a] - r.s[b]; });
-  ['s', 'e', 'f', 'fl'].forEach(function (k) {
+  ['s', 'e', 'f', 'fl', 'pn'].forEach(function (k) {
+    if (!r[k]) return;
     var a = r[k], b = new a.constructor(a.length);
     for (i = 0; i < o.length; i++) b[i] = a[o[i]];
     r[k] = b;

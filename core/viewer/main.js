@@ -181,14 +181,15 @@ window.gtViewer = {
   handoffs: function () { return handoffsDrawn; },
   cuts: function () { return cutsDrawn.slice(); },
   plotWidth: function () { return plotW; },
-  /* client coordinates of the middle of the longest call of `func` in thread `name`'s lane, or null */
-  spanAt: function (name, func) {
+  /* client coordinates of the middle of the longest call of `func` in thread `name`'s lane
+   * (with a flag of `flags` set, when given: 16 = a packed record), or null */
+  spanAt: function (name, func, flags) {
     var best = null;
     threads.forEach(function (th) {
       if (th.name !== name || th.hidden || th.collapsed) return;
       th.rows.forEach(function (r, d) {
         if (d >= th.nRows) return;
-        for (var i = 0; i < r.n; i++) if (fName[r.f[i]] === func && (!best || r.e[i] - r.s[i] > best.e - best.s)) best = { th: th, d: d, i: i, s: r.s[i], e: r.e[i] };
+        for (var i = 0; i < r.n; i++) if (fName[r.f[i]] === func && (!flags || r.fl[i] & flags) && (!best || r.e[i] - r.s[i] > best.e - best.s)) best = { th: th, d: d, i: i, s: r.s[i], e: r.e[i] };
       });
     });
     if (!best) return null;

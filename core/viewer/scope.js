@@ -39,7 +39,7 @@ function outerOnly(th) {
 /* a row's spans that start in [a, b), as views on its arrays */
 function rowWithin(r, a, b) {
   var i0 = lowerGE(r.s, a, 0, r.n), i1 = lowerGE(r.s, b, i0, r.n);
-  var q = { s: r.s.subarray(i0, i1), e: r.e.subarray(i0, i1), f: r.f.subarray(i0, i1), fl: r.fl.subarray(i0, i1), me: null, pre: null, n: i1 - i0 };
+  var q = { s: r.s.subarray(i0, i1), e: r.e.subarray(i0, i1), f: r.f.subarray(i0, i1), fl: r.fl.subarray(i0, i1), pn: r.pn ? r.pn.subarray(i0, i1) : null, me: null, pre: null, n: i1 - i0 };
   q.me = prefixMax(q.e);
   return q;
 }

@@ -168,6 +168,7 @@ function drawRow(c, r, y, k) {
       c.fillStyle = cur = match ? (isC ? colC[fi] : colPy[fi]) : DIM;
       c.fillRect(a, y, w, h);
       if (isC && match && w > 2) { c.fillStyle = hatch; c.fillRect(a, y, w, h); cur = null; }
+      if (fl[i] & 16 && w > 2) { c.fillStyle = C.edge; c.fillRect(a, y + h - 2, w, 2); cur = null; } /* packed */
       if (fl[i] & 7 && w > 4) {
         c.fillStyle = C.edge; cur = null;
         if (fl[i] & 1 && x0 >= X0 - 1) c.fillRect(a, y, 2, h);
@@ -551,7 +552,9 @@ function fillSpan(box, th, d, i, full) {
   if (fl & 1) flags.push('clipped at start');
   if (fl & 2) flags.push('clipped at end');
   if (fl & 4) flags.push('left by an exception');
-  var kvs = [['start', fmtAt(r.s[i])], ['duration', fmtDur(dur)], ['self', fmtDur(selfTime(th, d, i))]];
+  if (fl & 16) flags.push('packed: ' + fmtInt(r.pn ? r.pn[i] : 0) + ' calls, each under a pixel at full zoom-out');
+  var kvs = [['start', fmtAt(r.s[i])], ['duration', fmtDur(dur)]];
+  if (!(fl & 16)) kvs.push(['self', fmtDur(selfTime(th, d, i))]); /* a packed block's calls are inside it */
   if (full) { kvs.push(['depth', d]); kvs.push(['thread', th.name]); }
   var p = line(box, null, null);
   kvs.forEach(function (q) { var s = el('span', 'kv', null, p); el('i', null, q[0] + ' ', s); s.appendChild(D.createTextNode(String(q[1]))); });
