@@ -74,7 +74,7 @@ if(gt_bpf_why STREQUAL "")
     COMMAND ${GT_BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Wextra
             -Wno-unused-parameter -I${GT_LIBBPF_INCLUDEDIR} -I${GT_BPF_SRC}
             -c ${GT_BPF_SRC}/gilprobe.bpf.c -o ${gt_bpf_obj}
-    DEPENDS ${GT_BPF_SRC}/gilprobe.bpf.c ${GT_BPF_SRC}/gilprobe_abi.h
+    DEPENDS ${GT_BPF_SRC}/gilprobe.bpf.c ${GT_BPF_SRC}/gilprobe_abi.h ${GT_BPF_SRC}/ringbuf.bpf.h
             ${GT_BPF_SRC}/vmlinux_min.h
     COMMENT "BPF gilprobe.bpf.o"
     VERBATIM)
@@ -93,7 +93,7 @@ if(gt_bpf_why STREQUAL "")
     COMMAND ${GT_BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Wextra
             -Wno-unused-parameter -I${GT_LIBBPF_INCLUDEDIR} -I${GT_BPF_SRC}
             -c ${GT_BPF_SRC}/lockprobe.bpf.c -o ${gt_lock_obj}
-    DEPENDS ${GT_BPF_SRC}/lockprobe.bpf.c ${GT_BPF_SRC}/lockprobe_abi.h
+    DEPENDS ${GT_BPF_SRC}/lockprobe.bpf.c ${GT_BPF_SRC}/lockprobe_abi.h ${GT_BPF_SRC}/ringbuf.bpf.h
             ${GT_BPF_SRC}/vmlinux_min.h
     COMMENT "BPF lockprobe.bpf.o"
     VERBATIM)

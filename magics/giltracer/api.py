@@ -200,11 +200,11 @@ def _states(v: Sequence[int]) -> Dict[str, int]:
     return dict(zip(PROFILE_STATES, v))
 
 
-@dataclass
-class ProfileNode:
-    """A function within its caller path. ``states``: where its inclusive time went,
-    ``self_states``: its own time (children excluded); each adds up to
-    ``total_ns`` / ``self_ns``. ``calls`` counts calls that began while tracing."""
+@dataclass(frozen=True)
+class _FunctionTimes:
+    """A function's figures, in a call path (ProfileNode) or over all (FunctionRow).
+    ``states``: where its inclusive time went, ``self_states``: its own time (callees
+    excluded); each adds up to ``total_ns`` / ``self_ns``."""
 
     name: str
     file: str
@@ -215,6 +215,13 @@ class ProfileNode:
     self_ns: int
     states: Dict[str, int]
     self_states: Dict[str, int]
+
+
+@dataclass(frozen=True)
+class ProfileNode(_FunctionTimes):
+    """A function within its caller path (the figures of ``_FunctionTimes``). ``calls``
+    counts calls that began while tracing."""
+
     children: List["ProfileNode"]
 
     def walk(self) -> Iterator["ProfileNode"]:
@@ -231,20 +238,11 @@ class ProfileNode:
 
 
 @dataclass(frozen=True)
-class FunctionRow:
+class FunctionRow(_FunctionTimes):
     """One function merged over its call paths (recursion counted once in ``total_ns``).
     ``gil_wait_caused_ns``: time other threads waited for the GIL while this function
     was the holder's innermost Python function."""
 
-    name: str
-    file: str
-    line: int
-    is_c: bool
-    calls: int
-    total_ns: int
-    self_ns: int
-    states: Dict[str, int]
-    self_states: Dict[str, int]
     gil_wait_caused_ns: int
 
     @property

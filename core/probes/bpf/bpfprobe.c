@@ -63,6 +63,7 @@
 #include <bpf/libbpf.h>
 
 #include "bpfprobe.h"
+#include "why.h"
 #include "elfsym.h"
 #include "gilprobe_abi.h"
 #include "registry.h"
@@ -118,14 +119,6 @@ struct gt_bpf {
 static char why_buf[512];
 static char libbpf_last[256]; /* first libbpf warning, appended to load errors */
 
-static const char *why_fmt(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why_buf, sizeof(why_buf), fmt, ap);
-    va_end(ap);
-    return why_buf;
-}
 
 /* libbpf must never print: keep its first warning since gt_bpf__open() started
  * (the cause; later ones only report the failure upwards) for error messages. */
@@ -648,25 +641,19 @@ static int on_event(void *ctx, void *data, size_t size)
     struct gt_stream *gil = b->crosscheck ? &t->gil_check : &t->gil;
     switch (e.kind) {
     case GTB_GIL_WANT:
-        gt_stream__push(gil, e.ts, GT_GIL_WANT, 0);
-        live(b, t, e.ts, GT_GIL_WANT);
-        break;
     case GTB_GIL_ACQUIRED:
-        gt_stream__push(gil, e.ts, GT_GIL_ACQUIRED, 0);
-        live(b, t, e.ts, GT_GIL_ACQUIRED);
-        break;
     case GTB_GIL_RELEASED:
-        gt_stream__push(gil, e.ts, GT_GIL_RELEASED, 0);
-        live(b, t, e.ts, GT_GIL_RELEASED);
-        break;
     case GTB_GIL_SWITCH_WAIT:
-        gt_stream__push(gil, e.ts, GT_GIL_WANT, 0);
-        live(b, t, e.ts, GT_GIL_WANT);
+    case GTB_GIL_SWITCH_DONE: {
+        /* A thread that waits in the forced switch wants the GIL back. */
+        uint32_t kind = e.kind == GTB_GIL_WANT || e.kind == GTB_GIL_SWITCH_WAIT ? GT_GIL_WANT
+                        : e.kind == GTB_GIL_ACQUIRED                         ? GT_GIL_ACQUIRED
+                        : e.kind == GTB_GIL_RELEASED                         ? GT_GIL_RELEASED
+                                                                             : GT_GIL_SWITCH_DONE;
+        gt_stream__push(gil, e.ts, kind, 0);
+        live(b, t, e.ts, kind);
         break;
-    case GTB_GIL_SWITCH_DONE:
-        gt_stream__push(gil, e.ts, GT_GIL_SWITCH_DONE, 0);
-        live(b, t, e.ts, GT_GIL_SWITCH_DONE);
-        break;
+    }
     case GTB_SCHED_OUT_PREEMPTED:
         gt_stream__push(&t->sched, e.ts, GT_SCHED_OUT_PREEMPTED, e.aux);
         break;

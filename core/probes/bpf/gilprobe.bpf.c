@@ -26,18 +26,8 @@ const volatile bool targ_acquired_by_signal = false;
 bool recording = false;
 __u32 ignore_tid = 0; /* the loader's drain thread: not a thread of interest */
 
-struct {
-    __uint(type, BPF_MAP_TYPE_RINGBUF);
-    __uint(max_entries, GTB_RINGBUF_BYTES);
-} events SEC(".maps");
-
-/* Events that did not fit into `events`. */
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, u32);
-    __type(value, u64);
-} lost SEC(".maps");
+#define GT_RINGBUF_BYTES GTB_RINGBUF_BYTES
+#include "ringbuf.bpf.h"
 
 /* Descendant processes of targ_tgid that are traced too (follow_children): added
  * on fork, removed on exec (a new image: its GIL lives elsewhere) and on exit. */
@@ -70,14 +60,9 @@ static __always_inline bool tgid_allowed(u32 tgid)
 static __always_inline void emit(u32 tid, u32 tgid, u32 kind, u32 aux)
 {
     u64 ts = bpf_ktime_get_ns();
-    struct gtb_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-    if (!e) {
-        u32 zero = 0;
-        u64 *n = bpf_map_lookup_elem(&lost, &zero);
-        if (n)
-            __sync_fetch_and_add(n, 1);
+    struct gtb_event *e = gt_reserve_event(sizeof(*e));
+    if (!e)
         return;
-    }
     e->ts = ts;
     e->tid = tid;
     e->tgid = tgid;

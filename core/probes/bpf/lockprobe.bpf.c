@@ -17,28 +17,14 @@ const volatile __u64 targ_type_type = 0;
 /* Written by user space through the mmapped .bss: programs return at once while off. */
 bool recording = false;
 
-struct {
-    __uint(type, BPF_MAP_TYPE_RINGBUF);
-    __uint(max_entries, GTL_RINGBUF_BYTES);
-} events SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, u32);
-    __type(value, u64);
-} lost SEC(".maps");
+#define GT_RINGBUF_BYTES GTL_RINGBUF_BYTES
+#include "ringbuf.bpf.h"
 
 static __always_inline struct gtl_event *reserve(u32 kind, u64 addr)
 {
-    struct gtl_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-    if (!e) {
-        u32 zero = 0;
-        u64 *n = bpf_map_lookup_elem(&lost, &zero);
-        if (n)
-            __sync_fetch_and_add(n, 1);
+    struct gtl_event *e = gt_reserve_event(sizeof(*e));
+    if (!e)
         return NULL;
-    }
     e->ts = bpf_ktime_get_ns();
     e->addr = addr;
     e->tid = (u32)bpf_get_current_pid_tgid();

@@ -21,6 +21,7 @@
 #include "bpfprobe.h"
 #include "elfsym.h"
 #include "lockprobe.h"
+#include "why.h"
 #include "lockprobe_abi.h"
 
 #include "lockprobe.skel.h"
@@ -50,14 +51,6 @@ struct gt_lockprobe {
 
 static char why_buf[PATH_MAX + 200];
 
-static const char *why_fmt(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why_buf, sizeof(why_buf), fmt, ap);
-    va_end(ap);
-    return why_buf;
-}
 
 static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
 {

@@ -557,18 +557,30 @@ static inline void record(struct gt_thread *t, uint64_t ts, uint32_t fid, uint32
     gt_stream__push_call(&t->calls, ts, fid, kind);
 }
 
-static inline __attribute__((always_inline)) void on_py(struct gt_thread *t, uint64_t ts, PyCodeObject *code, uint32_t kind,
-                         int entering)
+/* The id of `code` in the thread's table (interned the first time it is seen). */
+static inline __attribute__((always_inline)) uint32_t code_fid(struct tr_state *s,
+                                                               struct gt_thread *t,
+                                                               PyCodeObject *code)
 {
-    if (__builtin_expect(!t, 0))
-        return;
-    struct tr_state *s = tr_get(t);
-    if (__builtin_expect(!s, 0))
-        return;
     uint32_t fid;
     if (__builtin_expect(!tr_find(s, code, &fid), 0))
         fid = tr_insert_code(s, t, code);
-    record(t, ts, fid, kind, entering);
+    return fid;
+}
+
+/* The thread's tracer state, or NULL (no thread, or a thread the tracer has not set up). */
+static inline __attribute__((always_inline)) struct tr_state *state_of(struct gt_thread *t)
+{
+    return __builtin_expect(t != NULL, 1) ? tr_get(t) : NULL;
+}
+
+static inline __attribute__((always_inline)) void on_py(struct gt_thread *t, uint64_t ts, PyCodeObject *code, uint32_t kind,
+                         int entering)
+{
+    struct tr_state *s = state_of(t);
+    if (__builtin_expect(!s, 0))
+        return;
+    record(t, ts, code_fid(s, t, code), kind, entering);
 }
 
 /* Who made a C call: the caller's frame (profile function; its code is looked up only
@@ -611,9 +623,7 @@ static inline __attribute__((always_inline)) void on_cfunc(struct gt_thread *t, 
                                                            gt_caller *caller,
                                                            uint32_t kind, int entering)
 {
-    if (__builtin_expect(!t, 0))
-        return;
-    struct tr_state *s = tr_get(t);
+    struct tr_state *s = state_of(t);
     if (__builtin_expect(!s, 0))
         return;
     uint32_t fid;
@@ -637,12 +647,10 @@ static inline __attribute__((always_inline)) void on_c(struct gt_thread *t, uint
  * of a thread's open frames as calls at `ts`, outermost first. `t` may be NULL. */
 static void record_open_frames(struct gt_thread *t, PyCodeObject **stack, int n, uint64_t ts)
 {
-    struct tr_state *s = t ? tr_get(t) : NULL;
+    struct tr_state *s = state_of(t);
     for (int i = n - 1; i >= 0; i--) {
         if (s) {
-            uint32_t fid;
-            if (!tr_find(s, stack[i], &fid))
-                fid = tr_insert_code(s, t, stack[i]);
+            uint32_t fid = code_fid(s, t, stack[i]);
             /* Not counted in t->depth: max_depth is relative to where tracing began
              * (a notebook cell already runs 30-40 frames deep). Their returns take the
              * depth below 0, so they are always recorded. */
@@ -685,14 +693,12 @@ static void sample_frames(struct gt_thread *t, PyFrameObject *innermost, uint64_
 static void sample_codes(struct gt_thread *t, PyCodeObject **codes, int n, uint64_t ts,
                          uint32_t flag)
 {
-    struct tr_state *s = t ? tr_get(t) : NULL;
+    struct tr_state *s = state_of(t);
     uint32_t now[512];
     uint32_t depth = 0;
     for (int i = n - 1; i >= 0; i--) {
         if (s) {
-            uint32_t fid;
-            if (!tr_find(s, codes[i], &fid))
-                fid = tr_insert_code(s, t, codes[i]);
+            uint32_t fid = code_fid(s, t, codes[i]);
             if (!(fid & FID_FLAGS))
                 now[depth++] = fid;
         }
