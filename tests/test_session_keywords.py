@@ -61,12 +61,12 @@ def test_a_new_option_is_one_row(tmp_path):
     table = types.SimpleNamespace(
         C_KINDS=options.C_KINDS,
         session_keywords=lambda: options.session_keywords() + [
-            Option("keep", ("--keep",), fronts=(API,), keyword="keep", choices=("first", "last"),
-                   default="last", c="choice", help="which events a full stream keeps")])
+            Option("order", ("--order",), fronts=(API,), keyword="order", choices=("oldest", "newest"),
+                   default="newest", c="choice", help="a made-up option: which comes first")])
     text = generator().header(table)
-    assert "enum gt_keep_choice { GT_KEEP_FIRST, GT_KEEP_LAST };" in text
-    assert "X(keep, int, keep, GT_KEEP_LAST) \\" in text
-    assert 'X(keep, "first", "last") \\' in text
+    assert "enum gt_order_choice { GT_ORDER_OLDEST, GT_ORDER_NEWEST };" in text
+    assert "X(order, int, order, GT_ORDER_NEWEST) \\" in text
+    assert 'X(order, "oldest", "newest") \\' in text
 
 
 @needs_source
