@@ -29,6 +29,7 @@ typedef struct {
     PyObject_HEAD
     struct gt_run *run;
     struct gt_profile *prof[4]; /* per enum gt_profile_flags OUTER_FRAMES|ALL_THREADS (>> 1), built on first use */
+    char *lock_kinds;           /* set_lock_kinds: the payload's "lock_kinds" JSON, or NULL */
 } ResultObject;
 
 static PyTypeObject Session_Type;
@@ -276,6 +277,7 @@ static PyObject *Session_finish(SessionObject *self, PyObject *args)
     }
     r->run = run;
     memset(r->prof, 0, sizeof(r->prof));
+    r->lock_kinds = NULL;
     return (PyObject *)r;
 }
 
@@ -367,6 +369,7 @@ static void Result_dealloc(ResultObject *self)
 {
     for (int k = 0; k < 4; k++)
         profile_free(self->prof[k]);
+    free(self->lock_kinds);
     gt_run__free(self->run);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -789,6 +792,21 @@ static PyObject *Result_set_what_if(ResultObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The labels are computed in Python after the stop (lockkinds.py); the page's payload
+ * carries them so the viewer shows them. The text must be one JSON object. */
+static PyObject *Result_set_lock_kinds(ResultObject *self, PyObject *args)
+{
+    const char *json = NULL;
+    if (!PyArg_ParseTuple(args, "z", &json))
+        return NULL;
+    char *copy = NULL;
+    if (json && !(copy = strdup(json)))
+        return PyErr_NoMemory();
+    free(self->lock_kinds);
+    self->lock_kinds = copy;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Result_save(ResultObject *self, PyObject *args)
 {
     PyObject *path_obj = NULL;
@@ -798,6 +816,7 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
     struct gt_emit_meta meta = self->run->meta;
     meta.view = tab;
     meta.theme = theme;
+    meta.lock_kinds = self->lock_kinds;
     const char *path = PyBytes_AS_STRING(path_obj);
     int kind = strcmp(format, "json") == 0 ? 0 : strcmp(format, "html") == 0 ? 1 : -1;
     if (kind < 0) {
@@ -855,7 +874,9 @@ static PyObject *Result_payload(ResultObject *self, PyObject *noargs)
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return PyErr_SetFromErrno(PyExc_OSError);
-    int err = gt_emit__payload_json(R(self), &self->run->meta, f);
+    struct gt_emit_meta meta = self->run->meta;
+    meta.lock_kinds = self->lock_kinds;
+    int err = gt_emit__payload_json(R(self), &meta, f);
     fclose(f);
     if (err < 0) {
         free(buf);
@@ -998,6 +1019,8 @@ static PyMethodDef Result_methods[] = {
      "what_if(cpus, ft_factor, top=5) -> the no-GIL prediction (core/analyze/whatif.h)"},
     {"set_what_if", (PyCFunction)Result_set_what_if, METH_VARARGS,
      "set_what_if(cpus, ft_factor): the payload's what_if is predicted with these"},
+    {"set_lock_kinds", (PyCFunction)Result_set_lock_kinds, METH_VARARGS,
+     "set_lock_kinds(json or None): the payload's lock_kinds object (free-threaded, lock-kind probe)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -574,6 +574,8 @@ function fillIv(box, th, kind, i, t, full) {
   line(box, 't', (kind === 'gil' ? 'GIL: ' + GIL_NAME[q] + (gid && q ? ' (interp ' + gid + '\u2019s GIL)' : '') : 'OS: ' + OS_NAME[q]) + ' \u00b7 ' + fmtDur(b - a));
   line(box, 'l', th.name + ' \u00b7 ' + fmtAt(a) + ' \u2192 ' + fmtAt(b));
   if (kind !== 'gil') return;
+  var lab = q === 1 ? parkLabel(th, a) : '';
+  if (lab) line(box, 'l gt-lk', lab);
   if (q === 1) {
     var hs = overlapBy(th, 2, a, b, gid);
     line(box, 'h', hs.length ? 'Held meanwhile by:' : 'No other thread held the GIL meanwhile (hand-off latency).');

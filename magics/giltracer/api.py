@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import json
 import os
 import re
 import sysconfig
@@ -24,7 +25,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 if TYPE_CHECKING:  # at run time the core is imported where it is used: importing giltracer
     from . import _core  # stays cheap
 
-from . import _child, options, render
+from . import _child, lockkinds, options, render
 from .lockkinds import STW, STW_GC, LockKinds
 from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
 
@@ -913,6 +914,7 @@ class Trace:
         if theme is not None and theme not in VIEWER_THEMES:
             raise ValueError(f"theme must be one of {', '.join(VIEWER_THEMES)}; got {theme!r}")
         if fmt in ("htm", "html"):
+            self._page_lock_kinds()
             self.result.save(path, "html", tab, None if theme == "auto" else theme)  # auto: the default
         elif fmt == "json":
             self.result.save(path, "json")
@@ -922,6 +924,21 @@ class Trace:
         else:
             raise ValueError(f"cannot tell the format of {path!r}: use a .html, .json or .txt path, or format=")
         return path
+
+    _lock_kinds_set = False
+
+    def _page_lock_kinds(self) -> None:
+        """Free-threaded builds: the park labels and stop-the-world totals, computed here
+        after the stop, go into the page's payload (once; the C emitter writes them)."""
+        if self._lock_kinds_set or self._locks is None or not self.result.free_threaded:
+            return
+        r = self.result
+        stw = {d.tid: d.stop_the_world_ns for d in self.summary(all_threads=True)}
+        parked = {tid: [(a, b) for a, b, q in r.gil_intervals(tid) if q == 1] for tid in stw}
+        text = json.dumps(lockkinds.payload(self._locks, r.t0_ns, stw, parked), separators=(",", ":"))
+        # as the core escapes the payload: it sits in a <script> element
+        r.set_lock_kinds(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+        self._lock_kinds_set = True
 
     def to_html(self, tab: Optional[str] = None, theme: Optional[str] = None) -> str:
         """The self-contained viewer page (what ``save("x.html")`` writes) as a string."""

@@ -154,3 +154,32 @@ class LockKinds:
             k = self.label(tid, a, b)
             out[k] = out.get(k, 0) + (b - a)
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def payload(locks: LockKinds, t0: int, stw: Dict[int, Optional[int]],
+            parked: Dict[int, List[Tuple[int, int]]]) -> Dict[str, object]:
+    """The viewer payload's "lock_kinds" (core/viewer/README.md): per thread the
+    stop-the-world ns (`stw`: ThreadSummary.stop_the_world_ns), and with the probe the
+    ns by label and each labelled park's start (ns since `t0`, as the page's intervals)
+    with its label's index in "labels". Without the probe: why the parks are unlabelled."""
+    out: Dict[str, object] = {"labelled": locks.running, "reason": locks.reason}
+    labels: Dict[str, int] = {}
+    threads: Dict[str, Dict[str, object]] = {}
+    for tid, ivs in parked.items():
+        row: Dict[str, object] = {"stw_ns": stw.get(tid)}
+        if locks.running:
+            kinds: Dict[str, int] = {}
+            starts: List[int] = []
+            idx: List[int] = []
+            for a, b in sorted(ivs):
+                lab = locks.label(tid, a, b)
+                kinds[lab] = kinds.get(lab, 0) + (b - a)
+                if lab:
+                    starts.append(a - t0)
+                    idx.append(labels.setdefault(lab, len(labels)))
+            row["kinds"] = sorted(([k, v] for k, v in kinds.items()), key=lambda kv: -kv[1])
+            row["parks"] = {"s": starts, "l": idx}
+        threads[str(tid)] = row
+    out["labels"] = list(labels)
+    out["threads"] = threads
+    return out
