@@ -63,6 +63,12 @@ def test_gc_loop_page_carries_stop_the_world_labels(tmp_path):
         want = {(a - t.result.t0_ns, lab) for a, _, lab in t.park_labels(tid) if lab}
         got = {(s, lk["labels"][i]) for s, i in zip(th["parks"]["s"], th["parks"]["l"])}
         assert got == want and gc_label in th["parks"]["l"], (tid, len(got), len(want))
+    # contention blame: the stopped threads' parks, woken at the restart of the world,
+    # say the GC's pause; so does the text's blame section
+    kinds = [b.kind for b in t.blame() if b.waiter in tids]
+    assert STW_GC in kinds, [(b.waiter, b.holder, b.kinds) for b in t.blame()]
+    assert "blame: what the parked waited for" in t.summary_text()
+    assert any(b[0] in tids and STW_GC in dict(b[2]) for b in lk["blame"]), lk["blame"][:5]
 
 
 @ft
@@ -73,6 +79,7 @@ def test_unprivileged_page_says_why_parks_are_unlabelled(tmp_path):
     assert lk is not None and not lk["labelled"] and lk["labels"] == []
     assert lk["reason"] == t.lock_kinds_reason and "bpf" in lk["reason"], lk["reason"]
     assert all("parks" not in th for th in lk["threads"].values())
+    assert "blame" not in lk and all(b.kind is None for b in t.blame())
 
 
 @pytest.mark.skipif(FREE_THREADED, reason="a GIL build's page")

@@ -561,6 +561,26 @@ static PyObject *Result_gil_intervals(ResultObject *self, PyObject *args)
     return t ? intervals(t->gil, t->ngil) : NULL;
 }
 
+/* Free-threaded builds: the parked intervals contention blame uses (not coalesced), each
+ * with its waker's tid (the interval's aux), so lock-kind labels can be given per blame pair. */
+static PyObject *Result_park_wakers(ResultObject *self, PyObject *args)
+{
+    const struct gt_thread_result *t = thread_arg(self, args);
+    if (!t)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    for (size_t i = 0; out && R(self)->free_threaded && i < t->ngil; i++) {
+        const struct gt_interval *iv = &t->gil[i];
+        if (iv->state != GT_GIL_STATE_WAIT || (t->gil_coalesced_from && iv->end > t->gil_coalesced_from))
+            continue;
+        PyObject *v = Py_BuildValue("(KKI)", (unsigned long long)iv->start, (unsigned long long)iv->end, iv->aux);
+        if (!v || PyList_Append(out, v) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(v);
+    }
+    return out;
+}
+
 static PyObject *Result_os_intervals(ResultObject *self, PyObject *args)
 {
     const struct gt_thread_result *t = thread_arg(self, args);
@@ -1001,6 +1021,8 @@ static PyMethodDef Result_methods[] = {
      "spans(tid) -> [(start_ns, end_ns, name, depth, flags)]"},
     {"gil_intervals", (PyCFunction)Result_gil_intervals, METH_VARARGS,
      "gil_intervals(tid) -> [(start_ns, end_ns, state)] (0 released, 1 wait, 2 held)"},
+    {"park_wakers", (PyCFunction)Result_park_wakers, METH_VARARGS,
+     "park_wakers(tid) -> [(start_ns, end_ns, waker_tid)]: a free-threaded build's parked intervals that blame uses"},
     {"os_intervals", (PyCFunction)Result_os_intervals, METH_VARARGS,
      "os_intervals(tid) -> [(start_ns, end_ns, state)] (0 on-cpu, 1 preempted, 2 blocked)"},
     {"functions", (PyCFunction)Result_functions, METH_NOARGS,

@@ -138,6 +138,13 @@ function stwCell(tr, th, s) {
     kinds.map(function (kv) { return (kv[0] || 'unknown') + ' ' + fmtDur(kv[1]); }).join(', ') : '');
   cell(tr, ns == null ? '\u2014' : fmtDur(ns) + ' \u00b7 ' + fmtPct(100 * ns / (num(s.wall_ns, 0) || 1)), 'n', tip);
 }
+/* "waiter:waker" -> [[label, ns]] largest first (P.lock_kinds.blame), or null without labels */
+function blameKinds() {
+  var lk = P.lock_kinds, out = {};
+  if (!freeThreaded || !lk || !lk.labelled || !Array.isArray(lk.blame)) return null;
+  lk.blame.forEach(function (b) { out[b[0] + ':' + b[1]] = Array.isArray(b[2]) ? b[2] : []; });
+  return out;
+}
 /* What the park starting at `a` (ns since t0) waited for: '' when nothing is known. */
 function parkLabel(th, a) {
   var lk = P.lock_kinds;
@@ -166,13 +173,16 @@ function buildBlame() {
   var tbl = $('gt-blame'), rows = Array.isArray(P.blame) ? P.blame.slice() : [];
   tbl.textContent = ''; /* rebuilt when background threads are shown or folded (scope.js) */
   rows = rows.filter(function (r) { var w = byTid[r.waiter]; return showIdle || !(w && w.idle); });
-  thead(tbl, freeThreaded ? [['Parked'], ['Woken by'], ['Waker was in'], ['Location'], ['Parked', 'n'], ['Count', 'n'],
+  var kb = blameKinds(), cols = freeThreaded ? [['Parked'], ['Woken by'], ['Waker was in'], ['Location'], ['Parked', 'n'], ['Count', 'n'],
     ['Avg park', 'n'], ['Share', 'n']] : [['Waiter'], ['Holder'], ['Holder was in'], ['Location'], ['Wait', 'n'], ['Count', 'n'],
-    ['Avg wait', 'n'], ['Share', 'n']]);
+    ['Avg wait', 'n'], ['Share', 'n']];
+  if (kb) cols.push(['Waited for']);
+  var hk = thead(tbl, cols);
+  if (kb) hk[8].title = 'what the parked thread waited for, of its parks this thread woke (all its functions; the lock-kind probe)';
   var tb = el('tbody', null, null, tbl);
   rows.sort(function (a, b) { return num(b.wait_ns, 0) - num(a.wait_ns, 0); });
   var N = 300;
-  if (!rows.length) emptyRow(tb, freeThreaded ? 'No thread parked on a contended lock.' : gilKnown ? 'No thread waited for the GIL.' : 'GIL state unknown: no blame.', 8);
+  if (!rows.length) emptyRow(tb, freeThreaded ? 'No thread parked on a contended lock.' : gilKnown ? 'No thread waited for the GIL.' : 'GIL state unknown: no blame.', kb ? 9 : 8);
   rows.slice(0, N).forEach(function (r) {
     var tr = el('tr', null, null, tb), f = r.func == null ? -1 : r.func | 0;
     cell(tr, thName(r.waiter), 'nm');
@@ -186,10 +196,15 @@ function buildBlame() {
     var w = byTid[r.waiter], tot = w ? num(w.sum.wait_ns, 0) : 0;
     var sc = cell(tr, tot > 0 ? null : '\u2014', 'n', 'of ' + thName(r.waiter) + "'s total GIL wait");
     if (tot > 0) shareBar(sc, num(r.wait_ns, 0) / tot);
+    if (kb) {
+      var ks = kb[r.waiter + ':' + r.holder] || [], known = ks.filter(function (kv) { return kv[0]; });
+      cell(tr, known.length ? known[0][0] : 'unknown', 'nm' + (known.length ? '' : ' gt-muted'),
+        ks.map(function (kv) { return (kv[0] || 'unknown') + ' ' + fmtDur(kv[1]); }).join(', '));
+    }
     tr.title = 'Click to highlight ' + fnLabel(f);
     tr.addEventListener('click', function () { if (f >= 0) setSearch(fName[f]); if (byTid[r.holder]) selectThread(byTid[r.holder].idx, true); });
   });
-  if (rows.length > N) emptyRow(tb, (rows.length - N) + ' more rows not shown', 8);
+  if (rows.length > N) emptyRow(tb, (rows.length - N) + ' more rows not shown', kb ? 9 : 8);
 }
 function buildLegend() {
   var lg = $('gt-legend');

@@ -177,9 +177,28 @@ def payload(locks: LockKinds, t0: int, stw: Dict[int, Optional[int]],
                 if lab:
                     starts.append(a - t0)
                     idx.append(labels.setdefault(lab, len(labels)))
-            row["kinds"] = sorted(([k, v] for k, v in kinds.items()), key=lambda kv: -kv[1])
+            row["kinds"] = [[k, v] for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])]
             row["parks"] = {"s": starts, "l": idx}
         threads[str(tid)] = row
     out["labels"] = list(labels)
     out["threads"] = threads
     return out
+
+
+def pair_kinds(locks: LockKinds, parks: Dict[int, List[Tuple[int, int, int]]]) -> Dict[Tuple[int, int], Dict[str, int]]:
+    """Contention blame's pairs by what was waited for: (waiter, waker) -> ns of the
+    waiter's parks that waker woke, by label ("" = unknown), largest first. `parks`: tid
+    -> [(start, end, waker)] (Result.park_wakers: the parks blame uses)."""
+    out: Dict[Tuple[int, int], Dict[str, int]] = {}
+    for tid, ivs in parks.items():
+        for a, b, waker in ivs:
+            k = out.setdefault((tid, waker), {})
+            lab = locks.label(tid, a, b)
+            k[lab] = k.get(lab, 0) + (b - a)
+    return {p: dict(sorted(k.items(), key=lambda kv: -kv[1])) for p, k in out.items()}
+
+
+def main_kind(kinds: Dict[str, int]) -> str:
+    """The known label with the most time ("" when none is known)."""
+    known = [(v, k) for k, v in kinds.items() if k]
+    return max(known)[1] if known else ""

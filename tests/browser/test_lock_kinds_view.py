@@ -160,3 +160,25 @@ def test_a_gil_build_page_has_no_lock_kinds(tmp_path):
     assert not t.free_threaded
     with open(t.save(str(tmp_path / "p.html")), encoding="utf-8") as f:
         assert "lock_kinds" not in pagedata.data(f.read())
+
+
+def test_blame_rows_say_what_the_parked_waited_for(page):
+    t, tids, _, p, stopped, others = page
+    rows = t.blame()
+    names = {v: k for k, v in tids.items()}
+    mine = [b for b in rows if names.get(b.waiter) in APPS]
+    assert mine, rows
+    for b in mine:
+        # all of a thread's parks had one label: every pair of its says it
+        assert b.kind == (STW_GC if names[b.waiter] == stopped else CRIT), b
+        assert sum(b.kinds.values()) > 0 and set(b.kinds) == {b.kind}, b
+    assert "blame: what the parked waited for" in t.summary_text()
+    p.js("gtViewer.showTab('blame')")
+    heads = p.js("Array.from(document.querySelectorAll('#gt-blame thead th')).map(function(h){return h.textContent})")
+    assert heads[-1] == "Waited for", heads
+    shown = p.js("Array.from(document.querySelectorAll('#gt-blame tbody tr')).map(function(tr){"
+                 "return [tr.cells[0].textContent, tr.cells[tr.cells.length - 1].textContent]})")
+    assert any(w == stopped and k == STW_GC for w, k in shown), shown
+    assert any(w in others and k == CRIT for w, k in shown), shown
+    p.js("gtViewer.showTab('timeline')")
+    assert not p.errors, p.errors
