@@ -10,7 +10,7 @@ import giltracer
 from giltracer.api import BlameRow, ThreadInfo, ThreadSummary
 
 # Keys the API adds itself, after the core.
-ADDED_BY_API = {"stop_the_world_ns", "park_kinds"}
+ADDED_BY_API = {"stop_the_world_ns", "park_kinds", "kinds", "kind"}
 
 
 def fields(cls):

@@ -39,6 +39,9 @@ struct gt_emit_meta {
     unsigned whatif_cpus;
     double whatif_ft_factor;
     int keep_last; /* past max_events the call streams kept their last events (a flight recorder) */
+    /* Free-threaded builds with the lock-kind probe: the payload's "lock_kinds" value, a JSON
+     * object made by the Python layer (magics/giltracer/lockkinds.py), written verbatim; NULL = none. */
+    const char *lock_kinds;
 };
 
 struct gt_emit_process {

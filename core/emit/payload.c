@@ -678,6 +678,10 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
     w_str(w, "],\"what_if\":");
     if ((err = w_what_if(w, &b, r, m)))
         goto cleanup;
+    if (m->lock_kinds) {
+        w_str(w, ",\"lock_kinds\":");
+        w_str(w, m->lock_kinds);
+    }
     w_str(w, "}");
     if (b.err)
         err = b.err;

@@ -29,6 +29,7 @@ typedef struct {
     PyObject_HEAD
     struct gt_run *run;
     struct gt_profile *prof[4]; /* per enum gt_profile_flags OUTER_FRAMES|ALL_THREADS (>> 1), built on first use */
+    char *lock_kinds;           /* set_lock_kinds: the payload's "lock_kinds" JSON, or NULL */
 } ResultObject;
 
 static PyTypeObject Session_Type;
@@ -276,6 +277,7 @@ static PyObject *Session_finish(SessionObject *self, PyObject *args)
     }
     r->run = run;
     memset(r->prof, 0, sizeof(r->prof));
+    r->lock_kinds = NULL;
     return (PyObject *)r;
 }
 
@@ -367,6 +369,7 @@ static void Result_dealloc(ResultObject *self)
 {
     for (int k = 0; k < 4; k++)
         profile_free(self->prof[k]);
+    free(self->lock_kinds);
     gt_run__free(self->run);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -556,6 +559,26 @@ static PyObject *Result_gil_intervals(ResultObject *self, PyObject *args)
 {
     const struct gt_thread_result *t = thread_arg(self, args);
     return t ? intervals(t->gil, t->ngil) : NULL;
+}
+
+/* Free-threaded builds: the parked intervals contention blame uses (not coalesced), each
+ * with its waker's tid (the interval's aux), so lock-kind labels can be given per blame pair. */
+static PyObject *Result_park_wakers(ResultObject *self, PyObject *args)
+{
+    const struct gt_thread_result *t = thread_arg(self, args);
+    if (!t)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    for (size_t i = 0; out && R(self)->free_threaded && i < t->ngil; i++) {
+        const struct gt_interval *iv = &t->gil[i];
+        if (iv->state != GT_GIL_STATE_WAIT || (t->gil_coalesced_from && iv->end > t->gil_coalesced_from))
+            continue;
+        PyObject *v = Py_BuildValue("(KKI)", (unsigned long long)iv->start, (unsigned long long)iv->end, iv->aux);
+        if (!v || PyList_Append(out, v) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(v);
+    }
+    return out;
 }
 
 static PyObject *Result_os_intervals(ResultObject *self, PyObject *args)
@@ -789,6 +812,21 @@ static PyObject *Result_set_what_if(ResultObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The labels are computed in Python after the stop (lockkinds.py); the page's payload
+ * carries them so the viewer shows them. The text must be one JSON object. */
+static PyObject *Result_set_lock_kinds(ResultObject *self, PyObject *args)
+{
+    const char *json = NULL;
+    if (!PyArg_ParseTuple(args, "z", &json))
+        return NULL;
+    char *copy = NULL;
+    if (json && !(copy = strdup(json)))
+        return PyErr_NoMemory();
+    free(self->lock_kinds);
+    self->lock_kinds = copy;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Result_save(ResultObject *self, PyObject *args)
 {
     PyObject *path_obj = NULL;
@@ -798,6 +836,7 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
     struct gt_emit_meta meta = self->run->meta;
     meta.view = tab;
     meta.theme = theme;
+    meta.lock_kinds = self->lock_kinds;
     const char *path = PyBytes_AS_STRING(path_obj);
     int kind = strcmp(format, "json") == 0 ? 0 : strcmp(format, "html") == 0 ? 1 : -1;
     if (kind < 0) {
@@ -855,7 +894,9 @@ static PyObject *Result_payload(ResultObject *self, PyObject *noargs)
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return PyErr_SetFromErrno(PyExc_OSError);
-    int err = gt_emit__payload_json(R(self), &self->run->meta, f);
+    struct gt_emit_meta meta = self->run->meta;
+    meta.lock_kinds = self->lock_kinds;
+    int err = gt_emit__payload_json(R(self), &meta, f);
     fclose(f);
     if (err < 0) {
         free(buf);
@@ -980,6 +1021,8 @@ static PyMethodDef Result_methods[] = {
      "spans(tid) -> [(start_ns, end_ns, name, depth, flags)]"},
     {"gil_intervals", (PyCFunction)Result_gil_intervals, METH_VARARGS,
      "gil_intervals(tid) -> [(start_ns, end_ns, state)] (0 released, 1 wait, 2 held)"},
+    {"park_wakers", (PyCFunction)Result_park_wakers, METH_VARARGS,
+     "park_wakers(tid) -> [(start_ns, end_ns, waker_tid)]: a free-threaded build's parked intervals that blame uses"},
     {"os_intervals", (PyCFunction)Result_os_intervals, METH_VARARGS,
      "os_intervals(tid) -> [(start_ns, end_ns, state)] (0 on-cpu, 1 preempted, 2 blocked)"},
     {"functions", (PyCFunction)Result_functions, METH_NOARGS,
@@ -998,6 +1041,8 @@ static PyMethodDef Result_methods[] = {
      "what_if(cpus, ft_factor, top=5) -> the no-GIL prediction (core/analyze/whatif.h)"},
     {"set_what_if", (PyCFunction)Result_set_what_if, METH_VARARGS,
      "set_what_if(cpus, ft_factor): the payload's what_if is predicted with these"},
+    {"set_lock_kinds", (PyCFunction)Result_set_lock_kinds, METH_VARARGS,
+     "set_lock_kinds(json or None): the payload's lock_kinds object (free-threaded, lock-kind probe)"},
     {NULL, NULL, 0, NULL},
 };
 

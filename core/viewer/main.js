@@ -178,6 +178,20 @@ window.gtViewer = {
         rows: th.rows.map(function (r) { var n = []; for (var i = 0; i < Math.min(r.n, 50); i++) n.push(fName[r.f[i]]); return n; }) };
     });
   },
+  /* client coordinates of the middle of thread `name`'s longest GIL interval in state q
+   * (1 = waiting, or parked), the view zoomed to it; or null */
+  gilAt: function (name, q) {
+    var th = threads.filter(function (t) { return t.name === name && !t.hidden && t.gilY >= 0; })[0], best = -1;
+    if (!th) return null;
+    for (var i = 0; i < th.gil.n; i++) if (th.gil.st[i] === q && (best < 0 || th.gil.e[i] - th.gil.s[i] > th.gil.e[best] - th.gil.s[best])) best = i;
+    if (best < 0) return null;
+    var a = th.gil.s[best], b = th.gil.e[best], pad = (b - a) / 4 + 1;
+    setView(a - pad, b + pad);
+    if (th.gilY < tl.scrollTop || th.gilY + GIL_H > tl.scrollTop + H - AXIS_H) tl.scrollTop = Math.max(0, th.gilY - 40);
+    draw();
+    var bx = ov.getBoundingClientRect();
+    return { x: bx.left + xOf((a + b) / 2), y: bx.top + AXIS_H + th.gilY - tl.scrollTop + GIL_H / 2, start: a, end: b };
+  },
   handoffs: function () { return handoffsDrawn; },
   cuts: function () { return cutsDrawn.slice(); },
   plotWidth: function () { return plotW; },

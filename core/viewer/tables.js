@@ -79,14 +79,17 @@ function gilBar(parent, s) {
 var sumRows = [];
 function buildSummary() {
   var tbl = $('gt-summary');
-  var ft = freeThreaded;
-  var hd = thead(tbl, [['Thread'], ['TID', 'n'], ['Wall', 'n'], [ft ? 'Contention' : 'GIL'], [ft ? 'Running' : 'Held', 'n'],
+  var ft = freeThreaded, k = stwKnown() ? 1 : 0;
+  var cols = [['Thread'], ['TID', 'n'], ['Wall', 'n'], [ft ? 'Contention' : 'GIL'], [ft ? 'Running' : 'Held', 'n'],
     [ft ? 'Parked' : 'Wait', 'n'], ['Released', 'n'], ['Off-CPU', 'n gt-ax'], [ft ? 'Parks' : 'Acq.', 'n'],
-    [ft ? 'Longest park' : 'Longest wait', 'n'], [ft ? 'Woken mostly by' : 'Waited mostly on', 'fill']]);
-  hd[10].title = 'the GIL holder and function this thread waited on most (GIL blame)';
+    [ft ? 'Longest park' : 'Longest wait', 'n'], [ft ? 'Woken mostly by' : 'Waited mostly on', 'fill']];
+  if (k) cols.splice(6, 0, ['Stop-the-world', 'n']);
+  var hd = thead(tbl, cols);
+  hd[10 + k].title = 'the GIL holder and function this thread waited on most (GIL blame)';
   hd[3].title = 'held / waiting / released, as a share of the thread\'s traced life';
-  hd[8].title = 'GIL acquisitions';
-  hd[7].title = 'time off CPU (preempted or blocked): the OS\'s axis, overlapping held / waiting / released, which add up to Wall';
+  hd[8 + k].title = 'GIL acquisitions';
+  hd[7 + k].title = 'time off CPU (preempted or blocked): the OS\'s axis, overlapping held / waiting / released, which add up to Wall';
+  if (k) hd[6].title = 'of Parked: stopped by a stop-the-world pause (GC, or a sys.monitoring change)' + lkSource();
   var top = {};
   (Array.isArray(P.blame) ? P.blame : []).forEach(function (r) {
     var w = r.waiter, t = top[w] || (top[w] = { tot: 0, best: null });
@@ -94,7 +97,7 @@ function buildSummary() {
     if (!t.best || num(r.wait_ns, 0) > num(t.best.wait_ns, 0)) t.best = r;
   });
   var tb = el('tbody', null, null, tbl);
-  if (!threads.length) emptyRow(tb, 'No threads were traced.', 11);
+  if (!threads.length) emptyRow(tb, 'No threads were traced.', 11 + k);
   threads.forEach(function (th) {
     var s = th.sum, tr = el('tr', null, null, tb);
     cell(tr, th.name, 'nm', th.name);
@@ -104,6 +107,7 @@ function buildSummary() {
     if (gilKnown) gilBar(bc, s); else bc.textContent = 'unknown';
     ['held', 'wait', 'released'].forEach(function (q) {
       cell(tr, gilKnown ? fmtPct(s[q + '_pct']) : '\u2014', 'n', gilKnown ? fmtDur(s[q + '_ns']) : '');
+      if (k && q === 'wait') stwCell(tr, th, s);
     });
     var off = s.off_cpu_ns == null ? null : 100 * s.off_cpu_ns / (num(s.wall_ns, 0) || 1);
     cell(tr, fmtPct(off), 'n gt-ax', s.off_cpu_ns == null ? 'no OS-state data' :
@@ -117,6 +121,38 @@ function buildSummary() {
     tr.addEventListener('click', function () { selectThread(th.idx, true); });
     sumRows.push(tr);
   });
+}
+/* Free-threaded builds: P.lock_kinds (Trace._page_lock_kinds) has each thread's stop-the-world
+ * time and, with the lock-kind probe (root + bpf), what its parks waited for. */
+function lkThread(tid) { var lk = P.lock_kinds; return lk && lk.threads ? lk.threads[tid] : null; }
+function stwKnown() {
+  return freeThreaded && threads.some(function (th) { var t = lkThread(th.tid); return t && t.stw_ns != null; });
+}
+function lkSource() {
+  var lk = P.lock_kinds || {};
+  return lk.labelled ? ' (the lock-kind probe)' : ' (parked inside another thread\'s garbage collection, from gc.callbacks)';
+}
+function stwCell(tr, th, s) {
+  var t = lkThread(th.tid), ns = t ? t.stw_ns : null, kinds = t && Array.isArray(t.kinds) ? t.kinds : [];
+  var tip = ns == null ? 'not known' : fmtDur(ns) + ' stop-the-world' + (kinds.length ? '; parked: ' +
+    kinds.map(function (kv) { return (kv[0] || 'unknown') + ' ' + fmtDur(kv[1]); }).join(', ') : '');
+  cell(tr, ns == null ? '\u2014' : fmtDur(ns) + ' \u00b7 ' + fmtPct(100 * ns / (num(s.wall_ns, 0) || 1)), 'n', tip);
+}
+/* "waiter:waker" -> [[label, ns]] largest first (P.lock_kinds.blame), or null without labels */
+function blameKinds() {
+  var lk = P.lock_kinds, out = {};
+  if (!freeThreaded || !lk || !lk.labelled || !Array.isArray(lk.blame)) return null;
+  lk.blame.forEach(function (b) { out[b[0] + ':' + b[1]] = Array.isArray(b[2]) ? b[2] : []; });
+  return out;
+}
+/* What the park starting at `a` (ns since t0) waited for: '' when nothing is known. */
+function parkLabel(th, a) {
+  var lk = P.lock_kinds;
+  if (!lk || !freeThreaded) return '';
+  if (!lk.labelled) return lk.reason ? 'not labelled: ' + lk.reason : '';
+  var p = (lkThread(th.tid) || {}).parks, s = p && Array.isArray(p.s) ? p.s : [];
+  var i = lowerGE(s, a, 0, s.length);
+  return 'waited for: ' + (i < s.length && s[i] === a && lk.labels[p.l[i]] != null ? lk.labels[p.l[i]] : 'unknown (no probed park contains it)');
 }
 function thName(tid) { var t = byTid[tid]; return t ? t.name : 'tid ' + tid; }
 function fnLabel(f) { return f >= 0 && f < nF ? fName[f] : f === -2 ? 'unknown (calls truncated: max_events)' : '(no Python function)'; }
@@ -137,13 +173,16 @@ function buildBlame() {
   var tbl = $('gt-blame'), rows = Array.isArray(P.blame) ? P.blame.slice() : [];
   tbl.textContent = ''; /* rebuilt when background threads are shown or folded (scope.js) */
   rows = rows.filter(function (r) { var w = byTid[r.waiter]; return showIdle || !(w && w.idle); });
-  thead(tbl, freeThreaded ? [['Parked'], ['Woken by'], ['Waker was in'], ['Location'], ['Parked', 'n'], ['Count', 'n'],
+  var kb = blameKinds(), cols = freeThreaded ? [['Parked'], ['Woken by'], ['Waker was in'], ['Location'], ['Parked', 'n'], ['Count', 'n'],
     ['Avg park', 'n'], ['Share', 'n']] : [['Waiter'], ['Holder'], ['Holder was in'], ['Location'], ['Wait', 'n'], ['Count', 'n'],
-    ['Avg wait', 'n'], ['Share', 'n']]);
+    ['Avg wait', 'n'], ['Share', 'n']];
+  if (kb) cols.push(['Waited for']);
+  var hk = thead(tbl, cols);
+  if (kb) hk[8].title = 'what the parked thread waited for, of its parks this thread woke (all its functions; the lock-kind probe)';
   var tb = el('tbody', null, null, tbl);
   rows.sort(function (a, b) { return num(b.wait_ns, 0) - num(a.wait_ns, 0); });
   var N = 300;
-  if (!rows.length) emptyRow(tb, freeThreaded ? 'No thread parked on a contended lock.' : gilKnown ? 'No thread waited for the GIL.' : 'GIL state unknown: no blame.', 8);
+  if (!rows.length) emptyRow(tb, freeThreaded ? 'No thread parked on a contended lock.' : gilKnown ? 'No thread waited for the GIL.' : 'GIL state unknown: no blame.', kb ? 9 : 8);
   rows.slice(0, N).forEach(function (r) {
     var tr = el('tr', null, null, tb), f = r.func == null ? -1 : r.func | 0;
     cell(tr, thName(r.waiter), 'nm');
@@ -157,10 +196,15 @@ function buildBlame() {
     var w = byTid[r.waiter], tot = w ? num(w.sum.wait_ns, 0) : 0;
     var sc = cell(tr, tot > 0 ? null : '\u2014', 'n', 'of ' + thName(r.waiter) + "'s total GIL wait");
     if (tot > 0) shareBar(sc, num(r.wait_ns, 0) / tot);
+    if (kb) {
+      var ks = kb[r.waiter + ':' + r.holder] || [], known = ks.filter(function (kv) { return kv[0]; });
+      cell(tr, known.length ? known[0][0] : 'unknown', 'nm' + (known.length ? '' : ' gt-muted'),
+        ks.map(function (kv) { return (kv[0] || 'unknown') + ' ' + fmtDur(kv[1]); }).join(', '));
+    }
     tr.title = 'Click to highlight ' + fnLabel(f);
     tr.addEventListener('click', function () { if (f >= 0) setSearch(fName[f]); if (byTid[r.holder]) selectThread(byTid[r.holder].idx, true); });
   });
-  if (rows.length > N) emptyRow(tb, (rows.length - N) + ' more rows not shown', 8);
+  if (rows.length > N) emptyRow(tb, (rows.length - N) + ' more rows not shown', kb ? 9 : 8);
 }
 function buildLegend() {
   var lg = $('gt-legend');

@@ -571,12 +571,16 @@ function selfTime(th, d, i) {
 }
 function fillIv(box, th, kind, i, t, full) {
   var iv = th[kind], q = iv.st[i], a = iv.s[i], b = iv.e[i], gid = iv.g ? iv.g[i] : 0;
-  line(box, 't', (kind === 'gil' ? 'GIL: ' + GIL_NAME[q] + (gid && q ? ' (interp ' + gid + '\u2019s GIL)' : '') : 'OS: ' + OS_NAME[q]) + ' \u00b7 ' + fmtDur(b - a));
+  var gname = freeThreaded ? ['released', 'parked', 'running'][q] : 'GIL: ' + GIL_NAME[q] + (gid && q ? ' (interp ' + gid + '\u2019s GIL)' : '');
+  line(box, 't', (kind === 'gil' ? gname : 'OS: ' + OS_NAME[q]) + ' \u00b7 ' + fmtDur(b - a));
   line(box, 'l', th.name + ' \u00b7 ' + fmtAt(a) + ' \u2192 ' + fmtAt(b));
   if (kind !== 'gil') return;
+  var lab = q === 1 ? parkLabel(th, a) : '';
+  if (lab) line(box, 'l gt-lk', lab);
   if (q === 1) {
     var hs = overlapBy(th, 2, a, b, gid);
-    line(box, 'h', hs.length ? 'Held meanwhile by:' : 'No other thread held the GIL meanwhile (hand-off latency).');
+    line(box, 'h', hs.length ? (freeThreaded ? 'Running meanwhile:' : 'Held meanwhile by:') :
+      freeThreaded ? 'No other thread ran meanwhile.' : 'No other thread held the GIL meanwhile (hand-off latency).');
     hs.slice(0, full ? 6 : 3).forEach(function (o) {
       var fn = holderFuncText(o, a, b, t);
       line(box, null, '\u2190 ' + o.th.name + ' for ' + fmtDur(o.ns) + (fn ? ', in ' + fn : ''));

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import json
 import os
 import re
 import sysconfig
@@ -24,7 +25,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 if TYPE_CHECKING:  # at run time the core is imported where it is used: importing giltracer
     from . import _core  # stays cheap
 
-from . import _child, options, render
+from . import _child, lockkinds, options, render
 from .lockkinds import STW, STW_GC, LockKinds
 from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
 
@@ -194,6 +195,11 @@ class BlameRow:
     line: int
     wait_ns: int
     count: int
+    # Free-threaded builds as root (the lock-kind probe ran): what the waiter's parks woken
+    # by this holder waited for (all the holder's functions): ns by label as in
+    # ThreadSummary.park_kinds, and the known label with the most ("" if none). Else None.
+    kinds: Optional[Dict[str, int]] = None
+    kind: Optional[str] = None
 
 
 def _states(v: Sequence[int]) -> Dict[str, int]:
@@ -391,7 +397,7 @@ class _GcWindows:
                    for who, s, e in self.windows if who != tid)
 
 
-def _lock_kinds_text(t: "Trace", all_threads: bool) -> str:
+def _lock_kinds_text(t: "Trace", all_threads: bool, top: int = 5) -> str:
     locks = t._locks
     assert locks is not None
     if not locks.running:
@@ -401,6 +407,13 @@ def _lock_kinds_text(t: "Trace", all_threads: bool) -> str:
     for d in t.summary(all_threads=all_threads):
         kinds = ", ".join(f"{k or 'unknown'} {v / 1e6:.1f} ms" for k, v in (d.park_kinds or {}).items())
         lines.append(f"  {d.name} ({d.tid}): {kinds or 'no parks'}")
+    rows = t.blame(all_threads=all_threads)[:top]
+    if rows:
+        names = {th.tid: th.name for th in t.threads}
+        lines.append("blame: what the parked waited for (of its parks woken by that thread):")
+        for b in rows:
+            lines.append(f"  {names.get(b.waiter, b.waiter)} <- {names.get(b.holder, b.holder)} in "
+                         f"{b.function or '(no Python function)'} {b.wait_ns / 1e6:.1f} ms: {b.kind or 'unknown'}")
     return "\n".join(lines) + "\n"
 
 
@@ -752,7 +765,7 @@ class Trace:
         (with the lock-kind probe) or why that is not known."""
         text = self.result.text(top, all_threads)
         if self.result.free_threaded and self._locks is not None:
-            text += _lock_kinds_text(self, all_threads)
+            text += _lock_kinds_text(self, all_threads, top)
         return text
 
     @property
@@ -784,7 +797,25 @@ class Trace:
         """Who waited for the GIL, on whom, in which function (largest first); a background
         thread's own waits only with ``all_threads=True``."""
         folded = set() if all_threads else {t["tid"] for t in self.result.threads() if t["background"]}
-        return [BlameRow(**d) for d in self.result.blame() if d["waiter"] not in folded]
+        rows = [d for d in self.result.blame() if d["waiter"] not in folded]
+        pairs = self._pair_kinds()
+        if pairs is not None:
+            for d in rows:
+                k = d["kinds"] = pairs.get((d["waiter"], d["holder"]), {})
+                d["kind"] = lockkinds.main_kind(k)
+        return [BlameRow(**d) for d in rows]
+
+    _pairs: Optional[Dict[Tuple[int, int], Dict[str, int]]] = None
+
+    def _pair_kinds(self) -> Optional[Dict[Tuple[int, int], Dict[str, int]]]:
+        """(waiter, waker) -> parked ns by label, with the lock-kind probe; else None."""
+        locks = self._locks
+        if locks is None or not locks.running or not self.result.free_threaded:
+            return None
+        if self._pairs is None:
+            r = self.result
+            self._pairs = lockkinds.pair_kinds(locks, {t["tid"]: r.park_wakers(t["tid"]) for t in r.threads()})
+        return self._pairs
 
     def spans(self, thread: Union[int, str, threading.Thread]) -> List[_core.Span]:
         """[(start_ns, end_ns, name, depth, flags)] of one thread, sorted by start."""
@@ -911,6 +942,7 @@ class Trace:
         if theme is not None and theme not in VIEWER_THEMES:
             raise ValueError(f"theme must be one of {', '.join(VIEWER_THEMES)}; got {theme!r}")
         if fmt in ("htm", "html"):
+            self._page_lock_kinds()
             self.result.save(path, "html", tab, None if theme == "auto" else theme)  # auto: the default
         elif fmt == "json":
             self.result.save(path, "json")
@@ -920,6 +952,25 @@ class Trace:
         else:
             raise ValueError(f"cannot tell the format of {path!r}: use a .html, .json or .txt path, or format=")
         return path
+
+    _lock_kinds_set = False
+
+    def _page_lock_kinds(self) -> None:
+        """Free-threaded builds: the park labels and stop-the-world totals, computed here
+        after the stop, go into the page's payload (once; the C emitter writes them)."""
+        if self._lock_kinds_set or self._locks is None or not self.result.free_threaded:
+            return
+        r = self.result
+        stw = {d.tid: d.stop_the_world_ns for d in self.summary(all_threads=True)}
+        parked = {tid: [(a, b) for a, b, q in r.gil_intervals(tid) if q == 1] for tid in stw}
+        lk = lockkinds.payload(self._locks, r.t0_ns, stw, parked)
+        pairs = self._pair_kinds()
+        if pairs is not None:  # the Blame tab's "Waited for": by (waiter, waker)
+            lk["blame"] = [[w, h, [[k, v] for k, v in kinds.items()]] for (w, h), kinds in pairs.items()]
+        text = json.dumps(lk, separators=(",", ":"))
+        # as the core escapes the payload: it sits in a <script> element
+        r.set_lock_kinds(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+        self._lock_kinds_set = True
 
     def to_html(self, tab: Optional[str] = None, theme: Optional[str] = None) -> str:
         """The self-contained viewer page (what ``save("x.html")`` writes) as a string."""

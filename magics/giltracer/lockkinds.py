@@ -154,3 +154,51 @@ class LockKinds:
             k = self.label(tid, a, b)
             out[k] = out.get(k, 0) + (b - a)
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def payload(locks: LockKinds, t0: int, stw: Dict[int, Optional[int]],
+            parked: Dict[int, List[Tuple[int, int]]]) -> Dict[str, object]:
+    """The viewer payload's "lock_kinds" (core/viewer/README.md): per thread the
+    stop-the-world ns (`stw`: ThreadSummary.stop_the_world_ns), and with the probe the
+    ns by label and each labelled park's start (ns since `t0`, as the page's intervals)
+    with its label's index in "labels". Without the probe: why the parks are unlabelled."""
+    out: Dict[str, object] = {"labelled": locks.running, "reason": locks.reason}
+    labels: Dict[str, int] = {}
+    threads: Dict[str, Dict[str, object]] = {}
+    for tid, ivs in parked.items():
+        row: Dict[str, object] = {"stw_ns": stw.get(tid)}
+        if locks.running:
+            kinds: Dict[str, int] = {}
+            starts: List[int] = []
+            idx: List[int] = []
+            for a, b in sorted(ivs):
+                lab = locks.label(tid, a, b)
+                kinds[lab] = kinds.get(lab, 0) + (b - a)
+                if lab:
+                    starts.append(a - t0)
+                    idx.append(labels.setdefault(lab, len(labels)))
+            row["kinds"] = [[k, v] for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])]
+            row["parks"] = {"s": starts, "l": idx}
+        threads[str(tid)] = row
+    out["labels"] = list(labels)
+    out["threads"] = threads
+    return out
+
+
+def pair_kinds(locks: LockKinds, parks: Dict[int, List[Tuple[int, int, int]]]) -> Dict[Tuple[int, int], Dict[str, int]]:
+    """Contention blame's pairs by what was waited for: (waiter, waker) -> ns of the
+    waiter's parks that waker woke, by label ("" = unknown), largest first. `parks`: tid
+    -> [(start, end, waker)] (Result.park_wakers: the parks blame uses)."""
+    out: Dict[Tuple[int, int], Dict[str, int]] = {}
+    for tid, ivs in parks.items():
+        for a, b, waker in ivs:
+            k = out.setdefault((tid, waker), {})
+            lab = locks.label(tid, a, b)
+            k[lab] = k.get(lab, 0) + (b - a)
+    return {p: dict(sorted(k.items(), key=lambda kv: -kv[1])) for p, k in out.items()}
+
+
+def main_kind(kinds: Dict[str, int]) -> str:
+    """The known label with the most time ("" when none is known)."""
+    known = [(v, k) for k, v in kinds.items() if k]
+    return max(known)[1] if known else ""
