@@ -1511,25 +1511,50 @@ struct checkpoint {
     int nomem;
 };
 
+/* Room for one more thread in c->in and c->th. */
+static int checkpoint_room(struct checkpoint *c)
+{
+    if (c->n < c->max)
+        return 0;
+    size_t cap = 2 * c->max + 8;
+    struct gt_thread_input *in = realloc(c->in, cap * sizeof(*in));
+    if (in)
+        c->in = in;
+    struct gt_thread **th = realloc(c->th, cap * sizeof(*th));
+    if (th)
+        c->th = th;
+    if (!in || !th) {
+        c->nomem = 1;
+        return -ENOMEM;
+    }
+    c->max = cap;
+    return 0;
+}
+
+/* The GIL blocks are in ticks (converted in place at finish): chunks [at, at + n) become
+ * copies, converted. On -ENOMEM none is a copy. */
+static int copy_gil_chunks(struct checkpoint *c, size_t at, size_t n)
+{
+    for (size_t k = at; k < at + n; k++) {
+        struct gt_gil_event *e = malloc(c->chunks[k].n * sizeof(*e));
+        if (!e) {
+            for (size_t j = at; j < k; j++)
+                free((void *)c->chunks[j].data);
+            return -ENOMEM;
+        }
+        memcpy(e, c->chunks[k].data, c->chunks[k].n * sizeof(*e));
+        for (size_t j = 0; j < c->chunks[k].n; j++)
+            e[j].ts = gt_clock__to_ns(c->fit, e[j].ts);
+        c->chunks[k].data = e;
+    }
+    return 0;
+}
+
 static void checkpoint_thread(struct gt_thread *t, void *ctx)
 {
     struct checkpoint *c = ctx;
-    if (c->nomem)
+    if (c->nomem || checkpoint_room(c) < 0)
         return;
-    if (c->n == c->max) {
-        size_t cap = 2 * c->max + 8;
-        struct gt_thread_input *in = realloc(c->in, cap * sizeof(*in));
-        if (in)
-            c->in = in;
-        struct gt_thread **th = realloc(c->th, cap * sizeof(*th));
-        if (th)
-            c->th = th;
-        if (!in || !th) {
-            c->nomem = 1;
-            return;
-        }
-        c->max = cap;
-    }
     memset(&c->in[c->n], 0, sizeof(c->in[c->n]));
     struct gt_stream *st[3] = {&t->calls, &t->gil, &t->sched};
     size_t need[3], total = 0;
@@ -1575,20 +1600,10 @@ static void checkpoint_thread(struct gt_thread *t, void *ctx)
     in->ngil = need[1];
     in->sched = (const struct gt_chunk *)(uintptr_t)at[2];
     in->nsched = need[2];
-    /* The GIL blocks are in ticks (converted in place at finish): copies, converted. */
-    for (size_t k = at[1]; k < at[1] + need[1]; k++) {
-        struct gt_gil_event *e = malloc(c->chunks[k].n * sizeof(*e));
-        if (!e) {
-            for (size_t j = at[1]; j < k; j++)
-                free((void *)c->chunks[j].data);
-            in->ngil = 0;
-            c->nomem = 1;
-            return;
-        }
-        memcpy(e, c->chunks[k].data, c->chunks[k].n * sizeof(*e));
-        for (size_t j = 0; j < c->chunks[k].n; j++)
-            e[j].ts = gt_clock__to_ns(c->fit, e[j].ts);
-        c->chunks[k].data = e;
+    if (copy_gil_chunks(c, at[1], need[1]) < 0) {
+        in->ngil = 0;
+        c->nomem = 1;
+        return;
     }
     for (size_t k = at[0]; k < at[0] + need[0]; k++)
         c->calls += c->chunks[k].n;
