@@ -15,13 +15,11 @@ EXCEPTIONS = {
     "core/emit/payload.c:payload_write":
         "not split yet: payload.c is being changed by the lock-kinds work (issue 24)",
     "core/py/session.c:finish": "not split yet (issue 24)",
-    "core/analyze/whatif.c:gt_whatif__predict": "not split yet (issue 24)",
     "core/analyze/profile.c:build_thread": "not split yet (issue 24)",
     "core/analyze/merge.c:build_spans": "not split yet (issue 24)",
     "core/probes/bpf/lockprobe.c:gt_lockprobe__open": "not split yet (issue 24)",
     "core/jsmin/jsmin.c:gt_jsmin": "not split yet (issue 24)",
     "core/py/session.c:gt_session__spool": "not split yet (issue 24)",
-    "core/analyze/whatif.c:build_pieces": "not split yet (issue 24)",
 }
 
 if not (ROOT / "core").is_dir() or not (ROOT / "magics").is_dir():
