@@ -16,7 +16,6 @@ EXCEPTIONS = {
         "not split yet: payload.c is being changed by the lock-kinds work (issue 24)",
     "core/py/session.c:finish": "not split yet (issue 24)",
     "core/analyze/profile.c:build_thread": "not split yet (issue 24)",
-    "core/analyze/merge.c:build_spans": "not split yet (issue 24)",
     "core/probes/bpf/lockprobe.c:gt_lockprobe__open": "not split yet (issue 24)",
     "core/jsmin/jsmin.c:gt_jsmin": "not split yet (issue 24)",
     "core/py/session.c:gt_session__spool": "not split yet (issue 24)",
