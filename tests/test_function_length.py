@@ -18,7 +18,6 @@ EXCEPTIONS = {
     "core/analyze/profile.c:build_thread": "not split yet (issue 24)",
     "core/probes/bpf/lockprobe.c:gt_lockprobe__open": "not split yet (issue 24)",
     "core/jsmin/jsmin.c:gt_jsmin": "not split yet (issue 24)",
-    "core/py/session.c:gt_session__spool": "not split yet (issue 24)",
 }
 
 if not (ROOT / "core").is_dir() or not (ROOT / "magics").is_dir():

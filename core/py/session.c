@@ -1812,6 +1812,64 @@ static uint64_t thread_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Until the deadline (not a sum of sleeps, which a busy machine stretches) or stop. */
+static void ck_sleep(struct gt_session *s, uint64_t wait)
+{
+    for (uint64_t until = gt_now_ns() + wait, t;
+         (t = gt_now_ns()) < until && !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE);)
+        nanosleep(&(struct timespec){0, until - t < 10000000u ? (long)(until - t) : 10000000},
+                  NULL);
+}
+
+/* The spooler's state between checkpoints. */
+struct ck_loop {
+    PyThreadState *ts; /* this thread's, while it runs without the GIL */
+    size_t known;      /* threads the last look saw */
+    uint64_t wanted;   /* since when a look is wanted, or 0 */
+};
+
+/* A thread or a function new since the last look: a look again, made without making a
+ * busy thread wait for the GIL: by this thread when the GIL is free, else (3.13+) by the
+ * main thread, else (before 3.13, or the main thread away in C) by this thread once
+ * GT_CK_LOOK_NS passed. Meanwhile the checkpoints write what the last look saw (a later
+ * one's maps cover the earlier ones'). probe: ck_probe's counts. */
+static int ck_maybe_look(struct gt_session *s, PyObject *names_fn, struct ck_loop *l,
+                         const size_t probe[2])
+{
+    int err = 0;
+    uint64_t now = gt_now_ns();
+    if (probe[0] == l->known && !probe[1]) {
+        l->wanted = 0;
+        return 0;
+    }
+    if (!l->wanted)
+        l->wanted = now;
+#if GT_CK_PENDING_LOOK
+    int mine = now - l->wanted >= 3 * (uint64_t)GT_CK_LOOK_NS; /* (main thread away) */
+#else
+    int mine = now - l->wanted >= GT_CK_LOOK_NS || ck_gil_free();
+#endif
+    if (mine) {
+        PyEval_RestoreThread(l->ts);
+        pthread_mutex_lock(&s->ck_lock);
+        err = ck_refresh(s, names_fn);
+        pthread_mutex_unlock(&s->ck_lock);
+        l->ts = PyEval_SaveThread();
+        l->known = probe[0];
+        l->wanted = 0;
+    }
+#if GT_CK_PENDING_LOOK
+    else if (!__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&s->ck_pending, 1, __ATOMIC_RELEASE);
+        if (Py_AddPendingCall(ck_look_pending, (void *)(uintptr_t)s->ck_gen) < 0)
+            __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
+        else
+            l->known = probe[0]; /* (its functions: the pending look maps them) */
+    }
+#endif
+    return err;
+}
+
 #endif
 
 int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_ms)
@@ -1844,60 +1902,21 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         return -EINVAL;
     }
     uint64_t every = (uint64_t)(every_ms ? every_ms : 500) * 1000000u, wait = every;
-    size_t known = 0; /* threads the last look saw */
+    struct ck_loop l = {.ts = ts};
     int err = 0;
-    uint64_t wanted = 0; /* since when a look is wanted */
 #if GT_CK_PENDING_LOOK
     s->ck_gen = ++ck_gens; /* (before any pending look is asked for) */
 #endif
     for (;;) {
-        /* Until the deadline (not a sum of sleeps, which a busy machine stretches). */
-        for (uint64_t until = gt_now_ns() + wait, t;
-             (t = gt_now_ns()) < until && !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE);)
-            nanosleep(&(struct timespec){0, until - t < 10000000u ? (long)(until - t) : 10000000},
-                      NULL);
+        ck_sleep(s, wait);
         if (__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE))
             break;
         uint64_t cpu = thread_cpu_ns();
-        /* A thread or a function new since the last look: a look again, made without
-         * making a busy thread wait for the GIL: by this thread when the GIL is free,
-         * else (3.13+) by the main thread, else (before 3.13, or the main thread away
-         * in C) by this thread once GT_CK_LOOK_NS passed. Meanwhile the checkpoints
-         * write what the last look saw (a later one's maps cover the earlier ones'). */
         size_t probe[2] = {0, 0};
         err = gt_registry__each_locked(ck_probe, probe);
         if (err)
             break;
-        uint64_t now = gt_now_ns();
-        if (probe[0] != known || probe[1]) {
-            if (!wanted)
-                wanted = now;
-#if GT_CK_PENDING_LOOK
-            int mine = now - wanted >= 3 * (uint64_t)GT_CK_LOOK_NS; /* (main thread away) */
-#else
-            int mine = now - wanted >= GT_CK_LOOK_NS || ck_gil_free();
-#endif
-            if (mine) {
-                PyEval_RestoreThread(ts);
-                pthread_mutex_lock(&s->ck_lock);
-                err = ck_refresh(s, names_fn);
-                pthread_mutex_unlock(&s->ck_lock);
-                ts = PyEval_SaveThread();
-                known = probe[0];
-                wanted = 0;
-            }
-#if GT_CK_PENDING_LOOK
-            else if (!__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE)) {
-                __atomic_store_n(&s->ck_pending, 1, __ATOMIC_RELEASE);
-                if (Py_AddPendingCall(ck_look_pending, (void *)(uintptr_t)s->ck_gen) < 0)
-                    __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
-                else
-                    known = probe[0]; /* (its functions: the pending look maps them) */
-            }
-#endif
-        } else {
-            wanted = 0;
-        }
+        err = ck_maybe_look(s, names_fn, &l, probe);
         pthread_mutex_lock(&s->ck_lock);
         err = ck_write(s, (uint32_t)(wait / 1000000u));
         pthread_mutex_unlock(&s->ck_lock);
@@ -1915,7 +1934,7 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
                     __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == GT_SESSION_RECORDING;
          i++)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
-    PyEval_RestoreThread(ts);
+    PyEval_RestoreThread(l.ts);
     return err;
 #endif
 }
