@@ -17,7 +17,6 @@ EXCEPTIONS = {
     "core/py/session.c:finish": "not split yet (issue 24)",
     "core/analyze/profile.c:build_thread": "not split yet (issue 24)",
     "core/probes/bpf/lockprobe.c:gt_lockprobe__open": "not split yet (issue 24)",
-    "core/jsmin/jsmin.c:gt_jsmin": "not split yet (issue 24)",
 }
 
 if not (ROOT / "core").is_dir() or not (ROOT / "magics").is_dir():
