@@ -14,7 +14,6 @@ LIMIT = 80
 EXCEPTIONS = {
     "core/emit/payload.c:payload_write":
         "not split yet: payload.c is being changed by the lock-kinds work (issue 24)",
-    "core/probes/bpf/lockprobe.c:gt_lockprobe__open": "not split yet (issue 24)",
 }
 
 if not (ROOT / "core").is_dir() or not (ROOT / "magics").is_dir():
