@@ -247,18 +247,71 @@ static uint16_t span_c_flag(const struct gt_trace_input *in, uint32_t f, uint32_
     return c ? GT_SPAN_C : 0;
 }
 
-/* Call stream -> spans. Returns with x->in_stack all zero again. */
-static int build_spans(struct scratch *x, const struct gt_trace_input *in,
-                       const struct gt_thread_input *ti, struct gt_thread_result *tr)
+/* A frame entered before tracing, the ndef-th, whose return came when n spans were open
+ * or done: x->pre and x->deficit_at. */
+static int add_pre(struct scratch *x, size_t ndef, struct gt_span pre, size_t n)
 {
-    struct gt_span *sp = NULL;
-    size_t n = 0, cap = 0, depth = 0, ndef = 0;
-    uint64_t start = tr->start_ns, end = tr->end_ns, last = start, call_end = end;
+    int err;
+    if ((err = grow(&x->pre, &x->pre_cap, ndef + 1, sizeof(*x->pre))) ||
+        (err = grow(&x->deficit_at, &x->deficit_cap, ndef + 1, sizeof(*x->deficit_at))))
+        return err;
+    x->pre[ndef] = pre;
+    x->deficit_at[ndef] = n;
+    return 0;
+}
+
+/* A return of f at ts: closes the open frames down to f's (those above it lost their
+ * own return). f has an open frame (x->in_stack[f]). */
+static void close_frames(struct scratch *x, struct gt_span *sp, size_t *depth, uint32_t f,
+                         uint64_t ts, uint16_t uw)
+{
+    for (;;) {
+        struct gt_span *s = &sp[x->stack[--*depth]];
+        s->end = ts;
+        x->in_stack[s->func]--;
+        if (s->func == f) {
+            s->flags |= uw;
+            break;
+        }
+        s->flags |= GT_SPAN_CLIPPED_END; /* its own return was lost */
+    }
+}
+
+/* Prepends the ndef pre-tracing frames (outermost first) to the n spans (sp has room)
+ * and pushes everything opened before the j-th of them down by ndef - j levels. */
+static void prepend_pre(const struct scratch *x, struct gt_span *sp, size_t n,
+                        size_t ndef)
+{
+    memmove(sp + ndef, sp, n * sizeof(*sp));
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        while (j < ndef && x->deficit_at[j] <= i)
+            j++;
+        struct gt_span *s = &sp[ndef + i];
+        s->depth = depth16((size_t)s->depth + (ndef - j));
+    }
+    for (size_t q = 0; q < ndef; q++) {
+        sp[q] = x->pre[ndef - 1 - q];
+        sp[q].depth = depth16(q);
+    }
+}
+
+/* Spans being built: v[0..n) (room for cap), the open ones on x->stack[0..depth), and
+ * ndef frames entered before tracing (x->pre). */
+struct span_list {
+    struct gt_span *v;
+    size_t n, cap, depth, ndef;
+};
+
+/* The thread's call events -> b's spans: each call opens one, each return closes its
+ * frame's. Stops (returning 0) where recording was truncated. */
+static int read_calls(struct scratch *x, const struct gt_trace_input *in,
+                      const struct gt_thread_input *ti, const struct gt_thread_result *tr,
+                      struct span_list *b)
+{
+    uint64_t start = tr->start_ns, end = tr->end_ns, last = start;
     const int truncated = ti->calls_truncated_at != 0;
     int err = 0;
-
-    if (truncated)
-        call_end = clamp_u64(ti->calls_truncated_at, start, end);
     struct call_reader rd = call_reader(in, ti);
     struct gt_call_event ev;
     while (call_next(&rd, &ev)) {
@@ -266,7 +319,7 @@ static int build_spans(struct scratch *x, const struct gt_trace_input *in,
         uint32_t f = ev.func, kind = ev.kind & GT_CALL_KIND_MASK;
         uint16_t open_at_start = (ev.kind & GT_CALL_OPEN_AT_START) ? GT_SPAN_CLIPPED_START : 0;
         if (truncated && ts > ti->calls_truncated_at)
-            goto done; /* recording stopped here; later events cannot nest */
+            return 0; /* recording stopped here; later events cannot nest */
         if (ti->func_map) {
             if (f >= ti->func_map_len)
                 continue;
@@ -280,14 +333,14 @@ static int build_spans(struct scratch *x, const struct gt_trace_input *in,
         switch (kind) {
         case GT_CALL:
         case GT_CCALL:
-            if (n == cap && (err = grow(&sp, &cap, n + 1, sizeof(*sp))))
-                goto cleanup;
-            if (depth == x->stack_cap &&
-                (err = grow(&x->stack, &x->stack_cap, depth + 1, sizeof(*x->stack))))
-                goto cleanup;
-            sp[n] = (struct gt_span){ts, ts, f, depth16(depth),
-                                     (uint16_t)(span_c_flag(in, f, kind) | open_at_start)};
-            x->stack[depth++] = n++;
+            if (b->n == b->cap && (err = grow(&b->v, &b->cap, b->n + 1, sizeof(*b->v))))
+                return err;
+            if (b->depth == x->stack_cap &&
+                (err = grow(&x->stack, &x->stack_cap, b->depth + 1, sizeof(*x->stack))))
+                return err;
+            uint16_t flags = (uint16_t)(span_c_flag(in, f, kind) | open_at_start);
+            b->v[b->n] = (struct gt_span){ts, ts, f, depth16(b->depth), flags};
+            x->stack[b->depth++] = b->n++;
             x->in_stack[f]++;
             break;
         case GT_RETURN:
@@ -295,84 +348,76 @@ static int build_spans(struct scratch *x, const struct gt_trace_input *in,
         case GT_CRETURN:
         case GT_CRAISE: {
             uint16_t uw = (kind == GT_UNWIND || kind == GT_CRAISE) ? GT_SPAN_UNWIND : 0;
-            if (depth == 0) {
+            if (b->depth == 0) {
                 /* Entered before tracing: it encloses everything so far. */
-                if ((err = grow(&x->pre, &x->pre_cap, ndef + 1, sizeof(*x->pre))) ||
-                    (err = grow(&x->deficit_at, &x->deficit_cap, ndef + 1,
-                                sizeof(*x->deficit_at))))
-                    goto cleanup;
-                x->pre[ndef] = (struct gt_span){
+                struct gt_span pre = {
                     start, ts, f, 0,
                     (uint16_t)(GT_SPAN_CLIPPED_START | uw | span_c_flag(in, f, kind))};
-                x->deficit_at[ndef++] = n;
+                if ((err = add_pre(x, b->ndef, pre, b->n)))
+                    return err;
+                b->ndef++;
                 break;
             }
             if (!x->in_stack[f])
                 break; /* matches no open frame: a lost event, ignore it */
-            for (;;) {
-                struct gt_span *s = &sp[x->stack[--depth]];
-                s->end = ts;
-                x->in_stack[s->func]--;
-                if (s->func == f) {
-                    s->flags |= uw;
-                    break;
-                }
-                s->flags |= GT_SPAN_CLIPPED_END; /* its own return was lost */
-            }
+            close_frames(x, b->v, &b->depth, f, ts, uw);
             break;
         }
         default:
             break;
         }
     }
-done:
-    while (depth) {
-        struct gt_span *s = &sp[x->stack[--depth]];
+    return 0;
+}
+
+/* Closes the frames still open at call_end, prepends those entered before tracing and
+ * sorts, if out of order. */
+static int finish_spans(struct scratch *x, struct span_list *b, uint64_t call_end)
+{
+    int err;
+    while (b->depth) {
+        struct gt_span *s = &b->v[x->stack[--b->depth]];
         s->end = call_end;
         s->flags |= GT_SPAN_CLIPPED_END;
         x->in_stack[s->func]--;
     }
-    if (ndef) {
-        /* Prepend the pre-tracing frames (outermost first) and push everything
-         * opened before the j-th of them down by ndef - j levels. */
-        if ((err = grow(&sp, &cap, n + ndef, sizeof(*sp))))
-            goto cleanup;
-        memmove(sp + ndef, sp, n * sizeof(*sp));
-        size_t j = 0;
-        for (size_t i = 0; i < n; i++) {
-            while (j < ndef && x->deficit_at[j] <= i)
-                j++;
-            struct gt_span *s = &sp[ndef + i];
-            s->depth = depth16((size_t)s->depth + (ndef - j));
-        }
-        for (size_t q = 0; q < ndef; q++) {
-            sp[q] = x->pre[ndef - 1 - q];
-            sp[q].depth = depth16(q);
-        }
-        n += ndef;
+    if (b->ndef) {
+        if ((err = grow(&b->v, &b->cap, b->n + b->ndef, sizeof(*b->v))))
+            return err;
+        prepend_pre(x, b->v, b->n, b->ndef);
+        b->n += b->ndef;
     }
-    for (size_t i = 1; i < n; i++) {
-        if (span_before(&sp[i], &sp[i - 1])) {
-            if ((err = sort_spans(x, sp, n)))
-                goto cleanup;
-            break;
-        }
-    }
-    if (n == 0) {
-        free(sp);
-        sp = NULL;
-    }
-    tr->spans = sp;
-    tr->nspans = n;
-    sp = NULL;
-cleanup:
+    for (size_t i = 1; i < b->n; i++)
+        if (span_before(&b->v[i], &b->v[i - 1]))
+            return sort_spans(x, b->v, b->n);
+    return 0;
+}
+
+/* Call stream -> spans. Returns with x->in_stack all zero again. */
+static int build_spans(struct scratch *x, const struct gt_trace_input *in,
+                       const struct gt_thread_input *ti, struct gt_thread_result *tr)
+{
+    struct span_list b = {0};
+    uint64_t call_end = tr->end_ns;
+    if (ti->calls_truncated_at != 0)
+        call_end = clamp_u64(ti->calls_truncated_at, tr->start_ns, tr->end_ns);
+    int err = read_calls(x, in, ti, tr, &b);
+    if (!err)
+        err = finish_spans(x, &b, call_end);
     if (err) {
         /* Leave the scratch clean even on failure. */
-        while (depth)
-            x->in_stack[sp[x->stack[--depth]].func]--;
+        while (b.depth)
+            x->in_stack[b.v[x->stack[--b.depth]].func]--;
+        free(b.v);
+        return err;
     }
-    free(sp);
-    return err;
+    if (b.n == 0) {
+        free(b.v);
+        b.v = NULL;
+    }
+    tr->spans = b.v;
+    tr->nspans = b.n;
+    return 0;
 }
 
 /* Builds contiguous intervals with zero-length ones dropped and equal neighbours merged. */

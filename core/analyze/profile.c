@@ -246,6 +246,124 @@ static int graft(struct tbuild *b, const struct gt_result *r, const struct gt_th
     return 0;
 }
 
+/* A sweep over one thread (build_thread): its tree, the open frames ((*stp)[0..d), the
+ * caller's stack, reused across threads) and the next span to open (i). */
+struct sweep {
+    const struct gt_result *r;
+    const struct gt_thread_result *t;
+    struct tbuild b;
+    uint32_t *in_path;
+    struct pframe **stp;
+    size_t *st_cap;
+    size_t i, d;
+    unsigned fold; /* the outer frames left out (folded), or 0 */
+    int kept;      /* keep last: the tree is the time before the kept window */
+};
+
+/* Room for one more open frame. */
+static int sweep_room(struct sweep *w)
+{
+    if (w->d < *w->st_cap)
+        return 0;
+    size_t c = *w->st_cap ? 2 * *w->st_cap : 64;
+    struct pframe *q = realloc(*w->stp, c * sizeof(*q));
+    if (!q)
+        return -ENOMEM;
+    *w->stp = q;
+    *w->st_cap = c;
+    return 0;
+}
+
+/* Frames starting by `last`; a frame's depth says which open frames enclose it. */
+static int sweep_open(struct sweep *w, uint64_t last)
+{
+    const struct gt_thread_result *t = w->t;
+    const struct gt_span *sp = t->spans;
+    int err;
+    for (; w->i < t->nspans && sp[w->i].start <= last; w->i++) {
+        const struct gt_span *s = &sp[w->i];
+        struct pframe *st = *w->stp;
+        uint32_t f = s->func, node;
+        unsigned depth = s->depth;
+        if (f >= w->r->nfuncs)
+            continue;
+        if (w->fold && depth != UINT16_MAX) {
+            if (depth < w->fold || s->start < t->outer_start || s->start >= t->outer_end)
+                continue;
+            depth -= w->fold;
+        }
+        while (w->d &&
+               ((depth != UINT16_MAX && w->d > depth) || st[w->d - 1].end < s->start))
+            w->in_path[st[--w->d].func]--;
+        uint32_t cur = w->d ? st[w->d - 1].node : 0;
+        if ((err = tb_child(&w->b, cur, f, w->in_path[f] != 0, &node)))
+            return err;
+        /* (keep last: the frames open at the window's start were counted in the tree) */
+        w->b.nodes[node].calls += !(s->flags & GT_SPAN_CLIPPED_START) &&
+                                  !(w->kept && s->start == t->calls_kept_from);
+        if ((err = sweep_room(w)))
+            return err;
+        st = *w->stp;
+        uint64_t end = s->end;
+        if (w->d && end > st[w->d - 1].end)
+            end = st[w->d - 1].end; /* a child never outlives its parent */
+        st[w->d++] = (struct pframe){end < last ? last : end, node, f};
+        w->in_path[f]++;
+    }
+    return 0;
+}
+
+/* The aggregate's tree grafted below the open frames (keep last: at the root); *map its
+ * nodes' ids, *tail the node the aggregate had open. */
+static int sweep_graft(struct sweep *w, uint32_t **map, uint32_t *tail)
+{
+    const struct gt_thread_result *t = w->t;
+    int err;
+    if (!(*map = malloc(2 * t->ncalls_more * sizeof(**map))))
+        return -ENOMEM;
+    if ((err = graft(&w->b, w->r, t, *w->stp, w->kept ? 0 : w->d, *map,
+                     *map + t->ncalls_more, w->kept ? w->fold : 0)))
+        return err;
+    *tail = (*map)[t->calls_more_cur < t->ncalls_more ? t->calls_more_cur : 0];
+    return 0;
+}
+
+/* The state of intervals v[0..nv) at `last` (3: in none) and until when it holds;
+ * *k is the cursor, which only moves forward. */
+static unsigned state_at(const struct gt_interval *v, size_t nv, size_t *k, uint64_t last,
+                         uint64_t *until)
+{
+    while (*k < nv && v[*k].end <= last)
+        (*k)++;
+    unsigned s = *k < nv && v[*k].start <= last ? v[*k].state & 3 : 3;
+    *until = *k == nv ? NO_TIME : v[*k].start > last ? v[*k].start : v[*k].end;
+    return s;
+}
+
+/* The next boundary of any kind after `last` (GIL, OS, a span's start, an open frame's
+ * end, the graft's point, the grafted tree's end), or NO_TIME past the thread's end. */
+static uint64_t sweep_next(const struct sweep *w, uint64_t last, uint64_t g_until,
+                           uint64_t o_until, int grafting, int grafted)
+{
+    const struct gt_thread_result *t = w->t;
+    const struct pframe *st = *w->stp;
+    uint64_t nx = last < t->end_ns ? t->end_ns : NO_TIME;
+    if (nx != NO_TIME) {
+        nx = g_until < nx ? g_until : nx;
+        nx = o_until < nx ? o_until : nx;
+    }
+    if (w->i < t->nspans && t->spans[w->i].start < nx)
+        nx = t->spans[w->i].start;
+    if (w->d && st[w->d - 1].end < nx)
+        nx = st[w->d - 1].end;
+    uint64_t cut = t->calls_truncated_at;
+    if (grafting && !grafted && cut > last && cut < nx)
+        nx = cut;
+    if (grafted && last < t->calls_more_last && t->calls_more_last < nx)
+        nx = t->calls_more_last;
+    return nx;
+}
+
 /* One thread: a single sweep over its spans (a stack of open frames) and its GIL and OS
  * intervals; each stretch between two boundaries goes to the innermost open frame's
  * self time, in the state of that stretch. */
@@ -255,126 +373,64 @@ static int build_thread(const struct gt_result *r, const struct gt_thread_result
 {
     /* Folded, the frames above the traced code are left out: the root's children are what
      * began inside the innermost outer frame, one level below it. */
-    unsigned fold = (flags & GT_PROFILE_OUTER_FRAMES) ? 0 : t->outer_depth;
-    const struct gt_span *sp = t->spans;
+    struct sweep w = {.r = r, .t = t, .in_path = in_path, .stp = stp, .st_cap = st_cap,
+                      .fold = (flags & GT_PROFILE_OUTER_FRAMES) ? 0 : t->outer_depth};
     const struct gt_interval *gil = r->gil_known ? t->gil : NULL, *os = t->has_sched ? t->os : NULL;
-    size_t n = t->nspans, ngil = gil ? t->ngil : 0, nos = os ? t->nos : 0;
-    size_t i = 0, d = 0, gi = 0, oi = 0;
+    size_t ngil = gil ? t->ngil : 0, nos = os ? t->nos : 0, gi = 0, oi = 0;
     uint64_t last = t->start_ns, g_until = 0, o_until = 0;
     unsigned gs = 3, osx = 3, state = GT_PSTATE_UNKNOWN;
-    uint32_t cur = 0;
-    struct tbuild b;
     /* Past the call budget: the aggregate's tree is grafted at calls_truncated_at; it
      * holds the time up to its last event, the sweep's state splits the rest, which goes
      * to the node the aggregate had open. */
     int grafting = t->ncalls_more != 0, grafted = 0;
     /* Keep last: the tree is the time before the kept window (to calls_more_last), grafted
      * at the start; the spans are the window's, whose open frames begin at its start. */
-    const int kept = grafting && t->calls_kept_from != 0;
+    w.kept = grafting && t->calls_kept_from != 0;
     uint32_t tail_node = 0, *map = NULL;
-    int err = tb_init(&b);
+    int err = tb_init(&w.b);
 
     if (err)
         goto cleanup;
     for (;;) {
-        /* Frames starting now; a frame's depth says which open frames enclose it. */
-        for (; i < n && sp[i].start <= last; i++) {
-            const struct gt_span *s = &sp[i];
-            struct pframe *st = *stp;
-            uint32_t f = s->func, node;
-            unsigned depth = s->depth;
-            if (f >= r->nfuncs)
-                continue;
-            if (fold && depth != UINT16_MAX) {
-                if (depth < fold || s->start < t->outer_start || s->start >= t->outer_end)
-                    continue;
-                depth -= fold;
-            }
-            while (d && ((depth != UINT16_MAX && d > depth) || st[d - 1].end < s->start))
-                in_path[st[--d].func]--;
-            cur = d ? st[d - 1].node : 0;
-            if ((err = tb_child(&b, cur, f, in_path[f] != 0, &node)))
+        if ((err = sweep_open(&w, last)))
+            goto cleanup;
+        if (grafting && !grafted && (w.kept || last >= t->calls_truncated_at)) {
+            if ((err = sweep_graft(&w, &map, &tail_node)))
                 goto cleanup;
-            /* (keep last: the frames open at the window's start were counted in the tree) */
-            b.nodes[node].calls += !(s->flags & GT_SPAN_CLIPPED_START) &&
-                                   !(kept && s->start == t->calls_kept_from);
-            if (d == *st_cap) {
-                size_t c = *st_cap ? 2 * *st_cap : 64;
-                struct pframe *q = realloc(*stp, c * sizeof(*q));
-                if (!q) {
-                    err = -ENOMEM;
-                    goto cleanup;
-                }
-                *stp = st = q;
-                *st_cap = c;
-            }
-            uint64_t end = s->end;
-            if (d && end > st[d - 1].end)
-                end = st[d - 1].end; /* a child never outlives its parent */
-            st[d++] = (struct pframe){end < last ? last : end, node, f};
-            in_path[f]++;
-            cur = node;
-        }
-        struct pframe *st = *stp;
-        if (grafting && !grafted && (kept || last >= t->calls_truncated_at)) {
-            if (!(map = malloc(2 * t->ncalls_more * sizeof(*map)))) {
-                err = -ENOMEM;
-                goto cleanup;
-            }
-            if ((err = graft(&b, r, t, st, kept ? 0 : d, map, map + t->ncalls_more, kept ? fold : 0)))
-                goto cleanup;
-            tail_node = map[t->calls_more_cur < t->ncalls_more ? t->calls_more_cur : 0];
             grafted = 1;
         }
-        while (d && st[d - 1].end <= last)
-            in_path[st[--d].func]--;
-        cur = d ? st[d - 1].node : 0;
+        struct pframe *st = *stp;
+        while (w.d && st[w.d - 1].end <= last)
+            in_path[st[--w.d].func]--;
+        uint32_t cur = w.d ? st[w.d - 1].node : 0;
 
         /* The state from `last` on, recomputed only when a GIL or OS boundary is reached;
          * then the next boundary of any kind. */
         if (last >= g_until) {
-            while (gi < ngil && gil[gi].end <= last)
-                gi++;
-            gs = gi < ngil && gil[gi].start <= last ? gil[gi].state & 3 : 3;
-            g_until = gi == ngil ? NO_TIME : gil[gi].start > last ? gil[gi].start : gil[gi].end;
+            gs = state_at(gil, ngil, &gi, last, &g_until);
             state = state_of[gs][osx];
         }
         if (last >= o_until) {
-            while (oi < nos && os[oi].end <= last)
-                oi++;
-            osx = oi < nos && os[oi].start <= last ? os[oi].state & 3 : 3;
-            o_until = oi == nos ? NO_TIME : os[oi].start > last ? os[oi].start : os[oi].end;
+            osx = state_at(os, nos, &oi, last, &o_until);
             state = state_of[gs][osx];
         }
-        uint64_t nx = last < t->end_ns ? t->end_ns : NO_TIME;
-        if (nx != NO_TIME) {
-            nx = g_until < nx ? g_until : nx;
-            nx = o_until < nx ? o_until : nx;
-        }
-        if (i < n && sp[i].start < nx)
-            nx = sp[i].start;
-        if (d && st[d - 1].end < nx)
-            nx = st[d - 1].end;
-        if (grafting && !grafted && t->calls_truncated_at > last && t->calls_truncated_at < nx)
-            nx = t->calls_truncated_at;
-        if (grafted && last < t->calls_more_last && t->calls_more_last < nx)
-            nx = t->calls_more_last;
+        uint64_t nx = sweep_next(&w, last, g_until, o_until, grafting, grafted);
         if (nx == NO_TIME)
             break;
-        if (!grafted || (kept && last >= t->calls_more_last))
-            b.nodes[cur].self[state] += nx - last;
+        if (!grafted || (w.kept && last >= t->calls_more_last))
+            w.b.nodes[cur].self[state] += nx - last;
         else if (last >= t->calls_more_last)
-            b.nodes[tail_node].self[state] += nx - last;
+            w.b.nodes[tail_node].self[state] += nx - last;
         last = nx;
     }
-    tb_finish(&b, out);
+    tb_finish(&w.b, out);
     out->tid = t->tid;
 cleanup:
     free(map);
-    while (d)
-        in_path[(*stp)[--d].func]--;
+    while (w.d)
+        in_path[(*stp)[--w.d].func]--;
     if (err)
-        tb_free(&b);
+        tb_free(&w.b);
     return err;
 }
 

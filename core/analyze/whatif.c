@@ -631,29 +631,27 @@ static int cmp_caused(const void *x, const void *y)
     return a->func < b->func ? -1 : a->func > b->func;
 }
 
-/* Pieces of every foreground thread, with the hand-offs resolved to (thread, piece). */
-static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n, uint64_t origin,
-                        size_t *handoffs)
+/* A hand-off: thread `thread`'s run resumes at `at` once waker `w` reaches `point`. */
+struct handoff {
+    size_t thread;
+    uint64_t at; /* the hand-off's end in its thread */
+    int32_t w;
+    uint64_t point; /* the waker's point to reach */
+};
+
+/* The hand-off points of every foreground thread, with their wakers (*hos, *nho). */
+static int find_handoffs(struct fthread *fts, size_t n, uint64_t origin,
+                         struct handoff **hos, size_t *nho)
 {
     int err = 0;
-    (void)r;
-    for (size_t i = 0; i < n; i++)
-        fp_rewind(&fts[i]);
-    /* Hand-off points first: they cut the wakers' pieces. */
-    struct ho {
-        size_t thread;
-        uint64_t at; /* the hand-off's end in its thread */
-        int32_t w;
-        uint64_t point; /* the waker's point to reach */
-    } *hos = NULL;
-    size_t nho = 0, capho = 0;
+    size_t capho = 0;
     for (size_t i = 0; i < n && !err; i++) {
         const struct gt_thread_result *t = fts[i].t;
         if (t->start_ns > origin) {
             uint64_t at;
             int32_t w = waker(fts, n, i, t->start_ns, t->start_ns, t->start_ns, &at);
-            if (w >= 0 && !(err = grow((void **)&hos, &capho, nho + 1, sizeof(*hos))))
-                hos[nho++] = (struct ho){i, t->start_ns, w, at};
+            if (w >= 0 && !(err = grow((void **)hos, &capho, *nho + 1, sizeof(**hos))))
+                (*hos)[(*nho)++] = (struct handoff){i, t->start_ns, w, at};
         }
         for (size_t k = 0; k < t->ngil && !err; k++) {
             const struct gt_interval *iv = &t->gil[k];
@@ -664,73 +662,224 @@ static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n
             if (k + 1 < t->ngil && t->gil[k + 1].state == GT_GIL_STATE_WAIT)
                 until = t->gil[k + 1].end;
             int32_t w = waker(fts, n, i, iv->start, iv->end, until, &at);
-            if (w >= 0 && !(err = grow((void **)&hos, &capho, nho + 1, sizeof(*hos))))
-                hos[nho++] = (struct ho){i, iv->end, w, at};
+            if (w >= 0 && !(err = grow((void **)hos, &capho, *nho + 1, sizeof(**hos))))
+                (*hos)[(*nho)++] = (struct handoff){i, iv->end, w, at};
         }
     }
+    return err;
+}
+
+/* One foreground thread's pieces: its work and blocks (cut at ft->cuts) and hand-offs. */
+static int thread_pieces(struct fthread *ft, uint64_t origin)
+{
+    int err = 0;
+    const struct gt_thread_result *t = ft->t;
+    if (ft->ncuts) /* (qsort of NULL, 0: undefined) */
+        qsort(ft->cuts, ft->ncuts, sizeof(*ft->cuts), cmp_u64);
+    size_t ci = 0;
+    fp_rewind(ft);
+    if (t->start_ns > origin)
+        err = add_piece(ft, (struct piece){t->start_ns, t->start_ns, P_HANDOFF,
+                                           -1, -1, t->start_ns, 0, 1, 0});
+    for (size_t k = 0; k < t->ngil && !err; k++) {
+        const struct gt_interval *iv = &t->gil[k];
+        if (iv->state == GT_GIL_STATE_HELD) {
+            err = add_span_pieces(ft, iv->start, iv->end, P_WORK, &ci);
+        } else if (iv->state == GT_GIL_STATE_RELEASED && !is_switch(ft, iv)) {
+            if (is_handoff(ft, iv))
+                err = add_piece(ft, (struct piece){iv->end, iv->end, P_HANDOFF,
+                                                   -1, -1, iv->end, 0, 0, 0});
+            else
+                err = add_span_pieces(ft, iv->start, iv->end, P_BLOCK, &ci);
+        }
+    }
+    return err;
+}
+
+/* A hand-off piece -> its waker's last piece ending at or before the point. */
+static void link_handoff(struct fthread *fts, const struct handoff *ho, size_t *handoffs)
+{
+    struct fthread *ft = &fts[ho->thread];
+    struct piece *p = NULL;
+    for (size_t k = 0; k < ft->np; k++)
+        if (ft->p[k].kind == P_HANDOFF && ft->p[k].dep_time == ho->at &&
+            ft->p[k].dep_thread < 0) {
+            p = &ft->p[k];
+            break;
+        }
+    if (!p)
+        return;
+    const struct fthread *w = &fts[ho->w];
+    uint64_t pt = ho->point;
+    size_t lo = 0, hi = w->np; /* pieces are in time order: first ending after `pt` */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (w->p[mid].b <= pt)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* A zero-length piece at `pt` of the waker (its own hand-off) is not yet done. */
+    while (lo > 0 && w->p[lo - 1].a == pt && w->p[lo - 1].b == pt &&
+           w->p[lo - 1].kind == P_HANDOFF)
+        lo--;
+    p->dep_thread = ho->w;
+    p->dep_piece = (int64_t)lo - 1;
+    if (lo > 0)
+        fts[ho->w].p[lo - 1].cut = 1;
+    (*handoffs)++;
+}
+
+/* Pieces of every foreground thread, with the hand-offs resolved to (thread, piece). */
+static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n, uint64_t origin,
+                        size_t *handoffs)
+{
+    (void)r;
+    for (size_t i = 0; i < n; i++)
+        fp_rewind(&fts[i]);
+    /* Hand-off points first: they cut the wakers' pieces. */
+    struct handoff *hos = NULL;
+    size_t nho = 0;
+    int err = find_handoffs(fts, n, origin, &hos, &nho);
     for (size_t i = 0; i < n && !err; i++)
         err = fts[i].err; /* of the sweeps over the spans */
     for (size_t h = 0; h < nho && !err; h++)
         err = add_cut(&fts[hos[h].w], hos[h].point);
-    for (size_t i = 0; i < n && !err; i++) {
-        struct fthread *ft = &fts[i];
-        const struct gt_thread_result *t = ft->t;
-        if (ft->ncuts) /* (qsort of NULL, 0: undefined) */
-            qsort(ft->cuts, ft->ncuts, sizeof(*ft->cuts), cmp_u64);
-        size_t ci = 0;
-        fp_rewind(ft);
-        if (t->start_ns > origin)
-            err = add_piece(ft, (struct piece){t->start_ns, t->start_ns, P_HANDOFF,
-                                               -1, -1, t->start_ns, 0, 1, 0});
-        for (size_t k = 0; k < t->ngil && !err; k++) {
-            const struct gt_interval *iv = &t->gil[k];
-            if (iv->state == GT_GIL_STATE_HELD) {
-                err = add_span_pieces(ft, iv->start, iv->end, P_WORK, &ci);
-            } else if (iv->state == GT_GIL_STATE_RELEASED && !is_switch(ft, iv)) {
-                if (is_handoff(ft, iv))
-                    err = add_piece(ft, (struct piece){iv->end, iv->end, P_HANDOFF,
-                                                       -1, -1, iv->end, 0, 0, 0});
-                else
-                    err = add_span_pieces(ft, iv->start, iv->end, P_BLOCK, &ci);
-            }
-        }
-    }
-    /* Each hand-off piece -> its waker's last piece ending at or before the point. */
-    for (size_t h = 0; h < nho && !err; h++) {
-        struct fthread *ft = &fts[hos[h].thread];
-        struct piece *p = NULL;
-        for (size_t k = 0; k < ft->np; k++)
-            if (ft->p[k].kind == P_HANDOFF && ft->p[k].dep_time == hos[h].at &&
-                ft->p[k].dep_thread < 0) {
-                p = &ft->p[k];
-                break;
-            }
-        if (!p)
-            continue;
-        const struct fthread *w = &fts[hos[h].w];
-        uint64_t pt = hos[h].point;
-        size_t lo = 0, hi = w->np; /* pieces are in time order: first ending after `pt` */
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (w->p[mid].b <= pt)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        /* A zero-length piece at `pt` of the waker (its own hand-off) is not yet done. */
-        while (lo > 0 && w->p[lo - 1].a == pt && w->p[lo - 1].b == pt &&
-               w->p[lo - 1].kind == P_HANDOFF)
-            lo--;
-        p->dep_thread = hos[h].w;
-        p->dep_piece = (int64_t)lo - 1;
-        if (lo > 0)
-            fts[hos[h].w].p[lo - 1].cut = 1;
-        (*handoffs)++;
-    }
+    for (size_t i = 0; i < n && !err; i++)
+        err = thread_pieces(&fts[i], origin);
+    for (size_t h = 0; h < nho && !err; h++)
+        link_handoff(fts, &hos[h], handoffs);
     for (size_t i = 0; i < n && !err; i++)
         err = fts[i].err;
     free(hos);
     return err;
+}
+
+/* The foreground threads (not background, with GIL intervals) into fts; the earliest
+ * start (*origin) and the latest end (*last). */
+static void pick_threads(const struct gt_result *r, struct fthread *fts, uint64_t *origin,
+                         uint64_t *last)
+{
+    *origin = UINT64_MAX;
+    *last = 0;
+    for (size_t i = 0, j = 0; i < r->nthreads; i++) {
+        const struct gt_thread_result *t = &r->threads[i];
+        if (t->background || !t->ngil)
+            continue;
+        fts[j].r = r;
+        fts[j++].t = t;
+        if (t->start_ns < *origin)
+            *origin = t->start_ns;
+        if (t->end_ns > *last)
+            *last = t->end_ns;
+    }
+}
+
+/* Wait caused, per function, in the foreground threads' waits: cs (room for r->nblame),
+ * most first; their count. *total_wait: all the foreground threads' blamed wait. */
+static size_t wait_caused(const struct gt_result *r, const struct fthread *fts, size_t n,
+                          struct caused *cs, double *total_wait)
+{
+    size_t ncs = 0;
+    *total_wait = 0;
+    for (size_t b = 0; b < r->nblame; b++) {
+        const struct gt_blame *bl = &r->blame[b];
+        int fg = 0;
+        for (size_t j = 0; j < n && !fg; j++)
+            fg = fts[j].t->tid == bl->waiter_tid;
+        if (!fg)
+            continue;
+        *total_wait += (double)bl->wait_ns;
+        if (bl->func >= r->nfuncs)
+            continue;
+        size_t k = 0;
+        while (k < ncs && cs[k].func != bl->func)
+            k++;
+        if (k == ncs)
+            cs[ncs++] = (struct caused){bl->func, 0};
+        cs[k].ns += bl->wait_ns;
+    }
+    qsort(cs, ncs, sizeof(*cs), cmp_caused);
+    return ncs;
+}
+
+/* Work is its time on CPU: the part preempted goes, and the CPU share other processes
+ * left the traced threads while they held the GIL (on CPU / held) stays as measured,
+ * spread evenly instead of wherever the preemptions fell. */
+static double cpu_share(const struct fthread *fts, size_t n)
+{
+    double held = 0, pre = 0, share = 1.0;
+    for (size_t j = 0; j < n; j++)
+        for (size_t k = 0; k < fts[j].np; k++)
+            if (fts[j].p[k].kind == P_WORK) {
+                held += (double)(fts[j].p[k].b - fts[j].p[k].a);
+                pre += (double)fts[j].p[k].pre;
+            }
+    if (held > 0 && held > pre)
+        share = (held - pre) / held;
+    return share;
+}
+
+/* w->threads: each foreground thread's measured and predicted time. */
+static int fill_threads(struct gt_whatif *w, const struct gt_result *r,
+                        const struct fthread *fts, size_t n, const struct sthread *times)
+{
+    w->threads = calloc(n, sizeof(*w->threads));
+    if (!w->threads)
+        return -ENOMEM;
+    w->nthreads = n;
+    for (size_t j = 0; j < n; j++) {
+        const struct gt_thread_result *t = fts[j].t;
+        w->threads[j] = (struct gt_whatif_thread){
+            (size_t)(t - r->threads), t->tid, t->name, (double)(t->end_ns - t->start_ns),
+            times[j].end - times[j].begin, (double)t->summary.wait_ns};
+    }
+    return 0;
+}
+
+/* The functions whose release each scenario tries: top[0..nf), the most wait caused. */
+static void set_top(struct fthread *fts, size_t n, uint32_t *top, const struct caused *cs,
+                    size_t nf)
+{
+    for (size_t k = 0; k < nf; k++)
+        top[k] = cs[k].func;
+    for (size_t j = 0; j < n; j++) {
+        fts[j].top = top;
+        fts[j].ntop = nf;
+    }
+}
+
+/* w->funcs: per top function, the wait it caused, its share of the saving and the wall
+ * time were it to release the GIL. */
+static int fill_funcs(struct gt_whatif *w, struct fthread *fts, size_t n,
+                      const struct caused *cs, size_t nf, double total_wait, double share)
+{
+    int err = 0;
+    w->funcs = calloc(nf + 1, sizeof(*w->funcs));
+    if (!w->funcs)
+        return -ENOMEM;
+    double saving = w->measured_wall_ns - w->predicted_wall_ns;
+    for (size_t k = 0; k < nf && !err; k++) {
+        struct gt_whatif_func *f = &w->funcs[k];
+        f->func = cs[k].func;
+        f->wait_caused_ns = (double)cs[k].ns;
+        f->saving_ns = saving > 0 && total_wait > 0 ? saving * f->wait_caused_ns / total_wait : 0;
+        f->release_wall_ns = run_scenario(fts, n, w->cpus, 1, f->func, 1.0, share, NULL, &err);
+        w->nfuncs = k + 1;
+    }
+    return err;
+}
+
+static void free_fthreads(struct fthread *fts, size_t n)
+{
+    for (size_t j = 0; fts && j < n; j++) {
+        free(fts[j].fp);
+        free(fts[j].st);
+        free(fts[j].p);
+        free(fts[j].cuts);
+        free(fts[j].topns);
+    }
+    free(fts);
 }
 
 int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o,
@@ -760,45 +909,16 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     }
     w->cpus = o->cpus;
     w->ft_factor = o->ft_factor;
-    uint64_t origin = UINT64_MAX, last = 0;
-    for (size_t i = 0, j = 0; i < r->nthreads; i++) {
-        const struct gt_thread_result *t = &r->threads[i];
-        if (t->background || !t->ngil)
-            continue;
-        fts[j].r = r;
-        fts[j++].t = t;
-        if (t->start_ns < origin)
-            origin = t->start_ns;
-        if (t->end_ns > last)
-            last = t->end_ns;
-    }
+    uint64_t origin, last;
+    pick_threads(r, fts, &origin, &last);
     w->measured_wall_ns = (double)(last - origin);
-    /* Wait caused, per function, in the foreground threads' waits. */
     cs = calloc(r->nblame + 1, sizeof(*cs));
-    size_t ncs = 0;
     double total_wait = 0;
     if (!cs) {
         err = -ENOMEM;
         goto out;
     }
-    for (size_t b = 0; b < r->nblame; b++) {
-        const struct gt_blame *bl = &r->blame[b];
-        int fg = 0;
-        for (size_t j = 0; j < n && !fg; j++)
-            fg = fts[j].t->tid == bl->waiter_tid;
-        if (!fg)
-            continue;
-        total_wait += (double)bl->wait_ns;
-        if (bl->func >= r->nfuncs)
-            continue;
-        size_t k = 0;
-        while (k < ncs && cs[k].func != bl->func)
-            k++;
-        if (k == ncs)
-            cs[ncs++] = (struct caused){bl->func, 0};
-        cs[k].ns += bl->wait_ns;
-    }
-    qsort(cs, ncs, sizeof(*cs), cmp_caused);
+    size_t ncs = wait_caused(r, fts, n, cs, &total_wait);
     size_t nf = ncs < o->top_functions ? ncs : o->top_functions;
     while (nf > 1 && cs[nf - 1].ns * 100 < cs[0].ns) /* under 1 % of the first: noise */
         nf--;
@@ -807,70 +927,22 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
         err = -ENOMEM;
         goto out;
     }
-    for (size_t k = 0; k < nf; k++)
-        top[k] = cs[k].func;
-    for (size_t j = 0; j < n; j++) {
-        fts[j].top = top;
-        fts[j].ntop = nf;
-    }
+    set_top(fts, n, top, cs, nf);
     if ((err = build_pieces(r, fts, n, origin, &w->handoffs)))
         goto out;
-    /* Work is its time on CPU: the part preempted goes, and the CPU share other processes
-     * left the traced threads while they held the GIL (on CPU / held) stays as measured,
-     * spread evenly instead of wherever the preemptions fell. */
-    double held = 0, pre = 0, share = 1.0;
-    for (size_t j = 0; j < n; j++)
-        for (size_t k = 0; k < fts[j].np; k++)
-            if (fts[j].p[k].kind == P_WORK) {
-                held += (double)(fts[j].p[k].b - fts[j].p[k].a);
-                pre += (double)fts[j].p[k].pre;
-            }
-    if (held > 0 && held > pre)
-        share = (held - pre) / held;
+    double share = cpu_share(fts, n);
     w->predicted_wall_ns =
         run_scenario(fts, n, o->cpus, 0, GT_NO_FUNC, o->ft_factor, share, times, &err);
     if (err)
         goto out;
     w->gil_wall_ns = run_scenario(fts, n, o->cpus, 1, GT_NO_FUNC, 1.0, share, NULL, &err);
-    if (err)
+    if (err || (err = fill_threads(w, r, fts, n, times)))
         goto out;
-    w->threads = calloc(n, sizeof(*w->threads));
-    if (!w->threads) {
-        err = -ENOMEM;
-        goto out;
-    }
-    w->nthreads = n;
-    for (size_t j = 0; j < n; j++) {
-        const struct gt_thread_result *t = fts[j].t;
-        w->threads[j] = (struct gt_whatif_thread){
-            (size_t)(t - r->threads), t->tid, t->name, (double)(t->end_ns - t->start_ns),
-            times[j].end - times[j].begin, (double)t->summary.wait_ns};
-    }
-    w->funcs = calloc(nf + 1, sizeof(*w->funcs));
-    if (!w->funcs) {
-        err = -ENOMEM;
-        goto out;
-    }
-    double saving = w->measured_wall_ns - w->predicted_wall_ns;
-    for (size_t k = 0; k < nf && !err; k++) {
-        struct gt_whatif_func *f = &w->funcs[k];
-        f->func = cs[k].func;
-        f->wait_caused_ns = (double)cs[k].ns;
-        f->saving_ns = saving > 0 && total_wait > 0 ? saving * f->wait_caused_ns / total_wait : 0;
-        f->release_wall_ns = run_scenario(fts, n, o->cpus, 1, f->func, 1.0, share, NULL, &err);
-        w->nfuncs = k + 1;
-    }
+    err = fill_funcs(w, fts, n, cs, nf, total_wait, share);
 out:
     free(cs);
     free(top);
-    for (size_t j = 0; fts && j < n; j++) {
-        free(fts[j].fp);
-        free(fts[j].st);
-        free(fts[j].p);
-        free(fts[j].cuts);
-        free(fts[j].topns);
-    }
-    free(fts);
+    free_fthreads(fts, n);
     free(times);
     if (err) {
         gt_whatif__free(w);

@@ -33,6 +33,74 @@ static int need_space(char last, char c)
            (last == '-' && c == '-') || (last == '/' && (c == '/' || c == '*'));
 }
 
+/* A block comment from js[*i] to past its end; *ws becomes 2 if it spans a line break,
+ * else at least 1. -EINVAL: unterminated. */
+static int skip_block_comment(const char *js, size_t n, size_t *i, int *ws)
+{
+    const char *e = NULL;
+    for (size_t k = *i + 2; k + 1 < n; k++)
+        if (js[k] == '*' && js[k + 1] == '/') {
+            e = js + k;
+            break;
+        }
+    if (!e)
+        return -EINVAL;
+    if (memchr(js + *i, '\n', (size_t)(e - (js + *i))))
+        *ws = 2;
+    else if (!*ws)
+        *ws = 1;
+    *i = (size_t)(e - js) + 2;
+    return 0;
+}
+
+/* A string literal at js[*i] ('...', "..." or a template without substitutions) copied
+ * as it is. -EINVAL: unterminated, or a template with ${. */
+static int copy_string(const char *js, size_t n, size_t *i, char *out, size_t *o)
+{
+    unsigned char c = (unsigned char)js[*i];
+    out[(*o)++] = js[(*i)++];
+    for (;;) {
+        if (*i >= n || (c != '`' && js[*i] == '\n'))
+            return -EINVAL;
+        if (c == '`' && js[*i] == '$' && *i + 1 < n && js[*i + 1] == '{')
+            return -EINVAL;
+        char d = js[*i];
+        out[(*o)++] = js[(*i)++];
+        if (d == '\\') {
+            if (*i >= n)
+                return -EINVAL;
+            out[(*o)++] = js[(*i)++];
+        } else if ((unsigned char)d == c) {
+            return 0;
+        }
+    }
+}
+
+/* A regular expression literal at js[*i] copied as it is (a '/' in a class does not
+ * end it). -EINVAL: unterminated on its line. */
+static int copy_regex(const char *js, size_t n, size_t *i, char *out, size_t *o)
+{
+    int in_class = 0;
+    out[(*o)++] = js[(*i)++];
+    for (;;) {
+        if (*i >= n || js[*i] == '\n')
+            return -EINVAL;
+        char d = js[*i];
+        out[(*o)++] = js[(*i)++];
+        if (d == '\\') {
+            if (*i >= n || js[*i] == '\n')
+                return -EINVAL;
+            out[(*o)++] = js[(*i)++];
+        } else if (d == '[') {
+            in_class = 1;
+        } else if (d == ']') {
+            in_class = 0;
+        } else if (d == '/' && !in_class) {
+            return 0;
+        }
+    }
+}
+
 int gt_jsmin(const char *js, size_t n, char *out, size_t *out_len, size_t *err_at)
 {
     size_t i = 0, o = 0, start = 0;
@@ -59,19 +127,8 @@ int gt_jsmin(const char *js, size_t n, char *out, size_t *out_len, size_t *err_a
             continue;
         }
         if (c == '/' && i + 1 < n && js[i + 1] == '*') {
-            const char *e = NULL;
-            for (size_t k = i + 2; k + 1 < n; k++)
-                if (js[k] == '*' && js[k + 1] == '/') {
-                    e = js + k;
-                    break;
-                }
-            if (!e)
+            if (skip_block_comment(js, n, &i, &ws) < 0)
                 goto bad;
-            if (memchr(js + i, '\n', (size_t)(e - (js + i))))
-                ws = 2;
-            else if (!ws)
-                ws = 1;
-            i = (size_t)(e - js) + 2;
             continue;
         }
         /* a token begins: the whitespace before it first */
@@ -81,43 +138,12 @@ int gt_jsmin(const char *js, size_t n, char *out, size_t *out_len, size_t *err_a
             out[o++] = ' ';
         ws = 0;
         if (c == '\'' || c == '"' || c == '`') {
-            out[o++] = js[i++];
-            for (;;) {
-                if (i >= n || (c != '`' && js[i] == '\n'))
-                    goto bad;
-                if (c == '`' && js[i] == '$' && i + 1 < n && js[i + 1] == '{')
-                    goto bad;
-                char d = js[i];
-                out[o++] = js[i++];
-                if (d == '\\') {
-                    if (i >= n)
-                        goto bad;
-                    out[o++] = js[i++];
-                } else if ((unsigned char)d == c) {
-                    break;
-                }
-            }
+            if (copy_string(js, n, &i, out, &o) < 0)
+                goto bad;
             operand = 1;
         } else if (c == '/' && !operand) { /* a regular expression literal */
-            int in_class = 0;
-            out[o++] = js[i++];
-            for (;;) {
-                if (i >= n || js[i] == '\n')
-                    goto bad;
-                char d = js[i];
-                out[o++] = js[i++];
-                if (d == '\\') {
-                    if (i >= n || js[i] == '\n')
-                        goto bad;
-                    out[o++] = js[i++];
-                } else if (d == '[') {
-                    in_class = 1;
-                } else if (d == ']') {
-                    in_class = 0;
-                } else if (d == '/' && !in_class) {
-                    break;
-                }
-            }
+            if (copy_regex(js, n, &i, out, &o) < 0)
+                goto bad;
             operand = 1;
         } else if (is_word(c)) {
             size_t w = o;

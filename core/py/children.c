@@ -182,6 +182,81 @@ static int read_checkpoints(int dfd, const char *spool, struct gt_spool **out)
     return err;
 }
 
+/* What the parent learnt of its children, for the notes. */
+struct child_tally {
+    int killed, unreadable, cut, alive;
+    char lost[160], cut_list[200], alive_list[200];
+    uint64_t stop_ns;
+};
+
+/* Adds child pid's spool (or its checkpoints joined) to run->spools, or counts the child
+ * as killed (no spool) or unreadable. */
+static void read_child(int dfd, const char *prefix, long pid, struct gt_run *run,
+                       struct child_tally *t)
+{
+    char spool[300];
+    snprintf(spool, sizeof(spool), "%s%ld.spool", prefix, pid);
+    struct gt_spool *sp = NULL;
+    int err = read_one(dfd, spool, &sp);
+    if (err == -ENOENT) /* no spool: the checkpoints it wrote, if any */
+        err = read_checkpoints(dfd, spool, &sp);
+    if (err == 0 && sp->meta.pid == pid) {
+        struct gt_spool **more = realloc(run->spools, (run->nspools + 1) * sizeof(*more));
+        if (more) {
+            run->spools = more;
+            run->spools[run->nspools++] = sp;
+            /* Checkpoints only: the child still runs (it stops tracing once the
+             * folder is gone) or was killed within an interval of the last. */
+            uint64_t t1 = sp->meta.t1;
+            if (sp->meta.partial && running(pid))
+                list_add(t->alive_list, sizeof(t->alive_list), t->alive++, pid,
+                         t->stop_ns > t1 ? (t->stop_ns - t1) / 1000000 : 0);
+            else if (sp->meta.partial)
+                list_add(t->cut_list, sizeof(t->cut_list), t->cut++, pid,
+                         sp->meta.interval_ms);
+            return;
+        }
+    }
+    gt_spool__free(sp);
+    if (err == -ENOENT) {
+        if (t->killed++ < 6) {
+            size_t l = strlen(t->lost);
+            snprintf(t->lost + l, sizeof(t->lost) - l, "%s%ld", l ? ", " : "", pid);
+        }
+    } else {
+        t->unreadable++;
+    }
+}
+
+static void note_children(const struct child_tally *t, char *note, size_t nlen)
+{
+    int killed = t->killed, cut = t->cut, alive = t->alive, unreadable = t->unreadable;
+    if (killed)
+        gt_note__add(note, nlen,
+                    "%d child process%s (pid %s%s) ended without writing its trace (killed, "
+                    "e.g. by SIGKILL, or still running): only this process's view of %s "
+                    "is shown", killed, killed > 1 ? "es" : "", t->lost,
+                    killed > 6 ? ", ..." : "", killed > 1 ? "them" : "it");
+    if (cut)
+        gt_note__add(note, nlen,
+                    "%d child process%s killed (e.g. by SIGKILL): %s trace%s shown up to "
+                    "%s last spool, at most the last ~N ms lost (pid ~N): %s",
+                    cut, cut > 1 ? "es" : "", cut > 1 ? "their" : "its",
+                    cut > 1 ? "s are" : " is", cut > 1 ? "their" : "its", t->cut_list);
+    if (alive)
+        gt_note__add(note, nlen,
+                    "%d child process%s still running when the trace stopped: %s trace%s "
+                    "shown up to %s last spool, the last ~N ms missing (pid ~N), and %s "
+                    "stop%s tracing: %s", alive, alive > 1 ? "es" : "",
+                    alive > 1 ? "their" : "its", alive > 1 ? "s are" : " is",
+                    alive > 1 ? "their" : "its", alive > 1 ? "they" : "it",
+                    alive > 1 ? "" : "s", t->alive_list);
+    if (unreadable)
+        gt_note__add(note, nlen,
+                    "%d child process trace%s could not be read", unreadable,
+                    unreadable > 1 ? "s" : "");
+}
+
 /* The parent: reads every child's spool in the session folder (only regular files of
  * this user, never through a link) into run->spools, and notes each child that started
  * (its "token-<pid>.born") but left no spool: killed (e.g. SIGKILL) or still running. */
@@ -205,74 +280,19 @@ void gt_children__read_spools(const char *children, struct gt_run *run, char *no
                     strerror(errno));
         return;
     }
-    int killed = 0, unreadable = 0, cut = 0, alive = 0;
-    char lost[160] = "", cut_list[200] = "", alive_list[200] = "";
-    uint64_t stop_ns = gt_now_ns();
+    struct child_tally tally = {.stop_ns = gt_now_ns()};
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *name = e->d_name;
         size_t n = strlen(name);
         if (n <= plen + 5 || strncmp(name, prefix, plen) != 0 || strcmp(name + n - 5, ".born"))
             continue;
-        long pid = strtol(name + plen, NULL, 10);
-        char spool[300];
-        snprintf(spool, sizeof(spool), "%s%ld.spool", prefix, pid);
-        struct gt_spool *sp = NULL;
-        int err = read_one(dfd, spool, &sp);
-        if (err == -ENOENT) /* no spool: the checkpoints it wrote, if any */
-            err = read_checkpoints(dfd, spool, &sp);
-        if (err == 0 && sp->meta.pid == pid) {
-            struct gt_spool **more = realloc(run->spools, (run->nspools + 1) * sizeof(*more));
-            if (more) {
-                run->spools = more;
-                run->spools[run->nspools++] = sp;
-                /* Checkpoints only: the child still runs (it stops tracing once the
-                 * folder is gone) or was killed within an interval of the last. */
-                if (sp->meta.partial && running(pid))
-                    list_add(alive_list, sizeof(alive_list), alive++, pid,
-                             stop_ns > sp->meta.t1 ? (stop_ns - sp->meta.t1) / 1000000 : 0);
-                else if (sp->meta.partial)
-                    list_add(cut_list, sizeof(cut_list), cut++, pid, sp->meta.interval_ms);
-                continue;
-            }
-        }
-        gt_spool__free(sp);
-        if (err == -ENOENT) {
-            if (killed++ < 6) {
-                size_t l = strlen(lost);
-                snprintf(lost + l, sizeof(lost) - l, "%s%ld", l ? ", " : "", pid);
-            }
-        } else {
-            unreadable++;
-        }
+        read_child(dfd, prefix, strtol(name + plen, NULL, 10), run, &tally);
     }
     closedir(d);
     if (run->nspools) /* qsort's base must not be NULL, even for no elements */
         qsort(run->spools, run->nspools, sizeof(*run->spools), by_start);
-    if (killed)
-        gt_note__add(note, nlen,
-                    "%d child process%s (pid %s%s) ended without writing its trace (killed, "
-                    "e.g. by SIGKILL, or still running): only this process's view of %s "
-                    "is shown", killed, killed > 1 ? "es" : "", lost, killed > 6 ? ", ..." : "",
-                    killed > 1 ? "them" : "it");
-    if (cut)
-        gt_note__add(note, nlen,
-                    "%d child process%s killed (e.g. by SIGKILL): %s trace%s shown up to "
-                    "%s last spool, at most the last ~N ms lost (pid ~N): %s",
-                    cut, cut > 1 ? "es" : "", cut > 1 ? "their" : "its",
-                    cut > 1 ? "s are" : " is", cut > 1 ? "their" : "its", cut_list);
-    if (alive)
-        gt_note__add(note, nlen,
-                    "%d child process%s still running when the trace stopped: %s trace%s "
-                    "shown up to %s last spool, the last ~N ms missing (pid ~N), and %s "
-                    "stop%s tracing: %s", alive, alive > 1 ? "es" : "",
-                    alive > 1 ? "their" : "its", alive > 1 ? "s are" : " is",
-                    alive > 1 ? "their" : "its", alive > 1 ? "they" : "it",
-                    alive > 1 ? "" : "s", alive_list);
-    if (unreadable)
-        gt_note__add(note, nlen,
-                    "%d child process trace%s could not be read", unreadable,
-                    unreadable > 1 ? "s" : "");
+    note_children(&tally, note, nlen);
 }
 
 /* The parent: `ti` plus every spool's threads, their functions after the parent's (each

@@ -1030,159 +1030,163 @@ struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const c
     return run;
 }
 
-static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title,
-                             PyObject *file_labels)
+/* Stops a recording session; -1 with an exception unless it is stopped now. */
+static int stop_for_finish(struct gt_session *s)
 {
-    struct gt_run *run = NULL;
-    struct gt_thread_input *inputs = NULL;
-    const void **more = NULL; /* each input's gil_more, sched_more, calls_more */
-    size_t nthreads = 0;
     if (refuse_released(s) < 0)
-        return NULL;
+        return -1;
     if (s->state == GT_SESSION_RECORDING && gt_session__stop(s) < 0)
         PyErr_Clear(); /* stopping problems were already reported as unraisable */
     if (s->state != GT_SESSION_STOPPED) {
         PyErr_SetString(PyExc_RuntimeError, "giltracer: the session was never started "
                                             "or is already finished");
-        return NULL;
+        return -1;
     }
-    run = calloc(1, sizeof(*run));
-    if (!run) {
-        PyErr_NoMemory();
-        goto cleanup;
-    }
-    /* A forked copy has no records here (the registry may be the child's own). */
-    struct gt_thread *threads = forked_copy(s) ? NULL : gt_registry__threads();
-    if ((s->o.functions || s->o.sample_ns) &&
-        gt_tracer__collect(threads, file_labels, &run->funcs) < 0)
-        goto cleanup;
+    return 0;
+}
 
+/* The session's clock fit (*fit), and the threads' GIL blocks converted to ns by it;
+ * the number of threads. */
+static size_t convert_gil(const struct gt_session *s, struct gt_thread *threads,
+                          struct gt_clock_fit *fit)
+{
+    size_t nthreads = 0;
     /* Anchored at this session's start and stop, not at import: in a long-lived
      * kernel NTP slews CLOCK_MONOTONIC against the TSC, and a rate averaged over the
      * process's life would skew this session's events. */
-    struct gt_clock_fit fit;
     if (gt_clock_use_tsc)
-        gt_clock__fit_between(&fit, &s->start_pair, &s->stop_pair);
+        gt_clock__fit_between(fit, &s->start_pair, &s->stop_pair);
     else
-        gt_clock__fit(&fit);
-    struct convert_ctx cc = {&fit};
+        gt_clock__fit(fit);
+    struct convert_ctx cc = {fit};
     for (struct gt_thread *t = threads; t; t = t->next) {
         /* (Call records are converted by merge, as it decodes them: calls_fit.) */
         if (s->used == USED_HOOKS || s->used == USED_PARK)
             gt_stream__each(&t->gil, convert_block, &cc);
         nthreads++;
     }
-    uint64_t t0 = gt_clock__to_ns(&fit, s->t0_ticks);
-    uint64_t t1 = gt_clock__to_ns(&fit, s->t1_ticks);
-    if (t1 < t0)
-        t1 = t0;
+    return nthreads;
+}
 
-    inputs = calloc(nthreads ? nthreads : 1, sizeof(*inputs));
-    more = calloc(nthreads ? 3 * nthreads : 1, sizeof(*more));
-    if (!inputs || !more) {
-        PyErr_NoMemory();
-        goto cleanup;
-    }
-    /* Threads in registration order (the registry list is newest first). */
-    size_t i = nthreads;
+/* The call events a run's threads recorded and those the budget refused. */
+struct run_counts {
+    uint64_t recorded, dropped;
+};
+
+/* One arena for the threads' names (freed with the run). */
+static int alloc_names(const struct gt_session *s, PyObject *names,
+                       struct gt_thread *threads, struct gt_run *run)
+{
     size_t names_len = 0;
     for (struct gt_thread *t = threads; t; t = t->next) {
         const char *nm = thread_name(s, names, t->tid);
         names_len += (nm ? strlen(nm) : 0) + 1;
     }
     run->names_arena = malloc(names_len ? names_len : 1);
-    if (!run->names_arena) {
-        PyErr_NoMemory();
-        goto cleanup;
-    }
+    return run->names_arena ? 0 : -ENOMEM;
+}
+
+/* Thread t's merge input: its name (copied to *np), identity and flags, its streams'
+ * blocks and aggregates (more[0..3) keep the aggregates for the cleanup), counted into
+ * run and c. -ENOMEM: an allocation failed (what was made is in `in` and `more`). */
+static int fill_input(const struct gt_session *s, PyObject *names, struct gt_thread *t,
+                      const struct gt_clock_fit *fit, struct gt_thread_input *in,
+                      char **np, const void **more, struct gt_run *run,
+                      struct run_counts *c)
+{
+    const char *nm = thread_name(s, names, t->tid);
+    size_t l = nm ? strlen(nm) : 0;
+    memcpy(*np, nm ? nm : "", l);
+    (*np)[l] = '\0';
+    in->name = l ? *np : NULL;
+    *np += l + 1;
+    in->tid = t->tid;
+    in->pid = t->pid;
+    in->ident = t->ident;
+    in->flags = t->flags;
+    in->flags |= alive_flags(s, t->tid);
+    if (s->sampled && t->tid == s->sampler_stats.tid)
+        in->flags |= GT_THREAD_SERVICE; /* giltracer's own: background, not the cell's */
+    in->interp = t->interp;
+    if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
+        in->flags |= GT_THREAD_HAS_SCHED;
+    const struct gt_ctree *folded = t->calls.folded ? t->calls.overflow : NULL;
+    in->calls = folded && folded->n ? kept_chunks(&t->calls, &in->ncalls)
+                                    : stream_chunks(&t->calls, &in->ncalls);
+    if (folded && folded->n)
+        in->calls_kept_from = gt_clock__to_ns(fit, folded->last);
+    in->gil = stream_chunks(&t->gil, &in->ngil);
+    in->sched = stream_chunks(&t->sched, &in->nsched);
+    int nomem = 0;
+    in->gil_more = stream_more(&t->gil, s->used == USED_HOOKS ? fit : NULL, &nomem);
+    in->sched_more = stream_more(&t->sched, NULL, &nomem);
+    in->calls_more = calls_more(&t->calls, fit, &nomem);
+    more[0] = in->gil_more;
+    more[1] = in->sched_more;
+    more[2] = in->calls_more;
+    if (in->calls_more)
+        run->meta.calls_aggregated += in->calls_more->events;
+    if (in->gil_more)
+        run->meta.gil_aggregated += in->gil_more->events;
+    if (in->sched_more)
+        run->meta.sched_aggregated += in->sched_more->events;
+    if (!in->calls || !in->gil || !in->sched || nomem)
+        return -ENOMEM;
+    in->func_map = gt_tracer__func_map(t, &in->func_map_len);
+    if (t->calls.refused_at)
+        in->calls_truncated_at = gt_clock__to_ns(fit, t->calls.refused_at);
+    c->recorded += gt_stream__events(&t->calls);
+    c->dropped += t->calls.dropped;
+    run->gil_events += gt_stream__count(&t->gil);
+    run->meta.gil_dropped += t->gil.dropped;
+    if (!s->sched) /* the perf poller counts its refused pushes in its own `lost` */
+        run->meta.sched_lost += t->sched.dropped;
+    return 0;
+}
+
+/* Every thread's merge input, in registration order (the registry list is newest
+ * first). */
+static int fill_inputs(const struct gt_session *s, PyObject *names,
+                       struct gt_thread *threads, const struct gt_clock_fit *fit,
+                       struct gt_thread_input *inputs, size_t nthreads, const void **more,
+                       struct gt_run *run, struct run_counts *c)
+{
+    size_t i = nthreads;
     char *np = run->names_arena;
-    uint64_t recorded = 0, dropped = 0;
     for (struct gt_thread *t = threads; t; t = t->next) {
-        struct gt_thread_input *in = &inputs[--i];
-        const char *nm = thread_name(s, names, t->tid);
-        size_t l = nm ? strlen(nm) : 0;
-        memcpy(np, nm ? nm : "", l);
-        np[l] = '\0';
-        in->name = l ? np : NULL;
-        np += l + 1;
-        in->tid = t->tid;
-        in->pid = t->pid;
-        in->ident = t->ident;
-        in->flags = t->flags;
-        in->flags |= alive_flags(s, t->tid);
-        if (s->sampled && t->tid == s->sampler_stats.tid)
-            in->flags |= GT_THREAD_SERVICE; /* giltracer's own: background, not the cell's */
-        in->interp = t->interp;
-        if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
-            in->flags |= GT_THREAD_HAS_SCHED;
-        const struct gt_ctree *folded = t->calls.folded ? t->calls.overflow : NULL;
-        in->calls = folded && folded->n ? kept_chunks(&t->calls, &in->ncalls)
-                                        : stream_chunks(&t->calls, &in->ncalls);
-        if (folded && folded->n)
-            in->calls_kept_from = gt_clock__to_ns(&fit, folded->last);
-        in->gil = stream_chunks(&t->gil, &in->ngil);
-        in->sched = stream_chunks(&t->sched, &in->nsched);
-        int nomem = 0;
-        in->gil_more = stream_more(&t->gil, s->used == USED_HOOKS ? &fit : NULL, &nomem);
-        in->sched_more = stream_more(&t->sched, NULL, &nomem);
-        in->calls_more = calls_more(&t->calls, &fit, &nomem);
-        more[3 * i] = in->gil_more;
-        more[3 * i + 1] = in->sched_more;
-        more[3 * i + 2] = in->calls_more;
-        if (in->calls_more)
-            run->meta.calls_aggregated += in->calls_more->events;
-        if (in->gil_more)
-            run->meta.gil_aggregated += in->gil_more->events;
-        if (in->sched_more)
-            run->meta.sched_aggregated += in->sched_more->events;
-        if (!in->calls || !in->gil || !in->sched || nomem) {
-            PyErr_NoMemory();
-            goto cleanup;
-        }
-        in->func_map = gt_tracer__func_map(t, &in->func_map_len);
-        if (t->calls.refused_at)
-            in->calls_truncated_at = gt_clock__to_ns(&fit, t->calls.refused_at);
-        recorded += gt_stream__events(&t->calls);
-        dropped += t->calls.dropped;
-        run->gil_events += gt_stream__count(&t->gil);
-        run->meta.gil_dropped += t->gil.dropped;
-        if (!s->sched) /* the perf poller counts its refused pushes in its own `lost` */
-            run->meta.sched_lost += t->sched.dropped;
+        --i;
+        if (fill_input(s, names, t, fit, &inputs[i], &np, &more[3 * i], run, c) < 0)
+            return -ENOMEM;
     }
-    struct gt_trace_input ti = {
-        .t0 = t0,
-        .t1 = t1,
-        .funcs = run->funcs.funcs,
-        .nfuncs = run->funcs.n,
-        .threads = inputs,
-        .nthreads = nthreads,
-        .gil_known = s->used != USED_NONE,
-        .calls_fit = &fit,
-        .free_threaded = s->used == USED_PARK,
-    };
-    struct gt_thread_input *all = NULL;
-    uint32_t *maps = NULL;
-    char child_note[400] = "";
+    return 0;
+}
+
+/* A child: its streams go to the parent, which merges them; its own result is empty (a
+ * failure is the parent's note: no spool). A parent: its children's spools join its
+ * threads (*all, *maps: free after the merge). */
+static int join_children(const struct gt_session *s, struct gt_run *run,
+                         struct gt_trace_input *ti, const struct run_counts *c,
+                         char *child_note, size_t nlen, struct gt_thread_input **all,
+                         uint32_t **maps)
+{
     int err = 0;
     if (s->spool) {
-        /* A child: its streams go to the parent, which merges them; its own result is
-         * empty (a failure is the parent's note: no spool). */
         /* Events past max_events (the budget it shares with the parent) went into this
          * process's aggregates, which the spool carries to the parent. */
         struct gt_emit_meta sm = {
-            .event_count = recorded,
-            .dropped_events = dropped,
+            .event_count = c->recorded,
+            .dropped_events = c->dropped,
             .gil_dropped = run->meta.gil_dropped,
             .sched_lost = run->meta.sched_lost,
             .calls_aggregated = run->meta.calls_aggregated,
             .gil_aggregated = run->meta.gil_aggregated,
             .sched_aggregated = run->meta.sched_aggregated};
-        gt_children__write_spool(s->spool, &ti, &sm);
-        ti.nthreads = 0;
+        gt_children__write_spool(s->spool, ti, &sm);
+        ti->nthreads = 0;
     } else if (s->children) {
-        gt_children__read_spools(s->children, run, child_note, sizeof(child_note));
+        gt_children__read_spools(s->children, run, child_note, nlen);
         if (run->nspools)
-            err = gt_children__add(run, &ti, &run->meta, &all, &maps);
+            err = gt_children__add(run, ti, &run->meta, all, maps);
         run->procs = calloc(run->nspools ? run->nspools : 1, sizeof(*run->procs));
         if (!run->procs)
             err = -ENOMEM;
@@ -1192,34 +1196,33 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
         run->meta.processes = run->procs;
         run->meta.nprocesses = run->nspools;
     }
-    if (err == 0)
-        err = gt_merge__run(&ti, &run->result);
-    free(all);
-    free(maps);
-    if (err == 0 && s->check_bpf && !run->nspools) {
-        /* The same threads with the bpf probe's GIL stream and nothing else. */
-        i = nthreads;
-        for (struct gt_thread *t = threads; t; t = t->next) {
-            struct gt_thread_input *in = &inputs[--i];
-            free((void *)in->gil);
-            in->gil = stream_chunks(&t->gil_check, &in->ngil);
-            in->ncalls = in->nsched = 0;
-            in->gil_more = in->sched_more = NULL; /* (its own view is never aggregated) */
-            in->calls_more = NULL;
-            in->flags &= ~(uint32_t)GT_THREAD_HAS_SCHED;
-            if (!in->gil) {
-                err = -ENOMEM;
-                break;
-            }
-        }
-        if (err == 0)
-            err = gt_merge__run(&ti, &run->check);
+    return err;
+}
+
+/* The same threads with the bpf probe's GIL stream and nothing else: run->check. */
+static int merge_check(struct gt_thread *threads, struct gt_thread_input *inputs,
+                       size_t nthreads, struct gt_trace_input *ti, struct gt_run *run)
+{
+    size_t i = nthreads;
+    for (struct gt_thread *t = threads; t; t = t->next) {
+        struct gt_thread_input *in = &inputs[--i];
+        free((void *)in->gil);
+        in->gil = stream_chunks(&t->gil_check, &in->ngil);
+        in->ncalls = in->nsched = 0;
+        in->gil_more = in->sched_more = NULL; /* (its own view is never aggregated) */
+        in->calls_more = NULL;
+        in->flags &= ~(uint32_t)GT_THREAD_HAS_SCHED;
+        if (!in->gil)
+            return -ENOMEM;
     }
-    if (err < 0) {
-        errno = -err;
-        PyErr_SetFromErrno(err == -ENOMEM ? PyExc_MemoryError : PyExc_RuntimeError);
-        goto cleanup;
-    }
+    return gt_merge__run(ti, &run->check);
+}
+
+/* The run's description: backend, title, Python, counts, notes, sampling. */
+static void describe_run(const struct gt_session *s, struct gt_run *run,
+                         const char *title, const struct run_counts *c,
+                         const char *child_note, uint64_t wall_ns)
+{
     snprintf(run->backend, sizeof(run->backend), "%s",
              s->used == USED_BPF ? "bpf" : s->used != USED_NONE ? "hooks" : "none");
     snprintf(run->backend_reason, sizeof(run->backend_reason), "%s", s->backend_reason);
@@ -1243,8 +1246,8 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     run->meta.python = run->python;
     run->meta.pid = (int32_t)getpid();
     run->meta.scope_tid = s->start_tid;
-    run->meta.event_count += recorded;
-    run->meta.dropped_events += dropped;
+    run->meta.event_count += c->recorded;
+    run->meta.dropped_events += c->dropped;
     run->meta.max_events = s->o.max_events;
     run->meta.keep_last = s->o.keep == GT_KEEP_LAST && !s->spool;
     if (s->o.functions)
@@ -1257,11 +1260,14 @@ static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *
     if (s->sampled) {
         run->sampled = 1;
         run->sampler = s->sampler_stats;
-        describe_sampling(s, t1 - t0, run->sampling, sizeof(run->sampling));
+        describe_sampling(s, wall_ns, run->sampling, sizeof(run->sampling));
         run->meta.sampling = run->sampling;
     }
-    s->state = GT_SESSION_FINISHED;
-cleanup:
+}
+
+static void free_inputs(struct gt_thread_input *inputs, const void **more,
+                        size_t nthreads)
+{
     if (inputs) {
         for (size_t k = 0; k < nthreads; k++) {
             free((void *)inputs[k].calls);
@@ -1275,6 +1281,76 @@ cleanup:
             free((void *)more[k]);
         free(more);
     }
+}
+
+static struct gt_run *finish(struct gt_session *s, PyObject *names, const char *title,
+                             PyObject *file_labels)
+{
+    struct gt_run *run = NULL;
+    struct gt_thread_input *inputs = NULL;
+    const void **more = NULL; /* each input's gil_more, sched_more, calls_more */
+    size_t nthreads = 0;
+    if (stop_for_finish(s) < 0)
+        return NULL;
+    run = calloc(1, sizeof(*run));
+    if (!run) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    /* A forked copy has no records here (the registry may be the child's own). */
+    struct gt_thread *threads = forked_copy(s) ? NULL : gt_registry__threads();
+    if ((s->o.functions || s->o.sample_ns) &&
+        gt_tracer__collect(threads, file_labels, &run->funcs) < 0)
+        goto cleanup;
+    struct gt_clock_fit fit;
+    nthreads = convert_gil(s, threads, &fit);
+    uint64_t t0 = gt_clock__to_ns(&fit, s->t0_ticks);
+    uint64_t t1 = gt_clock__to_ns(&fit, s->t1_ticks);
+    if (t1 < t0)
+        t1 = t0;
+
+    inputs = calloc(nthreads ? nthreads : 1, sizeof(*inputs));
+    more = calloc(nthreads ? 3 * nthreads : 1, sizeof(*more));
+    if (!inputs || !more || alloc_names(s, names, threads, run) < 0) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    struct run_counts counts = {0, 0};
+    if (fill_inputs(s, names, threads, &fit, inputs, nthreads, more, run, &counts) < 0) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    struct gt_trace_input ti = {
+        .t0 = t0,
+        .t1 = t1,
+        .funcs = run->funcs.funcs,
+        .nfuncs = run->funcs.n,
+        .threads = inputs,
+        .nthreads = nthreads,
+        .gil_known = s->used != USED_NONE,
+        .calls_fit = &fit,
+        .free_threaded = s->used == USED_PARK,
+    };
+    struct gt_thread_input *all = NULL;
+    uint32_t *maps = NULL;
+    char child_note[400] = "";
+    int err = join_children(s, run, &ti, &counts, child_note, sizeof(child_note), &all,
+                            &maps);
+    if (err == 0)
+        err = gt_merge__run(&ti, &run->result);
+    free(all);
+    free(maps);
+    if (err == 0 && s->check_bpf && !run->nspools)
+        err = merge_check(threads, inputs, nthreads, &ti, run);
+    if (err < 0) {
+        errno = -err;
+        PyErr_SetFromErrno(err == -ENOMEM ? PyExc_MemoryError : PyExc_RuntimeError);
+        goto cleanup;
+    }
+    describe_run(s, run, title, &counts, child_note, t1 - t0);
+    s->state = GT_SESSION_FINISHED;
+cleanup:
+    free_inputs(inputs, more, nthreads);
     release_records(s);
     release_probes(s);
     if (s->state != GT_SESSION_FINISHED) {
@@ -1511,25 +1587,50 @@ struct checkpoint {
     int nomem;
 };
 
+/* Room for one more thread in c->in and c->th. */
+static int checkpoint_room(struct checkpoint *c)
+{
+    if (c->n < c->max)
+        return 0;
+    size_t cap = 2 * c->max + 8;
+    struct gt_thread_input *in = realloc(c->in, cap * sizeof(*in));
+    if (in)
+        c->in = in;
+    struct gt_thread **th = realloc(c->th, cap * sizeof(*th));
+    if (th)
+        c->th = th;
+    if (!in || !th) {
+        c->nomem = 1;
+        return -ENOMEM;
+    }
+    c->max = cap;
+    return 0;
+}
+
+/* The GIL blocks are in ticks (converted in place at finish): chunks [at, at + n) become
+ * copies, converted. On -ENOMEM none is a copy. */
+static int copy_gil_chunks(struct checkpoint *c, size_t at, size_t n)
+{
+    for (size_t k = at; k < at + n; k++) {
+        struct gt_gil_event *e = malloc(c->chunks[k].n * sizeof(*e));
+        if (!e) {
+            for (size_t j = at; j < k; j++)
+                free((void *)c->chunks[j].data);
+            return -ENOMEM;
+        }
+        memcpy(e, c->chunks[k].data, c->chunks[k].n * sizeof(*e));
+        for (size_t j = 0; j < c->chunks[k].n; j++)
+            e[j].ts = gt_clock__to_ns(c->fit, e[j].ts);
+        c->chunks[k].data = e;
+    }
+    return 0;
+}
+
 static void checkpoint_thread(struct gt_thread *t, void *ctx)
 {
     struct checkpoint *c = ctx;
-    if (c->nomem)
+    if (c->nomem || checkpoint_room(c) < 0)
         return;
-    if (c->n == c->max) {
-        size_t cap = 2 * c->max + 8;
-        struct gt_thread_input *in = realloc(c->in, cap * sizeof(*in));
-        if (in)
-            c->in = in;
-        struct gt_thread **th = realloc(c->th, cap * sizeof(*th));
-        if (th)
-            c->th = th;
-        if (!in || !th) {
-            c->nomem = 1;
-            return;
-        }
-        c->max = cap;
-    }
     memset(&c->in[c->n], 0, sizeof(c->in[c->n]));
     struct gt_stream *st[3] = {&t->calls, &t->gil, &t->sched};
     size_t need[3], total = 0;
@@ -1575,20 +1676,10 @@ static void checkpoint_thread(struct gt_thread *t, void *ctx)
     in->ngil = need[1];
     in->sched = (const struct gt_chunk *)(uintptr_t)at[2];
     in->nsched = need[2];
-    /* The GIL blocks are in ticks (converted in place at finish): copies, converted. */
-    for (size_t k = at[1]; k < at[1] + need[1]; k++) {
-        struct gt_gil_event *e = malloc(c->chunks[k].n * sizeof(*e));
-        if (!e) {
-            for (size_t j = at[1]; j < k; j++)
-                free((void *)c->chunks[j].data);
-            in->ngil = 0;
-            c->nomem = 1;
-            return;
-        }
-        memcpy(e, c->chunks[k].data, c->chunks[k].n * sizeof(*e));
-        for (size_t j = 0; j < c->chunks[k].n; j++)
-            e[j].ts = gt_clock__to_ns(c->fit, e[j].ts);
-        c->chunks[k].data = e;
+    if (copy_gil_chunks(c, at[1], need[1]) < 0) {
+        in->ngil = 0;
+        c->nomem = 1;
+        return;
     }
     for (size_t k = at[0]; k < at[0] + need[0]; k++)
         c->calls += c->chunks[k].n;
@@ -1797,6 +1888,64 @@ static uint64_t thread_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Until the deadline (not a sum of sleeps, which a busy machine stretches) or stop. */
+static void ck_sleep(struct gt_session *s, uint64_t wait)
+{
+    for (uint64_t until = gt_now_ns() + wait, t;
+         (t = gt_now_ns()) < until && !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE);)
+        nanosleep(&(struct timespec){0, until - t < 10000000u ? (long)(until - t) : 10000000},
+                  NULL);
+}
+
+/* The spooler's state between checkpoints. */
+struct ck_loop {
+    PyThreadState *ts; /* this thread's, while it runs without the GIL */
+    size_t known;      /* threads the last look saw */
+    uint64_t wanted;   /* since when a look is wanted, or 0 */
+};
+
+/* A thread or a function new since the last look: a look again, made without making a
+ * busy thread wait for the GIL: by this thread when the GIL is free, else (3.13+) by the
+ * main thread, else (before 3.13, or the main thread away in C) by this thread once
+ * GT_CK_LOOK_NS passed. Meanwhile the checkpoints write what the last look saw (a later
+ * one's maps cover the earlier ones'). probe: ck_probe's counts. */
+static int ck_maybe_look(struct gt_session *s, PyObject *names_fn, struct ck_loop *l,
+                         const size_t probe[2])
+{
+    int err = 0;
+    uint64_t now = gt_now_ns();
+    if (probe[0] == l->known && !probe[1]) {
+        l->wanted = 0;
+        return 0;
+    }
+    if (!l->wanted)
+        l->wanted = now;
+#if GT_CK_PENDING_LOOK
+    int mine = now - l->wanted >= 3 * (uint64_t)GT_CK_LOOK_NS; /* (main thread away) */
+#else
+    int mine = now - l->wanted >= GT_CK_LOOK_NS || ck_gil_free();
+#endif
+    if (mine) {
+        PyEval_RestoreThread(l->ts);
+        pthread_mutex_lock(&s->ck_lock);
+        err = ck_refresh(s, names_fn);
+        pthread_mutex_unlock(&s->ck_lock);
+        l->ts = PyEval_SaveThread();
+        l->known = probe[0];
+        l->wanted = 0;
+    }
+#if GT_CK_PENDING_LOOK
+    else if (!__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&s->ck_pending, 1, __ATOMIC_RELEASE);
+        if (Py_AddPendingCall(ck_look_pending, (void *)(uintptr_t)s->ck_gen) < 0)
+            __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
+        else
+            l->known = probe[0]; /* (its functions: the pending look maps them) */
+    }
+#endif
+    return err;
+}
+
 #endif
 
 int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_ms)
@@ -1829,60 +1978,21 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         return -EINVAL;
     }
     uint64_t every = (uint64_t)(every_ms ? every_ms : 500) * 1000000u, wait = every;
-    size_t known = 0; /* threads the last look saw */
+    struct ck_loop l = {.ts = ts};
     int err = 0;
-    uint64_t wanted = 0; /* since when a look is wanted */
 #if GT_CK_PENDING_LOOK
     s->ck_gen = ++ck_gens; /* (before any pending look is asked for) */
 #endif
     for (;;) {
-        /* Until the deadline (not a sum of sleeps, which a busy machine stretches). */
-        for (uint64_t until = gt_now_ns() + wait, t;
-             (t = gt_now_ns()) < until && !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE);)
-            nanosleep(&(struct timespec){0, until - t < 10000000u ? (long)(until - t) : 10000000},
-                      NULL);
+        ck_sleep(s, wait);
         if (__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE))
             break;
         uint64_t cpu = thread_cpu_ns();
-        /* A thread or a function new since the last look: a look again, made without
-         * making a busy thread wait for the GIL: by this thread when the GIL is free,
-         * else (3.13+) by the main thread, else (before 3.13, or the main thread away
-         * in C) by this thread once GT_CK_LOOK_NS passed. Meanwhile the checkpoints
-         * write what the last look saw (a later one's maps cover the earlier ones'). */
         size_t probe[2] = {0, 0};
         err = gt_registry__each_locked(ck_probe, probe);
         if (err)
             break;
-        uint64_t now = gt_now_ns();
-        if (probe[0] != known || probe[1]) {
-            if (!wanted)
-                wanted = now;
-#if GT_CK_PENDING_LOOK
-            int mine = now - wanted >= 3 * (uint64_t)GT_CK_LOOK_NS; /* (main thread away) */
-#else
-            int mine = now - wanted >= GT_CK_LOOK_NS || ck_gil_free();
-#endif
-            if (mine) {
-                PyEval_RestoreThread(ts);
-                pthread_mutex_lock(&s->ck_lock);
-                err = ck_refresh(s, names_fn);
-                pthread_mutex_unlock(&s->ck_lock);
-                ts = PyEval_SaveThread();
-                known = probe[0];
-                wanted = 0;
-            }
-#if GT_CK_PENDING_LOOK
-            else if (!__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE)) {
-                __atomic_store_n(&s->ck_pending, 1, __ATOMIC_RELEASE);
-                if (Py_AddPendingCall(ck_look_pending, (void *)(uintptr_t)s->ck_gen) < 0)
-                    __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
-                else
-                    known = probe[0]; /* (its functions: the pending look maps them) */
-            }
-#endif
-        } else {
-            wanted = 0;
-        }
+        err = ck_maybe_look(s, names_fn, &l, probe);
         pthread_mutex_lock(&s->ck_lock);
         err = ck_write(s, (uint32_t)(wait / 1000000u));
         pthread_mutex_unlock(&s->ck_lock);
@@ -1900,7 +2010,7 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
                     __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == GT_SESSION_RECORDING;
          i++)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
-    PyEval_RestoreThread(ts);
+    PyEval_RestoreThread(l.ts);
     return err;
 #endif
 }

@@ -310,26 +310,7 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
         if meter is not None:
             meter.begin()
         try:
-            try:
-                guard.running = True
-                if prepared is not None:
-                    run_code(prepared[0], prepared[1].__dict__)
-                else:  # a directory or zip file with __main__.py, or a .pyc: runpy runs it
-                    runpy.run_path(target, run_name="__main__")
-            finally:
-                guard.running = False
-                if meter is not None:
-                    meter.end()
-        except SystemExit as e:  # the script's own exit status
-            status = exit_status(e)
-        except Terminated as e:
-            status, signum = 128 + e.signum, e.signum
-        except KeyboardInterrupt as e:  # Ctrl-C: what python prints, then 130 (as a shell reports it)
-            print_user_traceback(e)
-            status, signum = EXIT_SIGINT, signal.SIGINT
-        except BaseException as e:  # the script's exception, as python would print it
-            print_user_traceback(e)
-            status = 1
+            status, signum = run_target(prepared, target, run_code, guard, meter)
         finally:
             try:
                 t.stop()
@@ -358,6 +339,35 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
             write(stream, fd, "")
         os._exit(status)
     return status
+
+
+def run_target(prepared: Any, target: str, run_code: Any, guard: SignalGuard,
+               meter: Optional[live.TerminalLine]) -> Tuple[int, Optional[int]]:
+    """Run the script (or module) as __main__; its exit status and the signal that ended
+    it (None if none did), the way python would report them."""
+    status, signum = 0, None
+    try:
+        try:
+            guard.running = True
+            if prepared is not None:
+                run_code(prepared[0], prepared[1].__dict__)
+            else:  # a directory or zip file with __main__.py, or a .pyc: runpy runs it
+                runpy.run_path(target, run_name="__main__")
+        finally:
+            guard.running = False
+            if meter is not None:
+                meter.end()
+    except SystemExit as e:  # the script's own exit status
+        status = exit_status(e)
+    except Terminated as e:
+        status, signum = 128 + e.signum, e.signum
+    except KeyboardInterrupt as e:  # Ctrl-C: what python prints, then 130 (as a shell reports it)
+        print_user_traceback(e)
+        status, signum = EXIT_SIGINT, signal.SIGINT
+    except BaseException as e:  # the script's exception, as python would print it
+        print_user_traceback(e)
+        status = 1
+    return status, signum
 
 
 def progress_line(a: argparse.Namespace, t: Trace, stderr: Any) -> Optional[live.TerminalLine]:

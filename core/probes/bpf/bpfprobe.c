@@ -387,6 +387,31 @@ int gt_bpf__find_take_gil(const struct gt_bpf_opts *o, uint64_t addr[GT_BPF_TG_N
     return 0;
 }
 
+/* Where in take_gil (at va, its first bytes code) the uprobe goes: s->vaddr and s->off.
+ * Probes the push after an endbr64: emulated, not single-stepped. With no push
+ * (3.14's take_gil: endbr64; sub $0x88,%rsp), probes the first call instead, which the
+ * kernel emulates too, and takes "acquired" from switch_cond's signal (a return probe
+ * must sit at the entry). */
+static void probe_point(struct gtp_elf *e, uint64_t va, const uint8_t *code, size_t n,
+                        struct site *s, int *acquired_by_signal)
+{
+    int skip = gtp_x86__probe_skip(code, n);
+    if (skip > 0) {
+        va += (uint64_t)skip;
+        s->off += (uint64_t)skip;
+    } else if (skip < 0) {
+        uint8_t head[64];
+        size_t at;
+        if (gtp_elf__read(e, va, head, sizeof(head)) == 0 &&
+            gtp_x86__first_call_offset(head, sizeof(head), &at) == 0) {
+            va += at;
+            s->off += at;
+            *acquired_by_signal = 1;
+        }
+    }
+    s->vaddr = va;
+}
+
 static int find_take_gil(const struct gt_bpf_opts *o, struct site *s, const char **how,
                          int *acquired_by_signal, const char **why)
 {
@@ -394,7 +419,7 @@ static int find_take_gil(const struct gt_bpf_opts *o, struct site *s, const char
     uint8_t code[16];
     uint64_t va = 0;
     const char *calib = NULL;
-    int exec = 0, skip, err, h;
+    int exec = 0, err, h;
 
     err = object_path(o, s->path, sizeof(s->path), why);
     if (err)
@@ -445,25 +470,7 @@ static int find_take_gil(const struct gt_bpf_opts *o, struct site *s, const char
                     s->path, (unsigned long long)o->interp_bias);
         goto cleanup;
     }
-    /* Probe the push after an endbr64: emulated, not single-stepped. With no push
-     * (3.14's take_gil: endbr64; sub $0x88,%rsp), probe the first call instead,
-     * which the kernel emulates too, and take "acquired" from switch_cond's signal
-     * (a return probe must sit at the entry). */
-    skip = gtp_x86__probe_skip(code, sizeof(code));
-    if (skip > 0) {
-        va += (uint64_t)skip;
-        s->off += (uint64_t)skip;
-    } else if (skip < 0) {
-        uint8_t head[64];
-        size_t at;
-        if (gtp_elf__read(e, va, head, sizeof(head)) == 0 &&
-            gtp_x86__first_call_offset(head, sizeof(head), &at) == 0) {
-            va += at;
-            s->off += at;
-            *acquired_by_signal = 1;
-        }
-    }
-    s->vaddr = va;
+    probe_point(e, va, code, sizeof(code), s, acquired_by_signal);
 cleanup:
     gtp_elf__free(e);
     return err;

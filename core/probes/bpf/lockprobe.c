@@ -147,14 +147,82 @@ static uint64_t read_lost(const struct gt_lockprobe *p)
     return sum;
 }
 
+/* Where the probes go in the object that holds _PyParkingLot_Park (file offsets). */
+struct lock_sites {
+    struct find_obj obj;
+    uint64_t park_off, stw_off, sta_off, gc_off[GT_LOCK_GC_SITES];
+    int stw; /* stop_the_world and start_the_world found (static: .symtab only) */
+    int gc;  /* gc_collect_main sites found */
+};
+
+/* Finds the sites in the object holding o->park_fn; -ENOENT (with *why) if there is
+ * no _PyParkingLot_Park to probe. The static functions are optional. */
+static int find_sites(const struct gt_lockprobe_opts *o, struct lock_sites *ls,
+                      const char **why)
+{
+    struct gtp_elf *e = NULL;
+    uint64_t park_v = 0, stw_v = 0, sta_v = 0, gc_v = 0;
+    int err;
+    ls->obj.addr = (uintptr_t)o->park_fn;
+    dl_iterate_phdr(find_obj_cb, &ls->obj);
+    if (!ls->obj.found) {
+        *why = "lock kinds: no loaded object holds _PyParkingLot_Park";
+        return -ENOENT;
+    }
+    const char *path = ls->obj.path;
+    if ((err = gtp_elf__open(&e, path))) {
+        *why = why_fmt("lock kinds: cannot read %s: %s", path, strerror(-err));
+        return err;
+    }
+    if (func_off(e, "_PyParkingLot_Park", 1, &park_v, &ls->park_off) != 0 ||
+        park_v + ls->obj.bias != (uint64_t)(uintptr_t)o->park_fn) {
+        *why = why_fmt("lock kinds: _PyParkingLot_Park not found in %s's symbols", path);
+        gtp_elf__free(e);
+        return -ENOENT;
+    }
+    /* Static functions (.symtab only): optional; both ends or neither. */
+    ls->stw = func_off(e, "stop_the_world", 1, &stw_v, &ls->stw_off) == 0 &&
+              func_off(e, "start_the_world", 1, &sta_v, &ls->sta_off) == 0;
+    for (int i = 0; ls->stw && i < GT_LOCK_GC_SITES; i++)
+        if (func_off(e, gc_names[i], 0, &gc_v, &ls->gc_off[i]) == 0)
+            ls->gc++;
+    gtp_elf__free(e);
+    return 0;
+}
+
+/* The uprobes on every site found: park entry and return, stop/start the world, each
+ * gc_collect_main's entry and return. */
+static int attach_sites(struct gt_lockprobe *p, int pid, const struct lock_sites *ls,
+                        const char **why)
+{
+    struct lockprobe_bpf *sk = p->skel;
+    const char *path = ls->obj.path;
+    int err;
+    if ((err = attach(&sk->links.park_enter, sk->progs.park_enter, 0, pid, path,
+                      ls->park_off, "_PyParkingLot_Park", why)) ||
+        (err = attach(&sk->links.park_exit, sk->progs.park_exit, 1, pid, path,
+                      ls->park_off, "_PyParkingLot_Park return", why)))
+        return err;
+    if (ls->stw && ((err = attach(&sk->links.stw_begin, sk->progs.stw_begin, 0, pid, path,
+                                  ls->stw_off, "stop_the_world", why)) ||
+                    (err = attach(&sk->links.stw_end, sk->progs.stw_end, 1, pid, path,
+                                  ls->sta_off, "start_the_world return", why))))
+        return err;
+    for (int i = 0; i < GT_LOCK_GC_SITES; i++)
+        if (ls->gc_off[i] &&
+            ((err = attach(&p->gc_links[2 * i], sk->progs.gc_begin, 0, pid, path,
+                           ls->gc_off[i], gc_names[i], why)) ||
+             (err = attach(&p->gc_links[2 * i + 1], sk->progs.gc_end, 1, pid, path,
+                           ls->gc_off[i], "gc_collect_main return", why))))
+            return err;
+    return 0;
+}
+
 int gt_lockprobe__open(struct gt_lockprobe **out, const struct gt_lockprobe_opts *o,
                        const char **why)
 {
-    struct find_obj f = {.addr = (uintptr_t)(o ? o->park_fn : NULL)};
-    struct gtp_elf *e = NULL;
+    struct lock_sites ls = {0};
     struct gt_lockprobe *p = NULL;
-    uint64_t park_v = 0, park_off = 0, stw_v = 0, stw_off = 0, sta_v = 0, sta_off = 0,
-             gc_v = 0, gc_off[GT_LOCK_GC_SITES] = {0};
     const char *dummy;
     int err;
 
@@ -168,28 +236,8 @@ int gt_lockprobe__open(struct gt_lockprobe **out, const struct gt_lockprobe_opts
         *why = "lock kinds: _PyParkingLot_Park not found in this process";
         return -ENOENT;
     }
-    dl_iterate_phdr(find_obj_cb, &f);
-    if (!f.found) {
-        *why = "lock kinds: no loaded object holds _PyParkingLot_Park";
-        return -ENOENT;
-    }
-    if ((err = gtp_elf__open(&e, f.path))) {
-        *why = why_fmt("lock kinds: cannot read %s: %s", f.path, strerror(-err));
+    if ((err = find_sites(o, &ls, why)))
         return err;
-    }
-    if (func_off(e, "_PyParkingLot_Park", 1, &park_v, &park_off) != 0 ||
-        park_v + f.bias != (uint64_t)(uintptr_t)o->park_fn) {
-        *why = why_fmt("lock kinds: _PyParkingLot_Park not found in %s's symbols", f.path);
-        err = -ENOENT;
-        goto cleanup;
-    }
-    /* Static functions (.symtab only): optional; both ends or neither. */
-    int stw = func_off(e, "stop_the_world", 1, &stw_v, &stw_off) == 0 &&
-              func_off(e, "start_the_world", 1, &sta_v, &sta_off) == 0;
-    int gc = 0;
-    for (int i = 0; stw && i < GT_LOCK_GC_SITES; i++)
-        if (func_off(e, gc_names[i], 0, &gc_v, &gc_off[i]) == 0)
-            gc++;
 
     libbpf_set_print(quiet);
     p = calloc(1, sizeof(*p));
@@ -207,11 +255,11 @@ int gt_lockprobe__open(struct gt_lockprobe **out, const struct gt_lockprobe_opts
     }
     struct lockprobe_bpf *sk = p->skel;
     sk->rodata->targ_type_type = (uint64_t)(uintptr_t)o->type_type;
-    if (!stw) {
+    if (!ls.stw) {
         bpf_program__set_autoload(sk->progs.stw_begin, false);
         bpf_program__set_autoload(sk->progs.stw_end, false);
     }
-    if (!gc) {
+    if (!ls.gc) {
         bpf_program__set_autoload(sk->progs.gc_begin, false);
         bpf_program__set_autoload(sk->progs.gc_end, false);
     }
@@ -219,23 +267,8 @@ int gt_lockprobe__open(struct gt_lockprobe **out, const struct gt_lockprobe_opts
         *why = why_fmt("lock kinds: loading the BPF programs failed: %s", strerror(-err));
         goto cleanup;
     }
-    if ((err = attach(&sk->links.park_enter, sk->progs.park_enter, 0, o->pid, f.path,
-                      park_off, "_PyParkingLot_Park", why)) ||
-        (err = attach(&sk->links.park_exit, sk->progs.park_exit, 1, o->pid, f.path,
-                      park_off, "_PyParkingLot_Park return", why)))
+    if ((err = attach_sites(p, o->pid, &ls, why)))
         goto cleanup;
-    if (stw && ((err = attach(&sk->links.stw_begin, sk->progs.stw_begin, 0, o->pid, f.path,
-                              stw_off, "stop_the_world", why)) ||
-                (err = attach(&sk->links.stw_end, sk->progs.stw_end, 1, o->pid, f.path,
-                              sta_off, "start_the_world return", why))))
-        goto cleanup;
-    for (int i = 0; i < GT_LOCK_GC_SITES; i++)
-        if (gc_off[i] &&
-            ((err = attach(&p->gc_links[2 * i], sk->progs.gc_begin, 0, o->pid, f.path,
-                           gc_off[i], gc_names[i], why)) ||
-             (err = attach(&p->gc_links[2 * i + 1], sk->progs.gc_end, 1, o->pid, f.path,
-                           gc_off[i], "gc_collect_main return", why))))
-            goto cleanup;
     p->rb = ring_buffer__new(bpf_map__fd(sk->maps.events), on_record, p, NULL);
     p->ncpus = libbpf_num_possible_cpus();
     if (!p->rb || p->ncpus <= 0) {
@@ -243,16 +276,16 @@ int gt_lockprobe__open(struct gt_lockprobe **out, const struct gt_lockprobe_opts
         *why = "lock kinds: creating the ring buffer reader failed";
         goto cleanup;
     }
-    snprintf(p->where, sizeof(p->where), "eBPF uprobes on %s in %s%s", 
-             stw ? (gc ? "_PyParkingLot_Park, stop_the_world, start_the_world, gc_collect_main"
-                       : "_PyParkingLot_Park, stop_the_world, start_the_world")
-                 : "_PyParkingLot_Park",
-             f.path, stw ? "" : " (no stop_the_world symbol: stop-the-world not told apart)");
+    const char *on = !ls.stw ? "_PyParkingLot_Park"
+                     : ls.gc ? "_PyParkingLot_Park, stop_the_world, start_the_world, "
+                               "gc_collect_main"
+                             : "_PyParkingLot_Park, stop_the_world, start_the_world";
+    snprintf(p->where, sizeof(p->where), "eBPF uprobes on %s in %s%s", on, ls.obj.path,
+             ls.stw ? "" : " (no stop_the_world symbol: stop-the-world not told apart)");
     *out = p;
     p = NULL;
     err = 0;
 cleanup:
-    gtp_elf__free(e);
     gt_lockprobe__free(p);
     return err;
 }

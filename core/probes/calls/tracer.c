@@ -1269,115 +1269,128 @@ int gt_tracer__collect_live(struct gt_thread *threads, struct gt_functable *out)
     return collect(threads, NULL, out, 0);
 }
 
-static int collect(struct gt_thread *threads, PyObject *file_labels, struct gt_functable *out,
-                   int final)
-{
-    int err = -1;
-    struct gkey *table = NULL;
-    PyObject *names = NULL, *files = NULL;
-    uint32_t cap = 1024, nglobal = 0;
-    size_t arena_len = 0;
-    memset(out, 0, sizeof(*out));
+/* The global table: a hash of entry keys to global ids, the names and files in id order
+ * (Python lists until the arena takes their bytes), and the table being filled. */
+struct collect_ctx {
+    struct gkey *table;
+    uint32_t cap; /* a power of two, at least twice the entries: probing ends */
+    uint32_t nglobal;
+    size_t total; /* upper bound on unique functions: the sum of per-thread entries */
+    PyObject *names, *files;
+    PyObject *file_labels;
+    struct gt_functable *out;
+};
 
-    for (struct gt_thread *t = threads; t; t = t->next) {
-        struct tr_state *s = t->tracer_state;
-        if (s)
-            while (cap < 2 * (s->nentries + nglobal + 1))
-                cap *= 2;
-    }
-    /* Upper bound on unique functions: the sum of per-thread entries. */
+static size_t count_entries(struct gt_thread *threads)
+{
     size_t total = 0;
     for (struct gt_thread *t = threads; t; t = t->next)
         if (t->tracer_state)
             total += ((struct tr_state *)t->tracer_state)->nentries;
-    while (cap < 2 * total + 2)
-        cap *= 2;
-    table = calloc(cap, sizeof(*table));
-    names = PyList_New(0);
-    files = PyList_New(0);
-    out->funcs = calloc(total ? total : 1, sizeof(*out->funcs));
-    if (!table || !names || !files || !out->funcs) {
+    return total;
+}
+
+/* A notebook cell's file becomes its label, e.g. "In [5]". Steals file; returns new
+ * reference (the label, or file). */
+static PyObject *label_file(PyObject *file, PyObject *file_labels)
+{
+    if (!file || !file_labels)
+        return file;
+    PyObject *label = PyDict_GetItemWithError(file_labels, file);
+    if (label && PyUnicode_Check(label)) {
+        Py_INCREF(label);
+        Py_DECREF(file);
+        return label;
+    }
+    if (!label)
+        PyErr_Clear();
+    return file;
+}
+
+/* Appends entry e's name and file to the lists and gives it the next global id. */
+static int add_function(struct collect_ctx *c, const struct tr_entry *e)
+{
+    /* Read before entry_name runs Python, which may move the entries. */
+    uint32_t flags = e->kind == ENTRY_CFUNC ? GT_FUNC_C : 0;
+    PyObject *file = NULL;
+    int line = 0;
+    PyObject *name = entry_name(e, &file, &line);
+    if (!name) {
+        PyErr_Clear();
+        name = PyUnicode_FromString("?");
+        if (!name)
+            return -1;
+    }
+    if (!file)
+        file = PyUnicode_FromString("");
+    file = label_file(file, c->file_labels);
+    if (!file || PyList_Append(c->names, name) < 0 || PyList_Append(c->files, file) < 0) {
+        Py_DECREF(name);
+        Py_XDECREF(file);
+        return -1;
+    }
+    Py_DECREF(name);
+    Py_DECREF(file);
+    c->out->funcs[c->nglobal].line = (uint32_t)line;
+    c->out->funcs[c->nglobal].flags = flags;
+    return 0;
+}
+
+/* Builds s->map: each of the thread's entries to its global id, adding the new ones. */
+static int map_thread(struct collect_ctx *c, struct tr_state *s)
+{
+    uint32_t mask = c->cap - 1;
+    free(s->map); /* a live collect's, before this one */
+    s->map = malloc((s->nentries ? s->nentries : 1) * sizeof(*s->map));
+    if (!s->map) {
         PyErr_NoMemory();
-        goto cleanup;
+        return -1;
     }
-    for (struct gt_thread *t = threads; t; t = t->next) {
-        struct tr_state *s = t->tracer_state;
-        if (!s)
+    s->nmap = s->nentries;
+    /* (A live collect runs Python, e.g. a finalizer, which the tracer records: the
+     * entries may grow, and move, meanwhile. The map covers those there were.) */
+    for (uint32_t i = 0; i < s->nmap; i++) {
+        struct tr_entry *e = &s->entries[i];
+        if (e->excluded || c->nglobal == c->total) {
+            s->map[i] = GT_NO_FUNC;
             continue;
-        free(s->map); /* a live collect's, before this one */
-        s->map = malloc((s->nentries ? s->nentries : 1) * sizeof(*s->map));
-        if (!s->map) {
-            PyErr_NoMemory();
-            goto cleanup;
         }
-        s->nmap = s->nentries;
-        /* (A live collect runs Python, e.g. a finalizer, which the tracer records: the
-         * entries may grow, and move, meanwhile. The map covers those there were.) */
-        for (uint32_t i = 0; i < s->nmap; i++) {
-            struct tr_entry *e = &s->entries[i];
-            if (e->excluded || nglobal == total) {
-                s->map[i] = GT_NO_FUNC;
-                continue;
-            }
-            uint32_t j = slot_of(e->key, cap - 1);
-            while (table[j].key && table[j].key != e->key)
-                j = (j + 1) & (cap - 1);
-            if (!table[j].key) {
-                PyObject *file = NULL;
-                int line = 0;
-                PyObject *name = entry_name(e, &file, &line);
-                if (!name) {
-                    PyErr_Clear();
-                    name = PyUnicode_FromString("?");
-                    if (!name)
-                        goto cleanup;
-                }
-                if (!file)
-                    file = PyUnicode_FromString("");
-                if (file && file_labels) { /* e.g. a notebook cell's file -> "In [5]" */
-                    PyObject *label = PyDict_GetItemWithError(file_labels, file);
-                    if (label && PyUnicode_Check(label)) {
-                        Py_INCREF(label);
-                        Py_DECREF(file);
-                        file = label;
-                    } else if (!label) {
-                        PyErr_Clear();
-                    }
-                }
-                if (!file || PyList_Append(names, name) < 0 || PyList_Append(files, file) < 0) {
-                    Py_DECREF(name);
-                    Py_XDECREF(file);
-                    goto cleanup;
-                }
-                Py_DECREF(name);
-                Py_DECREF(file);
-                e = &s->entries[i];
-                table[j].key = e->key;
-                table[j].gid = nglobal;
-                out->funcs[nglobal].line = (uint32_t)line;
-                out->funcs[nglobal].flags = e->kind == ENTRY_CFUNC ? GT_FUNC_C : 0;
-                nglobal++;
-            }
-            s->map[i] = table[j].gid;
+        uint32_t j = slot_of(e->key, mask);
+        while (c->table[j].key && c->table[j].key != e->key)
+            j = (j + 1) & mask;
+        if (!c->table[j].key) {
+            if (add_function(c, e) < 0)
+                return -1;
+            e = &s->entries[i];
+            c->table[j].key = e->key;
+            c->table[j].gid = c->nglobal++;
         }
+        s->map[i] = c->table[j].gid;
     }
-    /* Copy the strings into one arena owned by the table. */
-    for (uint32_t i = 0; i < nglobal; i++) {
+    return 0;
+}
+
+/* Copies the names and files into one arena owned by the table. */
+static int fill_arena(struct collect_ctx *c)
+{
+    size_t arena_len = 0;
+    for (uint32_t i = 0; i < c->nglobal; i++) {
         Py_ssize_t a, b;
-        utf8_or(PyList_GET_ITEM(names, i), &a, "?");
-        utf8_or(PyList_GET_ITEM(files, i), &b, "");
+        utf8_or(PyList_GET_ITEM(c->names, i), &a, "?");
+        utf8_or(PyList_GET_ITEM(c->files, i), &b, "");
         arena_len += (size_t)a + (size_t)b + 2;
     }
+    struct gt_functable *out = c->out;
     out->arena = malloc(arena_len ? arena_len : 1);
     if (!out->arena) {
         PyErr_NoMemory();
-        goto cleanup;
+        return -1;
     }
     char *p = out->arena;
-    for (uint32_t i = 0; i < nglobal; i++) {
+    for (uint32_t i = 0; i < c->nglobal; i++) {
         Py_ssize_t a, b;
-        const char *n = utf8_or(PyList_GET_ITEM(names, i), &a, "?");
-        const char *f = utf8_or(PyList_GET_ITEM(files, i), &b, "");
+        const char *n = utf8_or(PyList_GET_ITEM(c->names, i), &a, "?");
+        const char *f = utf8_or(PyList_GET_ITEM(c->files, i), &b, "");
         memcpy(p, n, (size_t)a);
         p[a] = '\0';
         out->funcs[i].name = p;
@@ -1387,12 +1400,14 @@ static int collect(struct gt_thread *threads, PyObject *file_labels, struct gt_f
         out->funcs[i].file = p;
         p += b + 1;
     }
-    out->n = nglobal;
-    err = 0;
-cleanup:
-    /* Every reference the tracer held goes now, success or not (a live collect keeps
-     * them: the threads go on recording). */
-    for (struct gt_thread *t = final ? threads : NULL; t; t = t->next) {
+    out->n = c->nglobal;
+    return 0;
+}
+
+/* Drops every reference the tracer holds to code objects and owners. */
+static void release_entries(struct gt_thread *threads)
+{
+    for (struct gt_thread *t = threads; t; t = t->next) {
         struct tr_state *s = t->tracer_state;
         if (!s)
             continue;
@@ -1401,9 +1416,40 @@ cleanup:
             Py_CLEAR(s->entries[i].keep);
         }
     }
-    free(table);
-    Py_XDECREF(names);
-    Py_XDECREF(files);
+}
+
+static int collect(struct gt_thread *threads, PyObject *file_labels, struct gt_functable *out,
+                   int final)
+{
+    int err = -1;
+    struct collect_ctx c = {.cap = 1024, .file_labels = file_labels, .out = out};
+    memset(out, 0, sizeof(*out));
+
+    c.total = count_entries(threads);
+    while (c.cap < 2 * c.total + 2)
+        c.cap *= 2;
+    c.table = calloc(c.cap, sizeof(*c.table));
+    c.names = PyList_New(0);
+    c.files = PyList_New(0);
+    out->funcs = calloc(c.total ? c.total : 1, sizeof(*out->funcs));
+    if (!c.table || !c.names || !c.files || !out->funcs) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    for (struct gt_thread *t = threads; t; t = t->next)
+        if (t->tracer_state && map_thread(&c, t->tracer_state) < 0)
+            goto cleanup;
+    if (fill_arena(&c) < 0)
+        goto cleanup;
+    err = 0;
+cleanup:
+    /* Every reference the tracer held goes now, success or not (a live collect keeps
+     * them: the threads go on recording). */
+    if (final)
+        release_entries(threads);
+    free(c.table);
+    Py_XDECREF(c.names);
+    Py_XDECREF(c.files);
     if (err < 0)
         gt_functable__free(out);
     return err;
