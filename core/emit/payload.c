@@ -502,39 +502,20 @@ static int w_what_if(struct wr *w, struct sbuf *b, const struct gt_result *r,
     return 0;
 }
 
-static int payload_write(struct wr *w, const struct gt_result *r, const struct gt_emit_meta *m,
-                         struct zout *z)
+/* The function table, columnar: names, files, lines, whether C. */
+static void w_funcs(struct wr *w, struct sbuf *b, const struct gt_result *r)
 {
-    struct sbuf b = {0};
-    struct sbuf c[3 + GT_NPSTATES] = {{0}}; /* column scratch, reused */
-    struct gt_ptree tree = {0};
-    struct ptrees pt = {0};
-    int err = 0;
-    char num[160];
-
-    w_str(w, z ? "{\"version\":2,\"meta\":" : "{\"version\":1,\"meta\":");
-    err = w_json(w, meta_object(r, m));
-    if (err)
-        goto cleanup;
-    if (m->view) {
-        w_str(w, ",\"view\":");
-        w_json_str(w, &b, m->view, 1);
-    }
-    if (z && (err = ptrees_start(&pt, r)))
-        goto cleanup;
-
-    /* Function table, columnar. */
     w_str(w, ",\"funcs\":{\"name\":[");
     for (uint32_t i = 0; i < r->nfuncs; i++) {
         if (i)
             w_mem(w, ",", 1);
-        w_json_str(w, &b, r->funcs[i].name, 1);
+        w_json_str(w, b, r->funcs[i].name, 1);
     }
     w_str(w, "],\"file\":[");
     for (uint32_t i = 0; i < r->nfuncs; i++) {
         if (i)
             w_mem(w, ",", 1);
-        w_json_str(w, &b, r->funcs[i].file, 1);
+        w_json_str(w, b, r->funcs[i].file, 1);
     }
     w_str(w, "],\"line\":[");
     for (uint32_t i = 0; i < r->nfuncs; i++) {
@@ -549,112 +530,127 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         w_str(w, i ? "," : "");
         w_str(w, (r->funcs[i].flags & GT_FUNC_C) ? "1" : "0");
     }
-    w_str(w, "]},\"threads\":[");
+    w_str(w, "]}");
+}
 
-    for (size_t i = 0; i < r->nthreads; i++) {
-        const struct gt_thread_result *t = &r->threads[i];
-        const struct gt_summary *s = &t->summary;
-        snprintf(num, sizeof(num), "%s{\"tid\":%" PRId32 ",\"pid\":%" PRId32 ",\"ident\":\"%" PRIu64 "\",",
-                 i ? "," : "", t->tid, thread_pid(t, m), t->ident);
+/* A thread object's fields up to its summary (its streams follow). */
+static int w_thread_head(struct wr *w, struct sbuf *b, const struct gt_result *r,
+                         const struct gt_emit_meta *m, size_t i)
+{
+    const struct gt_thread_result *t = &r->threads[i];
+    const struct gt_summary *s = &t->summary;
+    char num[160];
+    snprintf(num, sizeof(num), "%s{\"tid\":%" PRId32 ",\"pid\":%" PRId32 ",\"ident\":\"%" PRIu64 "\",",
+             i ? "," : "", t->tid, thread_pid(t, m), t->ident);
+    w_str(w, num);
+    if (t->interp) { /* a subinterpreter's thread: its GIL intervals are that GIL's */
+        snprintf(num, sizeof(num), "\"interp\":%" PRIu32 ",\"name\":", t->interp);
         w_str(w, num);
-        if (t->interp) { /* a subinterpreter's thread: its GIL intervals are that GIL's */
-            snprintf(num, sizeof(num), "\"interp\":%" PRIu32 ",\"name\":", t->interp);
-            w_str(w, num);
-        } else {
-            w_str(w, "\"name\":");
-        }
-        if (t->name)
-            w_json_str(w, &b, t->name, 1);
-        else
-            w_str(w, "null");
-        snprintf(num, sizeof(num), ",\"start\":%" PRId64 ",\"end\":%" PRId64, (int64_t)(t->start_ns - r->t0),
-                 (int64_t)(t->end_ns - r->t0));
-        w_str(w, num);
-        if (t->background)
-            w_str(w, ",\"background\":true");
-        if (t->outer_depth) {
-            snprintf(num, sizeof(num), ",\"outer\":%u", (unsigned)t->outer_depth);
-            w_str(w, num);
-        }
-        if (t->calls_truncated_at && t->calls_truncated_at < t->end_ns) {
-            /* the budget mark: the timeline's calls end here (the rest is in the profile) */
-            snprintf(num, sizeof(num), ",\"calls_cut\":%" PRId64, (int64_t)(t->calls_truncated_at - r->t0));
-            w_str(w, num);
-        }
-        if (t->calls_kept_from && t->calls_kept_from > t->start_ns) {
-            /* keep last: the timeline's calls start here (the earlier ones are in the profile) */
-            snprintf(num, sizeof(num), ",\"calls_kept_from\":%" PRId64, (int64_t)(t->calls_kept_from - r->t0));
-            w_str(w, num);
-        }
-        w_str(w, ",\"summary\":");
-        err = w_json(w, json_pack("{s:I,s:I,s:I,s:I,s:o,s:o,s:I,s:I,s:I,s:o,s:o,s:o}",
-                                  "wall_ns", (json_int_t)s->wall_ns,
-                                  "held_ns", (json_int_t)s->held_ns,
-                                  "wait_ns", (json_int_t)s->wait_ns,
-                                  "released_ns", (json_int_t)s->released_ns,
-                                  "off_cpu_ns", jns(s->off_cpu_ns),
-                                  "preempted_ns", jns(s->preempted_ns),
-                                  "acquisitions", (json_int_t)s->acquisitions,
-                                  "longest_wait_ns", (json_int_t)s->longest_wait_ns,
-                                  "drop_requests", (json_int_t)s->drop_requests,
-                                  "held_pct", jreal(s->held_pct), "wait_pct", jreal(s->wait_pct),
-                                  "released_pct", jreal(s->released_pct)));
-        if (err)
-            goto cleanup;
-        if (z) {
-            size_t nrec;
-            int packed;
-            uint32_t cs = bin_spans(z, c, r, t, &nrec, &packed);
-            uint32_t cg = bin_intervals(z, c, r, t->gil, r->gil_known ? t->ngil : 0);
-            uint32_t co = bin_intervals(z, c, r, t->os, t->has_sched ? t->nos : 0);
-            const struct gt_ptree *tr = ptrees_get(&pt, i, &err);
-            if (!tr)
-                goto cleanup;
-            if (packed && (err = w_span_stats(w, r, t)))
-                goto cleanup;
-            snprintf(num, sizeof(num), ",\"spans\":{\"n\":%zu,\"c\":%" PRIu32 "%s},\"gil\":{\"n\":%zu,\"c\":%" PRIu32 "%s}",
-                     nrec, cs, packed ? ",\"p\":1" : "", r->gil_known ? t->ngil : 0, cg,
-                     r->gil_known && has_aux_of(r, t->gil, t->ngil) ? ",\"i\":1" : "");
-            w_str(w, num);
-            snprintf(num, sizeof(num), ",\"os\":{\"n\":%zu,\"c\":%" PRIu32 "},\"profile\":",
-                     t->has_sched ? t->nos : 0, co);
-            w_str(w, num);
-            err = w_profile(w, r, t, tr, z, c);
-            gt_ptree__free(&pt.trees[i]);
-            if (!err && t->outer_depth) /* the tree with the frames above the traced code */
-                err = w_profile_outer(w, r, i, z, c);
-            if (err || (err = zout_error(z)))
-                goto cleanup;
-            w_str(w, "}");
-            continue;
-        }
-        w_str(w, ",\"spans\":{\"start\":");
-        w_col_spans(w, r, t, COL_START);
-        w_str(w, ",\"dur\":");
-        w_col_spans(w, r, t, COL_DUR);
-        w_str(w, ",\"func\":");
-        w_col_spans(w, r, t, COL_FUNC);
-        w_str(w, ",\"depth\":");
-        w_col_spans(w, r, t, COL_DEPTH);
-        w_str(w, ",\"flags\":");
-        w_col_spans(w, r, t, COL_FLAGS);
-        w_str(w, "},\"gil\":");
-        w_intervals(w, r, r->gil_known ? t->gil : NULL, r->gil_known ? t->ngil : 0);
-        w_str(w, ",\"os\":");
-        w_intervals(w, r, t->has_sched ? t->os : NULL, t->has_sched ? t->nos : 0);
-        w_str(w, ",\"profile\":");
-        if ((err = gt_profile__thread(r, i, 0, &tree)))
-            goto cleanup;
-        err = w_profile(w, r, t, &tree, NULL, NULL);
-        gt_ptree__free(&tree);
-        if (!err && t->outer_depth)
-            err = w_profile_outer(w, r, i, NULL, NULL);
-        if (err)
-            goto cleanup;
-        w_str(w, "}");
+    } else {
+        w_str(w, "\"name\":");
     }
+    if (t->name)
+        w_json_str(w, b, t->name, 1);
+    else
+        w_str(w, "null");
+    snprintf(num, sizeof(num), ",\"start\":%" PRId64 ",\"end\":%" PRId64, (int64_t)(t->start_ns - r->t0),
+             (int64_t)(t->end_ns - r->t0));
+    w_str(w, num);
+    if (t->background)
+        w_str(w, ",\"background\":true");
+    if (t->outer_depth) {
+        snprintf(num, sizeof(num), ",\"outer\":%u", (unsigned)t->outer_depth);
+        w_str(w, num);
+    }
+    if (t->calls_truncated_at && t->calls_truncated_at < t->end_ns) {
+        /* the budget mark: the timeline's calls end here (the rest is in the profile) */
+        snprintf(num, sizeof(num), ",\"calls_cut\":%" PRId64, (int64_t)(t->calls_truncated_at - r->t0));
+        w_str(w, num);
+    }
+    if (t->calls_kept_from && t->calls_kept_from > t->start_ns) {
+        /* keep last: the timeline's calls start here (the earlier ones are in the profile) */
+        snprintf(num, sizeof(num), ",\"calls_kept_from\":%" PRId64, (int64_t)(t->calls_kept_from - r->t0));
+        w_str(w, num);
+    }
+    w_str(w, ",\"summary\":");
+    return w_json(w, json_pack("{s:I,s:I,s:I,s:I,s:o,s:o,s:I,s:I,s:I,s:o,s:o,s:o}",
+                               "wall_ns", (json_int_t)s->wall_ns,
+                               "held_ns", (json_int_t)s->held_ns,
+                               "wait_ns", (json_int_t)s->wait_ns,
+                               "released_ns", (json_int_t)s->released_ns,
+                               "off_cpu_ns", jns(s->off_cpu_ns),
+                               "preempted_ns", jns(s->preempted_ns),
+                               "acquisitions", (json_int_t)s->acquisitions,
+                               "longest_wait_ns", (json_int_t)s->longest_wait_ns,
+                               "drop_requests", (json_int_t)s->drop_requests,
+                               "held_pct", jreal(s->held_pct), "wait_pct", jreal(s->wait_pct),
+                               "released_pct", jreal(s->released_pct)));
+}
 
-    w_str(w, "],\"blame\":[");
+/* Version 2: a thread's spans, GIL and OS intervals as deflated binary columns (`c`:
+ * scratch) and its profile tree (`pt`'s, freed once written). */
+static int w_thread_binary(struct wr *w, const struct gt_result *r, size_t i, struct zout *z,
+                           struct sbuf *c, struct ptrees *pt)
+{
+    const struct gt_thread_result *t = &r->threads[i];
+    char num[200];
+    size_t nrec;
+    int packed, err = 0;
+    uint32_t cs = bin_spans(z, c, r, t, &nrec, &packed);
+    uint32_t cg = bin_intervals(z, c, r, t->gil, r->gil_known ? t->ngil : 0);
+    uint32_t co = bin_intervals(z, c, r, t->os, t->has_sched ? t->nos : 0);
+    const struct gt_ptree *tr = ptrees_get(pt, i, &err);
+    if (!tr)
+        return err;
+    if (packed && (err = w_span_stats(w, r, t)))
+        return err;
+    snprintf(num, sizeof(num), ",\"spans\":{\"n\":%zu,\"c\":%" PRIu32 "%s},\"gil\":{\"n\":%zu,\"c\":%" PRIu32 "%s}",
+             nrec, cs, packed ? ",\"p\":1" : "", r->gil_known ? t->ngil : 0, cg,
+             r->gil_known && has_aux_of(r, t->gil, t->ngil) ? ",\"i\":1" : "");
+    w_str(w, num);
+    snprintf(num, sizeof(num), ",\"os\":{\"n\":%zu,\"c\":%" PRIu32 "},\"profile\":",
+             t->has_sched ? t->nos : 0, co);
+    w_str(w, num);
+    err = w_profile(w, r, t, tr, z, c);
+    gt_ptree__free(&pt->trees[i]);
+    if (!err && t->outer_depth) /* the tree with the frames above the traced code */
+        err = w_profile_outer(w, r, i, z, c);
+    return err ? err : zout_error(z);
+}
+
+/* Version 1: a thread's spans, GIL and OS intervals as JSON columns, and its profile tree. */
+static int w_thread_json(struct wr *w, const struct gt_result *r, size_t i)
+{
+    const struct gt_thread_result *t = &r->threads[i];
+    struct gt_ptree tree = {0};
+    w_str(w, ",\"spans\":{\"start\":");
+    w_col_spans(w, r, t, COL_START);
+    w_str(w, ",\"dur\":");
+    w_col_spans(w, r, t, COL_DUR);
+    w_str(w, ",\"func\":");
+    w_col_spans(w, r, t, COL_FUNC);
+    w_str(w, ",\"depth\":");
+    w_col_spans(w, r, t, COL_DEPTH);
+    w_str(w, ",\"flags\":");
+    w_col_spans(w, r, t, COL_FLAGS);
+    w_str(w, "},\"gil\":");
+    w_intervals(w, r, r->gil_known ? t->gil : NULL, r->gil_known ? t->ngil : 0);
+    w_str(w, ",\"os\":");
+    w_intervals(w, r, t->has_sched ? t->os : NULL, t->has_sched ? t->nos : 0);
+    w_str(w, ",\"profile\":");
+    int err = gt_profile__thread(r, i, 0, &tree);
+    if (!err)
+        err = w_profile(w, r, t, &tree, NULL, NULL);
+    gt_ptree__free(&tree);
+    if (!err && t->outer_depth)
+        err = w_profile_outer(w, r, i, NULL, NULL);
+    return err;
+}
+
+/* The blame rows: waiter, holder, function (-1 none, -2 unknown), wait, count. */
+static void w_blame(struct wr *w, const struct gt_result *r)
+{
+    w_str(w, ",\"blame\":[");
     for (size_t i = 0; i < r->nblame; i++) {
         const struct gt_blame *bl = &r->blame[i];
         char *p0 = w_reserve(w, 160), *p = p0;
@@ -675,7 +671,40 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
         *p++ = '}';
         w->len += (size_t)(p - p0);
     }
-    w_str(w, "],\"what_if\":");
+    w_str(w, "]");
+}
+
+static int payload_write(struct wr *w, const struct gt_result *r, const struct gt_emit_meta *m,
+                         struct zout *z)
+{
+    struct sbuf b = {0};
+    struct sbuf c[3 + GT_NPSTATES] = {{0}}; /* column scratch, reused */
+    struct ptrees pt = {0};
+    int err = 0;
+
+    w_str(w, z ? "{\"version\":2,\"meta\":" : "{\"version\":1,\"meta\":");
+    err = w_json(w, meta_object(r, m));
+    if (err)
+        goto cleanup;
+    if (m->view) {
+        w_str(w, ",\"view\":");
+        w_json_str(w, &b, m->view, 1);
+    }
+    if (z && (err = ptrees_start(&pt, r)))
+        goto cleanup;
+    w_funcs(w, &b, r);
+    w_str(w, ",\"threads\":[");
+    for (size_t i = 0; i < r->nthreads; i++) {
+        if ((err = w_thread_head(w, &b, r, m, i)))
+            goto cleanup;
+        err = z ? w_thread_binary(w, r, i, z, c, &pt) : w_thread_json(w, r, i);
+        if (err)
+            goto cleanup;
+        w_str(w, "}");
+    }
+    w_str(w, "]");
+    w_blame(w, r);
+    w_str(w, ",\"what_if\":");
     if ((err = w_what_if(w, &b, r, m)))
         goto cleanup;
     if (m->lock_kinds) {
@@ -688,7 +717,6 @@ static int payload_write(struct wr *w, const struct gt_result *r, const struct g
 
 cleanup:
     ptrees_free(&pt);
-    gt_ptree__free(&tree);
     free(b.p);
     for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++)
         free(c[k].p);
