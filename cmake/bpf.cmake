@@ -66,45 +66,34 @@ endif()
 
 if(gt_bpf_why STREQUAL "")
   pkg_get_variable(GT_LIBBPF_INCLUDEDIR libbpf includedir)
-  set(gt_bpf_obj ${GT_BPF_OUT}/gilprobe.bpf.o)
-  set(gt_bpf_skel ${GT_BPF_OUT}/gilprobe.skel.h)
   file(MAKE_DIRECTORY ${GT_BPF_OUT})
-  add_custom_command(
-    OUTPUT ${gt_bpf_obj}
-    COMMAND ${GT_BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Wextra
-            -Wno-unused-parameter -I${GT_LIBBPF_INCLUDEDIR} -I${GT_BPF_SRC}
-            -c ${GT_BPF_SRC}/gilprobe.bpf.c -o ${gt_bpf_obj}
-    DEPENDS ${GT_BPF_SRC}/gilprobe.bpf.c ${GT_BPF_SRC}/gilprobe_abi.h ${GT_BPF_SRC}/ringbuf.bpf.h
-            ${GT_BPF_SRC}/vmlinux_min.h
-    COMMENT "BPF gilprobe.bpf.o"
-    VERBATIM)
-  add_custom_command(
-    OUTPUT ${gt_bpf_skel}
-    COMMAND ${CMAKE_COMMAND} -DGT_SKEL_BPFTOOL=${GT_BPFTOOL} -DGT_SKEL_OBJ=${gt_bpf_obj}
-            -DGT_SKEL_OUT=${gt_bpf_skel} -P ${CMAKE_CURRENT_LIST_FILE}
-    DEPENDS ${gt_bpf_obj} ${CMAKE_CURRENT_LIST_FILE}
-    COMMENT "BPF skeleton gilprobe.skel.h"
-    VERBATIM)
-  # The lock-kind probe (free-threaded builds): lockprobe.bpf.c -> lockprobe.skel.h.
-  set(gt_lock_obj ${GT_BPF_OUT}/lockprobe.bpf.o)
-  set(gt_lock_skel ${GT_BPF_OUT}/lockprobe.skel.h)
-  add_custom_command(
-    OUTPUT ${gt_lock_obj}
-    COMMAND ${GT_BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Wextra
-            -Wno-unused-parameter -I${GT_LIBBPF_INCLUDEDIR} -I${GT_BPF_SRC}
-            -c ${GT_BPF_SRC}/lockprobe.bpf.c -o ${gt_lock_obj}
-    DEPENDS ${GT_BPF_SRC}/lockprobe.bpf.c ${GT_BPF_SRC}/lockprobe_abi.h ${GT_BPF_SRC}/ringbuf.bpf.h
-            ${GT_BPF_SRC}/vmlinux_min.h
-    COMMENT "BPF lockprobe.bpf.o"
-    VERBATIM)
-  add_custom_command(
-    OUTPUT ${gt_lock_skel}
-    COMMAND ${CMAKE_COMMAND} -DGT_SKEL_BPFTOOL=${GT_BPFTOOL} -DGT_SKEL_OBJ=${gt_lock_obj}
-            -DGT_SKEL_OUT=${gt_lock_skel} -DGT_SKEL_NAME=lockprobe_bpf
-            -P ${CMAKE_CURRENT_LIST_FILE}
-    DEPENDS ${gt_lock_obj} ${CMAKE_CURRENT_LIST_FILE}
-    COMMENT "BPF skeleton lockprobe.skel.h"
-    VERBATIM)
+  # A probe's BPF half: PROBE.bpf.c (with PROBE_abi.h) -> PROBE.bpf.o -> PROBE.skel.h,
+  # whose skeleton is struct PROBE_bpf; its path in OUT.
+  function(gt_bpf_skeleton probe out)
+    set(obj ${GT_BPF_OUT}/${probe}.bpf.o)
+    set(skel ${GT_BPF_OUT}/${probe}.skel.h)
+    add_custom_command(
+      OUTPUT ${obj}
+      COMMAND ${GT_BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Wextra
+              -Wno-unused-parameter -I${GT_LIBBPF_INCLUDEDIR} -I${GT_BPF_SRC}
+              -c ${GT_BPF_SRC}/${probe}.bpf.c -o ${obj}
+      DEPENDS ${GT_BPF_SRC}/${probe}.bpf.c ${GT_BPF_SRC}/${probe}_abi.h
+              ${GT_BPF_SRC}/ringbuf.bpf.h ${GT_BPF_SRC}/vmlinux_min.h
+      COMMENT "BPF ${probe}.bpf.o"
+      VERBATIM)
+    add_custom_command(
+      OUTPUT ${skel}
+      COMMAND ${CMAKE_COMMAND} -DGT_SKEL_BPFTOOL=${GT_BPFTOOL} -DGT_SKEL_OBJ=${obj}
+              -DGT_SKEL_OUT=${skel} -DGT_SKEL_NAME=${probe}_bpf -P ${GT_BPF_CMAKE}
+      DEPENDS ${obj} ${GT_BPF_CMAKE}
+      COMMENT "BPF skeleton ${probe}.skel.h"
+      VERBATIM)
+    set(${out} ${skel} PARENT_SCOPE)
+  endfunction()
+  set(GT_BPF_CMAKE ${CMAKE_CURRENT_LIST_FILE})
+  gt_bpf_skeleton(gilprobe gt_bpf_skel)
+  # The lock-kind probe (free-threaded builds).
+  gt_bpf_skeleton(lockprobe gt_lock_skel)
   add_custom_target(gt_bpf_skel DEPENDS ${gt_bpf_skel} ${gt_lock_skel})
 
   add_library(gt_bpf STATIC ${GT_BPF_SRC}/bpfprobe.c ${GT_BPF_SRC}/elfsym.c
