@@ -166,3 +166,32 @@ def traced_cpu_pair(seconds=0.6, names=("cpu-a", "cpu-b"), attempts=4, **options
         if disturbed <= 0.05:
             break
     return best[1], best[2]
+
+
+def park_lock_trace(threads=3, rounds=60, work=3000):
+    """A trace of `threads` threads (app-0, ...) each taking one shared lock `rounds`
+    times around a short loop, with the park probe forced on (GILTRACER_TEST_PARK: the
+    free-threaded path on any build), so that they park on one another."""
+    import giltracer
+
+    def spin(n):
+        x = 0
+        for i in range(n):
+            x += i
+        return x
+
+    os.environ["GILTRACER_TEST_PARK"] = "1"
+    try:
+        lock = threading.Lock()
+
+        def body():
+            for _ in range(rounds):
+                with lock:
+                    spin(work)
+
+        with giltracer.trace(sched=False) as t:
+            run_threads([body] * threads, [f"app-{i}" for i in range(threads)])
+    finally:
+        del os.environ["GILTRACER_TEST_PARK"]
+    assert t.free_threaded
+    return t

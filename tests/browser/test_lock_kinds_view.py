@@ -15,7 +15,7 @@ import giltracer
 import pagedata
 from giltracer.lockkinds import F_OBJECT, F_SUSPENDED, GC_BEGIN, GC_END, PARK, PARK_RET, STW_BEGIN, STW_END, STW_GC, LockKinds
 from test_profile_tab import CHROMIUM, Page  # noqa: F401  (skips without chromium)
-from workloads import run_threads
+from workloads import park_lock_trace
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 CRIT = "critical section on list object"
@@ -30,21 +30,7 @@ def spin(n):
 
 
 def park_trace():
-    os.environ["GILTRACER_TEST_PARK"] = "1"
-    try:
-        lock = threading.Lock()
-
-        def body():
-            for _ in range(60):
-                with lock:
-                    spin(3000)
-
-        with giltracer.trace(sched=False) as t:
-            run_threads([body] * 3, [f"app-{i}" for i in range(3)])
-    finally:
-        del os.environ["GILTRACER_TEST_PARK"]
-    assert t.free_threaded
-    return t
+    return park_lock_trace()
 
 
 def label_parks(t):

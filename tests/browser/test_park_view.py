@@ -6,40 +6,18 @@ The trace is the park probe's on this build (GILTRACER_TEST_PARK=1, tests/test_p
 import os
 import shutil
 import tempfile
-import threading
 
 import pytest
 
-import giltracer
 from test_profile_tab import CHROMIUM, Page  # noqa: F401  (skips without chromium)
-from workloads import run_threads
+from workloads import park_lock_trace
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 
 
-def spin(n):
-    x = 0
-    for i in range(n):
-        x += i
-    return x
-
-
 @pytest.fixture(scope="module")
 def page():
-    os.environ["GILTRACER_TEST_PARK"] = "1"
-    try:
-        lock = threading.Lock()
-
-        def body():
-            for _ in range(60):
-                with lock:
-                    spin(3000)
-
-        with giltracer.trace(sched=False) as t:
-            run_threads([body] * 3, [f"app-{i}" for i in range(3)])
-    finally:
-        del os.environ["GILTRACER_TEST_PARK"]
-    assert t.free_threaded
+    t = park_lock_trace()
     d = tempfile.mkdtemp(prefix="giltracer-browser-")
     p = Page("file://" + t.save(os.path.join(d, "p.html")), os.path.join(d, "chromium"))
     yield t, p
