@@ -127,7 +127,7 @@ def busy_notice(t: giltracer.Trace, threads: Sequence[Any]) -> Optional[str]:
     return None
 
 
-def two_threads_ratio(rounds: int = 40) -> float:
+def two_threads_ratio(rounds: int = 200) -> float:
     """How much longer two threads take than one, each on its own CPU, for the same C work
     that needs no lock (hashlib of a 1 MiB buffer, which releases the GIL on every build):
     about 1.0 on two free CPUs. More where the hardware under a virtual machine runs its
