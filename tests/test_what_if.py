@@ -75,12 +75,18 @@ def quiet():
 
 def test_two_cpu_bound_threads_on_two_cpus_nearly_double(cpu_trace):
     w = cpu_trace.what_if(cpus=2, ft_factor=1.0)
-    assert 1.6 <= w.gil_replay_wall_s / w.predicted_wall_s <= 2.4, str(w)
+    # One at a time (the GIL) against side by side on two CPUs: (a + b) / max(a, b) of the
+    # two threads' work, 2 when they did the same. (Measured, not assumed: on pyenv 3.9 one
+    # of them held the GIL 70 ms for the work the other did in 40, 2 runs of 8.)
+    a, b = work_ns(cpu_trace, "cpu-0"), work_ns(cpu_trace, "cpu-1")
+    expected = (a + b) / max(a, b)
+    assert 1.3 <= expected, (a, b)
+    assert 0.85 * expected <= w.gil_replay_wall_s / w.predicted_wall_s <= 1.15 * expected, (expected, str(w))
     assert w.cpus == 2 and w.ft_factor == 1.0
     assert math.isclose(w.speedup, w.measured_wall_s / w.predicted_wall_s, rel_tol=1e-9)
     assert w.speedup >= 1.3, str(w)
     if quiet():
-        assert 1.6 <= w.speedup <= 2.4, str(w)
+        assert 0.8 * expected <= w.speedup <= 1.25 * expected, (expected, str(w))
         # The model replaying the trace with the GIL comes back near the measured wall.
         assert 0.8 <= w.gil_replay_wall_s / w.measured_wall_s <= 1.25, str(w)
     names = {th.name for th in w.threads}
