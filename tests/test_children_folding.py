@@ -14,8 +14,11 @@ import pytest
 pytestmark = pytest.mark.skipif(bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
                                 reason="idle by GIL held time: a GIL build's")
 
-SCRIPT = textwrap.dedent("""
-    import json, multiprocessing as mp, time
+# Six pool workers that each run a few tiny tasks (idle), then one busy worker; a script's
+# end (what it prints) follows. The viewer's twin, tests/browser/test_children_fold_view.py,
+# runs the same pool.
+POOL = """
+    import json, multiprocessing as mp, sys
     from concurrent.futures import ProcessPoolExecutor
     import giltracer
 
@@ -35,6 +38,9 @@ SCRIPT = textwrap.dedent("""
                 list(ex.map(tiny, range(64)))
             with ProcessPoolExecutor(1, mp_context=ctx) as ex:
                 ex.submit(busy, 15_000_000).result()
+"""
+
+SCRIPT = textwrap.dedent(POOL + """
         held = {p.pid: sum(s.held_pct / 100 * s.wall_ns for s in t.summary(process=p.pid))
                 for p in t.processes if p.child}
         print(json.dumps(dict(held=held, t0=t.result.t0_ns, t1=t.result.t1_ns,

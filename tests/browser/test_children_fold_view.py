@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from conftest import run_script
+from test_children_folding import POOL
 from test_profile_tab import CHROMIUM, Page
 
 pytestmark = [
@@ -23,27 +24,7 @@ pytestmark = [
                        reason="idle by GIL held time: a GIL build's"),
 ]
 
-SCRIPT = textwrap.dedent("""
-    import json, multiprocessing as mp, sys
-    from concurrent.futures import ProcessPoolExecutor
-    import giltracer
-
-    def tiny(i):
-        return i * i
-
-    def busy(n):
-        s = 0
-        for i in range(n):
-            s += i * i
-        return s
-
-    if __name__ == "__main__":
-        ctx = mp.get_context("fork")
-        with giltracer.trace(follow_children=True) as t:
-            with ProcessPoolExecutor(6, mp_context=ctx) as ex:
-                list(ex.map(tiny, range(64)))
-            with ProcessPoolExecutor(1, mp_context=ctx) as ex:
-                ex.submit(busy, 15_000_000).result()
+SCRIPT = textwrap.dedent(POOL + """
         held = {p.pid: sum(s.held_ns for s in t.summary(process=p.pid, all_threads=True))
                 for p in t.processes if p.child}
         tids = {p.pid: list(p.tids) for p in t.processes if p.child}
