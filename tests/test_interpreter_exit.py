@@ -73,3 +73,23 @@ def test_exit_while_recording_with_daemon_threads(tmp_path, backend):
     assert "main done" in p.stdout
     assert "Fatal Python error" not in p.stderr, p.stderr[-2000:]
     assert took < 30, took
+
+
+def test_tracing_loads_no_library_with_exit_handlers(tmp_path):
+    """The daemon-thread crash above, seen on 3.10 (1 run in 40): a library whose C exit
+    handlers run after the interpreter is freed (libcrypto's, loaded by hashlib, itself
+    by `secrets`) keeps the process alive long enough for a daemon thread still in
+    take_gil to wake, see the finalization and reset its drop request on the freed
+    interpreter (CPython gh-96387's fix, 3.9/3.10). Without libcrypto, 0 in 400. A whole
+    trace (import, follow_children, save, summary) must not load it."""
+    code = textwrap.dedent("""
+        import sys, giltracer
+        with giltracer.trace(follow_children=True) as t:
+            sum(range(1000))
+        t.save("x.html")
+        str(t.result)
+        print(sorted(m for m in ("_hashlib", "_ssl", "hashlib", "secrets") if m in sys.modules))
+    """)
+    p, _ = run(["-c", code], tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout

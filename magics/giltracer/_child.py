@@ -18,7 +18,6 @@ running).
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import tempfile
 from typing import Any, Dict, Optional
@@ -41,7 +40,10 @@ class Children:
 
     def __init__(self, options: Dict[str, Any]) -> None:
         self.folder = tempfile.mkdtemp(prefix="giltracer-children-")
-        self.token = secrets.token_hex(16)
+        # (os.urandom, not secrets: that imports hashlib, whose libcrypto exit handlers
+        # keep a 3.9/3.10 process alive after the interpreter is freed, long enough for a
+        # daemon thread in take_gil to touch it: a crash at exit, CPython gh-96387's fix.)
+        self.token = os.urandom(16).hex()
         self.prefix = os.path.join(self.folder, self.token + "-")
         self.value = boot.encode(self.prefix, options)
         self._saved: Optional[str] = None
