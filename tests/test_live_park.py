@@ -17,27 +17,38 @@ def park(monkeypatch):
     monkeypatch.setenv("GILTRACER_TEST_PARK", "1")
 
 
-def blocked_on_a_lock(t, hold_s=0.4, until_parked=True):
-    """Thread `holder` holds a lock (spinning) while thread `waiter` blocks on it, for at
-    least `hold_s` and (`until_parked`) until the waiter reads parked (a contended lock spins and yields
-    before it parks: on a busy machine that takes a while; at most 5 s); returns (progress
-    while the waiter waits, progress after both ended, the two threads)."""
+def holder_and_waiter(hold):
+    """Thread `holder` takes a lock and runs `hold()` holding it; thread `waiter` takes the
+    lock once `held` is set. Returns (held, [holder, waiter]), not started."""
     lock = threading.Lock()
-    held, release = threading.Event(), threading.Event()
+    held = threading.Event()
 
     def holder():
         with lock:
             held.set()
-            while not release.is_set():
-                sum(range(100))
+            hold()
 
     def waiter():
         held.wait()
         with lock:
             pass
 
-    ths = [threading.Thread(target=holder, name="holder"),
-           threading.Thread(target=waiter, name="waiter")]
+    return held, [threading.Thread(target=holder, name="holder"),
+                  threading.Thread(target=waiter, name="waiter")]
+
+
+def blocked_on_a_lock(t, hold_s=0.4, until_parked=True):
+    """Thread `holder` holds a lock (spinning) while thread `waiter` blocks on it, for at
+    least `hold_s` and (`until_parked`) until the waiter reads parked (a contended lock spins and yields
+    before it parks: on a busy machine that takes a while; at most 5 s); returns (progress
+    while the waiter waits, progress after both ended, the two threads)."""
+    release = threading.Event()
+
+    def spin():
+        while not release.is_set():
+            sum(range(100))
+
+    held, ths = holder_and_waiter(spin)
     with t:
         try:
             for th in ths:
@@ -104,26 +115,10 @@ def test_gil_meter_keeps_its_words():
     assert "parked" not in text and "running" not in text, text
 
 
-
-
 def test_an_ended_thread_stops_running(park):
     """A thread's account ends with it (released from its exit on), so the meter does not
     count a thread that ended as running on (it ended running: it never parked last)."""
-    lock = threading.Lock()
-    held = threading.Event()
-
-    def holder():
-        with lock:
-            held.set()
-            time.sleep(0.1)
-
-    def waiter():
-        held.wait()
-        with lock:
-            pass
-
-    ths = [threading.Thread(target=holder, name="holder"),
-           threading.Thread(target=waiter, name="waiter")]
+    _, ths = holder_and_waiter(lambda: time.sleep(0.1))
     t = giltracer.trace()
     with t:
         for th in ths:

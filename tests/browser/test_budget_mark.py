@@ -2,9 +2,6 @@
 (max_events reached), the payload carries the time and the timeline draws a mark saying
 the calls past it are in the Profile and Top functions only."""
 
-import os
-import shutil
-import tempfile
 import threading
 import time
 import warnings
@@ -13,7 +10,7 @@ import pytest
 
 import giltracer
 
-from test_profile_tab import CHROMIUM, Page
+from test_profile_tab import CHROMIUM, saved_page
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 
@@ -41,12 +38,8 @@ def page():
             th.start()
             th.join()
     assert t.result.calls_aggregated, "the budget was not spent: the test proves nothing"
-    d = tempfile.mkdtemp(prefix="giltracer-cut-")
-    path = t.save(os.path.join(d, "cut.html"))
-    p = Page("file://" + path, os.path.join(d, "chromium"))
-    yield open(path, encoding="utf-8").read(), p
-    p.close()
-    shutil.rmtree(d, ignore_errors=True)
+    with saved_page(t, "giltracer-cut-") as (path, p):
+        yield open(path, encoding="utf-8").read(), p
 
 
 def test_the_payload_carries_the_cut(page):

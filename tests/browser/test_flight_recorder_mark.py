@@ -2,16 +2,13 @@
 timeline says which window it shows ("last N events: from t=...") where a thread's kept
 calls start, and shades what lies before it (those calls are in the Profile only)."""
 
-import os
-import shutil
-import tempfile
 import warnings
 
 import pytest
 
 import giltracer
 
-from test_profile_tab import CHROMIUM, Page
+from test_profile_tab import CHROMIUM, saved_page
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 
@@ -34,12 +31,8 @@ def page():
         with giltracer.trace(backend="hooks", c_calls=False, max_events=BUDGET, keep="last") as t:
             run()
     assert t.result.calls_aggregated, "the budget was not spent: the test proves nothing"
-    d = tempfile.mkdtemp(prefix="giltracer-kept-")
-    path = t.save(os.path.join(d, "kept.html"))
-    p = Page("file://" + path, os.path.join(d, "chromium"))
-    yield open(path, encoding="utf-8").read(), p
-    p.close()
-    shutil.rmtree(d, ignore_errors=True)
+    with saved_page(t, "giltracer-kept-") as (path, p):
+        yield open(path, encoding="utf-8").read(), p
 
 
 def test_the_timeline_marks_where_the_window_starts(page):

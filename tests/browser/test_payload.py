@@ -4,8 +4,6 @@ out equals the C core's, exactly, on a known two-thread trace."""
 
 import os
 import re
-import shutil
-import tempfile
 import threading
 import time
 
@@ -14,7 +12,7 @@ import pytest
 import giltracer
 import pagedata
 
-from test_profile_tab import CHROMIUM, Page  # the DevTools harness (same directory)
+from test_profile_tab import CHROMIUM, Page, saved_page  # the DevTools harness (same directory)
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 
@@ -47,12 +45,8 @@ def traced():
             th.start()
         for th in ts:
             th.join()
-    d = tempfile.mkdtemp(prefix="giltracer-payload-")
-    path = t.save(os.path.join(d, "p.html"))
-    p = Page("file://" + path, os.path.join(d, "chromium"))
-    yield t, p, path
-    p.close()
-    shutil.rmtree(d, ignore_errors=True)
+    with saved_page(t, "giltracer-payload-") as (path, p):
+        yield t, p, path
 
 
 def test_the_page_carries_compressed_binary_columns(traced):

@@ -2,6 +2,7 @@
 it renders without console errors, a known frame's state segments (read back from the
 canvas pixels) match the profile's numbers within 2 px, and a click zooms into it."""
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -77,6 +78,22 @@ class Page(devtools.Tab):
             self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
 
+@contextlib.contextmanager
+def saved_page(t, prefix, **save_options):
+    """`t` saved into a fresh folder and opened in Chromium: yields (path, page); the page
+    is closed and the folder removed after."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    p = None
+    try:
+        path = t.save(os.path.join(d, "p.html"), **save_options)
+        p = Page("file://" + path, os.path.join(d, "chromium"))
+        yield path, p
+    finally:
+        if p is not None:
+            p.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 # The state of each pixel along one line of a frame, by its colour (nearest palette
 # entry): the canvas as drawn, not the numbers the viewer meant to draw.
 READ_ROW = """(function (fx, fw, y) {
@@ -116,12 +133,8 @@ def page():
         node = known_node(t)
         if node.states["waiting"] >= 0.2 * node.total_ns:
             break
-    d = tempfile.mkdtemp(prefix="giltracer-browser-")
-    path = t.save(os.path.join(d, "p.html"), tab="profile")
-    p = Page("file://" + path, os.path.join(d, "chromium"))
-    yield t, p
-    p.close()
-    shutil.rmtree(d, ignore_errors=True)
+    with saved_page(t, "giltracer-browser-", tab="profile") as (_, p):
+        yield t, p
 
 
 def known_node(t):

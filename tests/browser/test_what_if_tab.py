@@ -16,7 +16,7 @@ import pytest
 import giltracer
 import pagedata
 
-from test_profile_tab import CHROMIUM, Page  # the DevTools harness (same directory)
+from test_profile_tab import CHROMIUM, Page, saved_page  # the DevTools harness (same directory)
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 
@@ -211,15 +211,10 @@ def fmt_dur(ns):
 @pytest.fixture(scope="module")
 def real(traced):
     t = traced
-    d = tempfile.mkdtemp(prefix="giltracer-whatif-real-")
-    path = t.save(os.path.join(d, "real.html"), tab="whatif")  # opens on it
-    html = open(path, encoding="utf-8").read()
-    data = pagedata.data(html)
-    assert data.get("what_if"), "a build with t.what_if writes payload['what_if'] for a trace with the GIL"
-    p = Page("file://" + path, os.path.join(d, "chromium"))
-    yield data["what_if"], p
-    p.close()
-    shutil.rmtree(d, ignore_errors=True)
+    with saved_page(t, "giltracer-whatif-real-", tab="whatif") as (path, p):  # opens on it
+        data = pagedata.data(open(path, encoding="utf-8").read())
+        assert data.get("what_if"), "a build with t.what_if writes payload['what_if'] for a trace with the GIL"
+        yield data["what_if"], p
 
 
 def test_real_trace_shows_the_models_numbers(real):
