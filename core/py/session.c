@@ -546,23 +546,16 @@ static int sampler_begin(void *ctx)
     return s->sampler_ts ? 0 : -ENOMEM;
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int sampler_take(void *ctx, uint64_t *held_ns, uint64_t *waited_ns)
 {
     struct gt_session *s = ctx;
     if (gt_is_finalizing()) /* taking the GIL now would end this thread */
         return -ESHUTDOWN;
-    uint64_t asked = mono_ns();
+    uint64_t asked = gt_now_ns();
     PyEval_RestoreThread(s->sampler_ts);
-    uint64_t got = mono_ns();
+    uint64_t got = gt_now_ns();
     int err = gt_tracer__sample(gt_ticks());
-    uint64_t done = mono_ns();
+    uint64_t done = gt_now_ns();
     PyEval_SaveThread();
     *waited_ns = got - asked;
     *held_ns = done - got;
@@ -1881,13 +1874,6 @@ static int ck_write(struct gt_session *s, uint32_t interval_ms)
     return err;
 }
 
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Until the deadline (not a sum of sleeps, which a busy machine stretches) or stop. */
 static void ck_sleep(struct gt_session *s, uint64_t wait)
 {
@@ -1987,7 +1973,7 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         ck_sleep(s, wait);
         if (__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE))
             break;
-        uint64_t cpu = thread_cpu_ns();
+        uint64_t cpu = gt_clock_ns(CLOCK_THREAD_CPUTIME_ID);
         size_t probe[2] = {0, 0};
         err = gt_registry__each_locked(ck_probe, probe);
         if (err)
@@ -2000,7 +1986,7 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
             break;
         err = 0; /* (e.g. a full disk: the next may do) */
         /* At least 20 times its CPU time: at most ~5 % of a core. */
-        cpu = thread_cpu_ns() - cpu;
+        cpu = gt_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu;
         wait = 20 * cpu > every ? 20 * cpu : every;
     }
     __atomic_store_n(&s->spooling, 0, __ATOMIC_RELEASE);

@@ -17,11 +17,17 @@
 /* Nonzero when gt_ticks() reads the TSC. Set once by gt_clock__init(). */
 extern int gt_clock_use_tsc;
 
-static inline uint64_t gt_now_ns(void)
+/* Nanoseconds of `clock` (CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, ...). */
+static inline uint64_t gt_clock_ns(clockid_t clock)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(clock, &t);
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static inline uint64_t gt_now_ns(void)
+{
+    return gt_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* A raw timestamp: TSC ticks or CLOCK_MONOTONIC ns (see gt_clock_use_tsc). */

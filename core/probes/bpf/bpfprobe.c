@@ -64,6 +64,7 @@
 
 #include "bpfprobe.h"
 #include "why.h"
+#include "gt_clock.h"
 #include "elfsym.h"
 #include "gilprobe_abi.h"
 #include "registry.h"
@@ -535,13 +536,6 @@ cleanup:
 }
 
 /* ---- draining ------------------------------------------------------------------- */
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 static uint64_t read_lost(const struct gt_bpf *b)
 {
@@ -1030,7 +1024,7 @@ int gt_bpf__start(struct gt_bpf *b)
     b->nslots = b->nused = 0;
     b->events = b->unregistered = 0;
     b->lost_base = read_lost(b);
-    b->t_start = now_ns();
+    b->t_start = gt_now_ns();
     b->prev_drain_tid = b->drain_tid;
     atomic_store(&b->stop_req, 0);
     /* Signals are for the interpreter's threads, not for the drain thread. */

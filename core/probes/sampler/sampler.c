@@ -2,6 +2,8 @@
 /* The stack sampler's clock (see sampler.h). */
 #include "sampler.h"
 
+#include "gt_clock.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,13 +21,6 @@ struct gt_sampler {
     pthread_mutex_t lock;       /* with `wake`: stop interrupts the sleep */
     pthread_cond_t wake;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Sleeps until `deadline` (CLOCK_MONOTONIC ns) or stop. Returns nonzero when stopping. */
 static int sleep_until(struct gt_sampler *s, uint64_t deadline)
@@ -47,7 +42,7 @@ static void *run(void *arg)
     atomic_store(&s->tid, (int32_t)syscall(SYS_gettid));
     if (s->ops.begin && s->ops.begin(s->ops.ctx) < 0)
         return NULL;
-    uint64_t next = now_ns() + s->st.interval_ns;
+    uint64_t next = gt_now_ns() + s->st.interval_ns;
     while (!sleep_until(s, next)) {
         uint64_t held = 0, waited = 0;
         if (s->ops.take(s->ops.ctx, &held, &waited) < 0) {
@@ -62,7 +57,7 @@ static void *run(void *arg)
         /* A take that ran past the next tick (a long wait for the GIL) skips it: the
          * samples stay on the schedule, each standing for one interval. */
         next += s->st.interval_ns;
-        uint64_t now = now_ns();
+        uint64_t now = gt_now_ns();
         if (now >= next) {
             uint64_t behind = (now - next) / s->st.interval_ns + 1;
             s->st.skipped += behind;
