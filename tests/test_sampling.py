@@ -260,3 +260,14 @@ def test_kernel_cell_sampled(tmp_path):
     assert {"k0", "k1"} <= set(facts["names"]) and SAMPLER not in facts["names"]
     assert facts["sampler"]["samples"] > 0
     assert facts["top"][0] == "spin_k", facts
+
+
+@needs_gil
+def test_auto_samples_with_the_hooks_even_as_root():
+    """Sampling is asked for its low cost: the bpf probe's uprobes (~3 us per GIL hand-off,
+    5x on GIL-churning code) would undo it, so auto takes the hooks and says why."""
+    with giltracer.trace(mode="sample") as t:
+        hot_spin(0.05)
+    assert t.backend == "hooks", t.backend_reason
+    assert "sampling mode keeps its cost low" in t.backend_reason, t.backend_reason
+

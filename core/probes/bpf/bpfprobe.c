@@ -114,9 +114,12 @@ struct gt_bpf {
     uint32_t drain_tid, prev_drain_tid;
 };
 
+/* The last joined drain thread, whichever object ran it: each session loads its own. */
+static _Atomic uint32_t last_drain_tid;
+
 /* ---- diagnostics ------------------------------------------------------------- */
 
-/* Open happens once per process: a static buffer for composed messages is enough. */
+/* Opens are one at a time (the session lock): a static buffer for composed messages is enough. */
 static char why_buf[512];
 static char libbpf_last[256]; /* first libbpf warning, appended to load errors */
 
@@ -1025,7 +1028,7 @@ int gt_bpf__start(struct gt_bpf *b)
     b->events = b->unregistered = 0;
     b->lost_base = read_lost(b);
     b->t_start = gt_now_ns();
-    b->prev_drain_tid = b->drain_tid;
+    b->prev_drain_tid = atomic_load(&last_drain_tid);
     atomic_store(&b->stop_req, 0);
     /* Signals are for the interpreter's threads, not for the drain thread. */
     sigset_t all, old;
@@ -1057,6 +1060,7 @@ int gt_bpf__stop(struct gt_bpf *b)
         /* The drain thread still notices stop_req within POLL_MS. */
     }
     pthread_join(b->drain, NULL);
+    atomic_store(&last_drain_tid, b->drain_tid);
     if (read(b->evfd, &one, sizeof(one)) < 0) {
         /* Nothing was pending. */
     }
