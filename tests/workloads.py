@@ -168,10 +168,13 @@ def traced_cpu_pair(seconds=0.6, names=("cpu-a", "cpu-b"), attempts=4, **options
     return best[1], best[2]
 
 
-def park_lock_trace(threads=3, rounds=60, work=3000):
+def park_lock_trace(threads=3, rounds=60, work=3000, parked_threads=2, tries=5):
     """A trace of `threads` threads (app-0, ...) each taking one shared lock `rounds`
     times around a short loop, with the park probe forced on (GILTRACER_TEST_PARK: the
-    free-threaded path on any build), so that they park on one another."""
+    free-threaded path on any build), so that they park on one another. On a GIL build a
+    thread parks only when the GIL switches away from the lock's holder while it holds
+    it: a barrier lines the threads up, and the run is made again (up to `tries` times)
+    until at least `parked_threads` of them parked."""
     import giltracer
 
     def spin(n):
@@ -180,18 +183,26 @@ def park_lock_trace(threads=3, rounds=60, work=3000):
             x += i
         return x
 
+    def parked(t):
+        return sum(1 for r in t.summary() if r.name.startswith("app-") and r.parked_ns > 0)
+
     os.environ["GILTRACER_TEST_PARK"] = "1"
     try:
-        lock = threading.Lock()
+        for _ in range(tries):
+            lock, go = threading.Lock(), threading.Barrier(threads)
 
-        def body():
-            for _ in range(rounds):
-                with lock:
-                    spin(work)
+            def body():
+                go.wait()
+                for _ in range(rounds):
+                    with lock:
+                        spin(work)
 
-        with giltracer.trace(sched=False) as t:
-            run_threads([body] * threads, [f"app-{i}" for i in range(threads)])
+            with giltracer.trace(sched=False) as t:
+                run_threads([body] * threads, [f"app-{i}" for i in range(threads)])
+            if parked(t) >= parked_threads:
+                break
     finally:
         del os.environ["GILTRACER_TEST_PARK"]
     assert t.free_threaded
+    assert parked(t) >= parked_threads, t.summary()
     return t
