@@ -26,3 +26,16 @@ FT_SINGLE_THREAD_FACTOR = 1.25
 """3.14t / 3.14 single-thread time ratio: measured 1.248, interval [1.201, 1.310] (above)."""
 
 FT_SINGLE_THREAD_FACTOR_INTERVAL = (1.20, 1.31)
+
+FT_HANDOFF_US = 58.7
+"""A hand-off's cost without the GIL, us: the wall time from one thread's wake call to the
+woken thread running, on 3.14t here (``t.what_if(handoff_us=...)`` overrides it). The model
+adds it to each hand-off a thread waits on in the re-schedule.
+
+How it was measured (``python bench/handoff_cost.py``, inside the sid chroot; result in
+bench/results/handoff-cost-3.14.10.md and .json): a ping-pong of two threads through a
+queue.Queue pair, a threading.Event pair and a threading.Condition, nothing else to do, so
+every pass wakes a sleeping thread; untraced; a hand-off is a round trip's wall time / 2,
+over 2000 round trips, per primitive the median of 9 rounds (a fresh process each), the
+cost the median over the three primitives. Not fitted to the what-if validation bench.
+"""
