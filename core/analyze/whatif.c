@@ -130,11 +130,15 @@ static int queue_kind(const struct gt_func *f)
             return Q_PUT | Q_SIMPLE;
         return Q_NONE;
     }
-    if (!f->file || !ends_with(f->file, "queue.py"))
+    if (!f->file || !(ends_with(f->file, "/queue.py") || strcmp(f->file, "queue.py") == 0))
         return Q_NONE;
-    if (strcmp(f->name, "Queue.get") == 0 || strcmp(f->name, "Queue.get_nowait") == 0)
+    /* Before 3.11 a Python function's name is its code's, without the class. */
+    const char *m = strncmp(f->name, "Queue.", 6) == 0 ? f->name + 6
+                    : strchr(f->name, '.')                ? ""
+                                                          : f->name;
+    if (strcmp(m, "get") == 0 || strcmp(m, "get_nowait") == 0)
         return Q_GET;
-    if (strcmp(f->name, "Queue.put") == 0 || strcmp(f->name, "Queue.put_nowait") == 0)
+    if (strcmp(m, "put") == 0 || strcmp(m, "put_nowait") == 0)
         return Q_PUT;
     return Q_NONE;
 }
@@ -780,11 +784,13 @@ static int find_queue_handoffs(struct fthread *fts, size_t n, struct handoff **h
     for (size_t g = 0; g < nqc && !err;) {
         /* A group: one process, one kind of queue: its gets [g, p), its puts [p, e). */
         size_t p = g, e;
-        while (p < nqc && qc[p].pid == qc[g].pid && (qc[p].kind & Q_SIMPLE) == (qc[g].kind & Q_SIMPLE) &&
+        int32_t pid = qc[g].pid;
+        int simple = qc[g].kind & Q_SIMPLE;
+        while (p < nqc && qc[p].pid == pid && (qc[p].kind & Q_SIMPLE) == simple &&
                (qc[p].kind & Q_GET))
             p++;
         e = p;
-        while (e < nqc && qc[e].pid == qc[g].pid && (qc[e].kind & Q_SIMPLE) == (qc[g].kind & Q_SIMPLE))
+        while (e < nqc && qc[e].pid == pid && (qc[e].kind & Q_SIMPLE) == simple)
             e++;
         for (size_t k = 0; g + k < p && p + k < e && !err; k++) {
             const struct qcall *get = &qc[g + k], *put = &qc[p + k];
@@ -795,7 +801,8 @@ static int find_queue_handoffs(struct fthread *fts, size_t n, struct handoff **h
             if (!(err = grow((void **)hos, capho, *nho + 1, sizeof(**hos))) &&
                 !(err = grow((void **)&ft->ih, &ft->capih, ft->nih + 1, sizeof(*ft->ih))) &&
                 !(err = add_cut(ft, get->b))) {
-                (*hos)[(*nho)++] = (struct handoff){get->thread, get->b, (int32_t)put->thread, put->b};
+                (*hos)[(*nho)++] =
+                    (struct handoff){get->thread, get->b, (int32_t)put->thread, put->b};
                 ft->ih[ft->nih++] = get->b;
                 (*found)++;
             }

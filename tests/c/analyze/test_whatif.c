@@ -11,13 +11,16 @@
 #define MS 1000000ull
 #define NEAR(x, want, tol) (fabs((double)(x) - (double)(want)) <= (double)(tol))
 
-enum { F_WORK, F_ACQ, F_SLEEP, F_GET, F_PUT, NFUNCS };
+enum { F_WORK, F_ACQ, F_SLEEP, F_GET, F_PUT, F_GET310, F_PUT310, F_MYGET, NFUNCS };
 static const struct gt_func funcs[NFUNCS] = {
     [F_WORK] = {"work", "x.py", 1, 0},
     [F_ACQ] = {"_thread.lock.acquire", "", 0, GT_FUNC_C},
     [F_SLEEP] = {"time.sleep", "", 0, GT_FUNC_C},
     [F_GET] = {"Queue.get", "/usr/lib/python3.14/queue.py", 154, 0},
     [F_PUT] = {"Queue.put", "/usr/lib/python3.14/queue.py", 122, 0},
+    [F_GET310] = {"get", "/usr/lib/python3.10/queue.py", 154, 0}, /* no class before 3.11 */
+    [F_PUT310] = {"put", "/usr/lib/python3.10/queue.py", 122, 0},
+    [F_MYGET] = {"Queue.get", "/home/u/myqueue.py", 1, 0}, /* not the standard library's */
 };
 
 #define H GT_GIL_STATE_HELD
@@ -361,6 +364,25 @@ static void test_queue_handoffs(void)
     if (w)
         CHECK(NEAR(w->predicted_wall_ns, 60 * MS, 10000), "1 cpu: %f", w->predicted_wall_ns);
     gt_whatif__free(w);
+    /* Python 3.10's names: the same. */
+    for (int k = 0; k < 4; k++) {
+        sp[k + 1].func = F_PUT310;
+        sc[k + 1].func = F_GET310;
+    }
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(w->queue_handoffs == 4 && NEAR(w->predicted_wall_ns, 44.9 * MS, 10000),
+              "3.10 names: %zu %f", w->queue_handoffs, w->predicted_wall_ns);
+    gt_whatif__free(w);
+    /* Another module's Queue.get: not a queue the model knows. */
+    for (int k = 0; k < 4; k++)
+        sc[k + 1].func = F_MYGET;
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(w->queue_handoffs == 0, "myqueue.py: %zu", w->queue_handoffs);
+    gt_whatif__free(w);
+    for (int k = 0; k < 4; k++)
+        sc[k + 1].func = F_GET;
     /* No puts in the trace (P fed C some other way): no queue hand-off, the wall P's. */
     for (int k = 0; k < 4; k++)
         sp[k + 1].func = F_WORK;
