@@ -5,7 +5,8 @@ A ping-pong: two threads pass a token back and forth through a primitive (queue.
 size 1 each way, threading.Event pairs, a threading.Condition), nothing else to do, so every
 pass is a hand-off to a thread that is asleep in the wait: the waker's wake call, the
 kernel's wake-up of the idle CPU (on a VM, the hypervisor's too), the woken thread's return
-from the wait. The cost of one hand-off is the wall time of a round trip over 2.
+from the wait. The two threads are pinned to two CPUs (both sides run at once without the
+GIL). The cost of one hand-off is the wall time of a round trip over 2.
 
 Untraced. Each round runs every primitive in a fresh process of each interpreter (per
 primitive: 2000 round trips after 200 to warm up), interpreters alternating; per primitive
@@ -76,9 +77,24 @@ def pp_condition(n):
 PRIMS = {"queue": pp_queue, "event": pp_event, "condition": pp_condition}
 
 
+def pinned(cpu, fn):
+    """fn run by a thread pinned to `cpu` (Linux: the calling thread's affinity)."""
+    def run():
+        os.sched_setaffinity(0, {cpu})
+        fn()
+    return run
+
+
 def trips(make, n):
-    """Wall s per round trip of n round trips (after WARM)."""
+    """Wall s per round trip of n round trips (after WARM). The two threads on two CPUs:
+    without the GIL the two sides of a hand-off run at once, so the woken thread's CPU is
+    the other one, idle while it waited (unpinned, the kernel often runs both on one CPU,
+    a cheaper local switch: 12 us against 50-60 here, from one run to the next)."""
     peer, one = make(n + WARM)
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 2:
+        os.sched_setaffinity(0, {cpus[0]})
+        peer = pinned(cpus[1], peer)
     t = threading.Thread(target=peer)
     t.start()
     for _ in range(WARM):
@@ -88,6 +104,7 @@ def trips(make, n):
         one()
     dt = time.perf_counter() - t0
     t.join()
+    os.sched_setaffinity(0, cpus)
     return dt / n
 
 
@@ -124,7 +141,7 @@ def main():
     assert info["gil"][1] and not info["ft"][1], info
     lines = [f"# Hand-off cost: {info['ft'][0]}t vs {info['gil'][0]} (GIL), a two-thread ping-pong", "",
              f"- untraced; {a.rounds} rounds, a fresh process per interpreter each, interpreters alternating; "
-             f"per primitive {TRIPS} round trips after {WARM}; one hand-off = round trip / 2; "
+             f"the two threads pinned to two CPUs; per primitive {TRIPS} round trips after {WARM}; one hand-off = round trip / 2; "
              f"median [min, max] over rounds, us; CPUs: {os.cpu_count()}; load at start {load0:.1f}, "
              f"at end {os.getloadavg()[0]:.1f}", "",
              "| primitive | 3.14 hand-off us | 3.14t hand-off us |", "|---|---|---|"]
