@@ -579,6 +579,28 @@ static int handoff_done(const struct sthread *sts, struct sthread *st, const str
     return 0;
 }
 
+/* Zero-length work and satisfied hand-offs complete now. */
+static void settle(struct sthread *sts, size_t n, double now, double wake, size_t *waited)
+{
+    int changed = 1;
+    while (changed) {
+        changed = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct sthread *st = &sts[i];
+            while (st->cur < st->n) {
+                const struct seg *s = &st->s[st->cur];
+                int done = s->cls == S_HANDOFF ? handoff_done(sts, st, s, now, wake, waited)
+                                               : st->rem <= DONE_EPS;
+                if (!done)
+                    break;
+                st->cur++;
+                start_seg(st, now);
+                changed = 1;
+            }
+        }
+    }
+}
+
 /* Processor sharing on `cpus` CPUs (with the GIL: the GIL's work shares one CPU's worth).
  * A hand-off waited on costs `wake` ns (counted in *waited). Returns the makespan; each
  * thread's begin and end are set. */
@@ -594,24 +616,7 @@ static double simulate(struct sthread *sts, size_t n, unsigned cpus, double wake
     if (!rate)
         return NAN;
     for (;;) {
-        /* Zero-length work and satisfied hand-offs complete now. */
-        int changed = 1;
-        while (changed) {
-            changed = 0;
-            for (size_t i = 0; i < n; i++) {
-                struct sthread *st = &sts[i];
-                while (st->cur < st->n) {
-                    const struct seg *s = &st->s[st->cur];
-                    int done = s->cls == S_HANDOFF ? handoff_done(sts, st, s, now, wake, waited)
-                                                   : st->rem <= DONE_EPS;
-                    if (!done)
-                        break;
-                    st->cur++;
-                    start_seg(st, now);
-                    changed = 1;
-                }
-            }
-        }
+        settle(sts, n, now, wake, waited);
         size_t nfree = 0, ngil = 0, nblock = 0, nstall = 0;
         for (size_t i = 0; i < n; i++) {
             if (sts[i].cur >= sts[i].n)
