@@ -61,6 +61,8 @@ struct fthread {
     size_t np, capp;
     uint64_t *cuts;
     size_t ncuts, capcuts;
+    uint64_t *ih; /* the queue hand-offs' times (gets that did not block), sorted */
+    size_t nih, capih, ii;
 };
 
 static int grow(void **v, size_t *cap, size_t need, size_t sz)
@@ -111,6 +113,34 @@ static int is_sync(const struct gt_func *f)
         if (strcmp(f->name, py_names[i]) == 0)
             return 1;
     return 0;
+}
+
+enum qkind { Q_NONE = 0, Q_GET = 1, Q_PUT = 2, Q_SIMPLE = 4 };
+
+/* A queue's get or put: queue.Queue's (Python; LifoQueue and PriorityQueue share them) or
+ * SimpleQueue's (C), as Q_GET or Q_PUT, | Q_SIMPLE for the latter. */
+static int queue_kind(const struct gt_func *f)
+{
+    if (!f->name)
+        return Q_NONE;
+    if (f->flags & GT_FUNC_C) {
+        if (ends_with(f->name, "SimpleQueue.get") || ends_with(f->name, "SimpleQueue.get_nowait"))
+            return Q_GET | Q_SIMPLE;
+        if (ends_with(f->name, "SimpleQueue.put") || ends_with(f->name, "SimpleQueue.put_nowait"))
+            return Q_PUT | Q_SIMPLE;
+        return Q_NONE;
+    }
+    if (!f->file || !(ends_with(f->file, "/queue.py") || strcmp(f->file, "queue.py") == 0))
+        return Q_NONE;
+    /* Before 3.11 a Python function's name is its code's, without the class. */
+    const char *m = strncmp(f->name, "Queue.", 6) == 0 ? f->name + 6
+                    : strchr(f->name, '.')                ? ""
+                                                          : f->name;
+    if (strcmp(m, "get") == 0 || strcmp(m, "get_nowait") == 0)
+        return Q_GET;
+    if (strcmp(m, "put") == 0 || strcmp(m, "put_nowait") == 0)
+        return Q_PUT;
+    return Q_NONE;
 }
 
 static int fp_emit(struct fthread *ft, uint64_t a, uint64_t b, const struct frame *top)
@@ -314,6 +344,17 @@ static int add_piece(struct fthread *ft, struct piece p)
     return 0;
 }
 
+/* The queue hand-offs at or before `upto` not yet made: zero-length pieces. */
+static int flush_ih(struct fthread *ft, uint64_t upto)
+{
+    for (; ft->ii < ft->nih && ft->ih[ft->ii] <= upto; ft->ii++) {
+        uint64_t x = ft->ih[ft->ii];
+        if (add_piece(ft, (struct piece){x, x, P_HANDOFF, -1, -1, x, 0, 0, 0}))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 /* [a, b) of one state, split at the thread's cuts; work pieces get their time in each top
  * function (innermost Python function), from one forward walk over the stack pieces. */
 static int add_span_pieces(struct fthread *ft, uint64_t a, uint64_t b, uint32_t kind, size_t *ci)
@@ -349,6 +390,8 @@ static int add_span_pieces(struct fthread *ft, uint64_t a, uint64_t b, uint32_t 
                         ns[i] += t - s;
             }
         }
+        if (flush_ih(ft, e))
+            return -ENOMEM;
         a = e;
     }
     return 0;
@@ -400,7 +443,9 @@ struct sthread {
     int64_t *map; /* piece -> segment */
     size_t cur;
     double rem, begin, end;
+    double arrived; /* when the current segment began */
     int begun;
+    int waking; /* at a hand-off waited on: its wake-up (rem) runs */
 };
 
 /* The scenario: release = GT_NO_FUNC and gil = 0: no GIL at all; gil = 1: the GIL kept,
@@ -497,6 +542,8 @@ static int dep_done(const struct sthread *sts, const struct seg *s)
 
 static void start_seg(struct sthread *st, double now)
 {
+    st->arrived = now;
+    st->waking = 0;
     if (st->cur < st->n) {
         st->rem = st->s[st->cur].dur;
         if (!st->begun && !st->s[st->cur].start) {
@@ -512,9 +559,52 @@ static void start_seg(struct sthread *st, double now)
     }
 }
 
+/* A hand-off segment done now? One whose dependency came after the thread reached it (it
+ * waited) first runs its wake-up of `wake` ns (not a thread's start: no sleeper to wake). */
+static int handoff_done(const struct sthread *sts, struct sthread *st, const struct seg *s,
+                        double now, double wake, size_t *waited)
+{
+    if (st->waking)
+        return st->rem <= DONE_EPS;
+    if (!dep_done(sts, s))
+        return 0;
+    if (s->start || now <= st->arrived + DONE_EPS)
+        return 1;
+    if (waited)
+        (*waited)++;
+    if (!(wake > 0))
+        return 1;
+    st->waking = 1;
+    st->rem = wake;
+    return 0;
+}
+
+/* Zero-length work and satisfied hand-offs complete now. */
+static void settle(struct sthread *sts, size_t n, double now, double wake, size_t *waited)
+{
+    int changed = 1;
+    while (changed) {
+        changed = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct sthread *st = &sts[i];
+            while (st->cur < st->n) {
+                const struct seg *s = &st->s[st->cur];
+                int done = s->cls == S_HANDOFF ? handoff_done(sts, st, s, now, wake, waited)
+                                               : st->rem <= DONE_EPS;
+                if (!done)
+                    break;
+                st->cur++;
+                start_seg(st, now);
+                changed = 1;
+            }
+        }
+    }
+}
+
 /* Processor sharing on `cpus` CPUs (with the GIL: the GIL's work shares one CPU's worth).
- * Returns the makespan; each thread's begin and end are set. */
-static double simulate(struct sthread *sts, size_t n, unsigned cpus)
+ * A hand-off waited on costs `wake` ns (counted in *waited). Returns the makespan; each
+ * thread's begin and end are set. */
+static double simulate(struct sthread *sts, size_t n, unsigned cpus, double wake, size_t *waited)
 {
     double now = 0;
     for (size_t i = 0; i < n; i++) {
@@ -526,23 +616,7 @@ static double simulate(struct sthread *sts, size_t n, unsigned cpus)
     if (!rate)
         return NAN;
     for (;;) {
-        /* Zero-length work and satisfied hand-offs complete now. */
-        int changed = 1;
-        while (changed) {
-            changed = 0;
-            for (size_t i = 0; i < n; i++) {
-                struct sthread *st = &sts[i];
-                while (st->cur < st->n) {
-                    const struct seg *s = &st->s[st->cur];
-                    int done = s->cls == S_HANDOFF ? dep_done(sts, s) : st->rem <= DONE_EPS;
-                    if (!done)
-                        break;
-                    st->cur++;
-                    start_seg(st, now);
-                    changed = 1;
-                }
-            }
-        }
+        settle(sts, n, now, wake, waited);
         size_t nfree = 0, ngil = 0, nblock = 0, nstall = 0;
         for (size_t i = 0; i < n; i++) {
             if (sts[i].cur >= sts[i].n)
@@ -550,15 +624,16 @@ static double simulate(struct sthread *sts, size_t n, unsigned cpus)
             uint32_t c = sts[i].s[sts[i].cur].cls;
             nfree += c == S_WORK_FREE;
             ngil += c == S_WORK_GIL;
-            nblock += c == S_BLOCK;
-            nstall += c == S_HANDOFF;
+            nblock += c == S_BLOCK || (c == S_HANDOFF && sts[i].waking);
+            nstall += c == S_HANDOFF && !sts[i].waking;
         }
         if (!nfree && !ngil && !nblock) {
             if (!nstall)
                 break;
             /* A cycle of hand-offs (not from a consistent trace): release the first. */
             for (size_t i = 0; i < n; i++)
-                if (sts[i].cur < sts[i].n && sts[i].s[sts[i].cur].cls == S_HANDOFF) {
+                if (sts[i].cur < sts[i].n && sts[i].s[sts[i].cur].cls == S_HANDOFF &&
+                    !sts[i].waking) {
                     sts[i].cur++;
                     start_seg(&sts[i], now);
                     break;
@@ -573,6 +648,8 @@ static double simulate(struct sthread *sts, size_t n, unsigned cpus)
             if (sts[i].cur >= sts[i].n)
                 continue;
             uint32_t cls = sts[i].s[sts[i].cur].cls;
+            if (cls == S_HANDOFF && sts[i].waking)
+                cls = S_BLOCK;
             rate[i] = cls == S_BLOCK ? 1.0 : cls == S_WORK_FREE ? c : cls == S_WORK_GIL ? c / ngil : 0;
             if (rate[i] > 0 && sts[i].rem / rate[i] < dt)
                 dt = sts[i].rem / rate[i];
@@ -594,8 +671,8 @@ static double simulate(struct sthread *sts, size_t n, unsigned cpus)
 }
 
 static double run_scenario(const struct fthread *fts, size_t n, unsigned cpus, int gil,
-                           uint32_t release, double factor, double share, struct sthread *keep,
-                           int *err)
+                           uint32_t release, double factor, double share, double wake,
+                           size_t *waited, struct sthread *keep, int *err)
 {
     struct sthread *sts = calloc(n ? n : 1, sizeof(*sts));
     if (!sts) {
@@ -604,7 +681,7 @@ static double run_scenario(const struct fthread *fts, size_t n, unsigned cpus, i
     }
     double w = 0;
     if ((*err = build_segs(fts, n, sts, gil, release, factor, share)) == 0) {
-        w = simulate(sts, n, cpus);
+        w = simulate(sts, n, cpus, wake, waited);
         if (isnan(w))
             *err = -ENOMEM;
         if (keep)
@@ -639,12 +716,118 @@ struct handoff {
     uint64_t point; /* the waker's point to reach */
 };
 
+/* A queue call: its process, kind (enum qkind), time and thread. */
+struct qcall {
+    int32_t pid;
+    int kind;
+    uint64_t a, b;
+    size_t thread;
+};
+
+static int cmp_qcall(const void *x, const void *y)
+{
+    const struct qcall *a = x, *b = y;
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    if (a->kind != b->kind)
+        return a->kind < b->kind ? -1 : 1;
+    if (a->b != b->b)
+        return a->b < b->b ? -1 : 1;
+    return a->a < b->a ? -1 : a->a > b->a;
+}
+
+/* Thread i's hand-offs in hos[0, nho) (each thread's are together, in time order): one
+ * ending in (a, b]? */
+static int has_handoff_in(const struct handoff *hos, size_t nho, size_t i, uint64_t a, uint64_t b)
+{
+    size_t lo = 0, hi = nho; /* first of thread i, or of a later thread, or later time */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (hos[mid].thread < i || (hos[mid].thread == i && hos[mid].at <= a))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < nho && hos[lo].thread == i && hos[lo].at <= b;
+}
+
+/* The queue hand-offs the GIL hid: per process and kind of queue, the k-th get to return
+ * took the k-th put's item; a get that did not block (no hand-off inside it) of another
+ * thread's put then depends on that put's return. Appended to *hos; the gets' ends into
+ * each thread's ih. Not made when calls were truncated (the ranks would not match). */
+static int find_queue_handoffs(struct fthread *fts, size_t n, struct handoff **hos, size_t *nho,
+                               size_t *capho, size_t *found)
+{
+    const struct gt_result *r = fts[0].r;
+    for (size_t i = 0; i < n; i++)
+        if (fts[i].t->calls_truncated_at)
+            return 0;
+    unsigned char *qk = calloc(r->nfuncs + 1, 1);
+    if (!qk)
+        return -ENOMEM;
+    int any = 0;
+    for (size_t f = 0; f < r->nfuncs; f++)
+        any |= qk[f] = (unsigned char)queue_kind(&r->funcs[f]);
+    struct qcall *qc = NULL;
+    size_t nqc = 0, capqc = 0;
+    int err = 0;
+    for (size_t i = 0; any && i < n && !err; i++) {
+        const struct gt_thread_result *t = fts[i].t;
+        uint64_t inside = 0; /* the end of the last queue call counted: nested ones are not */
+        for (size_t k = 0; k < t->nspans && !err; k++) {
+            const struct gt_span *sp = &t->spans[k];
+            if (sp->func >= r->nfuncs || !qk[sp->func] || sp->start < inside)
+                continue;
+            inside = sp->end;
+            if (!(err = grow((void **)&qc, &capqc, nqc + 1, sizeof(*qc))))
+                qc[nqc++] = (struct qcall){t->pid, qk[sp->func], sp->start, sp->end, i};
+        }
+    }
+    if (nqc) /* (qsort of NULL, 0: undefined) */
+        qsort(qc, nqc, sizeof(*qc), cmp_qcall);
+    size_t nexp = *nho; /* the explicit hand-offs, sorted by thread and time */
+    for (size_t g = 0; g < nqc && !err;) {
+        /* A group: one process, one kind of queue: its gets [g, p), its puts [p, e). */
+        size_t p = g, e;
+        int32_t pid = qc[g].pid;
+        int simple = qc[g].kind & Q_SIMPLE;
+        while (p < nqc && qc[p].pid == pid && (qc[p].kind & Q_SIMPLE) == simple &&
+               (qc[p].kind & Q_GET))
+            p++;
+        e = p;
+        while (e < nqc && qc[e].pid == pid && (qc[e].kind & Q_SIMPLE) == simple)
+            e++;
+        for (size_t k = 0; g + k < p && p + k < e && !err; k++) {
+            const struct qcall *get = &qc[g + k], *put = &qc[p + k];
+            if (put->thread == get->thread || put->b > get->b ||
+                has_handoff_in(*hos, nexp, get->thread, get->a, get->b))
+                continue;
+            struct fthread *ft = &fts[get->thread];
+            if (!(err = grow((void **)hos, capho, *nho + 1, sizeof(**hos))) &&
+                !(err = grow((void **)&ft->ih, &ft->capih, ft->nih + 1, sizeof(*ft->ih))) &&
+                !(err = add_cut(ft, get->b))) {
+                (*hos)[(*nho)++] =
+                    (struct handoff){get->thread, get->b, (int32_t)put->thread, put->b};
+                ft->ih[ft->nih++] = get->b;
+                (*found)++;
+            }
+        }
+        g = e > g ? e : g + 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (fts[i].nih)
+            qsort(fts[i].ih, fts[i].nih, sizeof(*fts[i].ih), cmp_u64);
+    free(qc);
+    free(qk);
+    return err;
+}
+
 /* The hand-off points of every foreground thread, with their wakers (*hos, *nho). */
 static int find_handoffs(struct fthread *fts, size_t n, uint64_t origin,
-                         struct handoff **hos, size_t *nho)
+                         struct handoff **hos, size_t *nho, size_t *capho_)
 {
     int err = 0;
-    size_t capho = 0;
+    size_t capho = *capho_;
     for (size_t i = 0; i < n && !err; i++) {
         const struct gt_thread_result *t = fts[i].t;
         if (t->start_ns > origin) {
@@ -666,6 +849,7 @@ static int find_handoffs(struct fthread *fts, size_t n, uint64_t origin,
                 (*hos)[(*nho)++] = (struct handoff){i, iv->end, w, at};
         }
     }
+    *capho_ = capho;
     return err;
 }
 
@@ -677,12 +861,15 @@ static int thread_pieces(struct fthread *ft, uint64_t origin)
     if (ft->ncuts) /* (qsort of NULL, 0: undefined) */
         qsort(ft->cuts, ft->ncuts, sizeof(*ft->cuts), cmp_u64);
     size_t ci = 0;
+    ft->ii = 0;
     fp_rewind(ft);
     if (t->start_ns > origin)
         err = add_piece(ft, (struct piece){t->start_ns, t->start_ns, P_HANDOFF,
                                            -1, -1, t->start_ns, 0, 1, 0});
     for (size_t k = 0; k < t->ngil && !err; k++) {
         const struct gt_interval *iv = &t->gil[k];
+        if ((err = flush_ih(ft, iv->start)))
+            break;
         if (iv->state == GT_GIL_STATE_HELD) {
             err = add_span_pieces(ft, iv->start, iv->end, P_WORK, &ci);
         } else if (iv->state == GT_GIL_STATE_RELEASED && !is_switch(ft, iv)) {
@@ -693,7 +880,7 @@ static int thread_pieces(struct fthread *ft, uint64_t origin)
                 err = add_span_pieces(ft, iv->start, iv->end, P_BLOCK, &ci);
         }
     }
-    return err;
+    return err ? err : flush_ih(ft, UINT64_MAX);
 }
 
 /* A hand-off piece -> its waker's last piece ending at or before the point. */
@@ -701,7 +888,15 @@ static void link_handoff(struct fthread *fts, const struct handoff *ho, size_t *
 {
     struct fthread *ft = &fts[ho->thread];
     struct piece *p = NULL;
-    for (size_t k = 0; k < ft->np; k++)
+    size_t lo = 0, hi = ft->np; /* pieces are in time order: the first starting at `at` */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ft->p[mid].a < ho->at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t k = lo; k < ft->np && ft->p[k].a <= ho->at; k++)
         if (ft->p[k].kind == P_HANDOFF && ft->p[k].dep_time == ho->at &&
             ft->p[k].dep_thread < 0) {
             p = &ft->p[k];
@@ -711,7 +906,8 @@ static void link_handoff(struct fthread *fts, const struct handoff *ho, size_t *
         return;
     const struct fthread *w = &fts[ho->w];
     uint64_t pt = ho->point;
-    size_t lo = 0, hi = w->np; /* pieces are in time order: first ending after `pt` */
+    lo = 0;
+    hi = w->np; /* pieces are in time order: first ending after `pt` */
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (w->p[mid].b <= pt)
@@ -732,15 +928,17 @@ static void link_handoff(struct fthread *fts, const struct handoff *ho, size_t *
 
 /* Pieces of every foreground thread, with the hand-offs resolved to (thread, piece). */
 static int build_pieces(const struct gt_result *r, struct fthread *fts, size_t n, uint64_t origin,
-                        size_t *handoffs)
+                        size_t *handoffs, size_t *queue_handoffs)
 {
     (void)r;
     for (size_t i = 0; i < n; i++)
         fp_rewind(&fts[i]);
     /* Hand-off points first: they cut the wakers' pieces. */
     struct handoff *hos = NULL;
-    size_t nho = 0;
-    int err = find_handoffs(fts, n, origin, &hos, &nho);
+    size_t nho = 0, capho = 0;
+    int err = find_handoffs(fts, n, origin, &hos, &nho, &capho);
+    if (!err)
+        err = find_queue_handoffs(fts, n, &hos, &nho, &capho, queue_handoffs);
     for (size_t i = 0; i < n && !err; i++)
         err = fts[i].err; /* of the sweeps over the spans */
     for (size_t h = 0; h < nho && !err; h++)
@@ -864,7 +1062,8 @@ static int fill_funcs(struct gt_whatif *w, struct fthread *fts, size_t n,
         f->func = cs[k].func;
         f->wait_caused_ns = (double)cs[k].ns;
         f->saving_ns = saving > 0 && total_wait > 0 ? saving * f->wait_caused_ns / total_wait : 0;
-        f->release_wall_ns = run_scenario(fts, n, w->cpus, 1, f->func, 1.0, share, NULL, &err);
+        f->release_wall_ns =
+            run_scenario(fts, n, w->cpus, 1, f->func, 1.0, share, 0, NULL, NULL, &err);
         w->nfuncs = k + 1;
     }
     return err;
@@ -878,6 +1077,7 @@ static void free_fthreads(struct fthread *fts, size_t n)
         free(fts[j].p);
         free(fts[j].cuts);
         free(fts[j].topns);
+        free(fts[j].ih);
     }
     free(fts);
 }
@@ -886,7 +1086,8 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
                        struct gt_whatif **out)
 {
     *out = NULL;
-    if (!o || o->cpus < 1 || !(o->ft_factor > 0) || !isfinite(o->ft_factor))
+    if (!o || o->cpus < 1 || !(o->ft_factor > 0) || !isfinite(o->ft_factor) ||
+        !(o->handoff_ns >= 0) || !isfinite(o->handoff_ns))
         return -EINVAL;
     if (r->free_threaded)
         return -EOPNOTSUPP;
@@ -909,6 +1110,7 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     }
     w->cpus = o->cpus;
     w->ft_factor = o->ft_factor;
+    w->handoff_ns = o->handoff_ns;
     uint64_t origin, last;
     pick_threads(r, fts, &origin, &last);
     w->measured_wall_ns = (double)(last - origin);
@@ -928,14 +1130,17 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
         goto out;
     }
     set_top(fts, n, top, cs, nf);
-    if ((err = build_pieces(r, fts, n, origin, &w->handoffs)))
+    if ((err = build_pieces(r, fts, n, origin, &w->handoffs, &w->queue_handoffs)))
         goto out;
     double share = cpu_share(fts, n);
     w->predicted_wall_ns =
-        run_scenario(fts, n, o->cpus, 0, GT_NO_FUNC, o->ft_factor, share, times, &err);
+        run_scenario(fts, n, o->cpus, 0, GT_NO_FUNC, o->ft_factor, share, o->handoff_ns,
+                     &w->waited, times, &err);
     if (err)
         goto out;
-    w->gil_wall_ns = run_scenario(fts, n, o->cpus, 1, GT_NO_FUNC, 1.0, share, NULL, &err);
+    /* The replay with the GIL: its hand-offs' costs are in the trace already. */
+    w->gil_wall_ns =
+        run_scenario(fts, n, o->cpus, 1, GT_NO_FUNC, 1.0, share, 0, NULL, NULL, &err);
     if (err || (err = fill_threads(w, r, fts, n, times)))
         goto out;
     err = fill_funcs(w, fts, n, cs, nf, total_wait, share);
@@ -971,10 +1176,11 @@ const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf
         break;
     case 3:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
-                 "A hand-off (%zu found: a lock, queue, join, event or condition wait, or a "
-                 "thread's start) ends when its waker (a thread that ended then, else the "
-                 "last other GIL holder) has done the work it had done by then.",
-                 w->handoffs);
+                 "A hand-off (%zu found: a lock, queue, join, event or condition wait, a "
+                 "thread's start, or %zu queue gets that found their item queued: the k-th get "
+                 "takes the k-th put's) ends when its waker has done the work it had done by "
+                 "then; %zu waited on, each %.0f us more (a wake-up, measured).",
+                 w->handoffs, w->queue_handoffs, w->waited, w->handoff_ns / 1e3);
         break;
     case 4:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,

@@ -14,6 +14,14 @@
  *   thread resumes when the waker has done, in the new schedule, the work it had done at
  *   that moment (work = its held and released time, waits excluded). A thread started
  *   during the trace starts the same way after the thread that held the GIL last.
+ * - Queue hand-offs the GIL hid: a queue's get (Queue.get, SimpleQueue.get) returns the item
+ *   of the put with the same rank in the process (the k-th get to return, the k-th put to
+ *   return: one FIFO queue per kind), so a get that did not block in the trace still
+ *   resumes only when its put's thread has done, in the new schedule, the work it had done
+ *   at the put's return. (Under the GIL the consumer finds items queued by the producer's
+ *   5 ms turns; run side by side, it catches up and waits on them.)
+ * - A hand-off at which the thread really waits in the new schedule (its waker is not there
+ *   yet) costs handoff_ns more: the wake-up of a sleeping thread (bench/handoff_cost.py).
  * - Work is on-CPU held time (OS states known: the preempted part goes) divided by the CPU
  *   share the traced threads got while holding the GIL (on CPU / held, over all of them).
  * - N CPUs shared equally among the threads that have work (processor sharing). With the
@@ -31,6 +39,7 @@ struct gt_whatif_opts {
     unsigned cpus;        /* >= 1 */
     double ft_factor;     /* > 0: work's slowdown without the GIL (1 = none) */
     size_t top_functions; /* "F releases the GIL" for this many functions, by wait caused */
+    double handoff_ns;    /* >= 0: a wake-up's cost, per hand-off waited on without the GIL */
 };
 
 struct gt_whatif_thread {
@@ -50,9 +59,12 @@ struct gt_whatif_func {
 struct gt_whatif {
     unsigned cpus;
     double ft_factor;
+    double handoff_ns;
     double measured_wall_ns, predicted_wall_ns;
     double gil_wall_ns; /* the same scheduler replaying the trace with the GIL: a check */
-    size_t handoffs;    /* hand-offs found (thread starts included) */
+    size_t handoffs;    /* hand-offs found (thread starts and queue_handoffs included) */
+    size_t queue_handoffs; /* of them: gets that did not block, tied to their puts */
+    size_t waited;      /* hand-offs waited on in the no-GIL schedule (each costs handoff_ns) */
     struct gt_whatif_thread *threads; /* the foreground threads, in result order */
     size_t nthreads;
     struct gt_whatif_func *funcs; /* largest wait caused first */
@@ -62,14 +74,15 @@ struct gt_whatif {
 /**
  * gt_whatif__predict() - the prediction for result `r` with options `o`.
  * Returns 0 and sets *out (free with gt_whatif__free), or -errno: -EINVAL (cpus 0,
- * ft_factor not > 0), -ENODATA (no GIL probe ran, or no foreground thread), -EOPNOTSUPP
+ * ft_factor not > 0,
+ * handoff_ns < 0), -ENODATA (no GIL probe ran, or no foreground thread), -EOPNOTSUPP
  * (a free-threaded trace: there is no GIL to remove), -ENOMEM.
  */
 int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o,
                        struct gt_whatif **out);
 
 #define GT_WHATIF_ASSUMPTIONS 6 /* sentences gt_whatif__assumption() writes */
-#define GT_WHATIF_ASSUMPTION_LEN 320
+#define GT_WHATIF_ASSUMPTION_LEN 400
 
 /**
  * gt_whatif__assumption() - the model's assumption `i` (< GT_WHATIF_ASSUMPTIONS) in plain

@@ -34,10 +34,11 @@ struct gt_emit_meta {
     /* Child processes merged in (follow_children): each one's pid and command line. */
     const struct gt_emit_process *processes;
     size_t nprocesses;
-    /* The payload's "what_if" (analyze/whatif.h): CPUs (0 = this machine's online CPUs)
-     * and the free-threading cost factor (0 = 1.0). */
+    /* The payload's "what_if" (analyze/whatif.h): CPUs (0 = this machine's online CPUs),
+     * the free-threading cost factor (0 = 1.0) and a hand-off's wake-up cost (ns). */
     unsigned whatif_cpus;
     double whatif_ft_factor;
+    double whatif_handoff_ns;
     int keep_last; /* past max_events the call streams kept their last events (a flight recorder) */
     /* Free-threaded builds with the lock-kind probe: the payload's "lock_kinds" value, a JSON
      * object made by the Python layer (magics/giltracer/lockkinds.py), written verbatim; NULL = none. */

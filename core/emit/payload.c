@@ -446,6 +446,7 @@ static int w_what_if(struct wr *w, struct sbuf *b, const struct gt_result *r,
         .cpus = m->whatif_cpus ? m->whatif_cpus : online > 0 ? (unsigned)online : 1,
         .ft_factor = m->whatif_ft_factor > 0 ? m->whatif_ft_factor : 1.0,
         .top_functions = 5,
+        .handoff_ns = m->whatif_handoff_ns > 0 ? m->whatif_handoff_ns : 0,
     };
     struct gt_whatif *wi = NULL;
     int err = gt_whatif__predict(r, &o, &wi);

@@ -290,7 +290,9 @@ class WhatIf:
     """``Trace.what_if()``: the cell re-scheduled without the GIL on ``cpus`` CPUs
     (core/analyze/whatif.h); the same fields as the viewer payload's "what_if".
     ``gil_replay_wall_s``: the same scheduler replaying the trace with the GIL (a check of
-    the model: near ``measured_wall_s``); ``handoffs``: hand-offs between threads found."""
+    the model: near ``measured_wall_s``); ``handoffs``: hand-offs between threads found
+    (``queue_handoffs`` of them: queue gets that found their item queued, tied to its put);
+    ``waited``: hand-offs waited on without the GIL, each costing ``handoff_us``."""
 
     cpus: int
     ft_factor: float
@@ -302,6 +304,9 @@ class WhatIf:
     assumptions: Tuple[str, ...]
     gil_replay_wall_s: float
     handoffs: int
+    handoff_us: float = 0.0
+    queue_handoffs: int = 0
+    waited: int = 0
 
     def __str__(self) -> str:
         return render.what_if_text(self)
@@ -316,6 +321,17 @@ def default_ft_factor() -> float:
     except ImportError:
         return 1.0
     return float(getattr(mod, "FT_SINGLE_THREAD_FACTOR", 1.0))
+
+
+def default_handoff_us() -> float:
+    """A hand-off's wake-up cost without the GIL, us: the measured one
+    (``giltracer.whatif_cost.FT_HANDOFF_US``) where it exists, else 0."""
+    import importlib
+    try:
+        mod = importlib.import_module(".whatif_cost", __package__)
+    except ImportError:
+        return 0.0
+    return float(getattr(mod, "FT_HANDOFF_US", 0.0))
 
 
 class BudgetNotice(UserWarning):
@@ -601,7 +617,8 @@ class Trace:
                 try:
                     self._result = session.finish(names, self.title, self._labels())
                     # the viewer's "What if" tab: the same defaults as what_if()
-                    self._result.set_what_if(os.cpu_count() or 1, default_ft_factor())
+                    self._result.set_what_if(os.cpu_count() or 1, default_ft_factor(),
+                                             default_handoff_us() * 1e3)
                 finally:
                     self._collect_children()
         global _last
@@ -892,14 +909,15 @@ class Trace:
         return render.profile_text(self, top, sort, all_threads)
 
     def what_if(self, cpus: Optional[int] = None, ft_factor: Optional[float] = None,
-                top: int = 5) -> WhatIf:
+                top: int = 5, handoff_us: Optional[float] = None) -> WhatIf:
         """Would free-threading help? The cell re-scheduled without the GIL on ``cpus``
         CPUs (default: this machine's, ``os.cpu_count()``), each thread's GIL-holding work
         taking ``ft_factor`` times as long (default: the measured free-threading cost, else
         1.0), its blocking kept and its hand-offs to other threads (locks, queues, joins)
-        kept in order; and, for the ``top`` functions by GIL wait caused, the wall time if
-        that function alone released the GIL. ``str()`` of the result is a table with the
-        model's assumptions."""
+        kept in order, a hand-off waited on costing ``handoff_us`` (default: the measured
+        wake-up cost, else 0); and, for the ``top`` functions by GIL wait caused, the wall
+        time if that function alone released the GIL. ``str()`` of the result is a table
+        with the model's assumptions."""
         if cpus is None:
             cpus = os.cpu_count() or 1
         if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
@@ -914,8 +932,15 @@ class Trace:
                              f"without the GIL), got {ft_factor!r}")
         if isinstance(top, bool) or not isinstance(top, int) or top < 0:
             raise ValueError(f"top must be an integer >= 0, got {top!r}")
-        (n, factor, measured, predicted, replay, handoffs, threads, funcs,
-         assumptions) = self.result.what_if(cpus, float(ft_factor), top)
+        if handoff_us is None:
+            handoff_us = default_handoff_us()
+        if (isinstance(handoff_us, bool) or not isinstance(handoff_us, (int, float))
+                or not isfinite(handoff_us) or handoff_us < 0):
+            raise ValueError(f"handoff_us must be a finite number >= 0 (a hand-off's wake-up "
+                             f"cost without the GIL; 0 = none), got {handoff_us!r}")
+        (n, factor, measured, predicted, replay, handoffs, threads, funcs, assumptions,
+         handoff_ns, queue_handoffs, waited) = self.result.what_if(
+             cpus, float(ft_factor), top, float(handoff_us) * 1e3)
         table = self._func_table()
         return WhatIf(
             cpus=n, ft_factor=factor, measured_wall_s=measured / 1e9,
@@ -927,7 +952,8 @@ class Trace:
                                            wall / 1e9, measured / wall if wall > 0 else 1.0,
                                            saving / 1e9)
                             for f, caused, saving, wall in funcs if f >= 0),
-            assumptions=tuple(assumptions), gil_replay_wall_s=replay / 1e9, handoffs=handoffs)
+            assumptions=tuple(assumptions), gil_replay_wall_s=replay / 1e9, handoffs=handoffs,
+            handoff_us=handoff_ns / 1e3, queue_handoffs=queue_handoffs, waited=waited)
 
     def save(self, path: Union[str, "os.PathLike[str]"], format: Optional[str] = None,
              tab: Optional[str] = None, theme: Optional[str] = None) -> str:

@@ -26,3 +26,18 @@ FT_SINGLE_THREAD_FACTOR = 1.25
 """3.14t / 3.14 single-thread time ratio: measured 1.248, interval [1.201, 1.310] (above)."""
 
 FT_SINGLE_THREAD_FACTOR_INTERVAL = (1.20, 1.31)
+
+FT_HANDOFF_US = 36.0
+"""A hand-off's cost without the GIL, us: the wall time from one thread's wake call to the
+woken thread running, on 3.14t here (``t.what_if(handoff_us=...)`` overrides it). The model
+adds it to each hand-off a thread waits on in the re-schedule.
+
+How it was measured (``python bench/handoff_cost.py --rounds 21``, inside the sid chroot, on
+the quiet machine; result in bench/results/handoff-cost-3.14.10.md and .json): a ping-pong
+of two threads pinned to the two CPUs through a queue.Queue pair, a threading.Event pair and
+a threading.Condition, nothing else to do, so every pass wakes a sleeping thread; untraced;
+a hand-off is a round trip's wall time / 2, over 2000 round trips, per primitive the median
+of 21 rounds (a fresh process each), the cost the median over the three primitives: 36.1 us.
+The rounds spread from 12 to 76 us (bimodal: about 12 or 30-45, from one process to the
+next, pinned or not); 3.14 with the GIL: 22-25. Not fitted to the what-if validation bench.
+"""

@@ -11,11 +11,16 @@
 #define MS 1000000ull
 #define NEAR(x, want, tol) (fabs((double)(x) - (double)(want)) <= (double)(tol))
 
-enum { F_WORK, F_ACQ, F_SLEEP, NFUNCS };
+enum { F_WORK, F_ACQ, F_SLEEP, F_GET, F_PUT, F_GET310, F_PUT310, F_MYGET, NFUNCS };
 static const struct gt_func funcs[NFUNCS] = {
     [F_WORK] = {"work", "x.py", 1, 0},
     [F_ACQ] = {"_thread.lock.acquire", "", 0, GT_FUNC_C},
     [F_SLEEP] = {"time.sleep", "", 0, GT_FUNC_C},
+    [F_GET] = {"Queue.get", "/usr/lib/python3.14/queue.py", 154, 0},
+    [F_PUT] = {"Queue.put", "/usr/lib/python3.14/queue.py", 122, 0},
+    [F_GET310] = {"get", "/usr/lib/python3.10/queue.py", 154, 0}, /* no class before 3.11 */
+    [F_PUT310] = {"put", "/usr/lib/python3.10/queue.py", 122, 0},
+    [F_MYGET] = {"Queue.get", "/home/u/myqueue.py", 1, 0}, /* not the standard library's */
 };
 
 #define H GT_GIL_STATE_HELD
@@ -51,6 +56,17 @@ static struct gt_result mk_result(struct gt_thread_result *th, size_t n)
     r.t0 = th[0].start_ns;
     r.t1 = th[0].end_ns;
     return r;
+}
+
+static struct gt_whatif *predict_wake(const struct gt_result *r, unsigned cpus, double factor,
+                                      double handoff_ns)
+{
+    struct gt_whatif_opts o = {.cpus = cpus, .ft_factor = factor, .top_functions = 5,
+                               .handoff_ns = handoff_ns};
+    struct gt_whatif *w = NULL;
+    int err = gt_whatif__predict(r, &o, &w);
+    CHECK(err == 0, "predict: %d", err);
+    return w;
 }
 
 static struct gt_whatif *predict(const struct gt_result *r, unsigned cpus, double factor)
@@ -262,6 +278,121 @@ static void test_join(void)
     gt_whatif__free(w);
 }
 
+/* A hand-off waited on in the new schedule costs the wake-up: the serial chain's two
+ * hand-offs both wait (each thread waits for the other's work), so 30 ms + 2 wake-ups;
+ * a thread's start waits on nothing (test_thread_start's: 60 ms, no wake-up). */
+static void test_wake_cost(void)
+{
+    struct gt_interval a[] = {{0, 10 * MS, H, 0}, {10 * MS, 20 * MS, R, 0}, {20 * MS, 30 * MS, H, 0}};
+    struct gt_span sa[] = {{10 * MS, 20 * MS, F_ACQ, 0, GT_SPAN_C}};
+    struct gt_interval b[] = {{0, 10 * MS, R, 0}, {10 * MS, 20 * MS, H, 0}, {20 * MS, 30 * MS, R, 0}};
+    struct gt_span sb[] = {{0, 10 * MS, F_ACQ, 0, GT_SPAN_C}};
+    struct gt_thread_result th[2] = {mk_thread(1, a, 3, sa, 1), mk_thread(2, b, 3, sb, 1)};
+    struct gt_result r = mk_result(th, 2);
+    struct gt_whatif *w = predict_wake(&r, 2, 1.0, 1 * MS);
+    if (w) {
+        CHECK(w->waited == 2, "waited %zu", w->waited);
+        CHECK(NEAR(w->predicted_wall_ns, 32 * MS, 1000), "chain + 2 wake-ups: %f",
+              w->predicted_wall_ns);
+        CHECK(NEAR(w->gil_wall_ns, 30 * MS, 1000), "gil replay: no wake-up %f", w->gil_wall_ns);
+    }
+    gt_whatif__free(w);
+
+    /* B waits on A 40 ms into A's work, but only from 10 ms on: it resumes at 40 + 1. */
+    struct gt_interval c[] = {{0, 40 * MS, H, 0}, {40 * MS, 90 * MS, W, 0}, {90 * MS, 150 * MS, H, 0}};
+    struct gt_span sc[] = {{0, 150 * MS, F_WORK, 0, 0}};
+    struct gt_interval d[] = {{0, 10 * MS, H, 0}, {10 * MS, 40 * MS, R, 0}, {40 * MS, 90 * MS, H, 0}};
+    struct gt_span sd[] = {{10 * MS, 40 * MS, F_ACQ, 0, GT_SPAN_C}};
+    struct gt_thread_result t2[2] = {mk_thread(1, c, 3, sc, 1), mk_thread(2, d, 3, sd, 1)};
+    struct gt_result r2 = mk_result(t2, 2);
+    w = predict_wake(&r2, 2, 1.0, 1 * MS);
+    if (w) {
+        CHECK(w->waited == 1, "waited %zu", w->waited);
+        CHECK(NEAR(w->threads[1].predicted_ns, 91 * MS, 1000), "B: %f", w->threads[1].predicted_ns);
+    }
+    gt_whatif__free(w);
+    /* A hand-off whose waker is there first: B's acquire ends (20) when A has done 7 ms
+     * of work (5 + 2), which A does by 7; B reaches it after its 13 ms: no wake-up. */
+    struct gt_interval e[] = {{0, 5 * MS, H, 0}, {5 * MS, 18 * MS, W, 0}, {18 * MS, 25 * MS, H, 0}};
+    struct gt_interval f[] = {{0, 5 * MS, W, 0}, {5 * MS, 18 * MS, H, 0}, {18 * MS, 20 * MS, R, 0}};
+    struct gt_span sf[] = {{18 * MS, 20 * MS, F_ACQ, 0, GT_SPAN_C}};
+    struct gt_thread_result t3[2] = {mk_thread(1, e, 3, NULL, 0), mk_thread(2, f, 3, sf, 1)};
+    struct gt_result r3 = mk_result(t3, 2);
+    w = predict_wake(&r3, 2, 1.0, 1 * MS);
+    if (w) {
+        CHECK(w->handoffs == 1 && w->waited == 0, "there first: %zu %zu", w->handoffs, w->waited);
+        CHECK(NEAR(w->threads[1].predicted_ns, 13 * MS, 1000), "B: %f", w->threads[1].predicted_ns);
+    }
+    gt_whatif__free(w);
+}
+
+/* A producer/consumer queue the GIL serialised in turns: P puts item k at (k + 1) x 10 ms
+ * of its work (k = 0..3) in its 40 ms turn; in its turn (40..60) C gets the four, each found
+ * queued, and works 5 ms after each. Side by side, C's k-th get takes P's k-th put: C waits
+ * for each item and works 5 ms on it: 0.1 (the first get), then 10 + 5, 20 + 5, 30 + 5,
+ * 40 + 4.9 = 44.9 ms. Without the queue's dependencies (the model before) C ran from 0
+ * and the wall was P's 40 ms. With a 1 ms wake-up each of the 4 waits costs 1: 45.9. */
+static void test_queue_handoffs(void)
+{
+    struct gt_interval p[] = {{0, 40 * MS, H, 0}};
+    struct gt_span sp[5] = {{0, 40 * MS, F_WORK, 0, 0}};
+    for (int k = 0; k < 4; k++)
+        sp[k + 1] = (struct gt_span){(uint64_t)(k + 1) * 10 * MS - MS / 10,
+                                     (uint64_t)(k + 1) * 10 * MS, F_PUT, 1, 0};
+    struct gt_interval c[] = {{0, 40 * MS, W, 0}, {40 * MS, 60 * MS, H, 0}};
+    struct gt_span sc[5] = {{0, 60 * MS, F_WORK, 0, 0}};
+    for (int k = 0; k < 4; k++)
+        sc[k + 1] = (struct gt_span){40 * MS + (uint64_t)k * 5 * MS,
+                                     40 * MS + (uint64_t)k * 5 * MS + MS / 10, F_GET, 1, 0};
+    struct gt_thread_result th[2] = {mk_thread(1, p, 1, sp, 5), mk_thread(2, c, 2, sc, 5)};
+    struct gt_result r = mk_result(th, 2);
+    struct gt_whatif *w = predict(&r, 2, 1.0);
+    if (w) {
+        CHECK(w->queue_handoffs == 4, "queue hand-offs %zu", w->queue_handoffs);
+        CHECK(NEAR(w->predicted_wall_ns, 44.9 * MS, 10000), "pipeline: %f", w->predicted_wall_ns);
+        CHECK(NEAR(w->gil_wall_ns, 60 * MS, 10000), "gil replay %f", w->gil_wall_ns);
+    }
+    gt_whatif__free(w);
+    w = predict_wake(&r, 2, 1.0, 1 * MS);
+    if (w) {
+        CHECK(w->waited == 4, "waited %zu", w->waited);
+        CHECK(NEAR(w->predicted_wall_ns, 45.9 * MS, 10000), "pipeline + wake: %f",
+              w->predicted_wall_ns);
+    }
+    gt_whatif__free(w);
+    w = predict(&r, 1, 1.0); /* one CPU: P and C share it, never idle: 60 ms as traced */
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 60 * MS, 10000), "1 cpu: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    /* Python 3.10's names: the same. */
+    for (int k = 0; k < 4; k++) {
+        sp[k + 1].func = F_PUT310;
+        sc[k + 1].func = F_GET310;
+    }
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(w->queue_handoffs == 4 && NEAR(w->predicted_wall_ns, 44.9 * MS, 10000),
+              "3.10 names: %zu %f", w->queue_handoffs, w->predicted_wall_ns);
+    gt_whatif__free(w);
+    /* Another module's Queue.get: not a queue the model knows. */
+    for (int k = 0; k < 4; k++)
+        sc[k + 1].func = F_MYGET;
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(w->queue_handoffs == 0, "myqueue.py: %zu", w->queue_handoffs);
+    gt_whatif__free(w);
+    for (int k = 0; k < 4; k++)
+        sc[k + 1].func = F_GET;
+    /* No puts in the trace (P fed C some other way): no queue hand-off, the wall P's. */
+    for (int k = 0; k < 4; k++)
+        sp[k + 1].func = F_WORK;
+    w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(w->queue_handoffs == 0 && NEAR(w->predicted_wall_ns, 40 * MS, 10000),
+              "no puts: %zu %f", w->queue_handoffs, w->predicted_wall_ns);
+    gt_whatif__free(w);
+}
+
 static void test_errors(void)
 {
     struct gt_interval c[] = {{0, 100 * MS, H, 0}};
@@ -276,6 +407,9 @@ static void test_errors(void)
     o.ft_factor = NAN;
     CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL, "factor nan");
     o.ft_factor = 1;
+    o.handoff_ns = -1;
+    CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL, "handoff_ns < 0");
+    o.handoff_ns = 0;
     r.gil_known = 0;
     CHECK(gt_whatif__predict(&r, &o, &w) == -ENODATA, "no gil");
     r.gil_known = 1;
@@ -296,6 +430,8 @@ int main(void)
     test_switch();
     test_thread_start();
     test_join();
+    test_wake_cost();
+    test_queue_handoffs();
     test_errors();
     printf("test_whatif: %d passed, %d failed\n", passed, failed);
     return failed != 0;
