@@ -19,7 +19,7 @@
 
 atomic_int gt_recording;
 _Atomic uint64_t gt_registry_gen;
-__thread struct gt_tls gt_tls;
+__thread struct gt_tls gt_tls __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t last_gen;

@@ -227,7 +227,10 @@ struct gt_tls {
     struct gt_thread *thread;
     uint64_t gen;
 };
-extern __thread struct gt_tls gt_tls;
+/* Initial-exec: in the extension, a dlopen()ed module, the default model costs a
+ * __tls_get_addr call per access, i.e. per GIL event of the hooks (16 bytes of the
+ * static TLS that glibc keeps for such modules). */
+extern __thread struct gt_tls gt_tls __attribute__((tls_model("initial-exec")));
 extern _Atomic uint64_t gt_registry_gen; /* 0 = no active generation */
 
 static inline struct gt_thread *gt_thread_current(void)
