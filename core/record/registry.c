@@ -177,9 +177,22 @@ static struct {
     _Atomic int32_t prev_tid;
 } refill = {.wake = PTHREAD_COND_INITIALIZER};
 
+/* The refiller uses no file descriptor, so it leaves the process's table (an unshared,
+ * emptied copy: no reference to any file is kept). While another thread shares the
+ * table, each fd syscall of a thread (os.fstat, read, ...) takes and drops a reference
+ * on its file, the kernel's fdget() fast path being for a table used by one thread
+ * only: tracing a single-threaded program would add that to its every such call. */
+static void refill_leave_fd_table(void)
+{
+#ifdef SYS_close_range
+    (void)syscall(SYS_close_range, 0u, ~0u, 1u << 1 /* CLOSE_RANGE_UNSHARE */);
+#endif
+}
+
 static void *refill_main(void *arg)
 {
     (void)arg;
+    refill_leave_fd_table(); /* before the tid: begin returns with it done */
     pthread_mutex_lock(&reg_lock);
     atomic_store(&refill.tid, (int32_t)syscall(SYS_gettid));
     pthread_cond_broadcast(&refill.wake); /* gt_registry__begin waits for the tid */
