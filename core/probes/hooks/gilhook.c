@@ -318,7 +318,7 @@ static inline void section_leave(struct hook_slot *sl)
     atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
 }
 
-static void record(uint32_t kind, uint32_t gil_id)
+static inline __attribute__((always_inline)) void record(uint32_t kind, uint32_t gil_id)
 {
     struct hook_slot *sl = section_enter();
     if (sl) {
