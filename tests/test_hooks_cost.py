@@ -56,9 +56,9 @@ def test_block_refiller_leaves_the_fd_table():
 
 
 def test_stop_barrier_is_membarrier_where_the_kernel_has_it():
-    info = core.probe_info()
-    if not info["hooks_ok"] or SYS_MEMBARRIER is None:
-        pytest.skip("no GIL hooks here, or an architecture without the syscall number")
+    info = core.probe_info()  # installs the hooks (the park probe's too, free-threaded)
+    if not info["slots_patched"] or SYS_MEMBARRIER is None:
+        pytest.skip("no hooks installed here, or an architecture without the syscall number")
     query = libc.syscall(SYS_MEMBARRIER, 0, 0, 0)  # MEMBARRIER_CMD_QUERY
     assert info["membarrier"] == (query > 0 and bool(query & MEMBARRIER_CMD_PRIVATE_EXPEDITED)), \
         (query, info)
