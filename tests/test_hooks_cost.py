@@ -7,7 +7,8 @@ bench/gil_event_bench.py and bench/run.py's GIL section.
   (fdget's fast path is for a table of one thread), which made a single-threaded
   os.fstat loop (churn1) 1.14x instead of 1.05x under the GIL probe alone.
 - The hooks' stop protocol pays its barrier on the stop side where the kernel has
-  membarrier (PRIVATE_EXPEDITED), so a GIL event costs no fence.
+  membarrier (PRIVATE_EXPEDITED), so a GIL event costs no fence (from the second session
+  of a process on).
 """
 
 import ctypes
@@ -18,6 +19,8 @@ import pytest
 
 import giltracer
 import giltracer._core as core
+
+from conftest import FREE_THREADED
 
 # Syscall numbers: close_range is 436 on both; membarrier differs.
 SYS_CLOSE_RANGE = 436
@@ -56,6 +59,13 @@ def test_block_refiller_leaves_the_fd_table():
 
 
 def test_stop_barrier_is_membarrier_where_the_kernel_has_it():
+    # Two sessions: the first one's helper thread registers the process for membarrier
+    # (in the background: registering waits for an RCU grace period), the next start
+    # turns it on.
+    kw = {} if FREE_THREADED else {"backend": "hooks"}  # free-threaded: the park probe's
+    for _ in range(2):
+        with giltracer.trace(functions=False, sched=False, **kw):
+            pass
     info = core.probe_info()  # installs the hooks (the park probe's too, free-threaded)
     if not info["slots_patched"] or SYS_MEMBARRIER is None:
         pytest.skip("no hooks installed here, or an architecture without the syscall number")

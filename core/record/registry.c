@@ -6,6 +6,7 @@
 #include "gt_clock.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -189,6 +190,25 @@ static void refill_leave_fd_table(void)
 #endif
 }
 
+/* 0: not tried; 1: the process is registered for membarrier(PRIVATE_EXPEDITED); -1: the
+ * kernel refused. The refiller registers it, once per process: with more than one
+ * thread the registration waits for an RCU grace period (10-20 ms here), which no
+ * traced thread nor session start should wait for. */
+static _Atomic int membarrier_state;
+
+int gt_registry__membarrier_ready(void)
+{
+    return atomic_load(&membarrier_state) == 1;
+}
+
+static void membarrier_register_once(void)
+{
+    if (atomic_load(&membarrier_state) != 0)
+        return;
+    int ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    atomic_store(&membarrier_state, ok ? 1 : -1);
+}
+
 static void *refill_main(void *arg)
 {
     (void)arg;
@@ -196,6 +216,11 @@ static void *refill_main(void *arg)
     pthread_mutex_lock(&reg_lock);
     atomic_store(&refill.tid, (int32_t)syscall(SYS_gettid));
     pthread_cond_broadcast(&refill.wake); /* gt_registry__begin waits for the tid */
+    /* After the tid: begin does not wait for it. The pool holds RESERVE_START meanwhile;
+     * the loop below looks at it again before it sleeps. */
+    pthread_mutex_unlock(&reg_lock);
+    membarrier_register_once();
+    pthread_mutex_lock(&reg_lock);
     while (!refill.stop) {
         if (refill.failed || pool_size >= RESERVE_LOW) {
             pthread_cond_wait(&refill.wake, &reg_lock);
@@ -691,6 +716,9 @@ static void atfork_child(void)
     atomic_store(&gt_recording, 0);
     atomic_store(&gt_registry_gen, 0);
     budget_shared = NULL; /* the child's own session shares it again, or not */
+    /* Registration is the process's: the child's refiller renews it (a no-op where the
+     * kernel copied it). */
+    atomic_store(&membarrier_state, 0);
     if (threads)
         abandoned_in_child = threads;
     threads = NULL;

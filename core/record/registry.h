@@ -256,6 +256,14 @@ void gt_registry__end(void);
 int32_t gt_registry__helper_tid(void);
 
 /**
+ * gt_registry__membarrier_ready() - is the process registered for
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)? The helper thread registers it once per
+ * process, after the first gt_registry__begin() returned (a multi-threaded process's
+ * registration waits for an RCU grace period); 0 until then, or if the kernel refused.
+ */
+int gt_registry__membarrier_ready(void);
+
+/**
  * gt_registry__is_helper() - is `tid` the registry's helper thread, this generation's or
  * the previous one's (whose exit can still be switching out when the next one starts)?
  */

@@ -109,8 +109,9 @@ static struct {
     void *next[GH_NFUNCS];
     atomic_int park; /* the park probe records (gt_gilhook__set_park) */
     /* The switch-off side can make every running thread of the process execute a
-     * full barrier (membarrier, see section_enter): set at install before any slot
-     * points at a hook, cleared only in a forked child that cannot re-register. */
+     * full barrier (membarrier, see hot_fence): set by a session's start once the
+     * registry's helper registered the process, cleared only in a forked child that
+     * cannot re-register. */
     atomic_int asym;
     pthread_t calib_thread; /* valid while mode == GH_CALIBRATE */
     /* Entries [0, ngils) are live. Entries are only appended or rewritten in place
@@ -189,10 +190,21 @@ struct hook_slot {
  * one in the context switch). Wherever a hook was when its barrier ran: before the mark's
  * store, so its later mode load sees the switch-off's store; or after it, so the mark is
  * visible to the waiter's loads (or already cleared: that hook has left). Without
- * membarrier (old kernel, seccomp, valgrind) both sides use a seq_cst fence. */
+ * membarrier (old kernel, seccomp, valgrind) both sides use a seq_cst fence, and so do
+ * the first session's, until the registry's helper thread has registered the process
+ * (registering waits for an RCU grace period, which a session's start should not).
+ * asym then turns on at a start (asym_on), hooks possibly running: a hook that read it
+ * off fenced, which the membarrier covers as well; every switch-off after that start
+ * reads it on, being ordered after it (one session at a time). */
 static int sys_membarrier(int cmd)
 {
     return (int)syscall(SYS_membarrier, cmd, 0, 0);
+}
+
+static void asym_on(void)
+{
+    if (!atomic_load(&gh.asym) && gt_registry__membarrier_ready())
+        atomic_store(&gh.asym, 1);
 }
 
 static inline void hot_fence(void)
@@ -775,9 +787,6 @@ int gt_gilhook__install(const void *interp_symbol, const char **why)
     err = gt_elf_obj__open(&o, o.lm, why);
     if (err >= 0)
         err = collect_slots(&o, why);
-    /* Before any slot points at a hook: the hooks never see asym change under them. */
-    if (err >= 0 && !slots_patched && sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
-        atomic_store(&gh.asym, 1);
     if (err >= 0)
         err = patch_slots(&o, why);
     if (err < 0)
@@ -1045,6 +1054,7 @@ void gt_gilhook__set_recording(int on)
 {
     if (on) {
         repatch();
+        asym_on();
         atomic_store(&gh.mode, GH_RECORD);
         return;
     }
@@ -1059,6 +1069,7 @@ void gt_gilhook__set_park(int on)
 {
     if (on) {
         repatch();
+        asym_on();
         /* Quiet (no park hook records while off): each session starts with an empty
          * table, so it holds the semaphores of one session's parking threads only. */
         for (size_t i = 0; i < sizeof(wakers) / sizeof(wakers[0]); i++) {
