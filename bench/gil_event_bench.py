@@ -8,6 +8,10 @@ counters (this machine is a VM without them), and a thread's own cycles over a s
 best of many, are what a loaded machine spoils least.
 
     python bench/gil_event_bench.py [--cycles 20000] [--rounds 41] [--runs 3] [--out bench/results/gil-event]
+                                    [--baseline OTHER.json]
+
+--baseline adds the per-event cost of another run (its .json, e.g. this script run in a
+worktree of an earlier commit just before) to the report, for a before/after.
 
 `make bench-gil-event` runs it. Writes <out>.md and <out>.json.
 """
@@ -46,6 +50,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="processes; each reports its best, the best run counts")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "bench-gil-event"))
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gil-event"))
+    ap.add_argument("--baseline", help="the .json of another run to compare with")
     a = ap.parse_args(argv)
     exe = build(a.build_dir, "gil_event_bench")
     load = os.getloadavg()[0]
@@ -77,6 +82,16 @@ def main(argv=None) -> int:
     lines += ["", f"**Per GIL event (recording - bare) / events: {b:.1f} ticks = {b / f:.1f} ns best, "
               f"{m:.1f} ticks median.** Per run (best ticks / event): "
               + ", ".join(f"{r['ticks_per_event'][0]:.1f}" for r in runs) + "."]
+    if a.baseline:
+        with open(a.baseline, encoding="utf-8") as fh:
+            base = json.load(fh)
+        bb = min(base["runs"], key=lambda r: r["ticks_per_event"][0])
+        lines += ["", f"Baseline {base['rev']} (`--baseline`, load {base['load']:.1f}): recording "
+                  f"{bb['rec_ticks'][0]:.1f} ticks / cycle vs bare {bb['bare_ticks'][0]:.1f}, "
+                  f"{bb['ticks_per_event'][0]:.1f} ticks = {bb['ticks_per_event'][0] / bb['tsc_per_ns']:.1f} ns "
+                  f"per GIL event; per run: "
+                  + ", ".join(f"{r['ticks_per_event'][0]:.1f}" for r in base["runs"])
+                  + f". Now {b / bb['ticks_per_event'][0]:.2f}x of it."]
     print("\n".join(lines))
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out + ".md", "w", encoding="utf-8") as fh:
