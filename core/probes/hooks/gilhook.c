@@ -171,8 +171,9 @@ static void calib_note(enum gh_func fn, const void *a, const void *b, const void
  * their thread exits. Marks are per thread, so two threads trading the GIL never
  * write a shared cache line here. The interpreter relies on errno around its GIL
  * calls: the calls that may change it (a thread's first slot and registration: calloc,
- * perf_event_open; a new block) keep it, on their slow paths only. The timestamp is read after the lookup so that drop_gil's lock (by the
- * holder: no event) costs no clock read. */
+ * perf_event_open; a new block) keep it, on their slow paths only. The timestamp is
+ * read after the lookup so that drop_gil's lock (by the holder: no event) costs no
+ * clock read. */
 struct hook_slot {
     atomic_int in_flight;
     atomic_int taken;
@@ -251,7 +252,8 @@ static void slot_key_init(void)
     slot_key_ok = pthread_key_create(&slot_key, slot_release) == 0;
 }
 
-/* The calling thread's slot (taken on its first GIL event), or NULL without memory. */
+/* The calling thread's slot, taken on its first GIL event (errno kept), or NULL without
+ * memory. */
 static __attribute__((noinline)) struct hook_slot *slot_new(void)
 {
     struct hook_slot *sl;
