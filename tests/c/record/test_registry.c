@@ -215,7 +215,8 @@ static void check_refiller_fd_table(void)
 {
     int32_t helper = gt_registry__helper_tid();
     int n = fds_of(helper), mine = fds_of((int32_t)syscall(SYS_gettid));
-    if (syscall(SYS_close_range, ~0u - 1, ~0u, 0) != 0) {
+    /* valgrind's close_range does not unshare the table (make test-valgrind). */
+    if (getenv("GT_TEST_UNDER_VALGRIND") || syscall(SYS_close_range, ~0u - 1, ~0u, 0) != 0) {
         printf("test_registry: no close_range (%s): the refiller shares the fd table\n",
                strerror(errno));
         return;
