@@ -24,7 +24,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-bytes bench-deflate readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-bytes bench-deflate bench-gil-event readme-picture bench-matrix clean \
         pythons test-sid test-sid-lessons-busy bench-sid pythons-ft test-ft test-ft-ci test-tsan-ft bench-ft \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
@@ -496,6 +496,11 @@ bench-deflate: setup
 	@dpkg -s libdeflate-dev >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq libdeflate-dev >/dev/null; } || \
 	  { echo "giltracer: bench-deflate needs libdeflate-dev: sudo apt-get install -y libdeflate-dev" >&2; exit 1; }
 	$(PY) bench/deflate_bench.py
+
+# The hooks GIL probe's cost per GIL event, in C on the fake interpreter object (issue 18)
+# -> bench/results/gil-event.md. ~5 s.
+bench-gil-event: deps venv
+	$(PY) bench/gil_event_bench.py
 
 # Sampling mode's CPU time vs untraced, the GIL probe alone and py-spy --gil --idle
 # (installed here; it needs root for ptrace) -> bench/results/sample-<version>.md. ~8 min.

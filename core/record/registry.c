@@ -6,6 +6,7 @@
 #include "gt_clock.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,7 +20,7 @@
 
 atomic_int gt_recording;
 _Atomic uint64_t gt_registry_gen;
-__thread struct gt_tls gt_tls;
+__thread struct gt_tls gt_tls __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t last_gen;
@@ -177,12 +178,49 @@ static struct {
     _Atomic int32_t prev_tid;
 } refill = {.wake = PTHREAD_COND_INITIALIZER};
 
+/* The refiller uses no file descriptor, so it leaves the process's table (an unshared,
+ * emptied copy: no reference to any file is kept). While another thread shares the
+ * table, each fd syscall of a thread (os.fstat, read, ...) takes and drops a reference
+ * on its file, the kernel's fdget() fast path being for a table used by one thread
+ * only: tracing a single-threaded program would add that to its every such call. */
+static void refill_leave_fd_table(void)
+{
+#ifdef SYS_close_range
+    (void)syscall(SYS_close_range, 0u, ~0u, 1u << 1 /* CLOSE_RANGE_UNSHARE */);
+#endif
+}
+
+/* 0: not tried; 1: the process is registered for membarrier(PRIVATE_EXPEDITED); -1: the
+ * kernel refused. The refiller registers it, once per process: with more than one
+ * thread the registration waits for an RCU grace period (10-20 ms here), which no
+ * traced thread nor session start should wait for. */
+static _Atomic int membarrier_state;
+
+int gt_registry__membarrier_ready(void)
+{
+    return atomic_load(&membarrier_state) == 1;
+}
+
+static void membarrier_register_once(void)
+{
+    if (atomic_load(&membarrier_state) != 0)
+        return;
+    int ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    atomic_store(&membarrier_state, ok ? 1 : -1);
+}
+
 static void *refill_main(void *arg)
 {
     (void)arg;
+    refill_leave_fd_table(); /* before the tid: begin returns with it done */
     pthread_mutex_lock(&reg_lock);
     atomic_store(&refill.tid, (int32_t)syscall(SYS_gettid));
     pthread_cond_broadcast(&refill.wake); /* gt_registry__begin waits for the tid */
+    /* After the tid: begin does not wait for it. The pool holds RESERVE_START meanwhile;
+     * the loop below looks at it again before it sleeps. */
+    pthread_mutex_unlock(&reg_lock);
+    membarrier_register_once();
+    pthread_mutex_lock(&reg_lock);
     while (!refill.stop) {
         if (refill.failed || pool_size >= RESERVE_LOW) {
             pthread_cond_wait(&refill.wake, &reg_lock);
@@ -678,6 +716,9 @@ static void atfork_child(void)
     atomic_store(&gt_recording, 0);
     atomic_store(&gt_registry_gen, 0);
     budget_shared = NULL; /* the child's own session shares it again, or not */
+    /* Registration is the process's: the child's refiller renews it (a no-op where the
+     * kernel copied it). */
+    atomic_store(&membarrier_state, 0);
     if (threads)
         abandoned_in_child = threads;
     threads = NULL;

@@ -227,7 +227,10 @@ struct gt_tls {
     struct gt_thread *thread;
     uint64_t gen;
 };
-extern __thread struct gt_tls gt_tls;
+/* Initial-exec: in the extension, a dlopen()ed module, the default model costs a
+ * __tls_get_addr call per access, i.e. per GIL event of the hooks (16 bytes of the
+ * static TLS that glibc keeps for such modules). */
+extern __thread struct gt_tls gt_tls __attribute__((tls_model("initial-exec")));
 extern _Atomic uint64_t gt_registry_gen; /* 0 = no active generation */
 
 static inline struct gt_thread *gt_thread_current(void)
@@ -251,6 +254,14 @@ void gt_registry__end(void);
  * process (bpf sched_switch) skip it.
  */
 int32_t gt_registry__helper_tid(void);
+
+/**
+ * gt_registry__membarrier_ready() - is the process registered for
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)? The helper thread registers it once per
+ * process, after the first gt_registry__begin() returned (a multi-threaded process's
+ * registration waits for an RCU grace period); 0 until then, or if the kernel refused.
+ */
+int gt_registry__membarrier_ready(void);
 
 /**
  * gt_registry__is_helper() - is `tid` the registry's helper thread, this generation's or

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <link.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -106,6 +108,11 @@ static struct {
      * store is a release; the call through it depends on the loaded address). */
     void *next[GH_NFUNCS];
     atomic_int park; /* the park probe records (gt_gilhook__set_park) */
+    /* The switch-off side can make every running thread of the process execute a
+     * full barrier (membarrier, see hot_fence): set by a session's start once the
+     * registry's helper registered the process, cleared only in a forked child that
+     * cannot re-register. */
+    atomic_int asym;
     pthread_t calib_thread; /* valid while mode == GH_CALIBRATE */
     /* Entries [0, ngils) are live. Entries are only appended or rewritten in place
      * (never freed), so a hook that reads a stale count still reads valid memory. */
@@ -162,18 +169,56 @@ static void calib_note(enum gh_func fn, const void *a, const void *b, const void
  * in a per-thread slot that is not part of the registry: slots are never freed (the
  * waiter walks them without a lock while threads come and go) and are recycled when
  * their thread exits. Marks are per thread, so two threads trading the GIL never
- * write a shared cache line here. record() saves errno because the lookup may touch
- * it (calloc, perf_event_open) and the interpreter relies on errno around its GIL
- * calls. The timestamp is read after the lookup so that drop_gil's lock (by the
- * holder: no event) costs no clock read. */
+ * write a shared cache line here. The interpreter relies on errno around its GIL
+ * calls: the calls that may change it (a thread's first slot and registration: calloc,
+ * perf_event_open; a new block) keep it, on their slow paths only. The timestamp is
+ * read after the lookup so that drop_gil's lock (by the holder: no event) costs no
+ * clock read. */
 struct hook_slot {
     atomic_int in_flight;
     atomic_int taken;
     struct hook_slot *next; /* set before the slot is published, never changed */
 };
 
+/* The in-flight mark and the switch-off are a Dekker pair: the hook stores its mark, then
+ * loads the mode (gh.mode, gh.park); the switch-off stores the mode, then loads every mark
+ * (quiesce). Either the hook sees recording off or the waiter sees the mark and waits,
+ * provided neither side's load passes its own store. The hook runs per GIL event and the
+ * switch-off once a session, so the full barrier is paid on the rare side: the hook's is a
+ * compiler barrier only (its load stays after its store in program order) and the
+ * switch-off's is membarrier(PRIVATE_EXPEDITED), which makes every running thread of the
+ * process execute a full barrier at an instruction boundary (a thread not running passes
+ * one in the context switch). Wherever a hook was when its barrier ran: before the mark's
+ * store, so its later mode load sees the switch-off's store; or after it, so the mark is
+ * visible to the waiter's loads (or already cleared: that hook has left). Without
+ * membarrier (old kernel, seccomp, valgrind) both sides use a seq_cst fence, and so do
+ * the first session's, until the registry's helper thread has registered the process
+ * (registering waits for an RCU grace period, which a session's start should not).
+ * asym then turns on at a start (asym_on), hooks possibly running: a hook that read it
+ * off fenced, which the membarrier covers as well; every switch-off after that start
+ * reads it on, being ordered after it (one session at a time). */
+static int sys_membarrier(int cmd)
+{
+    return (int)syscall(SYS_membarrier, cmd, 0, 0);
+}
+
+static void asym_on(void)
+{
+    if (!atomic_load(&gh.asym) && gt_registry__membarrier_ready())
+        atomic_store(&gh.asym, 1);
+}
+
+static inline void hot_fence(void)
+{
+    if (__builtin_expect(atomic_load_explicit(&gh.asym, memory_order_relaxed), 1))
+        atomic_signal_fence(memory_order_seq_cst);
+    else
+        atomic_thread_fence(memory_order_seq_cst);
+}
+
 static _Atomic(struct hook_slot *) hook_slots;
-static __thread struct hook_slot *my_slot;
+/* Initial-exec, as gt_tls (registry.h): read per GIL event. */
+static __thread struct hook_slot *my_slot __attribute__((tls_model("initial-exec")));
 static pthread_key_t slot_key;
 static int slot_key_ok;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
@@ -185,7 +230,7 @@ static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
 static void park_account_ends(struct hook_slot *sl)
 {
     atomic_store_explicit(&sl->in_flight, 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst);
+    hot_fence();
     uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
     if (atomic_load_explicit(&gh.park, memory_order_relaxed) && gen && gt_tls.gen == gen &&
         gt_tls.thread)
@@ -207,12 +252,12 @@ static void slot_key_init(void)
     slot_key_ok = pthread_key_create(&slot_key, slot_release) == 0;
 }
 
-/* The calling thread's slot (taken on its first GIL event), or NULL without memory. */
-static struct hook_slot *slot_get(void)
+/* The calling thread's slot, taken on its first GIL event (errno kept), or NULL without
+ * memory. */
+static __attribute__((noinline)) struct hook_slot *slot_new(void)
 {
-    struct hook_slot *sl = my_slot;
-    if (__builtin_expect(sl != NULL, 1))
-        return sl;
+    struct hook_slot *sl;
+    int saved_errno = errno;
     pthread_once(&slot_once, slot_key_init);
     for (sl = atomic_load_explicit(&hook_slots, memory_order_acquire); sl; sl = sl->next) {
         int expected = 0;
@@ -221,8 +266,10 @@ static struct hook_slot *slot_get(void)
     }
     if (!sl) {
         sl = calloc(1, sizeof(*sl));
-        if (!sl)
+        if (!sl) {
+            errno = saved_errno;
             return NULL;
+        }
         atomic_init(&sl->taken, 1);
         struct hook_slot *head = atomic_load(&hook_slots);
         do
@@ -232,20 +279,50 @@ static struct hook_slot *slot_get(void)
     if (slot_key_ok) /* without it the slot is never recycled: a leak, not an error */
         pthread_setspecific(slot_key, sl);
     my_slot = sl;
+    errno = saved_errno;
     return sl;
+}
+
+static inline struct hook_slot *slot_get(void)
+{
+    struct hook_slot *sl = my_slot;
+    return __builtin_expect(sl != NULL, 1) ? sl : slot_new();
+}
+
+/* gt_thread_current(), keeping errno on its slow path (a thread's registration). */
+static inline struct gt_thread *thread_current(void)
+{
+    uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
+    if (__builtin_expect(gt_tls.gen == gen && gen != 0, 1))
+        return gt_tls.thread;
+    int saved_errno = errno;
+    struct gt_thread *t = gt_thread__current_slow();
+    errno = saved_errno;
+    return t;
+}
+
+/* gt_stream__push(), keeping errno on its slow path (a new block). */
+static inline void push_event(struct gt_stream *s, uint64_t ts, uint32_t a, uint32_t b)
+{
+    if (__builtin_expect(s->cur != s->lim, 1)) {
+        gt_stream__push(s, ts, a, b);
+        return;
+    }
+    int saved_errno = errno;
+    gt_stream__push(s, ts, a, b);
+    errno = saved_errno;
 }
 
 /* Enters the recording section: marks the calling thread's slot in flight. Returns the
  * slot (for section_leave), or NULL when the thread has none: then nothing may be
- * recorded. The fence pairs with the switch-off store (gh.mode, gh.park) and the in_flight
- * reads in wait_hooks(): either the caller sees recording off after it or the waiter sees
- * the mark and waits. A fence on our own line. */
+ * recorded. The mark's store is on the thread's own line; hot_fence orders it before
+ * the mode's load (see above). */
 static inline struct hook_slot *section_enter(void)
 {
     struct hook_slot *sl = slot_get();
     if (sl) {
         atomic_store_explicit(&sl->in_flight, 1, memory_order_relaxed);
-        atomic_thread_fence(memory_order_seq_cst);
+        hot_fence();
     }
     return sl;
 }
@@ -255,18 +332,17 @@ static inline void section_leave(struct hook_slot *sl)
     atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
 }
 
-static void record(uint32_t kind, uint32_t gil_id)
+static inline __attribute__((always_inline)) void record(uint32_t kind, uint32_t gil_id)
 {
-    int saved_errno = errno;
     struct hook_slot *sl = section_enter();
     if (sl) {
         struct gt_thread *t = NULL;
         if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
-            t = gt_thread_current();
+            t = thread_current();
         /* drop_gil also locks the mutex: only a non-holder wants it. */
         if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
             uint64_t ts = gt_ticks();
-            gt_stream__push(&t->gil, ts, kind, gil_id);
+            push_event(&t->gil, ts, kind, gil_id);
             gt_thread__gil_event(t, ts, kind);
             if (gil_id)
                 t->interp = gil_id;
@@ -277,11 +353,19 @@ static void record(uint32_t kind, uint32_t gil_id)
         }
         section_leave(sl);
     }
-    errno = saved_errno;
 }
 
-static void wait_hooks(void)
+/* After the caller switched recording off (gh.mode or gh.park): waits until no hook
+ * is in its recording section (the barrier pairs with hot_fence, see section_enter). */
+static void quiesce(void)
 {
+    /* Registered, the command fails only without memory for its CPU mask (ENOMEM): a
+     * transient state worth waiting out, since hooks skip their fence meanwhile. */
+    if (atomic_load(&gh.asym)) {
+        for (int i = 0; sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 && i < 1000; i++)
+            sched_yield();
+    }
+    atomic_thread_fence(memory_order_seq_cst);
     for (struct hook_slot *sl = atomic_load(&hook_slots); sl; sl = sl->next)
         while (atomic_load(&sl->in_flight))
             sched_yield();
@@ -407,8 +491,8 @@ static int hook_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct ti
     int known = sw != NULL;
     unsigned long before = known ? __atomic_load_n(sw, __ATOMIC_RELAXED) : 0;
     int rc = NEXT(TIMEDWAIT, timedwait_fn)(c, m, abstime);
-    /* The wait itself reports through rc; errno is whatever it left (saved by
-     * record() around anything that could change it). */
+    /* The wait itself reports through rc; errno is whatever it left (record() keeps
+     * it). */
     timedwait_slow(c, m, rc, before, known);
     return rc;
 }
@@ -446,12 +530,11 @@ static struct waker *waker_slot(const void *sem, int claim)
 /* One park event of the calling thread, inside the recording section (see record()). */
 static void record_park(uint32_t kind, const sem_t *sem, int rc)
 {
-    int saved_errno = errno;
     struct hook_slot *sl = section_enter();
     if (sl) {
         struct gt_thread *t = NULL;
         if (atomic_load_explicit(&gh.park, memory_order_relaxed))
-            t = gt_thread_current();
+            t = thread_current();
         if (t && kind == GT_PARK_WAKE) {
             struct waker *w = waker_slot(sem, 1);
             if (w)
@@ -464,12 +547,11 @@ static void record_park(uint32_t kind, const sem_t *sem, int rc)
                 aux = rc == 0 && by > 0 && by != t->tid ? (uint32_t)by : 0;
             }
             uint64_t ts = gt_ticks();
-            gt_stream__push(&t->gil, ts, kind, aux);
+            push_event(&t->gil, ts, kind, aux);
             gt_thread__gil_event(t, ts, kind);
         }
         section_leave(sl);
     }
-    errno = saved_errno;
 }
 
 #define PARKING() __builtin_expect(atomic_load_explicit(&gh.park, memory_order_relaxed), 0)
@@ -607,6 +689,10 @@ static void atfork_child(void)
     pthread_mutex_init(&config_lock, NULL);
     atomic_store(&gh.mode, GH_OFF);
     atomic_store(&gh.park, 0);
+    /* The registration is the process's: a child re-registers (a no-op where the kernel
+     * copied it), or its hooks fence again. No hook is in flight: one thread. */
+    if (atomic_load(&gh.asym) && sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0)
+        atomic_store(&gh.asym, 0);
     /* Only the forking thread exists here: the other slots' threads (maybe caught
      * in flight by fork()) are gone. */
     for (struct hook_slot *sl = atomic_load(&hook_slots); sl; sl = sl->next) {
@@ -970,6 +1056,7 @@ void gt_gilhook__set_recording(int on)
 {
     if (on) {
         repatch();
+        asym_on();
         atomic_store(&gh.mode, GH_RECORD);
         return;
     }
@@ -977,14 +1064,14 @@ void gt_gilhook__set_recording(int on)
     atomic_compare_exchange_strong(&gh.mode, &expected, GH_OFF);
     /* Hooks that saw GH_RECORD may still be looking up or pushing: wait for every
      * thread's mark. */
-    atomic_thread_fence(memory_order_seq_cst);
-    wait_hooks();
+    quiesce();
 }
 
 void gt_gilhook__set_park(int on)
 {
     if (on) {
         repatch();
+        asym_on();
         /* Quiet (no park hook records while off): each session starts with an empty
          * table, so it holds the semaphores of one session's parking threads only. */
         for (size_t i = 0; i < sizeof(wakers) / sizeof(wakers[0]); i++) {
@@ -995,8 +1082,7 @@ void gt_gilhook__set_park(int on)
         return;
     }
     atomic_store(&gh.park, 0);
-    atomic_thread_fence(memory_order_seq_cst);
-    wait_hooks();
+    quiesce();
 }
 
 int gt_gilhook__can_park(void)
@@ -1013,6 +1099,7 @@ const char *gt_gilhook__object_path(void)
 void gt_gilhook__stats(struct gt_gilhook_stats *out)
 {
     out->slots_patched = atomic_load(&slots_patched);
+    out->membarrier = atomic_load(&gh.asym);
 }
 
 uintptr_t gt_gilhook__object_bias(void)

@@ -110,6 +110,8 @@ uintptr_t gt_gilhook__object_bias(void);
  * the hot path.) */
 struct gt_gilhook_stats {
     uint64_t slots_patched;
+    int membarrier; /* the switch-off pays the stop protocol's barrier (membarrier), the
+                       hooks a compiler barrier only; 0: both a fence */
 };
 void gt_gilhook__stats(struct gt_gilhook_stats *out);
 

@@ -8,9 +8,12 @@
  * or loaded machine, valgrind) is the wait's outcome open: then it measures again. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -193,6 +196,74 @@ static void test_fork_during_calibration(void *tstate)
           "a child forked during a calibration calibrates (status %d)", status);
 }
 
+/* The stop protocol: once gt_gilhook__set_recording(0) returns, no hook touches a
+ * registry record, even with a thread trading the GIL nonstop meanwhile. Its stream's
+ * write position and its account must not move while it goes on for a while (every
+ * round: a hook that still saw recording on would have pushed within a few cycles). */
+static struct {
+    atomic_int stop;
+    atomic_long cycles;
+    int32_t tid;
+} hammer;
+
+static void *hammer_main(void *arg)
+{
+    hammer.tid = (int32_t)syscall(SYS_gettid);
+    while (!atomic_load_explicit(&hammer.stop, memory_order_relaxed)) {
+        fake_drop_and_retake(arg);
+        atomic_fetch_add_explicit(&hammer.cycles, 1, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+static void wait_cycles(long n)
+{
+    long until = atomic_load(&hammer.cycles) + n;
+    while (atomic_load(&hammer.cycles) < until)
+        sched_yield();
+}
+
+static void test_stop_while_hooking(void *tstate)
+{
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, hammer_main, tstate) == 0, "pthread_create");
+    /* Under valgrind (make test-valgrind) each begin's arenas are slow to fault in. */
+    int rounds = getenv("GT_TEST_UNDER_VALGRIND") ? 10 : 500, moved = 0, recorded = 0;
+    for (int r = 0; r < rounds; r++) {
+        if (gt_registry__begin(0, NULL, NULL) < 0) {
+            CHECK(0, "gt_registry__begin");
+            break;
+        }
+        gt_gilhook__set_recording(1);
+        wait_cycles(1 + r % 50);
+        gt_gilhook__set_recording(0);
+        struct gt_thread *t = gt_registry__threads();
+        for (; t && t->tid != hammer.tid; t = t->next)
+            ;
+        void *cur = t ? t->gil.cur : NULL;
+        uint64_t since = t ? __atomic_load_n(&t->gil_since, __ATOMIC_RELAXED) : 0;
+        wait_cycles(200);
+        if (t) {
+            recorded++;
+            moved += t->gil.cur != cur ||
+                     __atomic_load_n(&t->gil_since, __ATOMIC_RELAXED) != since;
+        }
+        gt_registry__end();
+        gt_registry__release(NULL);
+    }
+    atomic_store(&hammer.stop, 1);
+    pthread_join(th, NULL);
+    CHECK(recorded > rounds / 2, "the thread was recorded (%d of %d rounds)", recorded, rounds);
+    CHECK(moved == 0, "no hook wrote a record after the stop returned (%d rounds did)", moved);
+    /* The first session's helper registered the process; a later start turned it on. */
+    long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    struct gt_gilhook_stats st;
+    gt_gilhook__stats(&st);
+    CHECK(st.membarrier == (q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED)),
+          "the stop side pays the barrier wherever the kernel offers membarrier (%d, %ld)",
+          st.membarrier, q);
+}
+
 /* The park probe: a thread parks on its semaphore, another posts it. The waiter's
  * stream gets BEGIN, then END naming the poster; the poster's stream stays empty. */
 struct parker {
@@ -299,6 +370,7 @@ int main(void)
     n = timed_wait_in_time(UNLOCK);
     CHECK(n == 0, "the GIL was free when the wait ended: no request (%ld)", n);
     test_fork_during_calibration(&me);
+    test_stop_while_hooking(&me);
     test_park();
 out:
     printf("test_gilhook: %d passed, %d failed\n", passed, failed);

@@ -1,0 +1,74 @@
+"""What tracing adds to a traced thread beyond its own events (issue 18: GIL only <= 1.05x
+untraced CPU time). Structural facts, no timing: the costs themselves are measured by
+bench/gil_event_bench.py and bench/run.py's GIL section.
+
+- The registry's block refiller (gt-blocks) leaves the process's fd table: while a second
+  thread shares it, the kernel takes and drops a reference on the file of every fd syscall
+  (fdget's fast path is for a table of one thread), which made a single-threaded
+  os.fstat loop (churn1) 1.14x instead of 1.05x under the GIL probe alone.
+- The hooks' stop protocol pays its barrier on the stop side where the kernel has
+  membarrier (PRIVATE_EXPEDITED), so a GIL event costs no fence (from the second session
+  of a process on).
+"""
+
+import ctypes
+import os
+import threading
+
+import pytest
+
+import giltracer
+import giltracer._core as core
+
+from conftest import FREE_THREADED
+
+# Syscall numbers: close_range is 436 on both; membarrier differs.
+SYS_CLOSE_RANGE = 436
+SYS_MEMBARRIER = {"x86_64": 324, "aarch64": 283}.get(os.uname().machine)
+MEMBARRIER_CMD_PRIVATE_EXPEDITED = 1 << 3
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _helper_tids():
+    tids = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() == "gt-blocks":
+                    tids.append(int(tid))
+        except OSError:
+            pass
+    return tids
+
+
+def test_block_refiller_leaves_the_fd_table():
+    # close_range(~0u - 1, ~0u, 0) closes nothing; it fails only without the syscall.
+    if libc.syscall(SYS_CLOSE_RANGE, ctypes.c_uint(0xFFFFFFFE), ctypes.c_uint(0xFFFFFFFF),
+                    ctypes.c_uint(0)) != 0:
+        pytest.skip("no close_range(2) in this kernel: the refiller shares the fd table")
+    with open(os.devnull) as held:  # a descriptor this thread surely has
+        with giltracer.trace(functions=False, sched=False):
+            tids = _helper_tids()
+            fds = {tid: os.listdir(f"/proc/self/task/{tid}/fd") for tid in tids}
+            mine = os.listdir(f"/proc/self/task/{threading.get_native_id()}/fd")
+        fd = held.fileno()
+    assert tids, "no gt-blocks thread during the trace"
+    assert str(fd) in mine
+    assert all(not v for v in fds.values()), fds
+
+
+def test_stop_barrier_is_membarrier_where_the_kernel_has_it():
+    # Two sessions: the first one's helper thread registers the process for membarrier
+    # (in the background: registering waits for an RCU grace period), the next start
+    # turns it on.
+    kw = {} if FREE_THREADED else {"backend": "hooks"}  # free-threaded: the park probe's
+    for _ in range(2):
+        with giltracer.trace(functions=False, sched=False, **kw):
+            pass
+    info = core.probe_info()  # installs the hooks (the park probe's too, free-threaded)
+    if not info["slots_patched"] or SYS_MEMBARRIER is None:
+        pytest.skip("no hooks installed here, or an architecture without the syscall number")
+    query = libc.syscall(SYS_MEMBARRIER, 0, 0, 0)  # MEMBARRIER_CMD_QUERY
+    assert info["membarrier"] == (query > 0 and bool(query & MEMBARRIER_CMD_PRIVATE_EXPEDITED)), \
+        (query, info)
