@@ -4,7 +4,6 @@ traces, its text, the payload's "what_if" and the profile outputs' section."""
 import json
 import math
 import os
-import queue
 import re
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 
 import giltracer
 from conftest import needs_gil
+from workloads import traced_producer_consumer
 
 pytestmark = needs_gil
 
@@ -121,26 +121,7 @@ def test_sleeping_pool_is_already_parallel():
 
 
 def test_producer_consumer_bounded_by_the_producer():
-    q = queue.Queue()
-    n = 20
-
-    def producer():
-        for i in range(n):
-            spin(50_000)
-            q.put(i)
-        q.put(None)
-
-    def consumer():
-        while q.get() is not None:
-            spin(10_000)
-
-    with giltracer.trace() as t:
-        threads = [threading.Thread(target=producer, name="producer"),
-                   threading.Thread(target=consumer, name="consumer")]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+    t = traced_producer_consumer(20, 50_000, 10_000)
     w = t.what_if(cpus=2, ft_factor=1.0)
     # Two starts, two joins, and the gets that blocked (not every one does).
     assert w.handoffs >= 5, str(w)

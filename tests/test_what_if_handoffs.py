@@ -10,6 +10,7 @@ import pytest
 import giltracer
 from giltracer import whatif_cost
 from conftest import needs_gil
+from workloads import traced_producer_consumer
 
 pytestmark = needs_gil
 
@@ -85,26 +86,8 @@ def test_bad_handoff_us_says_what_is_expected(pp_trace, bad):
 def test_queue_gets_found_queued_are_tied_to_their_puts():
     """A producer queues items faster than a consumer takes them: under the GIL the consumer
     finds most of them queued (its gets do not block); each is still the put's item."""
-    q = queue.Queue()
     n = 200
-
-    def producer():
-        for i in range(n):
-            spin(500)
-            q.put(i)
-        q.put(None)
-
-    def consumer():
-        while q.get() is not None:
-            spin(2000)
-
-    with giltracer.trace() as t:
-        ts = [threading.Thread(target=producer, name="producer"),
-              threading.Thread(target=consumer, name="consumer")]
-        for th in ts:
-            th.start()
-        for th in ts:
-            th.join()
+    t = traced_producer_consumer(n, 500, 2000)
     w = t.what_if(cpus=2, ft_factor=1.0, handoff_us=0)
     # n + 1 gets; the ones that blocked are hand-offs of their own (a few: the producer
     # runs ahead by a switch interval at a time).

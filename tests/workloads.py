@@ -206,3 +206,35 @@ def park_lock_trace(threads=3, rounds=60, work=3000, parked_threads=2, tries=5):
     assert t.free_threaded
     assert parked(t) >= parked_threads, t.summary()
     return t
+
+
+def traced_producer_consumer(n, produce_spins, consume_spins):
+    """A trace (default options) of a producer thread putting n items on a queue.Queue,
+    spinning `produce_spins` before each put, and a consumer getting them, spinning
+    `consume_spins` after each get, until the producer's closing None."""
+    import queue
+
+    import giltracer
+
+    def spin(k):
+        x = 0
+        for i in range(k):
+            x += i
+        return x
+
+    q = queue.Queue()
+
+    def producer():
+        for i in range(n):
+            spin(produce_spins)
+            q.put(i)
+        q.put(None)
+
+    def consumer():
+        while q.get() is not None:
+            spin(consume_spins)
+
+    with giltracer.trace() as t:
+        run_threads([producer, consumer], ["producer", "consumer"])
+    return t
+

@@ -312,26 +312,27 @@ class WhatIf:
         return render.what_if_text(self)
 
 
-def default_ft_factor() -> float:
-    """Free-threading's single-thread cost factor: the measured one
-    (``giltracer.whatif_cost.FT_SINGLE_THREAD_FACTOR``) where it exists, else 1.0."""
+def _measured_cost(name: str, absent: float) -> float:
+    """A free-threading cost measured on this machine (``giltracer.whatif_cost.<name>``,
+    written by bench/), or `absent` where it was never measured."""
     import importlib
     try:
         mod = importlib.import_module(".whatif_cost", __package__)
     except ImportError:
-        return 1.0
-    return float(getattr(mod, "FT_SINGLE_THREAD_FACTOR", 1.0))
+        return absent
+    return float(getattr(mod, name, absent))
+
+
+def default_ft_factor() -> float:
+    """Free-threading's single-thread cost factor: the measured one
+    (``FT_SINGLE_THREAD_FACTOR``) where it exists, else 1.0."""
+    return _measured_cost("FT_SINGLE_THREAD_FACTOR", 1.0)
 
 
 def default_handoff_us() -> float:
-    """A hand-off's wake-up cost without the GIL, us: the measured one
-    (``giltracer.whatif_cost.FT_HANDOFF_US``) where it exists, else 0."""
-    import importlib
-    try:
-        mod = importlib.import_module(".whatif_cost", __package__)
-    except ImportError:
-        return 0.0
-    return float(getattr(mod, "FT_HANDOFF_US", 0.0))
+    """A hand-off's wake-up cost without the GIL, us: the measured one (``FT_HANDOFF_US``)
+    where it exists, else 0."""
+    return _measured_cost("FT_HANDOFF_US", 0.0)
 
 
 class BudgetNotice(UserWarning):
