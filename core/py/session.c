@@ -135,9 +135,10 @@ static struct {
  * bpf probe (which needs the GIL's address) or the hooks asked first. */
 static uint64_t starts;
 
-/* The bpf object of the session that runs it: loaded and attached at its start, detached
- * when it ends (release_probes), so no uprobe is left to trap in this process, nor, with
- * follow_children (system-wide), in every process on the machine. */
+/* The bpf object stays attached between sessions, except one attached system-wide for
+ * follow_children: that one is detached when its session ends (it would make every
+ * process on the machine pay the uprobe traps) and a session that wants the other
+ * kind reloads it. */
 static struct {
     int tried, ok;
     char why[256];
@@ -256,7 +257,7 @@ static int prepare_bpf(int follow_children)
         return -1;
     }
     if (bpf.ok && bpf.follow_children != (follow_children != 0))
-        close_bpf(); /* attached with the other option (a crosscheck's): reload */
+        close_bpf(); /* attached with the other option: reload */
     if (bpf.tried)
         return bpf.ok ? 0 : -1;
     const char *why = NULL;
@@ -510,15 +511,12 @@ static void stop_probes(struct gt_session *s)
         gt_sched__stop(s->sched);
 }
 
-/* The end of a session that ran the bpf probe: detach it. Gated off, an attached probe
- * still costs every GIL hand-off of the process its uprobe traps (~2.5-4.5 us: churning
- * code ran 4.7x slower after the trace, for the life of the kernel). The next session
- * attaches again (tens of ms); the detach itself happens in the helper's exit. */
+/* The end of a session that ran the bpf probe system-wide: detach it. */
 static void release_probes(struct gt_session *s)
 {
     if (another_session_active(s)) /* the object may be the running session's now */
         return;
-    if ((s->used == USED_BPF || s->check_bpf) && bpf.ok)
+    if ((s->used == USED_BPF || s->check_bpf) && bpf.ok && bpf.follow_children)
         close_bpf();
 }
 
