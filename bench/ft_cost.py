@@ -50,13 +50,45 @@ def worker():
                 fn()
             best = min(best, (time.thread_time() - t0) / reps)
         out[name] = best
+    worker_result(out)
+
+
+def worker_result(times):
+    """What a worker process prints: its times, its version, whether it ran with the GIL."""
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()
-    print(json.dumps({"times": out, "version": sys.version.split()[0], "gil": gil}))
+    print(json.dumps({"times": times, "version": sys.version.split()[0], "gil": gil}))
 
 
-def run(interp):
-    r = subprocess.run([interp, os.path.abspath(__file__), "--worker"], capture_output=True, text=True, check=True)
+def run(interp, script):
+    r = subprocess.run([interp, os.path.abspath(script), "--worker"], capture_output=True, text=True, check=True)
     return json.loads(r.stdout)
+
+
+def parse_args():
+    """The options of a GIL-vs-free-threaded cost bench (this one and handoff_cost.py)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--gil", default="/usr/bin/python3.14")
+    ap.add_argument("--ft", default="/opt/python3.14t/bin/python3.14t")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--out")
+    return ap.parse_args()
+
+
+def alternating_rounds(script, a):
+    """`a.rounds` rounds, each a fresh `script --worker` process on each interpreter, their
+    order alternating (so load on the machine hits both alike). Returns ({"gil": [times of
+    each round], "ft": [...]}, {side: (version, ran with the GIL)})."""
+    rounds = {"gil": [], "ft": []}
+    info = {}
+    for k in range(a.rounds):
+        for side in (("gil", "ft") if k % 2 == 0 else ("ft", "gil")):
+            r = run(a.gil if side == "gil" else a.ft, script)
+            rounds[side].append(r["times"])
+            info[side] = (r["version"], r["gil"])
+        print(f"round {k + 1}/{a.rounds} done", file=sys.stderr)
+    assert info["gil"][1] and not info["ft"][1], info
+    return rounds, info
 
 
 def geomean(xs):
@@ -64,25 +96,10 @@ def geomean(xs):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--worker", action="store_true")
-    ap.add_argument("--gil", default="/usr/bin/python3.14")
-    ap.add_argument("--ft", default="/opt/python3.14t/bin/python3.14t")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--out")
-    a = ap.parse_args()
+    a = parse_args()
     if a.worker:
         return worker()
-    rounds = {"gil": [], "ft": []}
-    info = {}
-    for k in range(a.rounds):
-        order = ("gil", "ft") if k % 2 == 0 else ("ft", "gil")
-        for side in order:
-            r = run(a.gil if side == "gil" else a.ft)
-            rounds[side].append(r["times"])
-            info[side] = (r["version"], r["gil"])
-        print(f"round {k + 1}/{a.rounds} done", file=sys.stderr)
-    assert info["gil"][1] and not info["ft"][1], info
+    rounds, info = alternating_rounds(__file__, a)
     rows, ratios = [], []
     for name in WORKLOADS:
         g = [r[name] for r in rounds["gil"]]

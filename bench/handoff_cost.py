@@ -17,15 +17,15 @@ The 3.14 (GIL) numbers are printed beside for reference only.
         [--rounds 5] [--out bench/results]
 """
 
-import argparse
 import json
 import os
 import queue
 import statistics
-import subprocess
 import sys
 import threading
 import time
+
+from ft_cost import alternating_rounds, parse_args, worker_result  # (the same folder)
 
 TRIPS, WARM = 2000, 200
 
@@ -109,36 +109,15 @@ def trips(make, n):
 
 
 def worker():
-    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
-    out = {name: trips(make, TRIPS) for name, make in PRIMS.items()}
-    print(json.dumps({"times": out, "version": sys.version.split()[0], "gil": gil}))
-
-
-def run(interp):
-    r = subprocess.run([interp, os.path.abspath(__file__), "--worker"], capture_output=True, text=True, check=True)
-    return json.loads(r.stdout)
+    worker_result({name: trips(make, TRIPS) for name, make in PRIMS.items()})
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--worker", action="store_true")
-    ap.add_argument("--gil", default="/usr/bin/python3.14")
-    ap.add_argument("--ft", default="/opt/python3.14t/bin/python3.14t")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--out")
-    a = ap.parse_args()
+    a = parse_args()
     if a.worker:
         return worker()
-    rounds = {"gil": [], "ft": []}
-    info = {}
     load0 = os.getloadavg()[0]
-    for k in range(a.rounds):
-        for side in (("gil", "ft") if k % 2 == 0 else ("ft", "gil")):
-            r = run(a.gil if side == "gil" else a.ft)
-            rounds[side].append(r["times"])
-            info[side] = (r["version"], r["gil"])
-        print(f"round {k + 1}/{a.rounds} done", file=sys.stderr)
-    assert info["gil"][1] and not info["ft"][1], info
+    rounds, info = alternating_rounds(__file__, a)
     lines = [f"# Hand-off cost: {info['ft'][0]}t vs {info['gil'][0]} (GIL), a two-thread ping-pong", "",
              f"- untraced; {a.rounds} rounds, a fresh process per interpreter each, interpreters alternating; "
              f"the two threads pinned to two CPUs; per primitive {TRIPS} round trips after {WARM}; one hand-off = round trip / 2; "
