@@ -137,6 +137,16 @@ static void test_serial_chain(void)
         CHECK(NEAR(w->predicted_wall_ns, 30 * MS, MS), "chain: %f", w->predicted_wall_ns);
     }
     gt_whatif__free(w);
+    /* Both hand-offs are waited on (each thread waits for the other's work): a wake-up
+     * each in the new schedule, none in the GIL replay. */
+    w = predict_wake(&r, 2, 1.0, 1 * MS);
+    if (w) {
+        CHECK(w->waited == 2, "waited %zu", w->waited);
+        CHECK(NEAR(w->predicted_wall_ns, 32 * MS, 1000), "chain + 2 wake-ups: %f",
+              w->predicted_wall_ns);
+        CHECK(NEAR(w->gil_wall_ns, 30 * MS, 1000), "gil replay: no wake-up %f", w->gil_wall_ns);
+    }
+    gt_whatif__free(w);
     /* Twice slower work: each waits for the other's slower work (blocking kept as is
      * would give 20 + 10 + 20). */
     w = predict(&r, 2, 2.0);
@@ -278,25 +288,12 @@ static void test_join(void)
     gt_whatif__free(w);
 }
 
-/* A hand-off waited on in the new schedule costs the wake-up: the serial chain's two
- * hand-offs both wait (each thread waits for the other's work), so 30 ms + 2 wake-ups;
- * a thread's start waits on nothing (test_thread_start's: 60 ms, no wake-up). */
+/* A hand-off waited on in the new schedule costs the wake-up (the serial chain's: in
+ * test_serial_chain); a thread's start waits on nothing (test_thread_start's: 60 ms, no
+ * wake-up). */
 static void test_wake_cost(void)
 {
-    struct gt_interval a[] = {{0, 10 * MS, H, 0}, {10 * MS, 20 * MS, R, 0}, {20 * MS, 30 * MS, H, 0}};
-    struct gt_span sa[] = {{10 * MS, 20 * MS, F_ACQ, 0, GT_SPAN_C}};
-    struct gt_interval b[] = {{0, 10 * MS, R, 0}, {10 * MS, 20 * MS, H, 0}, {20 * MS, 30 * MS, R, 0}};
-    struct gt_span sb[] = {{0, 10 * MS, F_ACQ, 0, GT_SPAN_C}};
-    struct gt_thread_result th[2] = {mk_thread(1, a, 3, sa, 1), mk_thread(2, b, 3, sb, 1)};
-    struct gt_result r = mk_result(th, 2);
-    struct gt_whatif *w = predict_wake(&r, 2, 1.0, 1 * MS);
-    if (w) {
-        CHECK(w->waited == 2, "waited %zu", w->waited);
-        CHECK(NEAR(w->predicted_wall_ns, 32 * MS, 1000), "chain + 2 wake-ups: %f",
-              w->predicted_wall_ns);
-        CHECK(NEAR(w->gil_wall_ns, 30 * MS, 1000), "gil replay: no wake-up %f", w->gil_wall_ns);
-    }
-    gt_whatif__free(w);
+    struct gt_whatif *w;
 
     /* B waits on A 40 ms into A's work, but only from 10 ms on: it resumes at 40 + 1. */
     struct gt_interval c[] = {{0, 40 * MS, H, 0}, {40 * MS, 90 * MS, W, 0}, {90 * MS, 150 * MS, H, 0}};
