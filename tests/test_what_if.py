@@ -15,16 +15,9 @@ import pytest
 
 import giltracer
 from conftest import needs_gil
-from workloads import traced_producer_consumer
+from workloads import spin, traced_producer_consumer
 
 pytestmark = needs_gil
-
-
-def spin(n):
-    x = 0
-    for i in range(n):
-        x += i
-    return x
 
 
 def cpu_bound_pair(n=1_000_000):

@@ -10,16 +10,9 @@ import pytest
 import giltracer
 from giltracer import whatif_cost
 from conftest import needs_gil
-from workloads import traced_producer_consumer
+from workloads import spin, traced_producer_consumer
 
 pytestmark = needs_gil
-
-
-def spin(n):
-    x = 0
-    for i in range(n):
-        x += i
-    return x
 
 
 N = 20  # round trips

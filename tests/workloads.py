@@ -21,6 +21,14 @@ def pin_to_own_cpu(index, native_id=None):
         pass
 
 
+def spin(n):
+    """n additions in a Python loop: CPU-bound work that holds the GIL."""
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+
+
 def spin_on_cpu(index, seconds, barrier=None):
     pin_to_own_cpu(index)
     if barrier is not None:
@@ -177,12 +185,6 @@ def park_lock_trace(threads=3, rounds=60, work=3000, parked_threads=2, tries=5):
     until at least `parked_threads` of them parked."""
     import giltracer
 
-    def spin(n):
-        x = 0
-        for i in range(n):
-            x += i
-        return x
-
     def parked(t):
         return sum(1 for r in t.summary() if r.name.startswith("app-") and r.parked_ns > 0)
 
@@ -215,12 +217,6 @@ def traced_producer_consumer(n, produce_spins, consume_spins):
     import queue
 
     import giltracer
-
-    def spin(k):
-        x = 0
-        for i in range(k):
-            x += i
-        return x
 
     q = queue.Queue()
 
