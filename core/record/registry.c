@@ -505,7 +505,7 @@ static int stream_recycle(struct gt_stream *s, size_t cap)
     return 0;
 }
 
-void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b)
+static void stream_refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b)
 {
     if (!s->refused_at)
         s->refused_at = ts;
@@ -520,7 +520,7 @@ void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, u
     s->dropped++;
 }
 
-int gt_stream__grow(struct gt_stream *s)
+static int stream_grow(struct gt_stream *s)
 {
     int err = 0;
     /* Refusals are decided without the lock: past the cap every push lands here. */
@@ -620,7 +620,7 @@ void gt_stream__push_call_slow(struct gt_stream *s, uint64_t ts, uint32_t word)
     const uint32_t hi = (uint32_t)(ts >> 32);
     for (;;) {
         int err;
-        if (s->cur == s->lim && (err = gt_stream__grow(s)) < 0) {
+        if (s->cur == s->lim && (err = stream_grow(s)) < 0) {
             gt_stream__refused(s, err, ts, word >> 4, (word & 7u) | ((word & 8u) ? GT_CALL_OPEN_AT_START : 0u));
             return;
         }
@@ -843,9 +843,29 @@ struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags)
     return t;
 }
 
+/* The slow paths of the inline pushes and lookup keep errno: their callers include the
+ * hooks around the interpreter's GIL calls, after which the interpreter reads errno. */
 struct gt_thread *gt_thread__current_slow(void)
 {
-    return gt_thread__bind_as((int32_t)syscall(SYS_gettid));
+    int saved_errno = errno;
+    struct gt_thread *t = gt_thread__bind_as((int32_t)syscall(SYS_gettid));
+    errno = saved_errno;
+    return t;
+}
+
+int gt_stream__grow(struct gt_stream *s)
+{
+    int saved_errno = errno;
+    int err = stream_grow(s);
+    errno = saved_errno;
+    return err;
+}
+
+void gt_stream__refused(struct gt_stream *s, int err, uint64_t ts, uint32_t a, uint32_t b)
+{
+    int saved_errno = errno;
+    stream_refused(s, err, ts, a, b);
+    errno = saved_errno;
 }
 
 /* The calling thread reaches this once per generation (then its TLS holds the record):

@@ -170,8 +170,8 @@ static void calib_note(enum gh_func fn, const void *a, const void *b, const void
  * waiter walks them without a lock while threads come and go) and are recycled when
  * their thread exits. Marks are per thread, so two threads trading the GIL never
  * write a shared cache line here. The interpreter relies on errno around its GIL
- * calls: the calls that may change it (a thread's first slot and registration: calloc,
- * perf_event_open; a new block) keep it, on their slow paths only. The timestamp is
+ * calls: the calls that may change it (a thread's first slot, the registry's slow paths:
+ * registration with calloc, perf_event_open; a new block) keep it, on those paths only. The timestamp is
  * read after the lookup so that drop_gil's lock (by the holder: no event) costs no
  * clock read. */
 struct hook_slot {
@@ -289,30 +289,6 @@ static inline struct hook_slot *slot_get(void)
     return __builtin_expect(sl != NULL, 1) ? sl : slot_new();
 }
 
-/* gt_thread_current(), keeping errno on its slow path (a thread's registration). */
-static inline struct gt_thread *thread_current(void)
-{
-    uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
-    if (__builtin_expect(gt_tls.gen == gen && gen != 0, 1))
-        return gt_tls.thread;
-    int saved_errno = errno;
-    struct gt_thread *t = gt_thread__current_slow();
-    errno = saved_errno;
-    return t;
-}
-
-/* gt_stream__push(), keeping errno on its slow path (a new block). */
-static inline void push_event(struct gt_stream *s, uint64_t ts, uint32_t a, uint32_t b)
-{
-    if (__builtin_expect(s->cur != s->lim, 1)) {
-        gt_stream__push(s, ts, a, b);
-        return;
-    }
-    int saved_errno = errno;
-    gt_stream__push(s, ts, a, b);
-    errno = saved_errno;
-}
-
 /* Enters the recording section: marks the calling thread's slot in flight. Returns the
  * slot (for section_leave), or NULL when the thread has none: then nothing may be
  * recorded. The mark's store is on the thread's own line; hot_fence orders it before
@@ -338,11 +314,11 @@ static inline __attribute__((always_inline)) void record(uint32_t kind, uint32_t
     if (sl) {
         struct gt_thread *t = NULL;
         if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
-            t = thread_current();
+            t = gt_thread_current();
         /* drop_gil also locks the mutex: only a non-holder wants it. */
         if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
             uint64_t ts = gt_ticks();
-            push_event(&t->gil, ts, kind, gil_id);
+            gt_stream__push(&t->gil, ts, kind, gil_id);
             gt_thread__gil_event(t, ts, kind);
             if (gil_id)
                 t->interp = gil_id;
@@ -534,7 +510,7 @@ static void record_park(uint32_t kind, const sem_t *sem, int rc)
     if (sl) {
         struct gt_thread *t = NULL;
         if (atomic_load_explicit(&gh.park, memory_order_relaxed))
-            t = thread_current();
+            t = gt_thread_current();
         if (t && kind == GT_PARK_WAKE) {
             struct waker *w = waker_slot(sem, 1);
             if (w)
@@ -547,7 +523,7 @@ static void record_park(uint32_t kind, const sem_t *sem, int rc)
                 aux = rc == 0 && by > 0 && by != t->tid ? (uint32_t)by : 0;
             }
             uint64_t ts = gt_ticks();
-            push_event(&t->gil, ts, kind, aux);
+            gt_stream__push(&t->gil, ts, kind, aux);
             gt_thread__gil_event(t, ts, kind);
         }
         section_leave(sl);
