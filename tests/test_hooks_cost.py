@@ -5,7 +5,8 @@ bench/gil_event_bench.py and bench/run.py's GIL section.
 - The registry's block refiller (gt-blocks) leaves the process's fd table: while a second
   thread shares it, the kernel takes and drops a reference on the file of every fd syscall
   (fdget's fast path is for a table of one thread), which made a single-threaded
-  os.fstat loop (churn1) 1.14x instead of 1.05x under the GIL probe alone.
+  os.fstat loop (churn1) 1.14x instead of 1.05x under the GIL probe alone. The OS-state
+  poller (gt-sched) has a table of its own too, which holds its perf events.
 - The hooks' stop protocol pays its barrier on the stop side where the kernel has
   membarrier (PRIVATE_EXPEDITED), so a GIL event costs no fence (from the second session
   of a process on).
@@ -14,6 +15,7 @@ bench/gil_event_bench.py and bench/run.py's GIL section.
 import ctypes
 import os
 import threading
+import time
 
 import pytest
 
@@ -30,12 +32,12 @@ MEMBARRIER_CMD_PRIVATE_EXPEDITED = 1 << 3
 libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _helper_tids():
+def _helper_tids(name="gt-blocks"):
     tids = []
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().strip() == "gt-blocks":
+                if f.read().strip() == name:
                     tids.append(int(tid))
         except OSError:
             pass
@@ -56,6 +58,38 @@ def test_block_refiller_leaves_the_fd_table():
     assert tids, "no gt-blocks thread during the trace"
     assert str(fd) in mine
     assert all(not v for v in fds.values()), fds
+
+
+PERF_EVENT = "anon_inode:[perf_event]"
+
+
+def _fd_targets(tid):
+    out = []
+    for fd in os.listdir(f"/proc/self/task/{tid}/fd"):
+        try:
+            out.append(os.readlink(f"/proc/self/task/{tid}/fd/{fd}"))
+        except OSError:  # closed meanwhile
+            pass
+    return out
+
+
+def test_os_state_poller_keeps_its_events_in_a_table_of_its_own():
+    if libc.syscall(SYS_CLOSE_RANGE, ctypes.c_uint(0xFFFFFFFE), ctypes.c_uint(0xFFFFFFFF),
+                    ctypes.c_uint(0)) != 0:
+        pytest.skip("no close_range(2) in this kernel: the poller shares the fd table")
+    me = threading.get_native_id()
+    # (As root an earlier trace's bpf probe may hold perf events of its own.)
+    before = _fd_targets(me).count(PERF_EVENT)
+    with giltracer.trace(functions=False, backend="hooks") as t:
+        time.sleep(0.01)  # a GIL event: the thread is registered, its event opened
+        pollers = _helper_tids("gt-sched")
+        its = {tid: _fd_targets(tid) for tid in pollers}
+        during = _fd_targets(me).count(PERF_EVENT)
+    if not pollers:
+        pytest.skip(f"no OS-state poller here: {t.sched_status}")
+    (events,) = its.values()
+    assert events and all(e == PERF_EVENT for e in events), events
+    assert during == before, (before, during)
 
 
 def test_stop_barrier_is_membarrier_where_the_kernel_has_it():

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "registry.h"
 
+#include "fd_table.h"
 #include "gt_clock.h"
 
 #include <errno.h>
@@ -178,18 +179,6 @@ static struct {
     _Atomic int32_t prev_tid;
 } refill = {.wake = PTHREAD_COND_INITIALIZER};
 
-/* The refiller uses no file descriptor, so it leaves the process's table (an unshared,
- * emptied copy: no reference to any file is kept). While another thread shares the
- * table, each fd syscall of a thread (os.fstat, read, ...) takes and drops a reference
- * on its file, the kernel's fdget() fast path being for a table used by one thread
- * only: tracing a single-threaded program would add that to its every such call. */
-static void refill_leave_fd_table(void)
-{
-#ifdef SYS_close_range
-    (void)syscall(SYS_close_range, 0u, ~0u, 1u << 1 /* CLOSE_RANGE_UNSHARE */);
-#endif
-}
-
 /* 0: not tried; 1: the process is registered for membarrier(PRIVATE_EXPEDITED); -1: the
  * kernel refused. The refiller registers it, once per process: with more than one
  * thread the registration waits for an RCU grace period (10-20 ms here), which no
@@ -212,7 +201,9 @@ static void membarrier_register_once(void)
 static void *refill_main(void *arg)
 {
     (void)arg;
-    refill_leave_fd_table(); /* before the tid: begin returns with it done */
+    /* It uses no fd: a table of its own keeps a single-threaded traced program on the
+     * kernel's fdget() fast path (fd_table.h). Before the tid: begin returns with it done. */
+    (void)gt_fd_table__leave();
     pthread_mutex_lock(&reg_lock);
     atomic_store(&refill.tid, (int32_t)syscall(SYS_gettid));
     pthread_cond_broadcast(&refill.wake); /* gt_registry__begin waits for the tid */

@@ -19,14 +19,16 @@ struct gt_sched;
 int gt_sched__new(struct gt_sched **out, const char **why);
 
 /**
- * gt_sched__watch() - open the context-switch event for t->tid and start draining it
- * into t->sched. Thread-safe; call once per thread (e.g. as the registry's new-thread
- * callback). Returns 0 or -errno (the thread then simply has no OS states; the
- * failure is counted, see gt_sched__stats).
+ * gt_sched__watch() - have the context-switch event of t->tid opened and drained into
+ * t->sched. Thread-safe; call once per thread (e.g. as the registry's new-thread
+ * callback). The poller thread opens the event, in its own fd table: once the poller
+ * runs, this waits for it (one round trip) and returns 0 or -errno (the thread then
+ * simply has no OS states; the failure is counted, see gt_sched__stats). Before
+ * gt_sched__start() it queues the thread and returns 0; the poller opens it first thing.
  */
 int gt_sched__watch(struct gt_sched *s, struct gt_thread *t);
 
-/** gt_sched__start() - start the poller thread. Returns 0 or -errno. */
+/** gt_sched__start() - start the poller thread; returns once it runs. 0 or -errno. */
 int gt_sched__start(struct gt_sched *s);
 
 /**
@@ -34,9 +36,10 @@ int gt_sched__start(struct gt_sched *s);
  * After it returns nothing writes to any sched stream. Returns 0 or -errno.
  *
  * In a process forked after gt_sched__new() the object is the parent's: watch and
- * start return -ECHILD, and stop/free only forget it (they close the child's copies
- * of the fds and free the copied memory, but never touch the rings, which are not
- * mapped in the child, nor disable the events, which are the parent's).
+ * start return -ECHILD, and stop/free only forget it: they free the copied memory but
+ * never touch the rings, which are not mapped in the child, nor the events, which are
+ * the parent's (in the poller's own fd table the child has none of their fds; where
+ * the poller shares the process's table, the child's copies are closed).
  */
 int gt_sched__stop(struct gt_sched *s);
 

@@ -10,21 +10,25 @@
  *
  * Nothing ever waits on the events: the wakeup watermark is the ring size, and one
  * poller thread wakes every GT_SCHED_PERIOD_NS to drain every ring into its thread's
- * sched stream. The poller is the only producer of sched streams while it runs; after
- * gt_sched__stop() joined it, the stopping thread does the final drain.
+ * sched stream. The poller is the only producer of sched streams; at stop it drains
+ * every ring a last time and closes the events before it exits.
  *
- * Concurrency: gt_sched__watch() opens and maps the event without any lock, then
- * links it onto `pending` under `lock` (a few instructions). The poller splices
- * `pending` into its private `active` list under the same lock and drains without
- * it. Every GT_SCHED_REAP_EVERY periods the poller poll()s the events: an event
- * whose thread exited reports POLLHUP; its ring is drained one last time and
- * closed, which gives back the fd and the locked ring pages early.
+ * The poller owns the events: it opens them, in an fd table of its own
+ * (gt_fd_table__leave), so that the traced program keeps its table to itself (a
+ * single-threaded program's fd syscalls stay on the kernel's fast path) and none of
+ * its fd numbers. gt_sched__watch() queues a request under `lock`, wakes the poller
+ * and waits for the answer (one round trip per thread, ~50 us); the poller opens and
+ * maps the event without the lock and links it into its private `active` list. Every
+ * GT_SCHED_REAP_EVERY periods the poller poll()s the events: an event whose thread
+ * exited reports POLLHUP; its ring is drained one last time and closed, which gives
+ * back the fd and the locked ring pages early.
  *
  * Ring size: GT_SCHED_RING_KB of data (rounded to a power of two pages), overridable
  * with GILTRACER_SCHED_RING_KB. When the mmap is refused for lack of locked memory
  * (kernel.perf_event_mlock_kb per user, then RLIMIT_MEMLOCK), smaller rings are
- * tried down to one data page. Events are also refused (-EMFILE) once their fd would
- * fall in the last quarter of RLIMIT_NOFILE, so the traced program keeps its fds.
+ * tried down to one data page. Where the poller could not leave the process's fd table
+ * (Linux < 5.9), events are also refused (-EMFILE) once their fd would fall in the last
+ * quarter of RLIMIT_NOFILE, so the traced program keeps its fds.
  *
  * Costs (2 vCPU VM, kernel 6.18): ~0.7 us of the traced threads' CPU per context
  * switch (mostly the kernel's perf context switch for a task with an event, not the
@@ -50,6 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fd_table.h"
 #include "registry.h"
 
 #ifndef GT_SCHED_RING_KB
@@ -77,15 +82,23 @@ struct sample_id {
 #define SAMPLE_TYPE (PERF_SAMPLE_TID | PERF_SAMPLE_TIME)
 #define REC_BUF 256 /* records we decode are far smaller; bigger ones are skipped */
 
-/* One watched thread. Created by gt_sched__watch(); owned by the poller once spliced
- * into `active`. */
+/* One watched thread. Created by gt_sched__watch() as a request; the poller's from
+ * then on (it opens the event, or frees the request when that fails). */
 #ifndef PERF_FORMAT_LOST /* linux/perf_event.h before 6.0 */
 #define PERF_FORMAT_LOST (1u << 4)
 #endif
 
+/* A request's answer, on the stack of the gt_sched__watch() that waits for it. */
+struct watch_answer {
+    int done; /* lock */
+    int err;  /* lock */
+};
+
 struct watch {
     struct watch *next;
     struct gt_thread *t;
+    struct watch_answer *answer; /* lock: the waiting caller's, NULL when none waits */
+    int err;                     /* the poller's: the open's result */
     struct perf_event_mmap_page *page;
     const unsigned char *data;
     uint64_t size; /* data bytes, a power of two */
@@ -98,23 +111,26 @@ struct watch {
 
 struct gt_sched {
     pthread_mutex_t lock;
-    struct watch *pending; /* lock: new watches, not yet seen by the poller */
-    int closed;            /* lock: stop began, watch refuses */
+    pthread_cond_t wake;     /* lock: a request came, or stop began (the poller waits) */
+    pthread_cond_t answered; /* lock: requests answered, or the poller runs (callers wait) */
+    struct watch *requests;  /* lock: watches the poller has not opened yet */
+    int closed;              /* lock: stop began: watch refuses, the poller ends */
+    int running;             /* lock: the poller answers requests */
 
-    /* Owned by the poller while it runs, by the stopping thread after the join. */
+    /* The poller's. */
     struct watch *active;
     struct pollfd *pfd;
     size_t pfd_cap;
+    int own_table; /* the events are in the poller's own fd table (written before running) */
 
     /* Caller-side control (start/stop/free are not called concurrently). */
     pthread_t poller;
     int started, stopped;
-    atomic_int stop_flag;
 
     pid_t owner; /* the process that made it: a forked child must not touch it */
     long long period_ns; /* the poller's period (GT_SCHED_PERIOD_NS) */
     size_t data_pages; /* preferred data pages per ring, a power of two */
-    uint64_t fd_limit;  /* refuse events whose fd would be >= this */
+    uint64_t fd_limit;  /* refuse events whose fd would be >= this (shared fd table only) */
     size_t page_size;
 
     _Atomic uint64_t watched, failures, records, lost;
@@ -196,14 +212,16 @@ static void watch_free(struct watch *w)
 }
 
 /* In a forked child: the ring mappings were not inherited (perf maps them
- * VM_DONTCOPY: the addresses may be reused by anything), and the fds are the same
- * events as the parent's (an ioctl would switch off the parent's recording). Close
- * the child's copies of the fds and free the copy of the record; no munmap. */
-static void watch_abandon(struct watch *w)
+ * VM_DONTCOPY: the addresses may be reused by anything). The fds were not either
+ * when they were in the poller's own table (the numbers may be the child's own
+ * files); in a shared table the child has copies of the parent's events (an ioctl
+ * would switch off the parent's recording): close them. Free the copy of the record;
+ * no munmap. */
+static void watch_abandon(const struct gt_sched *s, struct watch *w)
 {
     if (!w)
         return;
-    if (w->fd >= 0)
+    if (w->fd >= 0 && !s->own_table)
         close(w->fd);
     free(w);
 }
@@ -213,18 +231,12 @@ static int forked(const struct gt_sched *s)
     return s->owner != getpid();
 }
 
-/* Open and map the context-switch event of `tid` (0 = the caller). *stage tells
- * which step failed. */
-static int watch_open(const struct gt_sched *s, int32_t tid, struct watch **out,
-                      int *stage)
+/* Open and map the context-switch event of `tid` (0 = the caller) into w (zeroed,
+ * fd -1). On failure w holds nothing open. *stage tells which step failed. */
+static int watch_open(const struct gt_sched *s, int32_t tid, struct watch *w, int *stage)
 {
     int err = 0;
-    struct watch *w = calloc(1, sizeof(*w));
-    *out = NULL;
     *stage = 0;
-    if (!w)
-        return -ENOMEM;
-    w->fd = -1;
 
     struct perf_event_attr attr;
     memset(&attr, 0, sizeof(attr));
@@ -259,7 +271,7 @@ static int watch_open(const struct gt_sched *s, int32_t tid, struct watch **out,
         goto cleanup;
     }
     w->fd = fd;
-    /* One fd per thread: never take the last quarter of the process's fds. */
+    /* One fd per thread: in the process's table, never take its last quarter. */
     if ((uint64_t)fd >= s->fd_limit) {
         err = -EMFILE;
         goto cleanup;
@@ -287,11 +299,11 @@ static int watch_open(const struct gt_sched *s, int32_t tid, struct watch **out,
     } else {
         w->data = (const unsigned char *)w->page + s->page_size;
     }
-    err = 0;
-    *out = w;
-    w = NULL;
+    return 0;
 cleanup:
-    watch_free(w);
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
     return err;
 }
 
@@ -378,18 +390,39 @@ static void watch_drain_last(struct gt_sched *s, struct watch *w)
 
 /* ---- poller ------------------------------------------------------------------ */
 
-static void take_pending(struct gt_sched *s)
+/* Open the requested events and answer their callers. Called and returns with `lock`
+ * held; opens without it. After stop began, requests are refused instead. */
+static void answer_requests_locked(struct gt_sched *s)
 {
-    pthread_mutex_lock(&s->lock);
-    struct watch *p = s->pending;
-    s->pending = NULL;
+    struct watch *list = s->requests;
+    int refuse = s->closed;
+    s->requests = NULL;
     pthread_mutex_unlock(&s->lock);
-    while (p) {
-        struct watch *next = p->next;
-        p->next = s->active;
-        s->active = p;
-        p = next;
+    for (struct watch *w = list; w; w = w->next) {
+        int stage = 0;
+        w->err = refuse ? -ESRCH : watch_open(s, w->t->tid, w, &stage);
+        if (!w->err)
+            w->dropped_seen = w->t->sched.dropped;
     }
+    pthread_mutex_lock(&s->lock);
+    while (list) {
+        struct watch *w = list;
+        list = w->next;
+        if (w->answer) {
+            w->answer->err = w->err;
+            w->answer->done = 1;
+            w->answer = NULL;
+        }
+        atomic_fetch_add_explicit(w->err ? &s->failures : &s->watched, 1, memory_order_relaxed);
+        if (w->err) {
+            w->t->sched_state = NULL; /* the thread may be watched again */
+            watch_free(w);
+        } else {
+            w->next = s->active;
+            s->active = w;
+        }
+    }
+    pthread_cond_broadcast(&s->answered);
 }
 
 /* Drain and close the events whose thread exited (they report POLLHUP). */
@@ -435,33 +468,71 @@ static void ts_add_ns(struct timespec *t, long long ns)
     t->tv_nsec = (long)(v % 1000000000ll);
 }
 
+/* The next period's end after `due`; after a long stall, now plus a period rather
+ * than a burst of catch-up periods. */
+static void next_due(struct timespec *due, long long period_ns)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    ts_add_ns(due, period_ns);
+    if (now.tv_sec > due->tv_sec || (now.tv_sec == due->tv_sec && now.tv_nsec > due->tv_nsec)) {
+        *due = now;
+        ts_add_ns(due, period_ns);
+    }
+}
+
+/* The last drain: every event off, every ring drained, every event closed. */
+static void drain_all_last(struct gt_sched *s)
+{
+    for (struct watch *w = s->active; w; w = w->next)
+        ioctl(w->fd, PERF_EVENT_IOC_DISABLE, 0);
+    while (s->active) {
+        struct watch *w = s->active;
+        s->active = w->next;
+        watch_drain_last(s, w);
+        watch_free(w);
+    }
+}
+
 static void *poller_main(void *arg)
 {
     struct gt_sched *s = arg;
-    struct timespec next;
+    struct timespec due;
     unsigned tick = 0;
     /* Let the kernel batch our wakeups with other timers (default slack: 50 us). */
     prctl(PR_SET_TIMERSLACK, 500000ul, 0, 0, 0);
-    clock_gettime(CLOCK_MONOTONIC, &next);
-    while (!atomic_load_explicit(&s->stop_flag, memory_order_acquire)) {
-        ts_add_ns(&next, s->period_ns);
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
-            ;
-        /* After a long stall, do not fire a burst of catch-up periods. */
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        struct timespec late = next;
-        ts_add_ns(&late, s->period_ns);
-        if (now.tv_sec > late.tv_sec ||
-            (now.tv_sec == late.tv_sec && now.tv_nsec > late.tv_nsec))
-            next = now;
-
-        take_pending(s);
+    if (gt_fd_table__leave() == 0) {
+        s->own_table = 1;
+        s->fd_limit = UINT64_MAX; /* our table's fds take none of the program's */
+    }
+    clock_gettime(CLOCK_MONOTONIC, &due);
+    ts_add_ns(&due, s->period_ns);
+    pthread_mutex_lock(&s->lock);
+    s->running = 1;
+    pthread_cond_broadcast(&s->answered); /* gt_sched__start waits for it */
+    for (;;) {
+        if (s->requests) {
+            answer_requests_locked(s);
+            continue;
+        }
+        if (s->closed)
+            break;
+        if (pthread_cond_timedwait(&s->wake, &s->lock, &due) != ETIMEDOUT)
+            continue; /* a request, stop, or a spurious wakeup */
+        pthread_mutex_unlock(&s->lock);
         for (struct watch *w = s->active; w; w = w->next)
             watch_drain(s, w);
         if (++tick % GT_SCHED_REAP_EVERY == 0)
             reap_exited(s);
+        next_due(&due, s->period_ns);
+        pthread_mutex_lock(&s->lock);
     }
+    s->running = 0;
+    pthread_mutex_unlock(&s->lock);
+    drain_all_last(s);
+    free(s->pfd);
+    s->pfd = NULL;
+    s->pfd_cap = 0;
     return NULL;
 }
 
@@ -487,11 +558,33 @@ static unsigned long env_count(const char *name, unsigned long fallback, unsigne
     return end && *end == '\0' && v > 0 && v <= max ? v : fallback;
 }
 
+/* The lock and the two condition variables (timed waits on CLOCK_MONOTONIC). */
+static int init_sync(struct gt_sched *s)
+{
+    pthread_condattr_t attr;
+    int err = pthread_condattr_init(&attr);
+    if (err)
+        return -err;
+    err = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (!err && !(err = pthread_cond_init(&s->wake, &attr))) {
+        if (!(err = pthread_cond_init(&s->answered, NULL))) {
+            if (!(err = pthread_mutex_init(&s->lock, NULL))) {
+                pthread_condattr_destroy(&attr);
+                return 0;
+            }
+            pthread_cond_destroy(&s->answered);
+        }
+        pthread_cond_destroy(&s->wake);
+    }
+    pthread_condattr_destroy(&attr);
+    return -err;
+}
+
 int gt_sched__new(struct gt_sched **out, const char **why)
 {
     int err = 0, stage = 0;
     const char *text = NULL;
-    struct watch *probe = NULL;
+    struct watch probe = {.fd = -1}; /* in the caller's fd table, closed before return */
     struct gt_sched *s = calloc(1, sizeof(*s));
     *out = NULL;
     if (!s) {
@@ -513,14 +606,13 @@ int gt_sched__new(struct gt_sched **out, const char **why)
     s->fd_limit = UINT64_MAX;
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
         s->fd_limit = (uint64_t)nofile.rlim_cur / 4 * 3;
-    err = -pthread_mutex_init(&s->lock, NULL);
+    err = init_sync(s);
     if (err) {
         free(s);
         s = NULL;
         text = explain(err, 0);
         goto cleanup;
     }
-    atomic_init(&s->stop_flag, 0);
 
     err = watch_open(s, 0, &probe, &stage);
     if (err) {
@@ -531,7 +623,10 @@ int gt_sched__new(struct gt_sched **out, const char **why)
     *out = s;
     s = NULL;
 cleanup:
-    watch_free(probe);
+    if (probe.page)
+        munmap(probe.page, probe.map_len);
+    if (probe.fd >= 0)
+        close(probe.fd);
     gt_sched__free(s);
     if (why)
         *why = text;
@@ -540,44 +635,40 @@ cleanup:
 
 int gt_sched__watch(struct gt_sched *s, struct gt_thread *t)
 {
-    int err = 0, stage = 0;
-    struct watch *w = NULL;
+    int err = 0;
     if (!s || !t)
         return -EINVAL;
     if (forked(s)) /* the parent's poller, lock and rings are not ours */
         return -ECHILD;
+    struct watch *w = calloc(1, sizeof(*w));
+    struct watch_answer answer = {0};
+    if (!w) {
+        atomic_fetch_add_explicit(&s->failures, 1, memory_order_relaxed);
+        return -ENOMEM;
+    }
+    w->fd = -1;
+    w->t = t;
 
-    /* Claim the thread (call once per thread; a second call is refused). */
     pthread_mutex_lock(&s->lock);
-    if (s->closed)
+    if (s->closed) {
         err = -ESRCH;
-    else if (t->sched_state)
+    } else if (t->sched_state) { /* call once per thread; a second call is refused */
         err = -EALREADY;
-    else
-        t->sched_state = WATCHED_MARKER;
-    pthread_mutex_unlock(&s->lock);
-    if (err)
-        return err;
-
-    err = watch_open(s, t->tid, &w, &stage);
-    if (!err) {
-        w->t = t;
-        w->dropped_seen = t->sched.dropped;
-    }
-    pthread_mutex_lock(&s->lock);
-    if (!err && s->closed)
-        err = -ESRCH;
-    if (!err) {
-        w->next = s->pending;
-        s->pending = w;
-        w = NULL;
     } else {
-        t->sched_state = NULL;
+        t->sched_state = WATCHED_MARKER;
+        w->next = s->requests;
+        s->requests = w;
+        if (s->running) { /* else the poller opens it when it starts */
+            w->answer = &answer;
+            pthread_cond_signal(&s->wake);
+            while (!answer.done)
+                pthread_cond_wait(&s->answered, &s->lock);
+            err = answer.err;
+        }
+        w = NULL; /* the poller's */
     }
     pthread_mutex_unlock(&s->lock);
-
-    watch_free(w);
-    atomic_fetch_add_explicit(err ? &s->failures : &s->watched, 1, memory_order_relaxed);
+    free(w);
     return err;
 }
 
@@ -602,6 +693,12 @@ int gt_sched__start(struct gt_sched *s)
         return err;
     pthread_setname_np(s->poller, "gt-sched");
     s->started = 1;
+    /* Once it runs, every watch waits for its event to be open: no thread's first
+     * switches are missed. */
+    pthread_mutex_lock(&s->lock);
+    while (!s->running)
+        pthread_cond_wait(&s->answered, &s->lock);
+    pthread_mutex_unlock(&s->lock);
     return 0;
 }
 
@@ -610,13 +707,13 @@ int gt_sched__start(struct gt_sched *s)
  * not mapped and the events are the parent's. Forget all of it without touching any. */
 static void abandon(struct gt_sched *s)
 {
-    struct watch *lists[2] = {s->pending, s->active};
-    s->pending = s->active = NULL;
+    struct watch *lists[2] = {s->requests, s->active};
+    s->requests = s->active = NULL;
     for (int i = 0; i < 2; i++)
         while (lists[i]) {
             struct watch *w = lists[i];
             lists[i] = w->next;
-            watch_abandon(w);
+            watch_abandon(s, w);
         }
     free(s->pfd);
     s->pfd = NULL;
@@ -637,28 +734,20 @@ int gt_sched__stop(struct gt_sched *s)
         return 0;
     }
 
-    /* From here on gt_sched__watch() refuses; take what it already queued. */
+    /* From here on gt_sched__watch() refuses; the poller refuses what is queued, drains
+     * every ring a last time, closes the events and ends. */
     pthread_mutex_lock(&s->lock);
     s->closed = 1;
+    pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
     if (s->started) {
-        atomic_store_explicit(&s->stop_flag, 1, memory_order_release);
         pthread_join(s->poller, NULL);
         s->started = 0;
     }
-    /* The poller is gone: this thread is now the only producer. */
-    take_pending(s);
-    for (struct watch *w = s->active; w; w = w->next)
-        ioctl(w->fd, PERF_EVENT_IOC_DISABLE, 0);
-    while (s->active) {
-        struct watch *w = s->active;
-        s->active = w->next;
-        watch_drain_last(s, w);
-        watch_free(w);
-    }
-    free(s->pfd);
-    s->pfd = NULL;
-    s->pfd_cap = 0;
+    /* Requests of a poller that never started: refused. */
+    pthread_mutex_lock(&s->lock);
+    answer_requests_locked(s);
+    pthread_mutex_unlock(&s->lock);
     s->stopped = 1;
     return 0;
 }
@@ -681,7 +770,10 @@ void gt_sched__free(struct gt_sched *s)
     if (!s)
         return;
     gt_sched__stop(s);
-    if (!forked(s)) /* a copy of a lock the parent's poller may have held */
+    if (!forked(s)) { /* copies of what the parent's poller may have held */
         pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->wake);
+        pthread_cond_destroy(&s->answered);
+    }
     free(s);
 }

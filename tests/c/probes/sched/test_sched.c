@@ -39,10 +39,11 @@ static void sleep_ns(uint64_t ns)
         ;
 }
 
-static int perf_fds(void)
+/* Perf events in the fd table of /proc/self/fd, or of the task in `fd_dir`. */
+static int perf_fds_in(const char *fd_dir)
 {
     int n = 0;
-    DIR *d = opendir("/proc/self/fd");
+    DIR *d = opendir(fd_dir);
     if (!d)
         return -1;
     for (struct dirent *e; (e = readdir(d));) {
@@ -56,6 +57,44 @@ static int perf_fds(void)
     }
     closedir(d);
     return n;
+}
+
+static int perf_fds(void)
+{
+    return perf_fds_in("/proc/self/fd");
+}
+
+/* The fd directory of the poller thread (named gt-sched), or "" when none runs. */
+static void poller_fd_dir(char *buf, size_t len)
+{
+    buf[0] = '\0';
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[64], comm[32] = "";
+        int tid = atoi(e->d_name);
+        if (tid <= 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof(comm), f) && strncmp(comm, "gt-sched", 8) == 0)
+            snprintf(buf, len, "/proc/self/task/%d/fd", tid);
+        fclose(f);
+    }
+    closedir(d);
+}
+
+/* close_range(2) is there (so the poller can have a table of its own). */
+static int have_close_range(void)
+{
+#ifdef SYS_close_range
+    return syscall(SYS_close_range, ~0u - 1, ~0u, 0u) == 0; /* closes nothing */
+#else
+    return 0;
+#endif
 }
 
 /* ---- registry callback ------------------------------------------------------- */
@@ -264,8 +303,10 @@ static void test_states(void)
     pthread_join(th_early, NULL);
     CHECK(early.registered, "early thread registered");
     sleep_ns(300 * MS);
-    CHECK(perf_fds() == 0, "exited thread's event reaped by the poller: %d open",
-          perf_fds());
+    char early_dir[96];
+    poller_fd_dir(early_dir, sizeof(early_dir));
+    CHECK(early_dir[0] && perf_fds_in(early_dir) == 0,
+          "exited thread's event reaped by the poller: %d open", perf_fds_in(early_dir));
     struct gt_thread *te = find_thread(early.tid);
     CHECK(te && te->sched_state != NULL, "early thread marked as watched");
     CHECK(te && gt_sched__watch(s, te) == -EALREADY,
@@ -292,6 +333,17 @@ static void test_states(void)
     while (!atomic_load(&foreign_ready))
         sleep_ns(MS / 10);
     CHECK(gt_registry__register(fo.tid, 0) != NULL, "register a thread by tid");
+    /* Every event is open (watch waits for it) and lives in the poller's own table:
+     * the process's table has none of them. */
+    char pdir[96];
+    poller_fd_dir(pdir, sizeof(pdir));
+    CHECK(pdir[0] != '\0', "the poller thread runs");
+    if (pdir[0] && have_close_range()) {
+        int mine = perf_fds(), its = perf_fds_in(pdir);
+        fprintf(stderr, "  fd tables: %d events in the poller's, %d in the process's\n", its, mine);
+        CHECK(mine == 0 && its >= 1, "events in the poller's own fd table: %d there, %d in "
+              "the process's", its, mine);
+    }
     atomic_store(&foreign_go, 1);
     pthread_join(th_fo, NULL);
     pthread_join(th_sl, NULL);
@@ -585,7 +637,8 @@ static void test_many(void)
     gt_sched__stats(s, &st);
     /* Rings are locked memory: unprivileged, the budget is perf_event_mlock_kb x CPUs
      * per user plus RLIMIT_MEMLOCK; 200 small rings fit when RLIMIT_MEMLOCK >= 4 MiB.
-     * And one fd each: the probe leaves a quarter of RLIMIT_NOFILE to the process. */
+     * And one fd each, in the poller's own table (in the process's, where the kernel has
+     * no close_range(2): the probe then leaves a quarter of RLIMIT_NOFILE to it). */
     struct rlimit rl, nofile;
     int roomy = geteuid() == 0 ||
                 (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur >= (4ul << 20));
