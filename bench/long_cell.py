@@ -150,8 +150,11 @@ def main() -> None:
     if a.child:
         print(json.dumps(child(a.child, a.threads, a.per_thread, a.page)))
         return
-    # Calibrate: iterations per thread for --seconds untraced.
+    # Calibrate: iterations per thread for --seconds untraced. A first short probe sizes a
+    # second one of ~2 s (a 0.1 s probe alone, warm-up included, was off by 30 %).
     probe = 200_000
+    cal = spawn("untraced", a.threads, probe, "")
+    probe = max(probe, int(probe * 2.0 / cal["wall_s"]))
     cal = spawn("untraced", a.threads, probe, "")
     per_thread = int(probe * a.seconds / cal["wall_s"])
     page = os.path.join(tempfile.mkdtemp(prefix="gt-long-"), "long.html")
