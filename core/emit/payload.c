@@ -327,17 +327,11 @@ static int w_profile(struct wr *w, const struct gt_result *r, const struct gt_th
 
 /* ,"profile_outer": thread i's tree with the frames above the traced code kept (the
  * viewer's "Show outer frames"). */
-static int w_profile_outer(struct wr *w, const struct gt_result *r, size_t i, struct zout *z,
-                           struct sbuf *c)
+static int w_profile_outer(struct wr *w, const struct gt_result *r, size_t i,
+                           const struct gt_ptree *tree, struct zout *z, struct sbuf *c)
 {
-    struct gt_ptree tree;
-    int err = gt_profile__thread(r, i, GT_PROFILE_OUTER_FRAMES, &tree);
-    if (err)
-        return err;
     w_str(w, ",\"profile_outer\":");
-    err = w_profile(w, r, &r->threads[i], &tree, z, c);
-    gt_ptree__free(&tree);
-    return err;
+    return w_profile(w, r, &r->threads[i], tree, z, c);
 }
 
 /* The profile trees of the page, built on a thread of their own ahead of the writer
@@ -600,11 +594,16 @@ static int w_thread_binary(struct wr *w, const struct gt_result *r, size_t i, st
     uint32_t cs = bin_spans(z, c, r, t, &nrec, &packed);
     uint32_t cg = bin_intervals(z, c, r, t->gil, r->gil_known ? t->ngil : 0);
     uint32_t co = bin_intervals(z, c, r, t->os, t->has_sched ? t->nos : 0);
-    const struct gt_ptree *tr = ptrees_get(pt, i, &err);
-    if (!tr)
+    /* The tree with the frames above the traced code: built here while the profile
+     * thread builds the other (a single-threaded trace waits for the longer one only). */
+    struct gt_ptree outer = {0};
+    if (t->outer_depth && (err = gt_profile__thread(r, i, GT_PROFILE_OUTER_FRAMES, &outer)))
         return err;
     if (packed && (err = w_span_stats(w, r, t)))
-        return err;
+        goto cleanup;
+    const struct gt_ptree *tr = ptrees_get(pt, i, &err);
+    if (!tr)
+        goto cleanup;
     snprintf(num, sizeof(num), ",\"spans\":{\"n\":%zu,\"c\":%" PRIu32 "%s},\"gil\":{\"n\":%zu,\"c\":%" PRIu32 "%s}",
              nrec, cs, packed ? ",\"p\":1" : "", r->gil_known ? t->ngil : 0, cg,
              r->gil_known && has_aux_of(r, t->gil, t->ngil) ? ",\"i\":1" : "");
@@ -614,8 +613,10 @@ static int w_thread_binary(struct wr *w, const struct gt_result *r, size_t i, st
     w_str(w, num);
     err = w_profile(w, r, t, tr, z, c);
     gt_ptree__free(&pt->trees[i]);
-    if (!err && t->outer_depth) /* the tree with the frames above the traced code */
-        err = w_profile_outer(w, r, i, z, c);
+    if (!err && t->outer_depth)
+        err = w_profile_outer(w, r, i, &outer, z, c);
+cleanup:
+    gt_ptree__free(&outer);
     return err ? err : zout_error(z);
 }
 
@@ -643,8 +644,11 @@ static int w_thread_json(struct wr *w, const struct gt_result *r, size_t i)
     if (!err)
         err = w_profile(w, r, t, &tree, NULL, NULL);
     gt_ptree__free(&tree);
-    if (!err && t->outer_depth)
-        err = w_profile_outer(w, r, i, NULL, NULL);
+    if (!err && t->outer_depth &&
+        !(err = gt_profile__thread(r, i, GT_PROFILE_OUTER_FRAMES, &tree))) {
+        err = w_profile_outer(w, r, i, &tree, NULL, NULL);
+        gt_ptree__free(&tree);
+    }
     return err;
 }
 
