@@ -8,9 +8,10 @@ that the interpreter has symbols: on Debian's stripped /usr/bin/python3.11, take
 found by the PyEval_RestoreThread heuristic (the address fallback) and every test must
 pass the same way.
 
-The bpf object is loaded once per process and kept between sessions (a session with
-other follow_children reloads it; a follow_children one is detached at its end); the
-tests that need a fresh process (children, privileges, exit time) run one.
+The bpf object stays attached ~2 s after a session, for the next one to reuse, then
+detaches (test_bpf_linger.py; a session with other follow_children reloads it; a
+follow_children one is detached at its end); the tests that need a fresh process
+(children, privileges, exit time) run one.
 """
 
 import os

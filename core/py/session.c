@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@ struct gt_session {
     uint64_t t0_ticks, t1_ticks;
     struct gt_clock_pair start_pair, stop_pair; /* the tick fit's anchors */
     int check_bpf; /* bpf runs beside the hooks into gil_check */
+    int bpf_held;  /* prepare_bpf() cancelled the linger for it: release_probes() re-arms */
     int released;  /* released by gt_session__stop_active(), not by its owner */
     int busy;      /* in stop or finish, which can let other threads run Python */
     pid_t pid;     /* the process that started it */
@@ -135,17 +137,203 @@ static struct {
  * bpf probe (which needs the GIL's address) or the hooks asked first. */
 static uint64_t starts;
 
-/* The bpf object stays attached between sessions, except one attached system-wide for
- * follow_children: that one is detached when its session ends (it would make every
- * process on the machine pay the uprobe traps) and a session that wants the other
- * kind reloads it. */
+/* The bpf object stays attached GT_BPF_LINGER_MS after the session that used it, gated
+ * off, so that the next session (the next notebook cell) reuses it; then the linger
+ * thread detaches it. One attached system-wide for follow_children is detached when its
+ * session ends (it would make every process on the machine pay the uprobe traps), and a
+ * session that wants the other kind reloads it. */
 static struct {
     int tried, ok;
     char why[256];
     struct gt_bpf *obj;
     pid_t owner;         /* the process that loaded obj */
     int follow_children; /* obj's option */
+    int reused;          /* the last prepare_bpf() found obj attached already */
 } bpf;
+
+/* How long the probe stays attached after a trace. Attaching right after a detach waits
+ * in the kernel behind it (uprobe register and unregister share a lock and RCU syncs):
+ * a cell traced right after another started 1.7-2.5 s late. Left attached, gated off,
+ * its uprobes still trap on every GIL hand-off (~2.5-4.5 us: GIL-churning code ran 4.7x
+ * slower for the rest of the process). 2 s covers back-to-back cells (run all, a loop
+ * of traces) and costs only those 2 s. GILTRACER_BPF_LINGER_MS overrides it (tests). */
+#define GT_BPF_LINGER_MS 2000
+
+/* bpf_lock guards bpf.tried, .ok, .why and .obj (the linger thread takes the object out
+ * and clears them) and all of `linger`. Session code (GIL held) uses bpf without it only
+ * between its prepare_bpf(), which cancels the linger and joins its thread, and its
+ * release_probes(), which arms it again: no other thread touches bpf meanwhile. Detaching
+ * (gt_bpf__free) happens outside the lock. */
+static pthread_mutex_t bpf_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t linger_once = PTHREAD_ONCE_INIT;
+static struct {
+    pthread_cond_t wake;      /* CLOCK_MONOTONIC: armed, cancelled or quit */
+    pthread_t thread;
+    int thread_live;          /* created and not joined yet */
+    int armed;                /* detach at deadline */
+    int quit;                 /* exit or unload: end without detaching (exit does it) */
+    struct timespec deadline; /* CLOCK_MONOTONIC */
+    uint64_t released_ns;     /* when the last session let the object go */
+    int32_t tid;              /* the thread's, and when it ended: its exit can still */
+    uint64_t ended_ns;        /* switch out as the next session starts (gt_bpf__ignore_tid) */
+} linger;
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The object out of the state (bpf_lock held); the caller frees it. */
+static struct gt_bpf *take_bpf(void)
+{
+    struct gt_bpf *obj = bpf.obj;
+    bpf.obj = NULL;
+    bpf.ok = 0;
+    bpf.tried = 0;
+    bpf.why[0] = '\0';
+    return obj;
+}
+
+/* Waits for the deadline (a cancel or quit ends it sooner), detaches and ends. Never
+ * takes the GIL: it touches only bpf and the object. */
+static void *linger_main(void *arg)
+{
+    (void)arg;
+    struct gt_bpf *obj = NULL;
+    pthread_mutex_lock(&bpf_lock);
+    linger.tid = (int32_t)syscall(SYS_gettid);
+    while (linger.armed && !linger.quit) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > linger.deadline.tv_sec ||
+            (now.tv_sec == linger.deadline.tv_sec && now.tv_nsec >= linger.deadline.tv_nsec)) {
+            linger.armed = 0;
+            obj = take_bpf();
+            break;
+        }
+        pthread_cond_timedwait(&linger.wake, &bpf_lock, &linger.deadline);
+    }
+    pthread_mutex_unlock(&bpf_lock);
+    gt_bpf__free(obj); /* the helper's exit detaches in the kernel (bpfprobe.c) */
+    pthread_mutex_lock(&bpf_lock);
+    linger.ended_ns = monotonic_ns();
+    pthread_mutex_unlock(&bpf_lock);
+    return NULL;
+}
+
+/* Disarm, wake the linger thread and join it: it ends at once unless it is detaching
+ * (then the object is gone and the caller loads a new one: the kernel serialises that
+ * behind the detach anyway). Idempotent. Returns the joined thread's tid if it ended
+ * within the last second (its last switch-out may be still to come), else 0: an older
+ * tid may be a new thread's by now. */
+static int32_t linger_stop(int quit)
+{
+    pthread_mutex_lock(&bpf_lock);
+    linger.quit |= quit;
+    linger.armed = 0;
+    int join = linger.thread_live;
+    pthread_t t = linger.thread;
+    linger.thread_live = 0;
+    if (join)
+        pthread_cond_broadcast(&linger.wake);
+    pthread_mutex_unlock(&bpf_lock);
+    if (!join)
+        return 0;
+    pthread_join(t, NULL);
+    pthread_mutex_lock(&bpf_lock);
+    int32_t tid = monotonic_ns() - linger.ended_ns < 1000000000u ? linger.tid : 0;
+    pthread_mutex_unlock(&bpf_lock);
+    return tid;
+}
+
+/* At exit (or the module's unload: atexit in a shared object runs at its dlclose) no
+ * thread may run its code: end the linger thread, leaving the object to the exit. */
+static void linger_atexit(void)
+{
+    (void)linger_stop(1);
+}
+
+/* fork: the child has no linger thread, and the object is the parent's (its free only
+ * forgets it; prepare_bpf refuses it). The lock is held across fork so that the child's
+ * copy of the state is whole. */
+static void linger_prefork(void)
+{
+    pthread_mutex_lock(&bpf_lock);
+}
+
+static void linger_postfork_parent(void)
+{
+    pthread_mutex_unlock(&bpf_lock);
+}
+
+static void linger_postfork_child(void)
+{
+    pthread_mutex_init(&bpf_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&linger.wake, &ca);
+    pthread_condattr_destroy(&ca);
+    linger.thread_live = 0;
+    linger.armed = 0;
+}
+
+static void linger_init(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&linger.wake, &ca);
+    pthread_condattr_destroy(&ca);
+    atexit(linger_atexit);
+    pthread_atfork(linger_prefork, linger_postfork_parent, linger_postfork_child);
+}
+
+static long linger_ms(void)
+{
+    const char *e = getenv("GILTRACER_BPF_LINGER_MS");
+    long ms = e && *e ? atol(e) : GT_BPF_LINGER_MS;
+    return ms < 0 ? 0 : ms;
+}
+
+/* Detach this process's object GT_BPF_LINGER_MS from now, unless a session takes it
+ * first. Without a thread it detaches now. */
+static void linger_arm(void)
+{
+    pthread_once(&linger_once, linger_init);
+    (void)linger_stop(0); /* a thread left from an earlier linger: ended already */
+    struct gt_bpf *now = NULL;
+    pthread_mutex_lock(&bpf_lock);
+    if (!linger.quit && bpf.ok && bpf.obj && bpf.owner == getpid()) {
+        long ms = linger_ms();
+        clock_gettime(CLOCK_MONOTONIC, &linger.deadline);
+        linger.deadline.tv_sec += ms / 1000;
+        linger.deadline.tv_nsec += (ms % 1000) * 1000000L;
+        if (linger.deadline.tv_nsec >= 1000000000L) {
+            linger.deadline.tv_sec++;
+            linger.deadline.tv_nsec -= 1000000000L;
+        }
+        linger.released_ns = monotonic_ns();
+        linger.armed = 1;
+        /* Signals are for the interpreter's threads. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        int err = pthread_create(&linger.thread, NULL, linger_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (err == 0) {
+            linger.thread_live = 1;
+            pthread_setname_np(linger.thread, "gt-bpf-linger");
+        } else {
+            linger.armed = 0;
+            now = take_bpf();
+        }
+    }
+    pthread_mutex_unlock(&bpf_lock);
+    gt_bpf__free(now);
+}
 
 /* The session from its start until it is finished (or freed), or NULL: one session at
  * a time, and a stopped session's records and probes stay its own until it is finished.
@@ -236,19 +424,23 @@ static int prepare_hooks(void)
     return 0;
 }
 
-/* Detach the bpf object (a no-op for the parent's object in a forked child, which
+/* Detach the bpf object now (a no-op for the parent's object in a forked child, which
  * only forgets it). The next prepare_bpf() loads a new one. */
 static void close_bpf(void)
 {
-    gt_bpf__free(bpf.obj);
-    bpf.obj = NULL;
-    bpf.ok = 0;
-    bpf.tried = 0;
-    bpf.why[0] = '\0';
+    pthread_mutex_lock(&bpf_lock);
+    struct gt_bpf *obj = take_bpf();
+    pthread_mutex_unlock(&bpf_lock);
+    gt_bpf__free(obj);
 }
 
-static int prepare_bpf(int follow_children)
+/* The object for session s: the one still attached (its linger cancelled) or a new one.
+ * From here to release_probes(s) no linger thread runs. */
+static int prepare_bpf(struct gt_session *s, int follow_children)
 {
+    int32_t lingered = linger_stop(0);
+    s->bpf_held = 1;
+    bpf.reused = 0;
     if (bpf.ok && bpf.owner != getpid()) {
         /* A forked child: the object, its ring and its gate are the parent's. */
         snprintf(bpf.why, sizeof(bpf.why),
@@ -258,8 +450,11 @@ static int prepare_bpf(int follow_children)
     }
     if (bpf.ok && bpf.follow_children != (follow_children != 0))
         close_bpf(); /* attached with the other option: reload */
-    if (bpf.tried)
+    bpf.reused = bpf.ok;
+    if (bpf.tried) {
+        gt_bpf__ignore_tid(bpf.obj, lingered);
         return bpf.ok ? 0 : -1;
+    }
     const char *why = NULL;
     int err = gt_bpf__available(&why);
     if (err < 0) { /* not permanent: privileges can differ later? no: same process */
@@ -288,12 +483,18 @@ static int prepare_bpf(int follow_children)
         .follow_children = follow_children,
         .sched = 1,
     };
-    err = gt_bpf__open(&bpf.obj, &o, &why);
-    if (err < 0) {
+    struct gt_bpf *obj = NULL;
+    err = gt_bpf__open(&obj, &o, &why);
+    pthread_mutex_lock(&bpf_lock);
+    bpf.obj = obj;
+    if (err < 0)
         snprintf(bpf.why, sizeof(bpf.why), "%s", why ? why : "bpf: could not load the probe");
+    else
+        bpf.ok = 1;
+    pthread_mutex_unlock(&bpf_lock);
+    if (err < 0)
         return -1;
-    }
-    bpf.ok = 1;
+    gt_bpf__ignore_tid(bpf.obj, lingered);
     bpf.owner = getpid();
     bpf.follow_children = follow_children != 0;
     return 0;
@@ -351,16 +552,27 @@ static int use_bpf(struct gt_session *s)
 {
     if (s->o.backend != GT_BACKEND_BPF && s->o.backend != GT_BACKEND_AUTO)
         return 0;
-    if (prepare_bpf(s->o.follow_children) == 0) {
+    if (prepare_bpf(s, s->o.follow_children) == 0) {
         struct gt_bpf_stats st;
         gt_bpf__stats(bpf.obj, &st);
         s->used = USED_BPF;
+        double ago = bpf.reused ? (monotonic_ns() - linger.released_ns) / 1e9 : 0;
+        char kept[160];
+        if (s->o.follow_children)
+            snprintf(kept, sizeof(kept), "detached when the trace ends (system-wide)");
+        else if (bpf.reused)
+            snprintf(kept, sizeof(kept), "reused: still attached from the previous trace "
+                     "(%.1f s ago); it detaches %.1f s after a trace", ago, linger_ms() / 1e3);
+        else
+            snprintf(kept, sizeof(kept), "attached for this trace; it stays attached %.1f s "
+                     "after it (a trace right after starts fast), then detaches",
+                     linger_ms() / 1e3);
         snprintf(s->backend_reason, sizeof(s->backend_reason),
-                 "bpf: %s; uprobes on take_gil (found by %s%s), pthread_cond_signal%s",
+                 "bpf: %s; uprobes on take_gil (found by %s%s), pthread_cond_signal%s; %s",
                  s->o.backend == GT_BACKEND_BPF ? "requested" : "permitted (running privileged)",
                  st.take_gil_how ? st.take_gil_how : "symbol",
                  st.acquired_by_signal ? "; at its first call, acquired = its switch_cond signal" : "",
-                 st.switch_wait_probed ? " and pthread_cond_wait" : "");
+                 st.switch_wait_probed ? " and pthread_cond_wait" : "", kept);
         return 1;
     }
     if (s->o.backend == GT_BACKEND_BPF) {
@@ -381,7 +593,7 @@ static int choose_backend(struct gt_session *s)
     if (park_build())
         return choose_park(s);
     if (s->o.crosscheck) {
-        if (prepare_bpf(0) < 0) {
+        if (prepare_bpf(s, 0) < 0) {
             PyErr_Format(PyExc_PermissionError, "giltracer: crosscheck needs the bpf probe: %s",
                          bpf.why);
             return -1;
@@ -511,13 +723,20 @@ static void stop_probes(struct gt_session *s)
         gt_sched__stop(s->sched);
 }
 
-/* The end of a session that ran the bpf probe system-wide: detach it. */
+/* The end of a session that held the bpf object: arm the linger (GT_BPF_LINGER_MS), or
+ * detach at once one attached system-wide. Once per session (it can be released, then
+ * freed while another session runs). */
 static void release_probes(struct gt_session *s)
 {
-    if (another_session_active(s)) /* the object may be the running session's now */
+    if (!s->bpf_held)
         return;
-    if ((s->used == USED_BPF || s->check_bpf) && bpf.ok && bpf.follow_children)
+    if (another_session_active(s) && active.s->bpf_held)
+        return; /* the object is the running session's now: it re-arms at its end */
+    s->bpf_held = 0;
+    if (bpf.ok && bpf.follow_children)
         close_bpf();
+    else
+        linger_arm();
 }
 
 /* follow_children with max_events: one budget for the parent and every child (a child

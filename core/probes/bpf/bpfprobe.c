@@ -112,6 +112,7 @@ struct gt_bpf {
      * The previous session's one is joined, but its last switch-out (in its exit)
      * can come after the next start: skipped here. */
     uint32_t drain_tid, prev_drain_tid;
+    uint32_t own_tid; /* gt_bpf__ignore_tid()'s */
 };
 
 /* The last joined drain thread, whichever object ran it: each session loads its own. */
@@ -627,7 +628,8 @@ static int on_event(void *ctx, void *data, size_t size)
     if (b->discard || size < sizeof(e))
         return 0;
     memcpy(&e, data, sizeof(e)); /* ring records are only 8-byte aligned */
-    if (e.ts < b->t_start || (b->prev_drain_tid && e.tid == b->prev_drain_tid))
+    if (e.ts < b->t_start || (b->prev_drain_tid && e.tid == b->prev_drain_tid) ||
+        (b->own_tid && e.tid == b->own_tid))
         return 0;
     /* In crosscheck mode the perf poller owns the sched streams: drop sched events
      * before they can register threads that never touch the GIL. */
@@ -1101,6 +1103,12 @@ void gt_bpf__free(struct gt_bpf *b)
     sem_destroy(&b->ready);
     free(b->slots);
     free(b);
+}
+
+void gt_bpf__ignore_tid(struct gt_bpf *b, int32_t tid)
+{
+    if (b)
+        b->own_tid = tid > 0 ? (uint32_t)tid : 0;
 }
 
 void gt_bpf__set_crosscheck(struct gt_bpf *b, int on)

@@ -99,6 +99,13 @@ void gt_bpf__stats(const struct gt_bpf *b, struct gt_bpf_stats *out);
 void gt_bpf__set_crosscheck(struct gt_bpf *b, int on);
 /* (The mode lasts one session: gt_bpf__stop() turns it off again.) */
 
+/**
+ * gt_bpf__ignore_tid() - drop the events of `tid` (0: none), a thread of the loader's
+ * own machinery that can still be switching out as a session starts (the session's
+ * linger thread, joined just before).
+ */
+void gt_bpf__ignore_tid(struct gt_bpf *b, int32_t tid);
+
 /** gt_bpf__free() - detach and free; accepts NULL. */
 void gt_bpf__free(struct gt_bpf *b);
 

@@ -59,6 +59,12 @@ void gt_bpf__free(struct gt_bpf *b)
     (void)b;
 }
 
+void gt_bpf__ignore_tid(struct gt_bpf *b, int32_t tid)
+{
+    (void)b;
+    (void)tid;
+}
+
 void gt_bpf__set_crosscheck(struct gt_bpf *b, int on)
 {
     (void)b;
