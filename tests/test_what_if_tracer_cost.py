@@ -29,15 +29,17 @@ def test_call_events_cost_removed_from_the_work():
     with giltracer.trace(backend="hooks", sched=False) as t:
         work(100_000)
     w0 = t.what_if(cpus=1, ft_factor=1.0, event_ns=0)
-    w1 = t.what_if(cpus=1, ft_factor=1.0, event_ns=50)
+    # 10 ns: under any traced call's time here (larger, a piece shorter than its events'
+    # cost is clamped to none left)
+    w1 = t.what_if(cpus=1, ft_factor=1.0, event_ns=10)
     assert w0.events >= 200_000, w0.events  # 100k calls of leaf: a start and an end each
     assert w1.events == w0.events and w0.tracer_s == 0
-    assert w1.event_ns == 50
-    assert w1.tracer_s == pytest.approx(w1.events * 50e-9, rel=1e-9)
+    assert w1.event_ns == 10
+    assert w1.tracer_s == pytest.approx(w1.events * 10e-9, rel=1e-9)
     # one thread on one CPU: the prediction is shorter by exactly the events' cost
     assert w0.predicted_wall_s - w1.predicted_wall_s == pytest.approx(w1.tracer_s, rel=1e-6)
     assert w1.gil_replay_wall_s == pytest.approx(w0.gil_replay_wall_s, rel=1e-9)
-    assert "50 ns a call event" in w1.assumptions[0], w1.assumptions[0]
+    assert "10 ns a call event" in w1.assumptions[0], w1.assumptions[0]
 
 
 def test_no_call_events_nothing_removed():
