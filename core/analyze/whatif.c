@@ -24,6 +24,7 @@ struct piece {
     int cut;        /* a dependency's target: its end is a point to reach */
     int start;      /* the hand-off that starts a thread started during the trace */
     uint64_t pre;   /* work: the part of it preempted (OS states; 0 unknown) */
+    uint64_t ev;    /* work: call events (span starts and ends) inside it */
 };
 
 /* A piece of time in one thread's call stack: its innermost Python function and whether
@@ -33,6 +34,7 @@ struct fpiece {
     uint32_t pyfunc;
     int sync;
     int in_c; /* the innermost open span is a C function */
+    uint32_t ev; /* call events (span starts and ends) at its start a */
 };
 
 struct frame {
@@ -56,6 +58,7 @@ struct fthread {
     struct frame *st; /* the sweep's state: stack, its depth, next span, time reached */
     size_t nst, si;
     uint64_t cur;
+    uint32_t pend; /* the sweep's call events not yet on a piece (all at time cur) */
     int swept, err;
     struct piece *p;
     size_t np, capp;
@@ -150,7 +153,8 @@ static int fp_emit(struct fthread *ft, uint64_t a, uint64_t b, const struct fram
     if (grow((void **)&ft->fp, &ft->capfp, ft->nfp + 1, sizeof(*ft->fp)))
         return -ENOMEM;
     ft->fp[ft->nfp++] = (struct fpiece){a, b, top ? top->pyfunc : GT_NO_FUNC, top ? top->sync : 0,
-                                        top ? top->in_c : 0};
+                                        top ? top->in_c : 0, ft->pend};
+    ft->pend = 0;
     return 0;
 }
 
@@ -160,6 +164,7 @@ static int fp_emit(struct fthread *ft, uint64_t a, uint64_t b, const struct fram
 static void fp_rewind(struct fthread *ft)
 {
     ft->nfp = ft->off = ft->nst = ft->si = 0;
+    ft->pend = 0;
     ft->cur = ft->t->start_ns;
     ft->swept = 0;
 }
@@ -195,6 +200,7 @@ static int fp_more(struct fthread *ft, size_t keep)
             uint64_t e = st[n - 1].end > cur ? st[n - 1].end : cur;
             err = fp_emit(ft, cur, e, &st[n - 1]);
             cur = e;
+            ft->pend++; /* the span's end */
             n--;
         }
         if (i == t->nspans) {
@@ -207,6 +213,7 @@ static int fp_more(struct fthread *ft, size_t keep)
         uint64_t a = s->start > cur ? s->start : cur;
         err = fp_emit(ft, cur, a, n ? &st[n - 1] : NULL);
         cur = a;
+        ft->pend++; /* the span's start */
         const struct gt_func *f = s->func < r->nfuncs ? &r->funcs[s->func] : NULL;
         struct frame fr = {s->end, n ? st[n - 1].pyfunc : GT_NO_FUNC, n ? st[n - 1].sync : 0, 1};
         if (f && !(f->flags & GT_FUNC_C) && !(s->flags & GT_SPAN_C)) {
@@ -349,47 +356,53 @@ static int flush_ih(struct fthread *ft, uint64_t upto)
 {
     for (; ft->ii < ft->nih && ft->ih[ft->ii] <= upto; ft->ii++) {
         uint64_t x = ft->ih[ft->ii];
-        if (add_piece(ft, (struct piece){x, x, P_HANDOFF, -1, -1, x, 0, 0, 0}))
+        if (add_piece(ft, (struct piece){x, x, P_HANDOFF, -1, -1, x, 0, 0, 0, 0}))
             return -ENOMEM;
     }
     return 0;
 }
 
-/* [a, b) of one state, split at the thread's cuts; work pieces get their time in each top
- * function (innermost Python function), from one forward walk over the stack pieces. */
+/* [a, b) of one state, split at the thread's cuts; work pieces get their call events and
+ * their time in each top function (innermost Python function), from one forward walk over
+ * the stack pieces. */
 static int add_span_pieces(struct fthread *ft, uint64_t a, uint64_t b, uint32_t kind, size_t *ci)
 {
     while (a < b) {
         while (*ci < ft->ncuts && ft->cuts[*ci] <= a)
             (*ci)++;
         uint64_t e = *ci < ft->ncuts && ft->cuts[*ci] < b ? ft->cuts[*ci] : b;
-        struct piece p = {a, e, kind, -1, -1, 0, 0, 0, 0};
+        struct piece p = {a, e, kind, -1, -1, 0, 0, 0, 0, 0};
         if (kind == P_WORK && ft->t->has_sched && ft->t->nos)
             p.pre = os_time(ft->t, a, e, GT_OS_PREEMPTED);
         if (add_piece(ft, p))
             return -ENOMEM;
+        uint64_t *ns = NULL;
         if (ft->ntop) {
             if (grow((void **)&ft->topns, &ft->captopns, ft->np * ft->ntop, sizeof(*ft->topns)))
                 return -ENOMEM;
-            uint64_t *ns = &ft->topns[(ft->np - 1) * ft->ntop];
+            ns = &ft->topns[(ft->np - 1) * ft->ntop];
             memset(ns, 0, ft->ntop * sizeof(*ns));
-            for (size_t k = kind == P_WORK ? fp_at(ft, a) : SIZE_MAX; k != SIZE_MAX; k++) {
-                if (k >= ft->nfp) { /* more of the sweep, keeping the last piece */
-                    if (!fp_more(ft, k ? k - 1 : 0))
-                        break;
-                    k = k ? 1 : 0;
-                    if (k >= ft->nfp)
-                        break;
-                }
-                const struct fpiece *f = &ft->fp[k];
-                if (f->a >= e)
-                    break;
-                uint64_t s = f->a > a ? f->a : a, t = f->b < e ? f->b : e;
-                for (size_t i = 0; t > s && i < ft->ntop; i++)
-                    if (ft->top[i] == f->pyfunc)
-                        ns[i] += t - s;
-            }
         }
+        uint64_t ev = 0;
+        for (size_t k = kind == P_WORK ? fp_at(ft, a) : SIZE_MAX; k != SIZE_MAX; k++) {
+            if (k >= ft->nfp) { /* more of the sweep, keeping the last piece */
+                if (!fp_more(ft, k ? k - 1 : 0))
+                    break;
+                k = k ? 1 : 0;
+                if (k >= ft->nfp)
+                    break;
+            }
+            const struct fpiece *f = &ft->fp[k];
+            if (f->a >= e)
+                break;
+            if (f->a >= a) /* its events are at f->a */
+                ev += f->ev;
+            uint64_t s = f->a > a ? f->a : a, t = f->b < e ? f->b : e;
+            for (size_t i = 0; ns && t > s && i < ft->ntop; i++)
+                if (ft->top[i] == f->pyfunc)
+                    ns[i] += t - s;
+        }
+        ft->p[ft->np - 1].ev = ev;
         if (flush_ih(ft, e))
             return -ENOMEM;
         a = e;
@@ -448,10 +461,17 @@ struct sthread {
     int waking; /* at a hand-off waited on: its wake-up (rem) runs */
 };
 
-/* The scenario: release = GT_NO_FUNC and gil = 0: no GIL at all; gil = 1: the GIL kept,
- * work in `release` runs without it. */
+/* The tracer's own cost in a work piece: event_ns per call event, at most its time on CPU. */
+static double own_cost(const struct piece *p, double event_ns)
+{
+    double on = (double)(p->b - p->a - p->pre), c = (double)p->ev * event_ns;
+    return c < on ? c : on;
+}
+
+/* The scenario: release = GT_NO_FUNC and gil = 0: no GIL at all (and no tracer: event_ns
+ * per call event goes); gil = 1: the GIL kept, work in `release` runs without it. */
 static int build_segs(const struct fthread *fts, size_t n, struct sthread *sts, int gil,
-                      uint32_t release, double factor, double share)
+                      uint32_t release, double factor, double share, double event_ns)
 {
     for (size_t i = 0; i < n; i++) {
         const struct fthread *ft = &fts[i];
@@ -480,7 +500,7 @@ static int build_segs(const struct fthread *fts, size_t n, struct sthread *sts, 
                     run_free = run_gil = 0;
                 }
                 double len = (double)(p->b - p->a);
-                double d = (len - (double)p->pre) / share;
+                double d = (len - (double)p->pre - (gil ? 0 : own_cost(p, event_ns))) / share;
                 double in_f = rel < ft->ntop && len > 0
                                   ? d * (double)ft->topns[k * ft->ntop + rel] / len : 0;
                 if (!gil)
@@ -671,7 +691,8 @@ static double simulate(struct sthread *sts, size_t n, unsigned cpus, double wake
 }
 
 static double run_scenario(const struct fthread *fts, size_t n, unsigned cpus, int gil,
-                           uint32_t release, double factor, double share, double wake,
+                           uint32_t release, double factor, double share, double event_ns,
+                           double wake,
                            size_t *waited, struct sthread *keep, int *err)
 {
     struct sthread *sts = calloc(n ? n : 1, sizeof(*sts));
@@ -680,7 +701,7 @@ static double run_scenario(const struct fthread *fts, size_t n, unsigned cpus, i
         return 0;
     }
     double w = 0;
-    if ((*err = build_segs(fts, n, sts, gil, release, factor, share)) == 0) {
+    if ((*err = build_segs(fts, n, sts, gil, release, factor, share, event_ns)) == 0) {
         w = simulate(sts, n, cpus, wake, waited);
         if (isnan(w))
             *err = -ENOMEM;
@@ -865,7 +886,7 @@ static int thread_pieces(struct fthread *ft, uint64_t origin)
     fp_rewind(ft);
     if (t->start_ns > origin)
         err = add_piece(ft, (struct piece){t->start_ns, t->start_ns, P_HANDOFF,
-                                           -1, -1, t->start_ns, 0, 1, 0});
+                                           -1, -1, t->start_ns, 0, 1, 0, 0});
     for (size_t k = 0; k < t->ngil && !err; k++) {
         const struct gt_interval *iv = &t->gil[k];
         if ((err = flush_ih(ft, iv->start)))
@@ -875,7 +896,7 @@ static int thread_pieces(struct fthread *ft, uint64_t origin)
         } else if (iv->state == GT_GIL_STATE_RELEASED && !is_switch(ft, iv)) {
             if (is_handoff(ft, iv))
                 err = add_piece(ft, (struct piece){iv->end, iv->end, P_HANDOFF,
-                                                   -1, -1, iv->end, 0, 0, 0});
+                                                   -1, -1, iv->end, 0, 0, 0, 0});
             else
                 err = add_span_pieces(ft, iv->start, iv->end, P_BLOCK, &ci);
         }
@@ -1018,6 +1039,17 @@ static double cpu_share(const struct fthread *fts, size_t n)
     return share;
 }
 
+/* The call events in held time and the on-CPU time the no-GIL work leaves out for them. */
+static void tracer_cost(const struct fthread *fts, size_t n, struct gt_whatif *w)
+{
+    for (size_t j = 0; j < n; j++)
+        for (size_t k = 0; k < fts[j].np; k++)
+            if (fts[j].p[k].kind == P_WORK) {
+                w->events += (double)fts[j].p[k].ev;
+                w->tracer_ns += own_cost(&fts[j].p[k], w->event_ns);
+            }
+}
+
 /* w->threads: each foreground thread's measured and predicted time. */
 static int fill_threads(struct gt_whatif *w, const struct gt_result *r,
                         const struct fthread *fts, size_t n, const struct sthread *times)
@@ -1063,7 +1095,7 @@ static int fill_funcs(struct gt_whatif *w, struct fthread *fts, size_t n,
         f->wait_caused_ns = (double)cs[k].ns;
         f->saving_ns = saving > 0 && total_wait > 0 ? saving * f->wait_caused_ns / total_wait : 0;
         f->release_wall_ns =
-            run_scenario(fts, n, w->cpus, 1, f->func, 1.0, share, 0, NULL, NULL, &err);
+            run_scenario(fts, n, w->cpus, 1, f->func, 1.0, share, 0, 0, NULL, NULL, &err);
         w->nfuncs = k + 1;
     }
     return err;
@@ -1087,7 +1119,8 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
 {
     *out = NULL;
     if (!o || o->cpus < 1 || !(o->ft_factor > 0) || !isfinite(o->ft_factor) ||
-        !(o->handoff_ns >= 0) || !isfinite(o->handoff_ns))
+        !(o->handoff_ns >= 0) || !isfinite(o->handoff_ns) || !(o->event_ns >= 0) ||
+        !isfinite(o->event_ns))
         return -EINVAL;
     if (r->free_threaded)
         return -EOPNOTSUPP;
@@ -1111,6 +1144,7 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     w->cpus = o->cpus;
     w->ft_factor = o->ft_factor;
     w->handoff_ns = o->handoff_ns;
+    w->event_ns = o->event_ns;
     uint64_t origin, last;
     pick_threads(r, fts, &origin, &last);
     w->measured_wall_ns = (double)(last - origin);
@@ -1133,14 +1167,15 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     if ((err = build_pieces(r, fts, n, origin, &w->handoffs, &w->queue_handoffs)))
         goto out;
     double share = cpu_share(fts, n);
+    tracer_cost(fts, n, w);
     w->predicted_wall_ns =
-        run_scenario(fts, n, o->cpus, 0, GT_NO_FUNC, o->ft_factor, share, o->handoff_ns,
-                     &w->waited, times, &err);
+        run_scenario(fts, n, o->cpus, 0, GT_NO_FUNC, o->ft_factor, share, o->event_ns,
+                     o->handoff_ns, &w->waited, times, &err);
     if (err)
         goto out;
     /* The replay with the GIL: its hand-offs' costs are in the trace already. */
     w->gil_wall_ns =
-        run_scenario(fts, n, o->cpus, 1, GT_NO_FUNC, 1.0, share, 0, NULL, NULL, &err);
+        run_scenario(fts, n, o->cpus, 1, GT_NO_FUNC, 1.0, share, 0, 0, NULL, NULL, &err);
     if (err || (err = fill_threads(w, r, fts, n, times)))
         goto out;
     err = fill_funcs(w, fts, n, cs, nf, total_wait, share);
@@ -1162,9 +1197,10 @@ const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf
     switch (i) {
     case 0:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
-                 "No GIL: its waits vanish (and the interpreter's forced switches); held time "
-                 "is work taking %.2fx as long (free-threading's single-thread cost).",
-                 w->ft_factor);
+                 "No GIL: its waits vanish (and the interpreter's forced switches); held time, "
+                 "less the tracer's %.0f ns a call event (%.1f ms), is work taking %.2fx as "
+                 "long (free-threading's single-thread cost).",
+                 w->event_ns, w->tracer_ns / 1e6, w->ft_factor);
         break;
     case 1:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN, "%u CPUs, shared equally by the threads with work.",

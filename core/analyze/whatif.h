@@ -22,8 +22,10 @@
  *   5 ms turns; run side by side, it catches up and waits on them.)
  * - A hand-off at which the thread really waits in the new schedule (its waker is not there
  *   yet) costs handoff_ns more: the wake-up of a sleeping thread (bench/handoff_cost.py).
- * - Work is on-CPU held time (OS states known: the preempted part goes) divided by the CPU
+ * - Work is on-CPU held time (OS states known: the preempted part goes) less the tracer's
+ *   own cost (event_ns per call event, a span's start or end, inside it), divided by the CPU
  *   share the traced threads got while holding the GIL (on CPU / held, over all of them).
+ *   The GIL replay and "F releases it" keep the tracer's cost (they compare with the trace).
  * - N CPUs shared equally among the threads that have work (processor sharing). With the
  *   GIL (the "F releases it" scenario), the threads needing the GIL share one CPU's worth.
  * Plain C (no Python), unit-tested by tests/c/analyze/test_whatif.c. */
@@ -40,6 +42,7 @@ struct gt_whatif_opts {
     double ft_factor;     /* > 0: work's slowdown without the GIL (1 = none) */
     size_t top_functions; /* "F releases the GIL" for this many functions, by wait caused */
     double handoff_ns;    /* >= 0: a wake-up's cost, per hand-off waited on without the GIL */
+    double event_ns;      /* >= 0: the tracer's own cost per call event in held time */
 };
 
 struct gt_whatif_thread {
@@ -60,6 +63,9 @@ struct gt_whatif {
     unsigned cpus;
     double ft_factor;
     double handoff_ns;
+    double event_ns;
+    double events;    /* call events (span starts and ends) in held time */
+    double tracer_ns; /* held time removed from the no-GIL work as the tracer's (on CPU) */
     double measured_wall_ns, predicted_wall_ns;
     double gil_wall_ns; /* the same scheduler replaying the trace with the GIL: a check */
     size_t handoffs;    /* hand-offs found (thread starts and queue_handoffs included) */
@@ -75,7 +81,7 @@ struct gt_whatif {
  * gt_whatif__predict() - the prediction for result `r` with options `o`.
  * Returns 0 and sets *out (free with gt_whatif__free), or -errno: -EINVAL (cpus 0,
  * ft_factor not > 0,
- * handoff_ns < 0), -ENODATA (no GIL probe ran, or no foreground thread), -EOPNOTSUPP
+ * handoff_ns or event_ns < 0), -ENODATA (no GIL probe ran, or no foreground thread), -EOPNOTSUPP
  * (a free-threaded trace: there is no GIL to remove), -ENOMEM.
  */
 int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o,

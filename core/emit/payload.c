@@ -441,6 +441,7 @@ static int w_what_if(struct wr *w, struct sbuf *b, const struct gt_result *r,
         .ft_factor = m->whatif_ft_factor > 0 ? m->whatif_ft_factor : 1.0,
         .top_functions = 5,
         .handoff_ns = m->whatif_handoff_ns > 0 ? m->whatif_handoff_ns : 0,
+        .event_ns = m->whatif_event_ns > 0 ? m->whatif_event_ns : 0,
     };
     struct gt_whatif *wi = NULL;
     int err = gt_whatif__predict(r, &o, &wi);

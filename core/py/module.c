@@ -722,21 +722,21 @@ static PyObject *Result_profile_functions(ResultObject *self, PyObject *args)
     return out;
 }
 
-/* what_if(cpus, ft_factor, top, handoff_ns) -> (cpus, ft_factor, measured_ns, predicted_ns,
- * gil_replay_ns, handoffs, [(tid, name, measured_ns, predicted_ns, gil_wait_ns)],
- * [(func, wait_caused_ns, saving_ns, release_wall_ns)], [assumption], handoff_ns,
- * queue_handoffs, waited) */
+/* what_if(cpus, ft_factor, top, handoff_ns, event_ns) -> (cpus, ft_factor, measured_ns,
+ * predicted_ns, gil_replay_ns, handoffs, [(tid, name, measured_ns, predicted_ns,
+ * gil_wait_ns)], [(func, wait_caused_ns, saving_ns, release_wall_ns)], [assumption],
+ * handoff_ns, queue_handoffs, waited, event_ns, events, tracer_ns) */
 static PyObject *Result_what_if(ResultObject *self, PyObject *args)
 {
     int cpus;
     double factor;
     Py_ssize_t top = 5;
-    double handoff = 0;
-    if (!PyArg_ParseTuple(args, "id|nd", &cpus, &factor, &top, &handoff))
+    double handoff = 0, event = 0;
+    if (!PyArg_ParseTuple(args, "id|ndd", &cpus, &factor, &top, &handoff, &event))
         return NULL;
-    if (!(handoff >= 0) || handoff == Py_HUGE_VAL) {
-        PyErr_Format(PyExc_ValueError, "handoff_ns must be a finite number >= 0 (got %R)",
-                     PyTuple_GET_ITEM(args, 3));
+    if (!(handoff >= 0) || handoff == Py_HUGE_VAL || !(event >= 0) || event == Py_HUGE_VAL) {
+        PyErr_Format(PyExc_ValueError,
+                     "handoff_ns and event_ns must be finite numbers >= 0 (got %R)", args);
         return NULL;
     }
     if (cpus < 1 || top < 0) {
@@ -749,7 +749,8 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
         return NULL;
     }
     struct gt_whatif_opts o = {.cpus = (unsigned)cpus, .ft_factor = factor,
-                               .top_functions = (size_t)top, .handoff_ns = handoff};
+                               .top_functions = (size_t)top, .handoff_ns = handoff,
+                               .event_ns = event};
     struct gt_whatif *w = NULL;
     int err;
     Py_BEGIN_ALLOW_THREADS;
@@ -793,10 +794,11 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
     }
     PyObject *out = NULL;
     if (threads && funcs && assumptions)
-        out = Py_BuildValue("(iddddnOOOdnn)", (int)w->cpus, w->ft_factor, w->measured_wall_ns,
-                            w->predicted_wall_ns, w->gil_wall_ns, (Py_ssize_t)w->handoffs,
-                            threads, funcs, assumptions, w->handoff_ns,
-                            (Py_ssize_t)w->queue_handoffs, (Py_ssize_t)w->waited);
+        out = Py_BuildValue("(iddddnOOOdnnddd)", (int)w->cpus, w->ft_factor,
+                            w->measured_wall_ns, w->predicted_wall_ns, w->gil_wall_ns,
+                            (Py_ssize_t)w->handoffs, threads, funcs, assumptions, w->handoff_ns,
+                            (Py_ssize_t)w->queue_handoffs, (Py_ssize_t)w->waited, w->event_ns,
+                            w->events, w->tracer_ns);
     Py_XDECREF(threads);
     Py_XDECREF(funcs);
     Py_XDECREF(assumptions);
@@ -804,22 +806,24 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
     return out;
 }
 
-/* set_what_if(cpus, ft_factor, handoff_ns=0): what the payload's "what_if" is predicted with. */
+/* set_what_if(cpus, ft_factor, handoff_ns=0, event_ns=0): what the payload's "what_if" is
+ * predicted with. */
 static PyObject *Result_set_what_if(ResultObject *self, PyObject *args)
 {
     int cpus;
-    double factor, handoff = 0;
-    if (!PyArg_ParseTuple(args, "id|d", &cpus, &factor, &handoff))
+    double factor, handoff = 0, event = 0;
+    if (!PyArg_ParseTuple(args, "id|dd", &cpus, &factor, &handoff, &event))
         return NULL;
     if (cpus < 1 || !(factor > 0) || factor == Py_HUGE_VAL || !(handoff >= 0) ||
-        handoff == Py_HUGE_VAL) {
-        PyErr_SetString(PyExc_ValueError, "cpus must be >= 1, ft_factor a finite number > 0 "
-                                          "and handoff_ns a finite number >= 0");
+        handoff == Py_HUGE_VAL || !(event >= 0) || event == Py_HUGE_VAL) {
+        PyErr_SetString(PyExc_ValueError, "cpus must be >= 1, ft_factor a finite number > 0, "
+                                          "handoff_ns and event_ns finite numbers >= 0");
         return NULL;
     }
     self->run->meta.whatif_cpus = (unsigned)cpus;
     self->run->meta.whatif_ft_factor = factor;
     self->run->meta.whatif_handoff_ns = handoff;
+    self->run->meta.whatif_event_ns = event;
     Py_RETURN_NONE;
 }
 
@@ -1049,10 +1053,11 @@ static PyMethodDef Result_methods[] = {
     {"text", (PyCFunction)Result_text, METH_VARARGS, "text(top_n=5, all_threads=False) -> summary table"},
     {"payload", (PyCFunction)Result_payload, METH_NOARGS, "the viewer's JSON payload"},
     {"what_if", (PyCFunction)Result_what_if, METH_VARARGS,
-     "what_if(cpus, ft_factor, top=5, handoff_ns=0) -> the no-GIL prediction "
+     "what_if(cpus, ft_factor, top=5, handoff_ns=0, event_ns=0) -> the no-GIL prediction "
      "(core/analyze/whatif.h)"},
     {"set_what_if", (PyCFunction)Result_set_what_if, METH_VARARGS,
-     "set_what_if(cpus, ft_factor, handoff_ns=0): the payload's what_if is predicted with these"},
+     "set_what_if(cpus, ft_factor, handoff_ns=0, event_ns=0): the payload's what_if is "
+     "predicted with these"},
     {"set_lock_kinds", (PyCFunction)Result_set_lock_kinds, METH_VARARGS,
      "set_lock_kinds(json or None): the payload's lock_kinds object (free-threaded, lock-kind probe)"},
     {NULL, NULL, 0, NULL},

@@ -12,6 +12,7 @@ import inspect
 import json
 import os
 import re
+import sys
 import sysconfig
 import tempfile
 import threading
@@ -292,7 +293,9 @@ class WhatIf:
     ``gil_replay_wall_s``: the same scheduler replaying the trace with the GIL (a check of
     the model: near ``measured_wall_s``); ``handoffs``: hand-offs between threads found
     (``queue_handoffs`` of them: queue gets that found their item queued, tied to its put);
-    ``waited``: hand-offs waited on without the GIL, each costing ``handoff_us``."""
+    ``waited``: hand-offs waited on without the GIL, each costing ``handoff_us``;
+    ``events``: call events (a call's start or end) in the time the threads held the GIL,
+    each costing the tracer ``event_ns`` there: ``tracer_s`` of it (on CPU) is not work."""
 
     cpus: int
     ft_factor: float
@@ -307,6 +310,9 @@ class WhatIf:
     handoff_us: float = 0.0
     queue_handoffs: int = 0
     waited: int = 0
+    event_ns: float = 0.0
+    events: int = 0
+    tracer_s: float = 0.0
 
     def __str__(self) -> str:
         return render.what_if_text(self)
@@ -333,6 +339,23 @@ def default_handoff_us() -> float:
     """A hand-off's wake-up cost without the GIL, us: the measured one (``FT_HANDOFF_US``)
     where it exists, else 0."""
     return _measured_cost("FT_HANDOFF_US", 0.0)
+
+
+def default_event_ns(options: Dict[str, Any]) -> float:
+    """The tracer's own cost per call event, ns, for a trace made with `options`: the
+    measured one (``TRACER_EVENT_NS``, by this interpreter's tracing API and whether C calls
+    were traced) where it exists, else 0; 0 where calls were not traced (sampling, or
+    functions=False)."""
+    if not options.get("functions", True) or options.get("sample_ns"):
+        return 0.0
+    api = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
+    kind = "c_calls" if options.get("c_calls", True) else "functions"
+    import importlib
+    try:
+        mod = importlib.import_module(".whatif_cost", __package__)
+    except ImportError:
+        return 0.0
+    return float(getattr(mod, "TRACER_EVENT_NS", {}).get((api, kind), 0.0))
 
 
 class BudgetNotice(UserWarning):
@@ -619,7 +642,8 @@ class Trace:
                     self._result = session.finish(names, self.title, self._labels())
                     # the viewer's "What if" tab: the same defaults as what_if()
                     self._result.set_what_if(os.cpu_count() or 1, default_ft_factor(),
-                                             default_handoff_us() * 1e3)
+                                             default_handoff_us() * 1e3,
+                                             default_event_ns(self.options))
                 finally:
                     self._collect_children()
         global _last
@@ -910,15 +934,18 @@ class Trace:
         return render.profile_text(self, top, sort, all_threads)
 
     def what_if(self, cpus: Optional[int] = None, ft_factor: Optional[float] = None,
-                top: int = 5, handoff_us: Optional[float] = None) -> WhatIf:
+                top: int = 5, handoff_us: Optional[float] = None,
+                event_ns: Optional[float] = None) -> WhatIf:
         """Would free-threading help? The cell re-scheduled without the GIL on ``cpus``
         CPUs (default: this machine's, ``os.cpu_count()``), each thread's GIL-holding work
         taking ``ft_factor`` times as long (default: the measured free-threading cost, else
         1.0), its blocking kept and its hand-offs to other threads (locks, queues, joins)
         kept in order, a hand-off waited on costing ``handoff_us`` (default: the measured
-        wake-up cost, else 0); and, for the ``top`` functions by GIL wait caused, the wall
-        time if that function alone released the GIL. ``str()`` of the result is a table
-        with the model's assumptions."""
+        wake-up cost, else 0), less the tracer's own cost of ``event_ns`` per call event
+        in that work (default: the measured one for this interpreter and trace options,
+        else 0; it predicts the untraced cell); and, for the ``top`` functions by GIL wait
+        caused, the wall time if that function alone released the GIL (tracer's cost kept).
+        ``str()`` of the result is a table with the model's assumptions."""
         if cpus is None:
             cpus = os.cpu_count() or 1
         if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
@@ -939,9 +966,15 @@ class Trace:
                 or not isfinite(handoff_us) or handoff_us < 0):
             raise ValueError(f"handoff_us must be a finite number >= 0 (a hand-off's wake-up "
                              f"cost without the GIL; 0 = none), got {handoff_us!r}")
+        if event_ns is None:
+            event_ns = default_event_ns(self.options)
+        if (isinstance(event_ns, bool) or not isinstance(event_ns, (int, float))
+                or not isfinite(event_ns) or event_ns < 0):
+            raise ValueError(f"event_ns must be a finite number >= 0 (the tracer's own cost "
+                             f"per call event; 0 = none), got {event_ns!r}")
         (n, factor, measured, predicted, replay, handoffs, threads, funcs, assumptions,
-         handoff_ns, queue_handoffs, waited) = self.result.what_if(
-             cpus, float(ft_factor), top, float(handoff_us) * 1e3)
+         handoff_ns, queue_handoffs, waited, event_ns, events, tracer_ns) = self.result.what_if(
+             cpus, float(ft_factor), top, float(handoff_us) * 1e3, float(event_ns))
         table = self._func_table()
         return WhatIf(
             cpus=n, ft_factor=factor, measured_wall_s=measured / 1e9,
@@ -954,7 +987,8 @@ class Trace:
                                            saving / 1e9)
                             for f, caused, saving, wall in funcs if f >= 0),
             assumptions=tuple(assumptions), gil_replay_wall_s=replay / 1e9, handoffs=handoffs,
-            handoff_us=handoff_ns / 1e3, queue_handoffs=queue_handoffs, waited=waited)
+            handoff_us=handoff_ns / 1e3, queue_handoffs=queue_handoffs, waited=waited,
+            event_ns=event_ns, events=int(events), tracer_s=tracer_ns / 1e9)
 
     def save(self, path: Union[str, "os.PathLike[str]"], format: Optional[str] = None,
              tab: Optional[str] = None, theme: Optional[str] = None) -> str:

@@ -41,3 +41,29 @@ of 21 rounds (a fresh process each), the cost the median over the three primitiv
 The rounds spread from 12 to 76 us (bimodal: about 12 or 30-45, from one process to the
 next, pinned or not); 3.14 with the GIL: 22-25. Not fitted to the what-if validation bench.
 """
+
+TRACER_EVENT_NS = {
+    ("sys.monitoring", "c_calls"): 23.0,
+    ("sys.monitoring", "functions"): 15.0,
+    ("setprofile", "c_calls"): 60.0,
+    ("setprofile", "functions"): 82.0,
+}
+"""The tracer's own cost per call event (a call's start or its end), ns, by the tracing API
+(sys.monitoring on 3.12+, PyEval_SetProfile before) and whether C calls were traced (the
+default) or only Python functions (``c_calls=False``). The what-if model removes it from
+the work it re-schedules (the held time the trace measured includes it), so that the
+prediction is of the untraced cell (``t.what_if(event_ns=...)`` overrides it).
+
+How it was measured (``python bench/tracer_event_cost.py --rounds 5``; results in
+bench/results/tracer-event-cost-3.14.10.md and -3.11.7.md, with .json): on the single-thread
+workloads fib, method, builtins and mixed of bench/workloads.py, per workload the best of 3
+batches of about 0.1 s in thread CPU time, traced (backend hooks, one session per batch)
+minus untraced, over the call events the batch recorded; the median of 5 rounds (fresh
+processes) per workload, the cost the median over the workloads. 3.14.10 (sid chroot, load
+about 1): 23 [21, 35] ns with C calls, 15 [14, 26] without; 3.11 (the repo's venv): 60
+[35, 81] and 82 [53, 154]. Not fitted to the what-if validation bench. A workload's own cost
+can differ: NumPy methods called from Python cost about 35 ns an event on 3.14 here, and a
+traced pool of threads calling them more (its traced run is 25-35 % slower while its
+events account for about 12 %): the tracer's stores also slow the code between events
+(caches), which no per-event cost captures.
+"""

@@ -390,6 +390,93 @@ static void test_queue_handoffs(void)
     gt_whatif__free(w);
 }
 
+static struct gt_whatif *predict_events(const struct gt_result *r, unsigned cpus, double factor,
+                                        double event_ns)
+{
+    struct gt_whatif_opts o = {.cpus = cpus, .ft_factor = factor, .top_functions = 5,
+                               .event_ns = event_ns};
+    struct gt_whatif *w = NULL;
+    int err = gt_whatif__predict(r, &o, &w);
+    CHECK(err == 0, "predict: %d", err);
+    return w;
+}
+
+/* The tracer's own cost: event_ns per call event (a span's start or end) in held time is
+ * not work without the GIL (nor the tracer); events in released time cost nothing there. */
+static void test_tracer_cost(void)
+{
+    /* Held 50 ms with 1000 calls (2000 events), a 10 ms sleep (its start released, its end
+     * held: 1 event), held 40 ms with 500 calls (1000 events): 3001 events in held time. */
+    struct gt_interval a[] = {{0, 50 * MS, H, 0}, {50 * MS, 60 * MS, R, 0}, {60 * MS, 100 * MS, H, 0}};
+    static struct gt_span sa[1501];
+    size_t ns = 0;
+    for (uint64_t i = 0; i < 1000; i++)
+        sa[ns++] = (struct gt_span){i * 40000 + 1000, i * 40000 + 11000, F_WORK, 0, 0};
+    sa[ns++] = (struct gt_span){50 * MS, 60 * MS, F_SLEEP, 0, GT_SPAN_C};
+    for (uint64_t i = 0; i < 500; i++)
+        sa[ns++] = (struct gt_span){60 * MS + i * 40000 + 1000, 60 * MS + i * 40000 + 11000,
+                                    F_WORK, 0, 0};
+    struct gt_thread_result th[1] = {mk_thread(1, a, 3, sa, ns)};
+    struct gt_result r = mk_result(th, 1);
+    struct gt_whatif *w = predict_events(&r, 1, 1.0, 0);
+    if (w) { /* zero cost: unchanged */
+        CHECK(NEAR(w->predicted_wall_ns, 100 * MS, 1000), "no cost: %f", w->predicted_wall_ns);
+        CHECK(w->events == 3001 && w->tracer_ns == 0, "events %f, %f", w->events, w->tracer_ns);
+    }
+    gt_whatif__free(w);
+    w = predict_events(&r, 1, 1.0, 1000);
+    if (w) {
+        CHECK(w->events == 3001 && NEAR(w->tracer_ns, 3.001 * MS, 1), "events %f, tracer %f",
+              w->events, w->tracer_ns);
+        CHECK(NEAR(w->predicted_wall_ns, 100 * MS - 3001000, 1000), "1 us an event: %f",
+              w->predicted_wall_ns);
+        CHECK(NEAR(w->gil_wall_ns, 100 * MS, 1000), "gil replay keeps it: %f", w->gil_wall_ns);
+    }
+    gt_whatif__free(w);
+    w = predict_events(&r, 1, 1.25, 1000); /* the factor applies to what is left */
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, (90 * MS - 3001000) * 1.25 + 10 * MS, 1000),
+              "x1.25: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+    w = predict_events(&r, 1, 1.0, 1e9); /* more than the work: none left, the sleep stays */
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 10 * MS, 1000) && NEAR(w->tracer_ns, 90 * MS, 1),
+              "clamped: %f %f", w->predicted_wall_ns, w->tracer_ns);
+    gt_whatif__free(w);
+
+    /* Two threads taking turns every 5 ms (100 ms of work each), A with 100 calls in each
+     * of its 20 turns (4000 events), blamed (so the per-function walk runs too). */
+    struct gt_interval ta[40], tb[40];
+    static struct gt_span sp[2000];
+    size_t n = 0;
+    for (int i = 0; i < 40; i++) {
+        uint64_t s = (uint64_t)i * 5 * MS, e = s + 5 * MS;
+        ta[i] = (struct gt_interval){s, e, i % 2 ? W : H, 0};
+        tb[i] = (struct gt_interval){s, e, i % 2 ? H : W, 0};
+        for (uint64_t k = 0; i % 2 == 0 && k < 100; k++)
+            sp[n++] = (struct gt_span){s + k * 40000 + 1000, s + k * 40000 + 11000, F_WORK, 0, 0};
+    }
+    struct gt_thread_result t2[2] = {mk_thread(1, ta, 40, sp, n), mk_thread(2, tb, 40, NULL, 0)};
+    struct gt_blame bl[2] = {{1, 2, F_WORK, 20, 100 * MS}, {2, 1, F_WORK, 20, 100 * MS}};
+    struct gt_result r2 = mk_result(t2, 2);
+    r2.blame = bl;
+    r2.nblame = 2;
+    struct gt_whatif *w0 = predict_events(&r2, 2, 1.0, 0);
+    w = predict_events(&r2, 2, 1.0, 1000);
+    if (w && w0) {
+        CHECK(w->events == 4000, "events %f", w->events);
+        CHECK(w->nthreads == 2 && NEAR(w->threads[0].predicted_ns, 96 * MS, 1000) &&
+                  NEAR(w->threads[1].predicted_ns, 100 * MS, 1000),
+              "A 96, B 100: %f %f", w->threads[0].predicted_ns, w->threads[1].predicted_ns);
+        CHECK(NEAR(w->predicted_wall_ns, 100 * MS, 1000), "wall: %f", w->predicted_wall_ns);
+        CHECK(w->nfuncs == 1 && w0->nfuncs == 1 &&
+                  w->funcs[0].release_wall_ns == w0->funcs[0].release_wall_ns,
+              "F releases it: the tracer's cost kept");
+    }
+    gt_whatif__free(w);
+    gt_whatif__free(w0);
+}
+
 static void test_errors(void)
 {
     struct gt_interval c[] = {{0, 100 * MS, H, 0}};
@@ -407,6 +494,11 @@ static void test_errors(void)
     o.handoff_ns = -1;
     CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL, "handoff_ns < 0");
     o.handoff_ns = 0;
+    o.event_ns = -1;
+    CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL, "event_ns < 0");
+    o.event_ns = INFINITY;
+    CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL, "event_ns inf");
+    o.event_ns = 0;
     r.gil_known = 0;
     CHECK(gt_whatif__predict(&r, &o, &w) == -ENODATA, "no gil");
     r.gil_known = 1;
@@ -429,6 +521,7 @@ int main(void)
     test_join();
     test_wake_cost();
     test_queue_handoffs();
+    test_tracer_cost();
     test_errors();
     printf("test_whatif: %d passed, %d failed\n", passed, failed);
     return failed != 0;
