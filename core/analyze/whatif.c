@@ -47,6 +47,7 @@ struct fthread {
     const struct gt_result *r;
     const struct gt_thread_result *t;
     const uint32_t *top; /* the functions "F releases the GIL" is asked of (shared) */
+    const unsigned char *sync; /* per function of r: is_sync() (shared), read per span */
     size_t ntop;
     uint64_t *topns; /* per piece, ntop values: held time in each top function */
     size_t captopns;
@@ -220,7 +221,7 @@ static int fp_more(struct fthread *ft, size_t keep)
             fr.pyfunc = s->func;
             fr.in_c = 0;
         }
-        if (f && is_sync(f))
+        if (f && ft->sync[s->func])
             fr.sync = 1;
         st[n++] = fr;
     }
@@ -1136,6 +1137,7 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     struct sthread *times = calloc(n, sizeof(*times));
     struct caused *cs = NULL;
     uint32_t *top = NULL;
+    unsigned char *sync = NULL;
     int err = 0;
     if (!w || !fts || !times) {
         err = -ENOMEM;
@@ -1164,6 +1166,16 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
         goto out;
     }
     set_top(fts, n, top, cs, nf);
+    /* Which functions are synchronisation calls: their names are compared once here,
+     * not at each of their spans (the sweep reads it per span). */
+    if (!(sync = calloc(r->nfuncs + 1, 1))) {
+        err = -ENOMEM;
+        goto out;
+    }
+    for (size_t f = 0; f < r->nfuncs; f++)
+        sync[f] = (unsigned char)is_sync(&r->funcs[f]);
+    for (size_t j = 0; j < n; j++)
+        fts[j].sync = sync;
     if ((err = build_pieces(r, fts, n, origin, &w->handoffs, &w->queue_handoffs)))
         goto out;
     double share = cpu_share(fts, n);
@@ -1182,6 +1194,7 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
 out:
     free(cs);
     free(top);
+    free(sync);
     free_fthreads(fts, n);
     free(times);
     if (err) {
