@@ -44,10 +44,14 @@ def _helper_tids(name="gt-blocks"):
     return tids
 
 
-def test_block_refiller_leaves_the_fd_table():
+def _have_close_range():
     # close_range(~0u - 1, ~0u, 0) closes nothing; it fails only without the syscall.
-    if libc.syscall(SYS_CLOSE_RANGE, ctypes.c_uint(0xFFFFFFFE), ctypes.c_uint(0xFFFFFFFF),
-                    ctypes.c_uint(0)) != 0:
+    return libc.syscall(SYS_CLOSE_RANGE, ctypes.c_uint(0xFFFFFFFE), ctypes.c_uint(0xFFFFFFFF),
+                        ctypes.c_uint(0)) == 0
+
+
+def test_block_refiller_leaves_the_fd_table():
+    if not _have_close_range():
         pytest.skip("no close_range(2) in this kernel: the refiller shares the fd table")
     with open(os.devnull) as held:  # a descriptor this thread surely has
         with giltracer.trace(functions=False, sched=False):
@@ -74,8 +78,7 @@ def _fd_targets(tid):
 
 
 def test_os_state_poller_keeps_its_events_in_a_table_of_its_own():
-    if libc.syscall(SYS_CLOSE_RANGE, ctypes.c_uint(0xFFFFFFFE), ctypes.c_uint(0xFFFFFFFF),
-                    ctypes.c_uint(0)) != 0:
+    if not _have_close_range():
         pytest.skip("no close_range(2) in this kernel: the poller shares the fd table")
     me = threading.get_native_id()
     # (As root an earlier trace's bpf probe may hold perf events of its own.)

@@ -9,25 +9,17 @@ import pytest
 import giltracer
 from giltracer import whatif_cost
 from conftest import needs_gil
+from workloads import call_loop
 
 pytestmark = needs_gil
 
 API = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
 
 
-def leaf(i):
-    return i
-
-
-def work(n):
-    for i in range(n):
-        leaf(i)
-
-
 def test_call_events_cost_removed_from_the_work():
     # sched=False: no OS states, so the work is the held time itself (CPU share 1)
     with giltracer.trace(backend="hooks", sched=False) as t:
-        work(100_000)
+        call_loop(100_000)
     w0 = t.what_if(cpus=1, ft_factor=1.0, event_ns=0)
     # 10 ns: under any traced call's time here (larger, a piece shorter than its events'
     # cost is clamped to none left)
@@ -44,7 +36,7 @@ def test_call_events_cost_removed_from_the_work():
 
 def test_no_call_events_nothing_removed():
     with giltracer.trace(backend="hooks", sched=False, functions=False) as t:
-        work(100_000)
+        call_loop(100_000)
     w0 = t.what_if(cpus=1, ft_factor=1.0, event_ns=0)
     w1 = t.what_if(cpus=1, ft_factor=1.0, event_ns=50)
     assert w1.events == 0 and w1.tracer_s == 0
@@ -54,7 +46,7 @@ def test_no_call_events_nothing_removed():
 
 def test_default_is_the_measured_cost():
     with giltracer.trace(backend="hooks") as t:
-        work(1000)
+        call_loop(1000)
     want = whatif_cost.TRACER_EVENT_NS[(API, "c_calls")]
     assert want > 0
     w = t.what_if()
@@ -63,13 +55,13 @@ def test_default_is_the_measured_cost():
     page = json.loads(t.result.payload())
     assert f"{want:.0f} ns a call event" in page["what_if"]["assumptions"][0]
     with giltracer.trace(backend="hooks", c_calls=False) as t2:
-        work(1000)
+        call_loop(1000)
     assert t2.what_if().event_ns == whatif_cost.TRACER_EVENT_NS[(API, "functions")]
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("inf"), float("nan"), True, "5"])
 def test_event_ns_checked(bad):
     with giltracer.trace(backend="hooks") as t:
-        work(10)
+        call_loop(10)
     with pytest.raises(ValueError, match="event_ns"):
         t.what_if(event_ns=bad)

@@ -10,6 +10,7 @@ import pytest
 
 import giltracer
 from conftest import needs_gil
+from workloads import call_loop
 
 pytestmark = [needs_gil,  # What if re-schedules GIL intervals
               pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux's clear_refs")]
@@ -28,18 +29,9 @@ def reset_hwm():
         f.write("5")  # the peak RSS starts again from the current RSS
 
 
-def leaf(i):
-    return i
-
-
-def work(n):
-    for i in range(n):
-        leaf(i)
-
-
 def test_what_if_keeps_no_piece_per_span():
     with giltracer.trace(backend="hooks", c_calls=False) as t:
-        ths = [threading.Thread(target=work, args=(400_000,), name=f"w{k}") for k in range(2)]
+        ths = [threading.Thread(target=call_loop, args=(400_000,), name=f"w{k}") for k in range(2)]
         for th in ths:
             th.start()
         for th in ths:

@@ -29,6 +29,16 @@ def spin(n):
     return x
 
 
+def leaf(i):
+    return i
+
+
+def call_loop(n):
+    """n Python calls of leaf(): two call events each (its start and its end)."""
+    for i in range(n):
+        leaf(i)
+
+
 def spin_on_cpu(index, seconds, barrier=None):
     pin_to_own_cpu(index)
     if barrier is not None:
