@@ -1102,6 +1102,20 @@ static int fill_funcs(struct gt_whatif *w, struct fthread *fts, size_t n,
     return err;
 }
 
+/* Which functions are synchronisation calls, by function id (the caller frees it), shared
+ * by fts: their names are compared once here, not at each of their spans. NULL: no memory. */
+static unsigned char *sync_table(const struct gt_result *r, struct fthread *fts, size_t n)
+{
+    unsigned char *sync = calloc(r->nfuncs + 1, 1);
+    if (!sync)
+        return NULL;
+    for (size_t f = 0; f < r->nfuncs; f++)
+        sync[f] = (unsigned char)is_sync(&r->funcs[f]);
+    for (size_t j = 0; j < n; j++)
+        fts[j].sync = sync;
+    return sync;
+}
+
 static void free_fthreads(struct fthread *fts, size_t n)
 {
     for (size_t j = 0; fts && j < n; j++) {
@@ -1161,21 +1175,11 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     while (nf > 1 && cs[nf - 1].ns * 100 < cs[0].ns) /* under 1 % of the first: noise */
         nf--;
     top = calloc(nf + 1, sizeof(*top));
-    if (!top) {
+    if (!top || !(sync = sync_table(r, fts, n))) {
         err = -ENOMEM;
         goto out;
     }
     set_top(fts, n, top, cs, nf);
-    /* Which functions are synchronisation calls: their names are compared once here,
-     * not at each of their spans (the sweep reads it per span). */
-    if (!(sync = calloc(r->nfuncs + 1, 1))) {
-        err = -ENOMEM;
-        goto out;
-    }
-    for (size_t f = 0; f < r->nfuncs; f++)
-        sync[f] = (unsigned char)is_sync(&r->funcs[f]);
-    for (size_t j = 0; j < n; j++)
-        fts[j].sync = sync;
     if ((err = build_pieces(r, fts, n, origin, &w->handoffs, &w->queue_handoffs)))
         goto out;
     double share = cpu_share(fts, n);
