@@ -167,17 +167,17 @@ def say_busy(why: str, claim: str) -> None:
 def accept(claims: Callable[[Any], None], measured: Any, again: Callable[[], Any],
            passed: Union[str, Callable[[Any], str]],
            viewers: Callable[[Any], List[Any]] = lambda m: [m],
-           height: int = 600) -> Any:
-    """Check `claims` on `measured`; when they fail, measure `again()` (up to ATTEMPTS runs
-    in all). Returns what the check accepted, and shows its viewer when that is not the run
-    shown above."""
+           height: int = 600, attempts: int = ATTEMPTS) -> Any:
+    """Check `claims` on `measured`; when they fail, measure `again()` (up to `attempts`
+    runs in all). Returns what the check accepted, and shows its viewer when that is not the
+    run shown above."""
     first = measured
-    for attempt in range(ATTEMPTS):
+    for attempt in range(attempts):
         try:
             claims(measured)
             break
         except AssertionError as e:
-            if attempt == ATTEMPTS - 1:
+            if attempt == attempts - 1:
                 raise
             print(f"this run was disturbed ({e!r:.120}); measuring again")
             measured = again()
@@ -647,11 +647,15 @@ def lesson8(measured: Tuple[int, int, giltracer.Trace], expected: int, run: Call
         t = _trace(lambda: out.__setitem__("unlocked", run(False)), c_calls=False)
         return out["unlocked"], run(True), t
 
+    # Each hand-off falls between a read and its write, or at the loop's back edge. On 3.14
+    # the tellers hand the GIL over only 7-8 times, and in about one run in four every
+    # hand-off fell at the back edge: nothing lost (lost 69186, 100000, 69719, 0 in four
+    # runs). Six runs make "nothing lost in every one" about 1 in 4000.
     return accept(claims, measured, again,
                   lambda m: "without a lock updates were lost where the GIL changed hands; "
                   "with a lock none was" if m[0] < expected else
                   "with a lock no update was lost (losing them without one needs a quiet machine)",
-                  lambda m: [m[2]])
+                  lambda m: [m[2]], attempts=6)
 
 
 # -- lesson 9 ---------------------------------------------------------------------------------
