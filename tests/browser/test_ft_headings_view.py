@@ -11,17 +11,10 @@ import pytest
 
 import giltracer
 from test_profile_tab import CHROMIUM, Page  # noqa: F401  (skips without chromium)
-from workloads import run_threads
+from workloads import run_threads, spin
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 FREE_THREADED = giltracer.api.FREE_THREADED
-
-
-def spin(n):
-    x = 0
-    for i in range(n):
-        x += i
-    return x
 
 
 def traced(park):
