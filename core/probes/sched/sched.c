@@ -200,14 +200,22 @@ static const char *explain(int err, int stage)
 
 /* ---- one event --------------------------------------------------------------- */
 
-static void watch_free(struct watch *w)
+/* Unmap and close w's event, if open. */
+static void watch_close(struct watch *w)
 {
-    if (!w)
-        return;
     if (w->page)
         munmap(w->page, w->map_len);
     if (w->fd >= 0)
         close(w->fd);
+    w->page = NULL;
+    w->fd = -1;
+}
+
+static void watch_free(struct watch *w)
+{
+    if (!w)
+        return;
+    watch_close(w);
     free(w);
 }
 
@@ -301,9 +309,7 @@ static int watch_open(const struct gt_sched *s, int32_t tid, struct watch *w, in
     }
     return 0;
 cleanup:
-    if (w->fd >= 0)
-        close(w->fd);
-    w->fd = -1;
+    watch_close(w);
     return err;
 }
 
@@ -623,10 +629,7 @@ int gt_sched__new(struct gt_sched **out, const char **why)
     *out = s;
     s = NULL;
 cleanup:
-    if (probe.page)
-        munmap(probe.page, probe.map_len);
-    if (probe.fd >= 0)
-        close(probe.fd);
+    watch_close(&probe);
     gt_sched__free(s);
     if (why)
         *why = text;
