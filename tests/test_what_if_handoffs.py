@@ -4,6 +4,7 @@ their item queued under the GIL are tied to their puts (the k-th get, the k-th p
 import queue
 import re
 import threading
+import time
 
 import pytest
 
@@ -20,16 +21,23 @@ N = 20  # round trips
 
 def ping_pong():
     """Two threads pass a token N times each way through a queue.Queue pair: a strictly
-    serial chain of 2N hand-offs, each get waiting for the other thread's put."""
+    serial chain of 2N hand-offs, each get waiting for the other thread's put. The first
+    put waits until pong is blocked in its first get (its `ready`, then 10 ms): on a loaded
+    machine pong could start late and find the token queued, and that pass would be no
+    hand-off waited on."""
     a, b = queue.Queue(1), queue.Queue(1)
+    ready = threading.Event()
 
     def ping():
+        ready.wait()
+        time.sleep(0.01)
         for _ in range(N):
             spin(2000)
             a.put(1)
             b.get()
 
     def pong():
+        ready.set()
         for _ in range(N):
             a.get()
             spin(2000)
