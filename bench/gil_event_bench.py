@@ -79,8 +79,9 @@ def main(argv=None) -> int:
         b, m = best[key]
         lines.append(f"| {name} | {b:.1f} | {m:.1f} | {b / f:.1f} |")
     b, m = best["ticks_per_event"]
+    per_cycle = b * best["events_per_cycle"]
     lines += ["", f"**Per GIL event (recording - bare) / events: {b:.1f} ticks = {b / f:.1f} ns best, "
-              f"{m:.1f} ticks median.** Per run (best ticks / event): "
+              f"{m:.1f} ticks median; per cycle {per_cycle:.1f} ticks.** Per run (best ticks / event): "
               + ", ".join(f"{r['ticks_per_event'][0]:.1f}" for r in runs) + "."]
     if a.baseline:
         with open(a.baseline, encoding="utf-8") as fh:
@@ -91,7 +92,9 @@ def main(argv=None) -> int:
                   f"{bb['ticks_per_event'][0]:.1f} ticks = {bb['ticks_per_event'][0] / bb['tsc_per_ns']:.1f} ns "
                   f"per GIL event; per run: "
                   + ", ".join(f"{r['ticks_per_event'][0]:.1f}" for r in base["runs"])
-                  + f". Now {b / bb['ticks_per_event'][0]:.2f}x of it."]
+                  + f". Now {b / bb['ticks_per_event'][0]:.2f}x of it per event; per cycle "
+                  f"({bb['events_per_cycle']:.2f} events then, {best['events_per_cycle']:.2f} now) "
+                  f"{per_cycle / (bb['ticks_per_event'][0] * bb['events_per_cycle']):.2f}x."]
     print("\n".join(lines))
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out + ".md", "w", encoding="utf-8") as fh:

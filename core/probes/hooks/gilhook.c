@@ -308,6 +308,33 @@ static inline void section_leave(struct hook_slot *sl)
     atomic_store_explicit(&sl->in_flight, 0, memory_order_release);
 }
 
+/* Wants that record() decides on from the thread's state (never stored as such): */
+enum {
+    /* take_gil's, of a GIL nobody held a moment before: the take needs no wait. Once the
+     * thread's state is known it is not recorded (merge reads released -> held as no
+     * wait), which saves a clock read per uncontended take, most of a GIL-churning
+     * program's hand-offs. Should another thread take the GIL first, this one's wait is
+     * recorded where it begins to wait (WANT_AT_WAIT). */
+    WANT_UNCONTENDED = 0x10000,
+    /* take_gil's wait on the GIL's condition: a want unless the thread already waits. */
+    WANT_AT_WAIT,
+};
+
+/* Does `t` record a want of kind `kind` (a gt_gil_kind or one of the above)? */
+static inline int want_recorded(const struct gt_thread *t, uint32_t kind)
+{
+    switch (kind) {
+    case GT_GIL_WANT: /* drop_gil also locks the mutex: only a non-holder wants it */
+        return !t->gil_held;
+    case WANT_UNCONTENDED:
+        return !t->gil_held && t->gil_live == GT_GIL_LIVE_UNKNOWN;
+    case WANT_AT_WAIT:
+        return !t->gil_held && t->gil_live != GT_GIL_LIVE_WAITING;
+    default:
+        return 1;
+    }
+}
+
 static inline __attribute__((always_inline)) void record(uint32_t kind, uint32_t gil_id)
 {
     struct hook_slot *sl = section_enter();
@@ -315,8 +342,9 @@ static inline __attribute__((always_inline)) void record(uint32_t kind, uint32_t
         struct gt_thread *t = NULL;
         if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
             t = gt_thread_current();
-        /* drop_gil also locks the mutex: only a non-holder wants it. */
-        if (t && !(kind == GT_GIL_WANT && t->gil_held)) {
+        if (t && want_recorded(t, kind)) {
+            if (kind == WANT_UNCONTENDED || kind == WANT_AT_WAIT)
+                kind = GT_GIL_WANT;
             uint64_t ts = gt_ticks();
             gt_stream__push(&t->gil, ts, kind, gil_id);
             gt_thread__gil_event(t, ts, kind);
@@ -358,8 +386,12 @@ static __attribute__((noinline)) void lock_slow(pthread_mutex_t *m, const void *
         return;
     }
     struct gh_gil *g = gil_of(m, 0);
-    if (g)
-        record(GT_GIL_WANT, atomic_load_explicit(&g->id, memory_order_relaxed));
+    if (!g)
+        return;
+    const int *locked = atomic_load_explicit(&g->locked, memory_order_relaxed);
+    int uncontended = locked && __atomic_load_n(locked, __ATOMIC_RELAXED) == 0;
+    record(uncontended ? WANT_UNCONTENDED : GT_GIL_WANT,
+           atomic_load_explicit(&g->id, memory_order_relaxed));
 }
 
 static __attribute__((noinline)) void signal_slow(pthread_cond_t *c, const void *site)
@@ -395,6 +427,13 @@ static int drop_requested(const struct gh_gil *g, int rc, unsigned long switches
         return 1;
     return __atomic_load_n(locked, __ATOMIC_RELAXED) != 0 &&
            __atomic_load_n(sw, __ATOMIC_RELAXED) == switches_before;
+}
+
+/* take_gil waits: the want its lock skipped (WANT_UNCONTENDED) begins here. */
+static __attribute__((noinline)) void want_at_wait(const struct gh_gil *g)
+{
+    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
+        record(WANT_AT_WAIT, atomic_load_explicit(&g->id, memory_order_relaxed));
 }
 
 static __attribute__((noinline)) void timedwait_slow(pthread_cond_t *c, pthread_mutex_t *m,
@@ -466,6 +505,8 @@ static int hook_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct ti
                                 : NULL;
     int known = sw != NULL;
     unsigned long before = known ? __atomic_load_n(sw, __ATOMIC_RELAXED) : 0;
+    if (g)
+        want_at_wait(g);
     int rc = NEXT(TIMEDWAIT, timedwait_fn)(c, m, abstime);
     /* The wait itself reports through rc; errno is whatever it left (record() keeps
      * it). */

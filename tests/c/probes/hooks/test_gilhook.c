@@ -82,6 +82,24 @@ static size_t drop_requests_of(int32_t tid)
     return n;
 }
 
+struct kind_count {
+    uint32_t kind;
+    size_t n;
+};
+
+static void count_kind(const struct gt_gil_event *e, void *arg)
+{
+    struct kind_count *k = arg;
+    k->n += e->kind == k->kind;
+}
+
+static size_t events_of(int32_t tid, uint32_t kind)
+{
+    struct kind_count k = {kind, 0};
+    each_gil_event(tid, count_kind, &k);
+    return k.n;
+}
+
 /* Another thread "holds" the GIL while a waiter's timed wait runs out; during the
  * wait the test changes nothing, switches the holder, or releases the GIL. Returns the
  * waiter's drop requests, or -1 if the test got the mutex only after the deadline. */
@@ -124,6 +142,9 @@ static long one_timed_wait(enum change what, long timeout_ns)
     gt_gilhook__set_recording(0);
     gt_registry__end();
     size_t n = drop_requests_of(w.tid);
+    size_t wants = events_of(w.tid, GT_GIL_WANT);
+    CHECK(wants == 1, "the waiter wanted the GIL once (its lock; not again at its wait): %zu",
+          wants);
     gt_registry__release(NULL);
     fake_drop();
     return in_time ? (long)n : -1;
@@ -137,6 +158,29 @@ static long timed_wait_in_time(enum change what)
         n = one_timed_wait(what, timeout_ns);
     CHECK(n >= 0, "the test took the mutex before the waiter's deadline (%ld)", n);
     return n;
+}
+
+/* A take of a GIL nobody holds records no want once the thread's state is known (the
+ * thread's first want is recorded, for merge's initial state); a take that must wait
+ * records one (one_timed_wait). */
+static void test_uncontended_takes(void *tstate)
+{
+    fake_take(tstate); /* not recording: no events */
+    CHECK(gt_registry__begin(0, NULL, NULL) == 0, "registry begin");
+    gt_gilhook__set_recording(1);
+    for (int i = 0; i < 3; i++)
+        fake_drop_and_retake(tstate);
+    gt_gilhook__set_recording(0);
+    gt_registry__end();
+    int32_t me = (int32_t)syscall(SYS_gettid);
+    size_t wants = events_of(me, GT_GIL_WANT), acquired = events_of(me, GT_GIL_ACQUIRED),
+           released = events_of(me, GT_GIL_RELEASED);
+    /* The first drop's lock is a want: the thread's state was not known yet. */
+    CHECK(wants == 1 && acquired == 3 && released == 3,
+          "3 uncontended drops and takes: 1 want, 3 acquired, 3 released (%zu, %zu, %zu)",
+          wants, acquired, released);
+    gt_registry__release(NULL);
+    fake_drop();
 }
 
 /* A thread that is calibrating when another thread forks: the child has no such
@@ -370,6 +414,7 @@ int main(void)
     CHECK(n == 0, "another thread took the GIL during the wait: no request (%ld)", n);
     n = timed_wait_in_time(UNLOCK);
     CHECK(n == 0, "the GIL was free when the wait ended: no request (%ld)", n);
+    test_uncontended_takes(&me);
     test_fork_during_calibration(&me);
     test_stop_while_hooking(&me);
     test_park();
