@@ -1,18 +1,22 @@
-"""Sampling mode's cost (make bench-sample): CPU time of the bench workloads untraced, under
-giltracer's sampling mode at its default interval (the bpf probe as root, and the in-process
-hooks), and under py-spy `--gil --idle` at the same rate, in one run, interleaved rounds, a
-fresh process per run. Target: sampling mode <= 1.05x untraced CPU time.
+"""Sampling mode's cost (make bench-sample): CPU time of the bench workloads untraced, with
+the GIL probe alone (functions=False), under giltracer's sampling mode at its default
+interval, and under py-spy `--gil --idle` at the same rate, in one run. Target: sampling
+mode and GIL only <= 1.05x untraced CPU time.
 
   python bench/sample_bench.py [--rounds N] [--only fib,cpu2] [--out bench/results]
 
-Each run loops the workload for about a second (REPS below) and reports the CPU time of
-its whole process over the loop (time.process_time: every thread, the sampler included).
-For py-spy, a process of its own, the traced process's CPU is reported the same way, and
-py-spy's own CPU beside it (the run's children's rusage less the traced process's).
-CPython's profiling.sampling exists from 3.15 on; on an interpreter without it the column
-says so. Writes <out>/sample-<python-version>.md and .json.
+The verdicts are paired: in one process, untraced and traced loops alternate (PAIRS pairs,
+u t then t u), and the ratio is the median of the pairs' traced / untraced CPU. This host's
+speed drifts by up to 1.6x over minutes, which separate processes' medians keep and a
+pair's two loops, seconds apart, cancel; an A/A configuration (both loops untraced) shows
+what noise is left. Besides, each configuration also runs in a fresh process per round
+(interleaved, shuffled; the only way py-spy, a process of its own, runs). Each loop runs
+the workload about a second (REPS below); CPU = the CPU time of the whole process over the
+loop (time.process_time: every thread, the sampler included). For py-spy, its own CPU is
+reported beside (the run's children's rusage less the traced process's). CPython's
+profiling.sampling exists from 3.15 on; on an interpreter without it the column says so.
+Writes <out>/sample-<python-version>.md and .json.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -29,8 +33,12 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPS = {"fib": 80, "method": 6, "builtins": 4, "threads2": 3, "mixed": 12, "cpu2": 3, "churn2": 6}
-CONFIGS = ("untraced", "gil-hooks", "sample-hooks", "sample", "py-spy")
+REPS = {"fib": 80, "method": 6, "builtins": 4, "threads2": 3, "mixed": 12, "cpu2": 3, "churn2": 3}
+CONFIGS = ("untraced", "gil-hooks", "sample", "py-spy")
+# In one process each, untraced and traced loops alternating: the verdicts' measurement.
+# paired-none: both loops untraced (A/A): the noise a ratio has here, the verdicts' scale.
+PAIRED = ("paired-gil-hooks", "paired-sample", "paired-none")
+PAIRS = 3  # per process
 PYSPY_RATE = 200  # per second: giltracer's default 5 ms
 
 WORKER = r"""
@@ -42,19 +50,45 @@ fn, setup = workloads.WORKLOADS[name]
 if setup:
     setup()
 fn()  # warm-up, untimed
+
+
+def session(kind):
+    import giltracer
+    if kind == "gil-hooks":  # the GIL probe alone: what sampling adds is the rest
+        return giltracer.trace(functions=False, backend="hooks")
+    return giltracer.trace(mode="sample", backend="auto")
+
+
+def loop():
+    c0, w0 = time.process_time(), time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return time.process_time() - c0, time.perf_counter() - w0
+
+
+if mode.startswith("paired-"):
+    # Untraced and traced loops alternate in this process (u t, t u, ...): each pair ran
+    # within seconds of each other, so the host's drift cancels in its ratio. "none":
+    # both untraced (A/A).
+    kind, pairs = mode[len("paired-"):], []
+    for k in range({pairs}):
+        got = {{}}
+        for traced in ((False, True) if k % 2 == 0 else (True, False)):
+            if traced and kind != "none":
+                t = session(kind)
+                t.start()
+                got["traced"] = loop()[0]
+                t.stop()
+            else:
+                got["traced" if traced else "untraced"] = loop()[0]
+        pairs.append([got["untraced"], got["traced"]])
+    print("RESULT " + json.dumps(dict(pairs=pairs)))
+    sys.exit(0)
 t = None
-if mode == "gil-hooks":  # the GIL probe alone: what sampling adds is the rest
-    import giltracer
-    t = giltracer.trace(functions=False, backend="hooks")
+if mode != "untraced":
+    t = session(mode)
     t.start()
-elif mode.startswith("sample"):
-    import giltracer
-    t = giltracer.trace(mode="sample", backend="hooks" if mode == "sample-hooks" else "auto")
-    t.start()
-c0, w0 = time.process_time(), time.perf_counter()
-for _ in range(reps):
-    fn()
-cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+cpu, wall = loop()
 out = dict(cpu=cpu, wall=wall)
 if t is not None:
     t.stop()
@@ -119,22 +153,23 @@ def bootstrap_ci(a, b, n=2000, seed=1):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated workloads")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     a = ap.parse_args()
     workloads = [w for w in REPS if not a.only or w in a.only.split(",")]
     have_pyspy = pyspy_path() is not None and os.geteuid() == 0
     configs = [c for c in CONFIGS if c != "py-spy" or have_pyspy]
+    runs = configs + list(PAIRED)
     with tempfile.TemporaryDirectory(prefix="gt-sample-bench-") as d:
         script = os.path.join(d, "sample_worker.py")
         with open(script, "w") as f:
-            f.write(WORKER.format(here=HERE))
-        samples = {w: {c: [] for c in configs} for w in workloads}
+            f.write(WORKER.format(here=HERE, pairs=PAIRS))
+        samples = {w: {c: [] for c in runs} for w in workloads}
         t0 = time.time()
         for rnd in range(a.rounds):
             for w in workloads:
-                order = list(configs)
+                order = list(runs)
                 random.Random(rnd * 31 + len(w)).shuffle(order)
                 for c in order:
                     samples[w][c].append(run_one(w, c, script))
@@ -153,35 +188,63 @@ def main() -> int:
     with open(os.path.join(a.out, f"sample-{ver}.md"), "w") as f:
         f.write(text)
     with open(os.path.join(a.out, f"sample-{ver}.json"), "w") as f:
-        json.dump({"python": sys.version, "rounds": a.rounds, "reps": REPS, "samples": samples}, f,
+        json.dump({"python": sys.version, "rounds": a.rounds, "reps": REPS, "pairs": PAIRS,
+                   "samples": samples}, f,
                   indent=1)
     return 0
+
+
+def paired_ratio(pairs, n=2000, seed=1):
+    """Median of the per-pair ratios traced / untraced, and its 95 % bootstrap interval
+    (resampling the pairs)."""
+    ratios = [t / u for u, t in pairs]
+    rnd = random.Random(seed)
+    boots = sorted(statistics.median(rnd.choices(ratios, k=len(ratios))) for _ in range(n))
+    return statistics.median(ratios), boots[int(0.025 * n)], boots[int(0.975 * n) - 1]
 
 
 def report(samples, configs, workloads, rounds, have_pyspy, has_sampling):
     ver = platform.python_version()
     lines = [f"# Sampling mode: CPU time vs untraced and py-spy (Python {ver})", "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
-             f"{rounds} rounds, a fresh process per run, configurations shuffled per round. "
-             "CPU = the traced process's CPU time over the workload loop (every thread; "
-             "giltracer's sampler thread included); ratio = median / median untraced, "
-             "[95 % bootstrap interval]. giltracer: mode='sample' at the default 5 ms "
-             "(`sample`: backend auto, bpf as root; `sample-hooks`: in-process hooks); "
-             "`gil-hooks`: functions=False with the hooks, no sampler: the GIL probe's own "
-             "cost, which sampling keeps (the sampler's cost is sample-hooks less gil-hooks). "
-             f"py-spy: `record --gil --idle -r {PYSPY_RATE}` (same rate), its own process's "
-             "CPU in the last column. Target: sampling <= 1.05x untraced.", ""]
+             f"{rounds} rounds; per round and workload one process per configuration, in "
+             "shuffled order. CPU = the process's CPU time over the workload loop (every "
+             "thread; giltracer's sampler thread included). giltracer: `sample` = "
+             "mode='sample' at the default 5 ms, backend auto (the in-process hooks as GIL "
+             "probe, even as root); `gil-hooks` = functions=False with the hooks, no sampler: "
+             "the GIL probe's own cost, which sampling keeps. py-spy: `record --gil --idle -r "
+             f"{PYSPY_RATE}` (same rate), a process of its own (its CPU in the last column). "
+             "Target: sampling and GIL only <= 1.05x untraced.", "",
+             "**Paired** (the verdicts): in one process, untraced and traced loops alternate, "
+             f"{PAIRS} pairs (u t, t u, ...); ratio = median over every pair of all rounds of "
+             "traced / untraced CPU, [95 % bootstrap interval over the pairs]. The host's speed "
+             "drifts by up to 1.6x over minutes here; a pair's two loops run within seconds and "
+             "cancel it. The untraced loops follow a session in the same process (the hooks stay "
+             "installed, switched off: a load and a compare per GIL call). *A/A*: the same "
+             "pairs with both loops untraced: the interval a ratio of 1 gets on this host "
+             "during the run, against which a verdict's 5 % can be read.", "",
+             "**Separate processes** (info, and the only way py-spy runs): ratio = median / "
+             "median untraced over the rounds, [95 % bootstrap interval].", ""]
     if not have_pyspy:
         lines += ["py-spy: not run (not installed, or not root: it needs ptrace).", ""]
     lines += ["CPython profiling.sampling: " + ("present, not run by this bench yet." if has_sampling
               else "not in this interpreter (3.15+)."), ""]
-    head = "| workload | untraced CPU s | " + " | ".join(
-        f"{c} ratio" for c in configs if c != "untraced") + " | sampler samples / skipped, GIL held | py-spy own CPU s |"
+    head = ("| workload | untraced CPU s | paired gil-hooks | paired sample | paired A/A (noise) | "
+            + " | ".join(f"{c} (separate)" for c in configs if c != "untraced")
+            + " | sampler samples / skipped, GIL held | py-spy own CPU s |")
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
-    verdict = []
+    verdict, noise = [], {}
     for w in workloads:
         base = [r["cpu"] for r in samples[w]["untraced"]]
         cells = [w, f"{statistics.median(base):.3f}"]
+        for c in PAIRED:
+            pairs = [p for r in samples[w][c] for p in r["pairs"]]
+            ratio, lo, hi = paired_ratio(pairs)
+            cells.append(f"**{ratio:.3f}** [{lo:.3f}, {hi:.3f}]")
+            if c == "paired-none":
+                noise[w] = (lo, hi)
+            else:
+                verdict.append((w, c[len("paired-"):], ratio, lo, hi))
         for c in configs:
             if c == "untraced":
                 continue
@@ -189,8 +252,6 @@ def report(samples, configs, workloads, rounds, have_pyspy, has_sampling):
             lo, hi = bootstrap_ci(v, base)
             ratio = statistics.median(v) / statistics.median(base)
             cells.append(f"{ratio:.3f} [{lo:.3f}, {hi:.3f}]")
-            if c.startswith("sample"):
-                verdict.append((w, c, ratio, lo, hi))
         s = samples[w]["sample"]
         cells.append(f"{statistics.median([r['samples'] for r in s]):.0f} / "
                      f"{statistics.median([r['skipped'] for r in s]):.0f}, "
@@ -199,13 +260,13 @@ def report(samples, configs, workloads, rounds, have_pyspy, has_sampling):
         cells.append(f"{statistics.median([r['profiler_cpu'] for r in samples[w]['py-spy']]):.3f}"
                      if "py-spy" in samples[w] else "n/a")
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "## Verdicts (median ratio <= 1.05)", ""]
+    lines += ["", "## Verdicts (paired median ratio <= 1.05)", ""]
     for w, c, ratio, lo, hi in verdict:
+        nlo, nhi = noise[w]
         lines.append(f"- {w} {c}: {ratio:.3f} [{lo:.3f}, {hi:.3f}] "
-                     f"{'PASS' if ratio <= 1.05 else 'FAIL'}")
+                     f"{'PASS' if ratio <= 1.05 else 'FAIL'} (A/A: [{nlo:.3f}, {nhi:.3f}])")
     if "cpu2" in workloads:
-        shares = [x for c in ("sample", "sample-hooks") for r in samples["cpu2"][c]
-                  for x in r.get("spin_held_share", [])]
+        shares = [x for r in samples["cpu2"]["sample"] for x in r.get("spin_held_share", [])]
         if shares:
             lines += ["", f"cpu2 (two spinning threads), GIL-split profile from the samples: "
                       f"_spin held {100 * min(shares):.0f}-{100 * max(shares):.0f} % of its "
