@@ -295,7 +295,9 @@ class WhatIf:
     (``queue_handoffs`` of them: queue gets that found their item queued, tied to its put);
     ``waited``: hand-offs waited on without the GIL, each costing ``handoff_us``;
     ``events``: call events (a call's start or end) in the time the threads held the GIL,
-    each costing the tracer ``event_ns`` there: ``tracer_s`` of it (on CPU) is not work."""
+    each costing the tracer ``event_ns`` there: ``tracer_s`` of it (on CPU) is not work;
+    ``event_ns_source``: where that cost came from (the bench host's table, measured on
+    this machine, GILTRACER_EVENT_NS, or given)."""
 
     cpus: int
     ft_factor: float
@@ -313,6 +315,7 @@ class WhatIf:
     event_ns: float = 0.0
     events: int = 0
     tracer_s: float = 0.0
+    event_ns_source: str = ""
 
     def __str__(self) -> str:
         return render.what_if_text(self)
@@ -342,20 +345,45 @@ def default_handoff_us() -> float:
 
 
 def default_event_ns(options: Dict[str, Any]) -> float:
-    """The tracer's own cost per call event, ns, for a trace made with `options`: the
-    measured one (``TRACER_EVENT_NS``, by this interpreter's tracing API and whether C calls
-    were traced) where it exists, else 0; 0 where calls were not traced (sampling, or
-    functions=False)."""
+    """The tracer's own cost per call event, ns, for a trace made with `options` (0 where
+    calls were not traced: sampling, or functions=False): see event_ns_for()."""
+    return event_ns_for(options)[0]
+
+
+def event_ns_for(options: Dict[str, Any], how: Optional[str] = None) -> Tuple[float, str]:
+    """The tracer's cost per call event for a trace made with `options`, ns, and where it
+    comes from. `how`: "measure" measures it on this machine now (giltracer.calibrate);
+    None: ``GILTRACER_EVENT_NS`` decides ("measure", or a number of ns), else the table
+    measured on the bench host (``whatif_cost.TRACER_EVENT_NS``, by this interpreter's
+    tracing API and whether C calls were traced; 0 where it has none)."""
     if not options.get("functions", True) or options.get("sample_ns"):
-        return 0.0
+        return 0.0, "no call events traced"
+    if how is None:
+        env = os.environ.get("GILTRACER_EVENT_NS", "").strip()
+        if env == "measure":
+            how = env
+        elif env:
+            try:
+                ns = float(env)
+            except ValueError:
+                ns = -1.0
+            if ns >= 0 and ns < float("inf"):
+                return ns, "GILTRACER_EVENT_NS"
+            warnings.warn(f"giltracer: GILTRACER_EVENT_NS={env!r} is neither 'measure' nor a "
+                          "number of ns >= 0: ignored", RuntimeWarning, stacklevel=3)
+    if how == "measure":
+        from . import calibrate
+        return calibrate.event_ns(bool(options.get("c_calls", True)))
     api = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
     kind = "c_calls" if options.get("c_calls", True) else "functions"
     import importlib
     try:
         mod = importlib.import_module(".whatif_cost", __package__)
     except ImportError:
-        return 0.0
-    return float(getattr(mod, "TRACER_EVENT_NS", {}).get((api, kind), 0.0))
+        return 0.0, "not measured for this interpreter"
+    table_ns = getattr(mod, "TRACER_EVENT_NS", {}).get((api, kind))
+    return (float(table_ns), "measured on the bench host") if table_ns is not None else (
+        0.0, "not measured for this interpreter")
 
 
 class BudgetNotice(UserWarning):
@@ -935,15 +963,17 @@ class Trace:
 
     def what_if(self, cpus: Optional[int] = None, ft_factor: Optional[float] = None,
                 top: int = 5, handoff_us: Optional[float] = None,
-                event_ns: Optional[float] = None) -> WhatIf:
+                event_ns: Union[None, float, str] = None) -> WhatIf:
         """Would free-threading help? The cell re-scheduled without the GIL on ``cpus``
         CPUs (default: this machine's, ``os.cpu_count()``), each thread's GIL-holding work
         taking ``ft_factor`` times as long (default: the measured free-threading cost, else
         1.0), its blocking kept and its hand-offs to other threads (locks, queues, joins)
         kept in order, a hand-off waited on costing ``handoff_us`` (default: the measured
         wake-up cost, else 0), less the tracer's own cost of ``event_ns`` per call event
-        in that work (default: the measured one for this interpreter and trace options,
-        else 0; it predicts the untraced cell); and, for the ``top`` functions by GIL wait
+        in that work (default: the one measured on the bench host for this interpreter and
+        trace options, else 0; ``"measure"``: measured on this machine now, about 0.5 s
+        once, see giltracer.calibrate; ``GILTRACER_EVENT_NS`` changes the default; it
+        predicts the untraced cell); and, for the ``top`` functions by GIL wait
         caused, the wall time if that function alone released the GIL (tracer's cost kept).
         ``str()`` of the result is a table with the model's assumptions."""
         if cpus is None:
@@ -966,12 +996,15 @@ class Trace:
                 or not isfinite(handoff_us) or handoff_us < 0):
             raise ValueError(f"handoff_us must be a finite number >= 0 (a hand-off's wake-up "
                              f"cost without the GIL; 0 = none), got {handoff_us!r}")
-        if event_ns is None:
-            event_ns = default_event_ns(self.options)
+        if event_ns is None or event_ns == "measure":
+            event_ns, event_ns_source = event_ns_for(self.options, event_ns)
+        else:
+            event_ns_source = "given"
         if (isinstance(event_ns, bool) or not isinstance(event_ns, (int, float))
                 or not isfinite(event_ns) or event_ns < 0):
             raise ValueError(f"event_ns must be a finite number >= 0 (the tracer's own cost "
-                             f"per call event; 0 = none), got {event_ns!r}")
+                             f"per call event; 0 = none) or \"measure\" (measure it on this "
+                             f"machine now), got {event_ns!r}")
         (n, factor, measured, predicted, replay, handoffs, threads, funcs, assumptions,
          handoff_ns, queue_handoffs, waited, event_ns, events, tracer_ns) = self.result.what_if(
              cpus, float(ft_factor), top, float(handoff_us) * 1e3, float(event_ns))
@@ -986,9 +1019,12 @@ class Trace:
                                            wall / 1e9, measured / wall if wall > 0 else 1.0,
                                            saving / 1e9)
                             for f, caused, saving, wall in funcs if f >= 0),
-            assumptions=tuple(assumptions), gil_replay_wall_s=replay / 1e9, handoffs=handoffs,
+            assumptions=(f"{assumptions[0]} Tracer's cost per event: {event_ns_source}.",
+                         *assumptions[1:]) if assumptions else (),
+            gil_replay_wall_s=replay / 1e9, handoffs=handoffs,
             handoff_us=handoff_ns / 1e3, queue_handoffs=queue_handoffs, waited=waited,
-            event_ns=event_ns, events=int(events), tracer_s=tracer_ns / 1e9)
+            event_ns=event_ns, events=int(events), tracer_s=tracer_ns / 1e9,
+            event_ns_source=event_ns_source)
 
     def save(self, path: Union[str, "os.PathLike[str]"], format: Optional[str] = None,
              tab: Optional[str] = None, theme: Optional[str] = None) -> str:

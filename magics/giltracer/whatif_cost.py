@@ -65,5 +65,8 @@ about 1): 23 [21, 35] ns with C calls, 15 [14, 26] without; 3.11 (the repo's ven
 can differ: NumPy methods called from Python cost about 35 ns an event on 3.14 here, and a
 traced pool of threads calling them more (its traced run is 25-35 % slower while its
 events account for about 12 %): the tracer's stores also slow the code between events
-(caches), which no per-event cost captures.
+(caches), which no per-event cost captures. The host's speed moves it most: the same VM,
+moved to a slower host later the same day, measured 64 [50, 97] on 3.14 and 101 [77, 129] on
+3.11 (``python bench/tracer_event_cost.py --rounds 2``); ``t.what_if(event_ns="measure")``
+or ``GILTRACER_EVENT_NS=measure`` measure it where it is used (giltracer.calibrate).
 """
