@@ -48,6 +48,9 @@ struct gt_sched_stats {
     uint64_t watch_failures;
     uint64_t records;
     uint64_t lost; /* PERF_RECORD_LOST totals + events refused by full streams */
+    long long shortest_period_ns; /* the poller's shortest drain period (it shortens it
+                                   * while rings fill up) */
+    unsigned fullest;             /* the fullest ring a drain found, in 1/1024ths */
 };
 void gt_sched__stats(const struct gt_sched *s, struct gt_sched_stats *out);
 

@@ -542,10 +542,63 @@ static void test_lost(void)
     CHECK(st.records + st.lost >= 20000, "records + lost = %llu",
           (unsigned long long)(st.records + st.lost));
     CHECK(st.records == total_sched_events(), "stats match streams");
+    /* A drain that found a ring more than half full shortened the period, at most to a
+     * quarter of its base (the storm may also have ended before the first drain). */
+    fprintf(stderr, "  poller: fullest ring %u/1024, shortest period %lld ms\n", st.fullest,
+            st.shortest_period_ns / 1000000);
+    CHECK(st.shortest_period_ns >= 125000000ll && st.shortest_period_ns <= 500000000ll,
+          "the period stays within [base / 4, base]: %lld", st.shortest_period_ns);
+    CHECK(st.fullest <= 512 || st.shortest_period_ns < 500000000ll,
+          "a ring found %u/1024 full shortened the period (%lld)", st.fullest,
+          st.shortest_period_ns);
     CHECK(ma.ordered && mb.ordered && ma.in_range && mb.in_range && ma.kinds_ok &&
               mb.kinds_ok,
           "streams stay sane across losses");
     CHECK(ma.out_preempted > 0 && mb.out_preempted > 0, "yields are preemptions");
+    gt_sched__free(s);
+    gt_registry__release(NULL);
+}
+
+/* The poller drains more often while rings fill up: a yield storm on 4 KiB rings with a
+ * 40 ms base period. Every drain that found a ring more than half full halves the period,
+ * down to 10 ms; how full the rings get depends on how fast this machine switches (60 per
+ * ms idle, 2-3 busy), so the shortening is checked where a drain saw it due. */
+static void test_poller_shortens(void)
+{
+    struct gt_sched *s = NULL;
+    const char *why = NULL;
+    setenv("GILTRACER_SCHED_RING_KB", "4", 1);
+    setenv("GILTRACER_SCHED_PERIOD_MS", "40", 1);
+    int err = gt_sched__new(&s, &why);
+    unsetenv("GILTRACER_SCHED_RING_KB");
+    unsetenv("GILTRACER_SCHED_PERIOD_MS");
+    CHECK(err == 0, "gt_sched__new (40 ms): %d %s", err, why ? why : "");
+    if (err)
+        return;
+    CHECK(gt_registry__begin(0, on_new, s) == 0, "registry begin");
+    CHECK(gt_sched__start(s) == 0, "start");
+    pthread_barrier_init(&pair_barrier, NULL, 2);
+    struct worker a = {.n = 20000, .pin = 1}, b = {.n = 20000, .pin = 1};
+    pthread_t ta, tb;
+    int ok = !start(&ta, yielder, &a);
+    ok &= !start(&tb, yielder, &b);
+    if (ok) {
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+    }
+    pthread_barrier_destroy(&pair_barrier);
+    CHECK(gt_sched__stop(s) == 0, "stop");
+    gt_registry__end();
+    struct gt_sched_stats st;
+    gt_sched__stats(s, &st);
+    fprintf(stderr, "  poller (40 ms base): fullest ring %u/1024, shortest period %.1f ms, "
+            "records %llu, lost %llu\n", st.fullest, st.shortest_period_ns / 1e6,
+            (unsigned long long)st.records, (unsigned long long)st.lost);
+    CHECK(st.shortest_period_ns >= 10000000ll && st.shortest_period_ns <= 40000000ll,
+          "the period stays within [10, 40] ms: %lld", st.shortest_period_ns);
+    CHECK(st.fullest <= 512 || st.shortest_period_ns < 40000000ll,
+          "a ring found %u/1024 full shortened the period (%lld)", st.fullest,
+          st.shortest_period_ns);
     gt_sched__free(s);
     gt_registry__release(NULL);
 }
@@ -757,6 +810,7 @@ int main(void)
     test_states();
     test_wrap();
     test_lost();
+    test_poller_shortens();
     test_many();
     test_fork();
 
