@@ -365,11 +365,18 @@ static void quiesce(void)
 {
     /* Registered, the command fails only without memory for its CPU mask (ENOMEM): a
      * transient state worth waiting out, since hooks skip their fence meanwhile. */
+    int fenced = 1;
     if (atomic_load(&gh.asym)) {
-        for (int i = 0; sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 && i < 1000; i++)
+        int i = 0;
+        while (sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 && ++i < 1000)
             sched_yield();
+        fenced = i < 1000;
     }
     atomic_thread_fence(memory_order_seq_cst);
+    /* Without the barrier, a hook's in_flight store may still sit in its CPU's store
+     * buffer: drained within microseconds, so after 1 ms a hook still in its section shows. */
+    if (!fenced)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
     for (struct hook_slot *sl = atomic_load(&hook_slots); sl; sl = sl->next)
         while (atomic_load(&sl->in_flight))
             sched_yield();
