@@ -172,7 +172,9 @@ def test_text_structure(cpu_trace):
     assert rows[0].startswith("  spin ") and re.search(r"\(\d+\.\d\dx\)$", rows[0])
     rest = lines[k + 2 + len(w.functions):]
     assert rest[0] == "  Assumptions:"
-    assert rest[1:] == [f"  - {a}" for a in w.assumptions]
+    assert rest[1:-1] == [f"  - {a}" for a in w.assumptions]
+    assert rest[-1] == (f"  - The tracer's cost per call event ({w.event_ns:.0f} ns): "
+                        f"{w.event_ns_source}.")
     assert len(w.assumptions) == 6
     assert "2 CPUs" in w.assumptions[1] and "1.00x" in w.assumptions[0]
 
@@ -198,7 +200,8 @@ def test_profile_text_ends_with_the_what_if_section(cpu_trace):
     text = cpu_trace.profile_text()
     head = f"What if there were no GIL ({os.cpu_count() or 1} CPUs"
     assert head in text
-    assert text.rstrip().splitlines()[-1].startswith("  - Work is CPU time")
+    assert text.rstrip().splitlines()[-2].startswith("  - Work is CPU time")
+    assert text.rstrip().splitlines()[-1].startswith("  - The tracer's cost per call event (")
 
 
 def test_cli_profile_prints_the_what_if_section(tmp_path):

@@ -1019,9 +1019,7 @@ class Trace:
                                            wall / 1e9, measured / wall if wall > 0 else 1.0,
                                            saving / 1e9)
                             for f, caused, saving, wall in funcs if f >= 0),
-            assumptions=(f"{assumptions[0]} Tracer's cost per event: {event_ns_source}.",
-                         *assumptions[1:]) if assumptions else (),
-            gil_replay_wall_s=replay / 1e9, handoffs=handoffs,
+            assumptions=tuple(assumptions), gil_replay_wall_s=replay / 1e9, handoffs=handoffs,
             handoff_us=handoff_ns / 1e3, queue_handoffs=queue_handoffs, waited=waited,
             event_ns=event_ns, events=int(events), tracer_s=tracer_ns / 1e9,
             event_ns_source=event_ns_source)
