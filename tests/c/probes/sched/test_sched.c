@@ -496,39 +496,56 @@ static void test_wrap(void)
 
 /* ---- session 3: overflow of a 4 KiB ring (PERF_RECORD_LOST) --------------------- */
 
-static void test_lost(void)
+/* A session of its own with `ring_kb` rings and a `period_ms` poller base period, in
+ * which two threads on one CPU yield to each other `n` times each (one switch per yield).
+ * Returns the stopped session (the caller frees it and releases the registry) or NULL;
+ * *a and *b: the workers, [*t0, *t1]: the session's time. */
+static struct gt_sched *yield_storm(const char *ring_kb, const char *period_ms, int n,
+                                    struct worker *a, struct worker *b, uint64_t *t0,
+                                    uint64_t *t1)
 {
     struct gt_sched *s = NULL;
     const char *why = NULL;
-    /* A poller that drains every 0.5 s: the storm below overflows the 4 KiB ring (~170
-     * records) however slowly it runs (on a machine with busy CPUs every yield lets another
-     * process run: 2-3 switches per ms here, against ~60 per ms on an idle one, where the
-     * default 5 ms period was enough to overflow it and a busy one was not). */
-    setenv("GILTRACER_SCHED_RING_KB", "4", 1);
-    setenv("GILTRACER_SCHED_PERIOD_MS", "500", 1);
+    setenv("GILTRACER_SCHED_RING_KB", ring_kb, 1);
+    setenv("GILTRACER_SCHED_PERIOD_MS", period_ms, 1);
     int err = gt_sched__new(&s, &why);
     unsetenv("GILTRACER_SCHED_RING_KB");
     unsetenv("GILTRACER_SCHED_PERIOD_MS");
-    CHECK(err == 0, "gt_sched__new (4 KiB ring): %d %s", err, why ? why : "");
+    CHECK(err == 0, "gt_sched__new (%s KiB ring, %s ms): %d %s", ring_kb, period_ms, err,
+          why ? why : "");
     if (err)
-        return;
-    uint64_t t_before = now_ns();
+        return NULL;
+    *t0 = now_ns();
     CHECK(gt_registry__begin(0, on_new, s) == 0, "registry begin");
     CHECK(gt_sched__start(s) == 0, "start");
-    /* Two threads on one CPU yielding to each other: one switch per yield. */
     pthread_barrier_init(&pair_barrier, NULL, 2);
-    struct worker a = {.n = 10000, .pin = 1}, b = {.n = 10000, .pin = 1};
+    *a = (struct worker){.n = n, .pin = 1};
+    *b = (struct worker){.n = n, .pin = 1};
     pthread_t ta, tb;
-    int ok = !start(&ta, yielder, &a);
-    ok &= !start(&tb, yielder, &b);
+    int ok = !start(&ta, yielder, a);
+    ok &= !start(&tb, yielder, b);
     if (ok) {
         pthread_join(ta, NULL);
         pthread_join(tb, NULL);
     }
     pthread_barrier_destroy(&pair_barrier);
     CHECK(gt_sched__stop(s) == 0, "stop");
-    uint64_t t_after = now_ns();
+    *t1 = now_ns();
     gt_registry__end();
+    return s;
+}
+
+static void test_lost(void)
+{
+    /* A poller that drains every 0.5 s: the storm below overflows the 4 KiB ring (~170
+     * records) however slowly it runs (on a machine with busy CPUs every yield lets another
+     * process run: 2-3 switches per ms here, against ~60 per ms on an idle one, where the
+     * default 5 ms period was enough to overflow it and a busy one was not). */
+    struct worker a, b;
+    uint64_t t_before, t_after;
+    struct gt_sched *s = yield_storm("4", "500", 10000, &a, &b, &t_before, &t_after);
+    if (!s)
+        return;
     struct gt_sched_stats st;
     gt_sched__stats(s, &st);
     struct summary ma, mb;
@@ -565,30 +582,11 @@ static void test_lost(void)
  * ms idle, 2-3 busy), so the shortening is checked where a drain saw it due. */
 static void test_poller_shortens(void)
 {
-    struct gt_sched *s = NULL;
-    const char *why = NULL;
-    setenv("GILTRACER_SCHED_RING_KB", "4", 1);
-    setenv("GILTRACER_SCHED_PERIOD_MS", "40", 1);
-    int err = gt_sched__new(&s, &why);
-    unsetenv("GILTRACER_SCHED_RING_KB");
-    unsetenv("GILTRACER_SCHED_PERIOD_MS");
-    CHECK(err == 0, "gt_sched__new (40 ms): %d %s", err, why ? why : "");
-    if (err)
+    struct worker a, b;
+    uint64_t t0, t1;
+    struct gt_sched *s = yield_storm("4", "40", 20000, &a, &b, &t0, &t1);
+    if (!s)
         return;
-    CHECK(gt_registry__begin(0, on_new, s) == 0, "registry begin");
-    CHECK(gt_sched__start(s) == 0, "start");
-    pthread_barrier_init(&pair_barrier, NULL, 2);
-    struct worker a = {.n = 20000, .pin = 1}, b = {.n = 20000, .pin = 1};
-    pthread_t ta, tb;
-    int ok = !start(&ta, yielder, &a);
-    ok &= !start(&tb, yielder, &b);
-    if (ok) {
-        pthread_join(ta, NULL);
-        pthread_join(tb, NULL);
-    }
-    pthread_barrier_destroy(&pair_barrier);
-    CHECK(gt_sched__stop(s) == 0, "stop");
-    gt_registry__end();
     struct gt_sched_stats st;
     gt_sched__stats(s, &st);
     fprintf(stderr, "  poller (40 ms base): fullest ring %u/1024, shortest period %.1f ms, "
