@@ -173,17 +173,20 @@ def side_ft(names, runs):
 
 
 # ---------------------------------------------------------------- the 3.14 side
-def prediction(t, n_cpus, factor):
+def prediction(t, n_cpus, factor, event_ns=None):
     """``t.what_if()``: the model's predicted wall time and the tracer's cost it removed (s)."""
-    w = t.what_if(cpus=n_cpus) if factor is None else t.what_if(cpus=n_cpus, ft_factor=factor)
+    kw = {} if factor is None else {"ft_factor": factor}
+    if event_ns is not None:
+        kw["event_ns"] = event_ns
+    w = t.what_if(cpus=n_cpus, **kw)
     return w.predicted_wall_s, w.tracer_s
 
 
-def side_gil(names, runs, factor, trace_opts):
+def side_gil(names, runs, factor, trace_opts, event_ns=None):
     import giltracer
     n_cpus = cpus()
     out = {"python": sys.version.split()[0], "giltracer": getattr(giltracer, "__version__", "?"), "cpus": n_cpus,
-           "ft_factor": factor, "trace_opts": trace_opts, "workloads": {}}
+           "ft_factor": factor, "event_ns": event_ns, "trace_opts": trace_opts, "workloads": {}}
     for name, fn in warmed_up(names, out):
         cpu_s = []
         untraced = [timed(fn, cpu_s) for _ in range(runs)]
@@ -194,7 +197,7 @@ def side_gil(names, runs, factor, trace_opts):
             rows = [{"tid": s.tid, "name": s.name, "wall_s": s.wall_ns / 1e9, "held_s": s.held_ns / 1e9,
                      "wait_s": s.wait_ns / 1e9, "released_s": s.released_ns / 1e9} for s in t.summary()]
             threads = rows
-            p, c = prediction(t, n_cpus, factor)
+            p, c = prediction(t, n_cpus, factor, event_ns)
             preds.append(p)
             tracer.append(c)
         out["workloads"][name] = {"untraced": untraced, "cpu": cpu_s, "traced": traced, "threads": threads,
@@ -209,6 +212,8 @@ def run_side(interp, side, args, k):
         cmd += ["--ft-factor", str(args.ft_factor)]
     if side == "gil":
         cmd += ["--trace-opts", args.trace_opts]
+        if args.event_ns is not None:
+            cmd += ["--event-ns", str(args.event_ns)]
     print(f"what_if_bench: round {k + 1}/{args.runs}, {side} side on {interp} ...", file=sys.stderr, flush=True)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     if r.returncode:
@@ -252,7 +257,9 @@ def report(gil, ft, runs, load0=None):
              f"ft_factor: {gil['ft_factor'] if gil['ft_factor'] is not None else 'the model default'}",
              "- predicted: `t.what_if(cpus=N)` on each traced run (median); error = predicted / measured 3.14t - 1",
              "- tracer: the tracer's own cost the prediction removed from the traced work (CPU s, median; "
-             "`t.what_if().tracer_s`: call events x `whatif_cost.TRACER_EVENT_NS`)",
+             "`t.what_if().tracer_s`: call events x the cost per event: "
+             + (f"`event_ns={gil.get('event_ns')!r}`" if gil.get("event_ns") is not None
+                else "`whatif_cost.TRACER_EVENT_NS`") + ")",
              "- 3.14t CPU / wall: the process's CPU time over its wall time (median run): the parallelism "
              "the machine gave it (other load on a shared machine lowers it; the model assumes the CPUs free)",
              "- rounds alternate the interpreters, one run per workload per round, fresh processes",
@@ -307,6 +314,8 @@ def main():
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--only", type=lambda s: s.split(","), default=list(WORKLOADS))
     ap.add_argument("--ft-factor", type=float, default=None, help="t.what_if(ft_factor=...); default: the model's own (whatif_cost.FT_SINGLE_THREAD_FACTOR)")
+    ap.add_argument("--event-ns", type=lambda v: v if v == "measure" else float(v), default=None,
+                    help='t.what_if(event_ns=...): "measure" (on this machine now) or ns; default: the table\'s')
     ap.add_argument("--trace-opts", default="{}", help='more giltracer.trace options, JSON: \'{"c_calls": false}\'')
     ap.add_argument("--side", choices=("gil", "ft"))
     ap.add_argument("--out")
@@ -319,7 +328,7 @@ def main():
         print(json.dumps(side_ft(a.only, a.runs)))
         return 0
     if a.side == "gil":
-        print(json.dumps(side_gil(a.only, a.runs, a.ft_factor, json.loads(a.trace_opts))))
+        print(json.dumps(side_gil(a.only, a.runs, a.ft_factor, json.loads(a.trace_opts), a.event_ns)))
         return 0
     if not a.gil or not a.ft:
         ap.error("--gil and --ft are needed (or --side)")
