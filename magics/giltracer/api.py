@@ -371,18 +371,12 @@ def event_ns_for(options: Dict[str, Any], how: Optional[str] = None) -> Tuple[fl
                 return ns, "GILTRACER_EVENT_NS"
             warnings.warn(f"giltracer: GILTRACER_EVENT_NS={env!r} is neither 'measure' nor a "
                           "number of ns >= 0: ignored", RuntimeWarning, stacklevel=3)
+    from . import calibrate
+    c_calls = bool(options.get("c_calls", True))
     if how == "measure":
-        from . import calibrate
-        return calibrate.event_ns(bool(options.get("c_calls", True)))
-    api = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
-    kind = "c_calls" if options.get("c_calls", True) else "functions"
-    import importlib
-    try:
-        mod = importlib.import_module(".whatif_cost", __package__)
-    except ImportError:
-        return 0.0, "not measured for this interpreter"
-    table_ns = getattr(mod, "TRACER_EVENT_NS", {}).get((api, kind))
-    return (float(table_ns), "measured on the bench host") if table_ns is not None else (
+        return calibrate.event_ns(c_calls)
+    table = calibrate.table_ns(c_calls)
+    return (table, "measured on the bench host") if table is not None else (
         0.0, "not measured for this interpreter")
 
 

@@ -16,7 +16,7 @@ cache folder (``$XDG_CACHE_HOME/giltracer``, else ``~/.cache/giltracer``), keyed
 interpreter, build and boot, so that short processes (the CLI) measure once. On a noisy
 shared host one measurement can be off by a third (the host's own speed moves that much
 between seconds); where the child cannot run, the table's constant is used and the what-if
-assumptions say so.
+text says so.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 CACHE_SECONDS = 600.0
 TIMEOUT_SECONDS = 30.0
@@ -105,9 +105,16 @@ def _tracing_api() -> str:
     return "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
 
 
-def _table_ns(c_calls: bool) -> Optional[float]:
-    from . import whatif_cost
-    return whatif_cost.TRACER_EVENT_NS.get((_tracing_api(), "c_calls" if c_calls else "functions"))
+def table_ns(c_calls: bool) -> Optional[float]:
+    """The cost measured on the bench host (``whatif_cost.TRACER_EVENT_NS``) for this
+    interpreter's tracing API and call options, or None where it has none."""
+    try:
+        from . import whatif_cost
+    except ImportError:
+        return None
+    ns = getattr(whatif_cost, "TRACER_EVENT_NS", {}).get(
+        (_tracing_api(), "c_calls" if c_calls else "functions"))
+    return float(ns) if ns is not None else None
 
 
 def _cache_file() -> str:
@@ -195,15 +202,6 @@ def event_ns(c_calls: bool = True) -> Tuple[float, str]:
             _write_cached(ck, ns)
             got = (ns, "measured on this machine")
         else:
-            table = _table_ns(c_calls)
-            got = (table or 0.0, "the bench host's (measuring here failed)")
+            got = (table_ns(c_calls) or 0.0, "the bench host's (measuring here failed)")
     _cache[key] = got
     return got
-
-
-def options_event_ns(options: Dict[str, Any]) -> Tuple[float, str]:
-    """event_ns() for a trace made with `options`: 0 where calls were not traced
-    (sampling, or functions=False)."""
-    if not options.get("functions", True) or options.get("sample_ns"):
-        return 0.0, "no call events traced"
-    return event_ns(bool(options.get("c_calls", True)))

@@ -10,7 +10,8 @@
  *
  * Nothing ever waits on the events: the wakeup watermark is the ring size, and one
  * poller thread wakes every GT_SCHED_PERIOD_NS to drain every ring into its thread's
- * sched stream (more often, down to a quarter of it, while a ring fills up: next_period). The poller is the only producer of sched streams; at stop it drains
+ * sched stream (more often, down to a quarter of it, while a ring fills up:
+ * next_period). The poller is the only producer of sched streams; at stop it drains
  * every ring a last time and closes the events before it exits.
  *
  * The poller owns the events: it opens them, in an fd table of its own
@@ -326,7 +327,8 @@ static unsigned watch_drain(struct gt_sched *s, struct watch *w)
     uint64_t tail = pg->data_tail; /* only we write it */
     uint64_t mask = w->size - 1;
     uint64_t records = 0, lost = 0;
-    unsigned fill = head - tail >= w->size ? 1024u : (unsigned)((head - tail) * 1024 / w->size);
+    uint64_t used = head - tail;
+    unsigned fill = used >= w->size ? 1024u : (unsigned)(used * 1024 / w->size);
     struct gt_stream *st = &w->t->sched;
     _Alignas(8) unsigned char buf[REC_BUF];
 
