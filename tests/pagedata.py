@@ -194,7 +194,8 @@ def with_spans(page, thread, spans):
 
 def code(page):
     """(css, script) the page carries compressed in #gt-code (base64 of zlib of the CSS, a
-    NUL, the script as shipped: minified at build time by core/jsmin)."""
+    NUL, the panes' markup, a NUL, the script as shipped: minified at build time by
+    core/jsmin)."""
     m = re.search(r'<script type="application/octet-stream" id="gt-code">\s*(.*?)\s*</script>', page, re.S)
-    css, _, js = zlib.decompress(base64.b64decode(m.group(1))).decode("utf-8").partition("\0")
+    css, _markup, js = zlib.decompress(base64.b64decode(m.group(1))).decode("utf-8").split("\0")
     return css, js

@@ -16,6 +16,7 @@
 #include "whatif.h"
 #include "profile.h"
 
+extern const char gt_asset_app_html[];
 extern const char gt_asset_viewer_css[];
 extern const char gt_asset_viewer_js[];
 
@@ -313,8 +314,9 @@ static json_t *dec_profile(const struct chunks *c, size_t n, size_t k)
     return o;
 }
 
-/* The page's #gt-code block, base64 decoded and inflated, is the viewer's CSS, a NUL and
- * its script as embedded: minified at build time (core/jsmin), so no indented line. */
+/* The page's #gt-code block, base64 decoded and inflated, is the viewer's CSS, a NUL, the
+ * panes' markup, a NUL and its script as embedded: minified at build time (core/jsmin), so
+ * no indented line. */
 static int page_code_is(const char *html)
 {
     const char *p = strstr(html, "id=\"gt-code\"");
@@ -322,11 +324,14 @@ static int page_code_is(const char *html)
     const char *pe = p ? strstr(p, "</script>") : NULL;
     if (!pe)
         return 0;
-    size_t css = strlen(gt_asset_viewer_css), js = strlen(gt_asset_viewer_js), un = 0;
+    size_t css = strlen(gt_asset_viewer_css), app = strlen(gt_asset_app_html), js = strlen(gt_asset_viewer_js);
+    size_t un = 0;
     unsigned char *u = NULL;
-    int ok = !b64_inflate(p + 1, (size_t)(pe - p - 1), &u, &un) && un == css + 1 + js &&
-             !memcmp(u, gt_asset_viewer_css, css) && !u[css] && !memcmp(u + css + 1, gt_asset_viewer_js, js) &&
-             js > 1000 && !strstr(gt_asset_viewer_js, "\n ") && !strstr(gt_asset_viewer_js, "\n/*");
+    int ok = !b64_inflate(p + 1, (size_t)(pe - p - 1), &u, &un) && un == css + 1 + app + 1 + js &&
+             !memcmp(u, gt_asset_viewer_css, css) && !u[css] && !memcmp(u + css + 1, gt_asset_app_html, app) &&
+             !u[css + 1 + app] && !memcmp(u + css + app + 2, gt_asset_viewer_js, js) && js > 1000 &&
+             strstr(gt_asset_app_html, "id=\"gt-tab-timeline\"") && !strstr(gt_asset_viewer_js, "\n ") &&
+             !strstr(gt_asset_viewer_js, "\n/*");
     free(u);
     return ok;
 }
