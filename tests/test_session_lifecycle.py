@@ -235,6 +235,10 @@ def _pid_max():
         return None
 
 
+# Tens of thousands of threads (~25 s): the tid's reuse is the registry's concern, the
+# same on every interpreter (each one's thread records are tested above), so CI's matrix
+# runs it on the main interpreter only.
+@pytest.mark.any_python
 @pytest.mark.filterwarnings("ignore:giltracer.*were not recorded:RuntimeWarning")
 @pytest.mark.skipif(not _pid_max() or _pid_max() > 65536,
                     reason="tids are reused only after a wrap of pid_max (here too large to "

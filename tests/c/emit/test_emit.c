@@ -1157,7 +1157,8 @@ static void test_speed(void)
     static const char *methods[] = {"inc", "run", "parse_line", "get", "visit", "step",
                                     "__init__", "update", "send", "compute"};
     const size_t nfn = 1000, nthr = 4;
-    size_t nsp = 1000000;
+    /* Under valgrind (50x slower) the same paths with fewer spans: the figures are only printed. */
+    size_t nsp = getenv("GT_TEST_UNDER_VALGRIND") ? 50000 : 1000000;
     const char *env = getenv("GT_TEST_SPANS");
     if (env && atol(env) > 0)
         nsp = (size_t)atol(env);
