@@ -162,7 +162,7 @@ matrix-one:
 # SKIP_ANY_PYTHON=1 (CI): the matrix's interpreters and the ASan run leave out the tests
 # whose result does not depend on the interpreter nor on the extension's memory safety
 # (marked any_python: tests/conftest.py ANY_PYTHON), which `make test` runs on the main
-# one; the free-threaded 3.14t still runs them as root (some views differ there).
+# one.
 SKIP_ANY_PYTHON ?= 0
 MAIN_ONLY_ARGS := $(if $(filter 1,$(SKIP_ANY_PYTHON)),-m "not any_python")
 
@@ -333,7 +333,7 @@ test-ft: pythons-ft
 	@echo "=== ft-3.14t (root, then nobody)"; \
 	$(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; n=ft-3.14t; d=$(SID_MATRIX); $(FT_VENV) && cd $$d && \
 	  echo "--- $$n as root" && \
-	  GILTRACER_REQUIRE=notebooks,bpf $$d/$$n/bin/python -m pytest $(FT_TESTS) -q -rs -p no:cacheprovider $(FT_PYTEST_ARGS) && \
+	  GILTRACER_REQUIRE=notebooks,bpf $$d/$$n/bin/python -m pytest $(FT_TESTS) -q -rs -p no:cacheprovider $(MAIN_ONLY_ARGS) $(FT_PYTEST_ARGS) && \
 	  echo "--- $$n as nobody" && rm -rf $$d/home && mkdir -p $$d/home && chmod 1777 $$d/home && \
 	  setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=$$d/home GILTRACER_REQUIRE=notebooks \
 	    $$d/$$n/bin/python -m pytest $(FT_TESTS) -q -rs -p no:cacheprovider $(MAIN_ONLY_ARGS) $(FT_PYTEST_ARGS)' \

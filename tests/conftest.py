@@ -100,11 +100,15 @@ def run_script(tmp_path, body, *args, name="script.py", timeout=240, env=None):
 # CI's matrix runs them on the main interpreter only (pytest -m "not any_python" elsewhere).
 ANY_PYTHON = ("browser/", "test_notebooks.py", "test_kernel_output_bytes.py",
               "test_function_length.py", "test_palette.py")
+# ... but for the views that differ on a free-threaded build (its headings, lock kinds,
+# parked time): those run on every interpreter.
+NOT_ANY_PYTHON = ("browser/test_ft_headings_view.py", "browser/test_lock_kinds_view.py",
+                  "browser/test_park_view.py")
 
 
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         rel = os.path.relpath(str(item.fspath), here)
-        if rel.startswith(ANY_PYTHON):
+        if rel.startswith(ANY_PYTHON) and not rel.startswith(NOT_ANY_PYTHON):
             item.add_marker(pytest.mark.any_python)

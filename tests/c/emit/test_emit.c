@@ -897,7 +897,17 @@ static void test_html_big_columns(void)
     r.threads = th;
     r.nthreads = NTH;
     r.nblame = 0;
-    check_page_decodes_to_payload(&r);
+    if (getenv("GT_TEST_UNDER_VALGRIND")) {
+        /* memcheck of the writer's paths; decoding the page back into jansson objects (a
+         * node per number) took 2 minutes there: that check runs natively and under ASan */
+        size_t len;
+        int rc;
+        char *out = run(gt_emit__html, &r, &meta, &len, &rc);
+        CHECK(rc == 0 && out && strstr(out, "id=\"gt-bin\""));
+        free(out);
+    } else {
+        check_page_decodes_to_payload(&r);
+    }
 cleanup:
     for (int t = 0; t < NTH; t++)
         free(sp[t]);
@@ -942,6 +952,13 @@ static void test_page_profile_budget(void)
     r.t1 = ts;
     size_t len;
     int rc;
+    if (getenv("GT_TEST_UNDER_VALGRIND")) { /* the writer's paths only (see big_columns) */
+        char *out = run(gt_emit__html, &r, &meta, &len, &rc);
+        CHECK(rc == 0 && out != NULL);
+        free(out);
+        free(sp);
+        return;
+    }
     char *pay = run(gt_emit__payload_json, &r, &meta, &len, &rc);
     json_t *j = pay ? json_loads(pay, 0, NULL) : NULL;
     json_t *prof = json_object_get(json_array_get(json_object_get(j, "threads"), 0), "profile");
