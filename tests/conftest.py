@@ -106,6 +106,12 @@ NOT_ANY_PYTHON = ("browser/test_ft_headings_view.py", "browser/test_lock_kinds_v
                   "browser/test_park_view.py")
 
 
+def pytest_configure(config):
+    # Here, not in pyproject.toml: the matrix runs a copy of tests/ without it.
+    config.addinivalue_line(
+        "markers", "any_python: the result does not depend on the interpreter (ANY_PYTHON)")
+
+
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
     for item in items:
