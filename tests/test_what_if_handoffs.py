@@ -89,8 +89,15 @@ def test_queue_gets_found_queued_are_tied_to_their_puts():
     """A producer queues items faster than a consumer takes them: under the GIL the consumer
     finds most of them queued (its gets do not block); each is still the put's item."""
     n = 200
-    t = traced_producer_consumer(n, 500, 2000)
-    w = t.what_if(cpus=2, ft_factor=1.0, handoff_us=0)
+    for _ in range(3):
+        t = traced_producer_consumer(n, 500, 2000)
+        w = t.what_if(cpus=2, ft_factor=1.0, handoff_us=0)
+        # The scenario: the producer ran ahead, done well before the consumer (~9 ms of
+        # ~45). Once in CI (3.10, root) it did not: it waited for the GIL 65 ms of 98 and
+        # the consumer found 62 items queued. Measure again then, up to 3 times.
+        th = {x.name: x for x in w.threads}
+        if th["producer"].measured_s < th["consumer"].measured_s / 2:
+            break
     # n + 1 gets; the ones that blocked are hand-offs of their own (a few: the producer
     # runs ahead by a switch interval at a time).
     assert n // 2 <= w.queue_handoffs <= n + 1, str(w)
