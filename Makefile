@@ -432,11 +432,13 @@ test-asan-py: asan-venv
 
 test-asan: test-asan-c test-asan-py
 
-# C unit tests (and the fuzz corpus replay) under valgrind memcheck.
+# C unit tests (and the fuzz corpus replay) under valgrind memcheck. --fair-sched=yes: valgrind
+# runs one thread at a time, and its default lock let a thread looping on sched_yield keep
+# the one it waited for from running (test_gilhook ran for minutes, twice in CI).
 test-valgrind: deps-harden
 	cmake -S . -B $(BUILD)/valgrind -DGT_BUILD_EXTENSION=OFF -DGT_BUILD_TESTS=ON \
 	  -DGT_WERROR=$(GT_WERROR) \
-	  "-DGT_TEST_WRAPPER=valgrind;-q;--error-exitcode=1;--leak-check=full;--errors-for-leak-kinds=definite,indirect,possible;--track-origins=yes" >/dev/null
+	  "-DGT_TEST_WRAPPER=valgrind;-q;--fair-sched=yes;--error-exitcode=1;--leak-check=full;--errors-for-leak-kinds=definite,indirect,possible;--track-origins=yes" >/dev/null
 	cmake --build $(BUILD)/valgrind -j2
 	cd $(BUILD)/valgrind && GT_TEST_UNDER_VALGRIND=1 ctest --output-on-failure
 

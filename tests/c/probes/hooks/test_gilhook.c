@@ -260,11 +260,15 @@ static void *hammer_main(void *arg)
     return NULL;
 }
 
+/* Sleeps, not sched_yield: under valgrind (one thread runs at a time) a yield loop kept
+ * the hammer thread from running for minutes (CI killed it at 90 min). */
 static void wait_cycles(long n)
 {
     long until = atomic_load(&hammer.cycles) + n;
-    while (atomic_load(&hammer.cycles) < until)
-        sched_yield();
+    while (atomic_load(&hammer.cycles) < until) {
+        struct timespec nap = {0, 50000};
+        nanosleep(&nap, NULL);
+    }
 }
 
 static void test_stop_while_hooking(void *tstate)
