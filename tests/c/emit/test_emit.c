@@ -471,6 +471,21 @@ static void check_page_decodes_to_payload(const struct gt_result *r)
     free(pay);
 }
 
+/* Under valgrind (GT_TEST_UNDER_VALGRIND) a big page is only written, for memcheck of the
+ * writer's paths: decoding it back into jansson objects (a node per number) took 2 minutes
+ * there; that check runs natively and under ASan. Returns whether it did so. */
+static int page_written_only_under_valgrind(const struct gt_result *r)
+{
+    if (!getenv("GT_TEST_UNDER_VALGRIND"))
+        return 0;
+    size_t len;
+    int rc;
+    char *out = run(gt_emit__html, r, &meta, &len, &rc);
+    CHECK(rc == 0 && out && strstr(out, "id=\"gt-bin\""));
+    free(out);
+    return 1;
+}
+
 static const char *meta_arg(json_t *evs, const char *name, json_int_t pid, json_int_t tid)
 {
     json_t *e = find_event(evs, "M", name, pid, tid);
@@ -897,17 +912,8 @@ static void test_html_big_columns(void)
     r.threads = th;
     r.nthreads = NTH;
     r.nblame = 0;
-    if (getenv("GT_TEST_UNDER_VALGRIND")) {
-        /* memcheck of the writer's paths; decoding the page back into jansson objects (a
-         * node per number) took 2 minutes there: that check runs natively and under ASan */
-        size_t len;
-        int rc;
-        char *out = run(gt_emit__html, &r, &meta, &len, &rc);
-        CHECK(rc == 0 && out && strstr(out, "id=\"gt-bin\""));
-        free(out);
-    } else {
+    if (!page_written_only_under_valgrind(&r))
         check_page_decodes_to_payload(&r);
-    }
 cleanup:
     for (int t = 0; t < NTH; t++)
         free(sp[t]);
@@ -952,10 +958,7 @@ static void test_page_profile_budget(void)
     r.t1 = ts;
     size_t len;
     int rc;
-    if (getenv("GT_TEST_UNDER_VALGRIND")) { /* the writer's paths only (see big_columns) */
-        char *out = run(gt_emit__html, &r, &meta, &len, &rc);
-        CHECK(rc == 0 && out != NULL);
-        free(out);
+    if (page_written_only_under_valgrind(&r)) {
         free(sp);
         return;
     }
