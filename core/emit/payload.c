@@ -805,8 +805,9 @@ static void code_compress(void)
 {
     const char *part[] = {gt_asset_viewer_css, gt_asset_app_html, gt_asset_viewer_js};
     size_t len[] = {gt_asset_viewer_css_len, gt_asset_app_html_len, gt_asset_viewer_js_len}, n = 0;
-    char *src = malloc(len[0] + len[1] + len[2] + 2);
-    uLongf zn = compressBound((uLong)(len[0] + len[1] + len[2] + 2));
+    size_t total = len[0] + len[1] + len[2] + 2; /* and the two NULs */
+    char *src = malloc(total);
+    uLongf zn = compressBound((uLong)total);
     code_z.z = malloc(zn);
     if (src && code_z.z) {
         for (int i = 0; i < 3; i++) {
