@@ -87,18 +87,42 @@ COST_AFTER = """
                 pass
         return n
 
+    def bpf_holders():  # other processes holding the probe's links: the detach helper
+        pids = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            if int(pid) in (os.getpid(), control.pid):
+                continue
+            try:
+                if any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("anon_inode:bpf")
+                       for fd in os.listdir(f"/proc/{pid}/fd")):
+                    pids.append(int(pid))
+            except OSError:
+                pass
+        return pids
+
+    def alive(pid):  # not yet through its exit (where the kernel detaches the probes)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+        except OSError:
+            return False
+
     base = vs_control()
     with giltracer.trace(backend="bpf", functions=False, sched=False) as t:
         during = vs_control()
     assert t.backend == "bpf", t.backend_reason
     within = vs_control(1)  # the probe lingers, still attached
     print("ATTACHED_FDS", bpf_fds())
-    # Past the linger (2 s): the linger thread detaches and closes the probe's fds.
+    helpers = bpf_holders()
+    # Past the linger (2 s): the linger thread closes the probe's fds; the kernel detaches
+    # the probes when the last holder of the links, the detach helper (bpfprobe.c), has
+    # exited, ~0.1 s a probe and more on a loaded machine: a fresh-clone run measured
+    # 1.25-2.5x while it was still exiting.
     deadline = time.monotonic() + 20
     time.sleep(2.0)
-    while bpf_fds() and time.monotonic() < deadline:
+    while (bpf_fds() or any(map(alive, helpers))) and time.monotonic() < deadline:
         time.sleep(0.1)
-    print("LEFT_FDS", bpf_fds())
+    print("LEFT_FDS", bpf_fds() + sum(map(alive, helpers)))
     # Retry the measurement, not the bound: the machine can be loaded.
     tries = []
     for _ in range(8):
@@ -123,7 +147,8 @@ def test_no_cost_left_after_the_linger():
     print(f"churn vs before the trace: during {during:.2f}x, within the linger "
           f"{within:.2f}x, after it {after:.2f}x")
     assert int(field(p, "ATTACHED_FDS")[0]) > 0, "no bpf fd while the probe lingers: no check"
-    assert int(field(p, "LEFT_FDS")[0]) == 0, f"the probe still attached 20 s after: {p.stdout}"
+    assert int(field(p, "LEFT_FDS")[0]) == 0, (
+        f"the probe's fds or its detach helper still there 20 s after: {p.stdout}")
     if "libasan" in os.environ.get("LD_PRELOAD", ""):
         # make test-asan: PYTHONMALLOC=malloc under ASan makes the loop itself costly and
         # its time erratic (1.1-2x during, 0.6-1x after): the detach (above) is the check.
