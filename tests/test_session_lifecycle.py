@@ -239,7 +239,7 @@ def _pid_max():
 # same on every interpreter (each one's thread records are tested above), so CI's matrix
 # runs it on the main interpreter only.
 @pytest.mark.any_python
-@pytest.mark.filterwarnings("ignore:giltracer.*were not recorded:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:giltracer.*were lost:RuntimeWarning")
 @pytest.mark.skipif(not _pid_max() or _pid_max() > 65536,
                     reason="tids are reused only after a wrap of pid_max (here too large to "
                            "wrap in a test); tests/c/record/test_registry.c covers the registry")

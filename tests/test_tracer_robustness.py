@@ -228,6 +228,27 @@ def test_tiny_cap_caps_scheduler_records_and_reports_drops():
     assert "scheduler records were aggregated" in t.summary_text()
 
 
+def test_lost_scheduler_records_are_warned_as_lost_not_as_capped(monkeypatch):
+    """Records a full perf ring refused (4 KiB rings that may not grow, drained only at the
+    end: ~600 switches per thread against ~170 records a ring) are counted and warned
+    about as lost, with the cause, not blamed on max_events (which aggregates)."""
+    monkeypatch.setenv("GILTRACER_SCHED_RING_KB", "4")
+    monkeypatch.setenv("GILTRACER_SCHED_RING_MAX_KB", "4")
+    monkeypatch.setenv("GILTRACER_SCHED_PERIOD_MS", "5000")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with giltracer.trace(functions=False, gil=False) as t:
+            gil_churn(3, 300)
+    if not t.sched_status.startswith("perf_event"):
+        pytest.skip(f"no perf scheduler records here: {t.sched_status}")
+    assert t.dropped["sched"] == t.result.sched_lost > 0
+    assert t.result.sched_aggregated == 0
+    lost = [str(w.message) for w in caught if "were lost" in str(w.message)]
+    assert lost == [f"giltracer: {t.dropped['sched']:,} scheduler records were lost (a probe's "
+                    "buffer overflowed, or memory ran out; max_events never drops them, it "
+                    "aggregates them): GIL figures and OS states may have gaps."]
+
+
 def test_no_cap_no_drops():
     with giltracer.trace(max_events=None) as t:
         gil_churn(2, 50)

@@ -34,8 +34,8 @@ function buildHeader() {
   var de = num(meta.dropped_events, 0), gd = num(meta.gil_dropped, 0), sl = num(meta.sched_lost, 0);
   if (de > 0) banner('gt-warn', '\u26a0 ' + fmtInt(de) + ' call events were dropped',
     '(--max-events reached): the call trace is incomplete; GIL states are still complete.');
-  var cap = num(meta.max_events, 0) > 0 ? ' (max_events=' + fmtInt(num(meta.max_events, 0)) + ' reached, or lost):' : ' (lost):';
-  if (gd > 0) banner('gt-warn', '\u26a0 ' + fmtInt(gd) + ' GIL events were not recorded' + cap, 'GIL states, percentages and blame may be inaccurate.');
+  var why = ' (a probe\'s buffer overflowed, or memory ran out):';
+  if (gd > 0) banner('gt-warn', '\u26a0 ' + fmtInt(gd) + ' GIL events were lost' + why, 'GIL states, percentages and blame may be inaccurate.');
   if (meta.sampling) banner('gt-note', '\u2139 Calls were sampled, not traced:', String(meta.sampling) +
     '. Profile, Top functions and blame weigh each stack by the time to the next sample; the GIL table is exact.');
   var ca = num(meta.calls_aggregated, 0);
@@ -47,7 +47,7 @@ function buildHeader() {
   if (ga > 0) banner('gt-note', '\u2139 ' + fmtInt(ga) + ' GIL and scheduler events past max_events were aggregated:',
     'the table is exact; the end of each such thread\'s GIL and OS strips is coalesced (at most 2048 tiles, each drawn as held, waiting, released) and not in the blame.');
   if (meta.tracer_note) banner('gt-warn', '\u26a0 Some threads were not fully traced:', String(meta.tracer_note));
-  if (sl > 0) banner('gt-warn', '\u26a0 ' + fmtInt(sl) + ' scheduler records were not recorded' + cap, 'OS states may have gaps.');
+  if (sl > 0) banner('gt-warn', '\u26a0 ' + fmtInt(sl) + ' scheduler records were lost' + why, 'OS states may have gaps.');
   if (freeThreaded) banner('gt-note', '\u2139 free-threaded build: no GIL; showing lock contention.',
     'The strip is running / parked (waiting in the parking lot for a contended lock, a stop-the-world ' +
     'pause or a join); blame is parked waiter \u2190 the thread that woke it, in its function.');

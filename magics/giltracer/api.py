@@ -687,10 +687,10 @@ class Trace:
         lost = [f"{n:,} {what}" for n, what in
                 ((dropped["gil"], "GIL events"), (dropped["sched"], "scheduler records")) if n]
         if lost:
-            cap = f"max_events={self.max_events:,} reached" if self.max_events else "lost"
             warnings.warn(
-                f"giltracer: {' and '.join(lost)} were not recorded ({cap}, or lost by the "
-                "probe): GIL figures and OS states may be inaccurate.",
+                f"giltracer: {' and '.join(lost)} were lost (a probe's buffer overflowed, "
+                "or memory ran out; max_events never drops them, it aggregates them): GIL "
+                "figures and OS states may have gaps.",
                 RuntimeWarning,
                 stacklevel=3,
             )
@@ -780,7 +780,7 @@ class Trace:
     @property
     def dropped(self) -> Dict[str, int]:
         """Events not recorded, per stream: ``calls`` (max_events reached), ``gil`` and
-        ``sched`` (max_events reached, or lost by the probe)."""
+        ``sched`` (lost: a probe's buffer overflowed, or memory ran out)."""
         r = self.result
         return {"calls": r.dropped_events, "gil": r.gil_dropped, "sched": r.sched_lost}
     duration_ns = property(lambda self: self.result.duration_ns, doc="traced wall time")

@@ -51,6 +51,9 @@ struct gt_sched_stats {
     long long shortest_period_ns; /* the poller's shortest drain period (it shortens it
                                    * while rings fill up) */
     unsigned fullest;             /* the fullest ring a drain found, in 1/1024ths */
+    uint64_t rings_grown;         /* rings replaced by a larger one (a thread switched
+                                   * faster than its ring held between drains) */
+    uint64_t largest_ring_kb;     /* data KiB of the largest ring mapped */
 };
 void gt_sched__stats(const struct gt_sched *s, struct gt_sched_stats *out);
 

@@ -27,7 +27,10 @@
  * Ring size: GT_SCHED_RING_KB of data (rounded to a power of two pages), overridable
  * with GILTRACER_SCHED_RING_KB. When the mmap is refused for lack of locked memory
  * (kernel.perf_event_mlock_kb per user, then RLIMIT_MEMLOCK), smaller rings are
- * tried down to one data page. Where the poller could not leave the process's fd table
+ * tried down to one data page. A thread that switches faster than its ring holds per
+ * shortest period (or while the poller is kept from running) gets a ring 4x as large,
+ * up to GT_SCHED_RING_MAX_KB (GILTRACER_SCHED_RING_MAX_KB), where locked memory allows:
+ * watch_grow. Only such threads pay for large rings. Where the poller could not leave the process's fd table
  * (Linux < 5.9), events are also refused (-EMFILE) once their fd would fall in the last
  * quarter of RLIMIT_NOFILE, so the traced program keeps its fds.
  *
@@ -65,6 +68,11 @@
  * process's RLIMIT_MEMLOCK; at 16+4 KiB per thread that is ~50 threads with
  * RLIMIT_MEMLOCK=0 on 2 CPUs and ~460 with 8 MiB (64 KiB rings: ~15 and ~135). */
 #define GT_SCHED_RING_KB 16
+#endif
+#ifndef GT_SCHED_RING_MAX_KB
+/* The largest ring a fast-switching thread is grown to: 10.9k records, 2.2M switches/s
+ * at the shortest period (two GIL-churning threads switch ~0.2M/s each here). */
+#define GT_SCHED_RING_MAX_KB 256
 #endif
 #ifndef GT_SCHED_PERIOD_NS
 #define GT_SCHED_PERIOD_NS 5000000ll /* poller period: 5 ms */
@@ -108,6 +116,8 @@ struct watch {
     int read_lost;         /* the fd reads back the kernel's lost count (PERF_FORMAT_LOST) */
     uint64_t dropped_seen; /* t->sched.dropped already counted in `lost` */
     uint64_t lost_seen;    /* PERF_RECORD_LOST counts already counted in `lost` */
+    uint64_t last_time;    /* the newest record's time drained (0: none yet) */
+    uint64_t skip_until;   /* a grown ring's records up to this time are the old ring's */
 };
 
 struct gt_sched {
@@ -131,10 +141,12 @@ struct gt_sched {
     pid_t owner; /* the process that made it: a forked child must not touch it */
     long long period_ns; /* the poller's period (GT_SCHED_PERIOD_NS) */
     size_t data_pages; /* preferred data pages per ring, a power of two */
+    size_t max_pages;  /* the most data pages watch_grow gives a ring (>= data_pages) */
     uint64_t fd_limit;  /* refuse events whose fd would be >= this (shared fd table only) */
     size_t page_size;
 
-    _Atomic uint64_t watched, failures, records, lost;
+    _Atomic uint64_t watched, failures, records, lost, grown;
+    _Atomic uint64_t largest_ring; /* data bytes of the largest ring mapped */
     _Atomic long long shortest_period_ns; /* the poller's (next_period) */
     atomic_uint fullest;                  /* the fullest ring it found, 1/1024ths */
 };
@@ -243,8 +255,10 @@ static int forked(const struct gt_sched *s)
 }
 
 /* Open and map the context-switch event of `tid` (0 = the caller) into w (zeroed,
- * fd -1). On failure w holds nothing open. *stage tells which step failed. */
-static int watch_open(const struct gt_sched *s, int32_t tid, struct watch *w, int *stage)
+ * fd -1) with a ring of `pages` data pages, or fewer down to `min_pages` where locked
+ * memory runs short. On failure w holds nothing open. *stage tells which step failed. */
+static int watch_open(const struct gt_sched *s, int32_t tid, size_t pages, size_t min_pages,
+                      struct watch *w, int *stage)
 {
     int err = 0;
     *stage = 0;
@@ -264,7 +278,7 @@ static int watch_open(const struct gt_sched *s, int32_t tid, struct watch *w, in
     attr.disabled = 0;
     /* Never wake anyone: the watermark is the whole ring (the kernel clamps it). */
     attr.watermark = 1;
-    attr.wakeup_watermark = (uint32_t)(s->data_pages * s->page_size);
+    attr.wakeup_watermark = (uint32_t)(pages * s->page_size);
     /* The lost count, readable at the last drain (Linux 6.0+): the kernel writes a
      * PERF_RECORD_LOST only once the ring has room again, which a thread that ends
      * right after an overflow never gives it. */
@@ -290,7 +304,7 @@ static int watch_open(const struct gt_sched *s, int32_t tid, struct watch *w, in
 
     /* Smaller rings when locked memory runs short (many threads, unprivileged). */
     *stage = 1;
-    for (size_t pages = s->data_pages;; pages /= 2) {
+    for (;; pages /= 2) {
         size_t len = (pages + 1) * s->page_size;
         void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (p != MAP_FAILED) {
@@ -300,7 +314,7 @@ static int watch_open(const struct gt_sched *s, int32_t tid, struct watch *w, in
             break;
         }
         err = -errno;
-        if ((err != -EPERM && err != -ENOMEM) || pages == 1)
+        if ((err != -EPERM && err != -ENOMEM) || pages / 2 < min_pages || pages == 1)
             goto cleanup;
     }
     /* The kernel fills data_offset/data_size since 4.1; trust them when present. */
@@ -360,6 +374,11 @@ static unsigned watch_drain(struct gt_sched *s, struct watch *w)
             hdr.size >= sizeof(hdr) + sizeof(struct sample_id)) {
             struct sample_id id;
             memcpy(&id, rec + hdr.size - sizeof(id), sizeof(id));
+            if (id.time <= w->skip_until) { /* the old ring had it (watch_grow) */
+                tail += hdr.size;
+                continue;
+            }
+            w->last_time = id.time;
             /* OUT_PREEMPT: still TASK_RUNNING when switched out (kernel 4.17+). */
             uint32_t kind = GT_SCHED_IN;
             if (hdr.misc & PERF_RECORD_MISC_SWITCH_OUT) {
@@ -401,6 +420,57 @@ static void watch_drain_last(struct gt_sched *s, struct watch *w)
     }
 }
 
+/* The largest ring so far, for the stats. */
+static void note_ring(struct gt_sched *s, const struct watch *w)
+{
+    uint64_t seen = atomic_load_explicit(&s->largest_ring, memory_order_relaxed);
+    while (w->size > seen && !atomic_compare_exchange_weak_explicit(
+                                 &s->largest_ring, &seen, w->size, memory_order_relaxed,
+                                 memory_order_relaxed))
+        ;
+}
+
+/* Give w's thread a ring 4x as large (up to max_pages; at least 2x where locked memory
+ * runs short): a new event is opened beside the old one, then the old one is switched
+ * off, drained and closed. Both recorded between the open and the switch-off: the new
+ * ring's records up to the old one's last are skipped by time. The old ring stays when
+ * no larger one can be had (the thread exited, no locked memory). 0 or -errno. */
+static int watch_grow(struct gt_sched *s, struct watch *w)
+{
+    size_t pages = (size_t)(w->size / s->page_size);
+    if (pages * 2 > s->max_pages)
+        return -E2BIG;
+    size_t want = pages * 4 < s->max_pages ? pages * 4 : s->max_pages;
+    struct watch bigger = {.fd = -1};
+    int stage = 0;
+    int err = watch_open(s, w->t->tid, want, pages * 2, &bigger, &stage);
+    if (err)
+        return err;
+    ioctl(w->fd, PERF_EVENT_IOC_DISABLE, 0);
+    watch_drain_last(s, w);
+    watch_close(w);
+    w->fd = bigger.fd;
+    w->page = bigger.page;
+    w->data = bigger.data;
+    w->size = bigger.size;
+    w->map_len = bigger.map_len;
+    w->read_lost = bigger.read_lost;
+    w->lost_seen = 0;
+    w->skip_until = w->last_time;
+    atomic_fetch_add_explicit(&s->grown, 1, memory_order_relaxed);
+    note_ring(s, w);
+    return 0;
+}
+
+/* Whether a drain that found a ring `fill`/1024 full, having lost records (`lost`) or
+ * not, asks for a larger ring: over 3/4 full is a step from overflowing, which a
+ * shorter period (next_period, from 1/2 full) may not avert: the poller's wakeups are
+ * late on busy CPUs. */
+static int wants_larger_ring(unsigned fill, int lost)
+{
+    return lost || fill > 768;
+}
+
 /* ---- poller ------------------------------------------------------------------ */
 
 /* Open the requested events and answer their callers. Called and returns with `lock`
@@ -413,9 +483,11 @@ static void answer_requests_locked(struct gt_sched *s)
     pthread_mutex_unlock(&s->lock);
     for (struct watch *w = list; w; w = w->next) {
         int stage = 0;
-        w->err = refuse ? -ESRCH : watch_open(s, w->t->tid, w, &stage);
-        if (!w->err)
+        w->err = refuse ? -ESRCH : watch_open(s, w->t->tid, s->data_pages, 1, w, &stage);
+        if (!w->err) {
             w->dropped_seen = w->t->sched.dropped;
+            note_ring(s, w);
+        }
     }
     pthread_mutex_lock(&s->lock);
     while (list) {
@@ -549,8 +621,11 @@ static void *poller_main(void *arg)
         pthread_mutex_unlock(&s->lock);
         unsigned fullest = 0;
         for (struct watch *w = s->active; w; w = w->next) {
+            uint64_t lost_before = w->lost_seen;
             unsigned fill = watch_drain(s, w);
             fullest = fill > fullest ? fill : fullest;
+            if (wants_larger_ring(fill, w->lost_seen != lost_before))
+                (void)watch_grow(s, w);
         }
         if (++tick % GT_SCHED_REAP_EVERY == 0)
             reap_exited(s);
@@ -632,6 +707,10 @@ int gt_sched__new(struct gt_sched **out, const char **why)
     s->page_size = ps > 0 ? (size_t)ps : 4096;
     s->data_pages = ring_pages_from(env_count("GILTRACER_SCHED_RING_KB", GT_SCHED_RING_KB, 1ul << 20),
                                     s->page_size);
+    s->max_pages = ring_pages_from(
+        env_count("GILTRACER_SCHED_RING_MAX_KB", GT_SCHED_RING_MAX_KB, 1ul << 20), s->page_size);
+    if (s->max_pages < s->data_pages)
+        s->max_pages = s->data_pages;
     /* Test-only: a longer period, so that a test can overflow a ring on purpose. */
     s->period_ns = GT_SCHED_PERIOD_NS;
     unsigned long period_ms = env_count("GILTRACER_SCHED_PERIOD_MS", 0, 10000);
@@ -650,7 +729,7 @@ int gt_sched__new(struct gt_sched **out, const char **why)
         goto cleanup;
     }
 
-    err = watch_open(s, 0, &probe, &stage);
+    err = watch_open(s, 0, s->data_pages, 1, &probe, &stage);
     if (err) {
         text = explain(err, stage);
         goto cleanup;
@@ -798,6 +877,8 @@ void gt_sched__stats(const struct gt_sched *s, struct gt_sched_stats *out)
     out->lost = atomic_load_explicit(&m->lost, memory_order_relaxed);
     out->shortest_period_ns = atomic_load_explicit(&m->shortest_period_ns, memory_order_relaxed);
     out->fullest = atomic_load_explicit(&m->fullest, memory_order_relaxed);
+    out->rings_grown = atomic_load_explicit(&m->grown, memory_order_relaxed);
+    out->largest_ring_kb = atomic_load_explicit(&m->largest_ring, memory_order_relaxed) / 1024;
 }
 
 void gt_sched__free(struct gt_sched *s)

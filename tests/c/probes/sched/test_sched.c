@@ -261,11 +261,13 @@ static void *spinner(void *arg)
     return (void *)(uintptr_t)(x & 0);
 }
 
+/* Yields w->n times, or for w->ns when that is set. */
 static void *yielder(void *arg)
 {
     struct worker *w = arg;
     worker_begin(w);
-    for (int i = 0; i < w->n; i++)
+    uint64_t until = now_ns() + w->ns;
+    for (int i = 0; w->ns ? now_ns() < until : i < w->n; i++)
         sched_yield();
     return NULL;
 }
@@ -497,12 +499,14 @@ static void test_wrap(void)
 /* ---- session 3: overflow of a 4 KiB ring (PERF_RECORD_LOST) --------------------- */
 
 /* A session of its own with `ring_kb` rings and a `period_ms` poller base period, in
- * which two threads on one CPU yield to each other `n` times each (one switch per yield).
+ * which two threads on one CPU yield to each other `n` times each (one switch per yield),
+ * or for `for_ns` each when that is set. `mid` (may be NULL): the stats `mid_ns` into it.
  * Returns the stopped session (the caller frees it and releases the registry) or NULL;
  * *a and *b: the workers, [*t0, *t1]: the session's time. */
 static struct gt_sched *yield_storm(const char *ring_kb, const char *period_ms, int n,
-                                    struct worker *a, struct worker *b, uint64_t *t0,
-                                    uint64_t *t1)
+                                    uint64_t for_ns, uint64_t mid_ns,
+                                    struct gt_sched_stats *mid, struct worker *a,
+                                    struct worker *b, uint64_t *t0, uint64_t *t1)
 {
     struct gt_sched *s = NULL;
     const char *why = NULL;
@@ -519,11 +523,15 @@ static struct gt_sched *yield_storm(const char *ring_kb, const char *period_ms, 
     CHECK(gt_registry__begin(0, on_new, s) == 0, "registry begin");
     CHECK(gt_sched__start(s) == 0, "start");
     pthread_barrier_init(&pair_barrier, NULL, 2);
-    *a = (struct worker){.n = n, .pin = 1};
-    *b = (struct worker){.n = n, .pin = 1};
+    *a = (struct worker){.n = n, .ns = for_ns, .pin = 1};
+    *b = (struct worker){.n = n, .ns = for_ns, .pin = 1};
     pthread_t ta, tb;
     int ok = !start(&ta, yielder, a);
     ok &= !start(&tb, yielder, b);
+    if (ok && mid) {
+        sleep_ns(mid_ns);
+        gt_sched__stats(s, mid);
+    }
     if (ok) {
         pthread_join(ta, NULL);
         pthread_join(tb, NULL);
@@ -543,7 +551,7 @@ static void test_lost(void)
      * default 5 ms period was enough to overflow it and a busy one was not). */
     struct worker a, b;
     uint64_t t_before, t_after;
-    struct gt_sched *s = yield_storm("4", "500", 10000, &a, &b, &t_before, &t_after);
+    struct gt_sched *s = yield_storm("4", "500", 10000, 0, 0, NULL, &a, &b, &t_before, &t_after);
     if (!s)
         return;
     struct gt_sched_stats st;
@@ -584,7 +592,7 @@ static void test_poller_shortens(void)
 {
     struct worker a, b;
     uint64_t t0, t1;
-    struct gt_sched *s = yield_storm("4", "40", 20000, &a, &b, &t0, &t1);
+    struct gt_sched *s = yield_storm("4", "40", 20000, 0, 0, NULL, &a, &b, &t0, &t1);
     if (!s)
         return;
     struct gt_sched_stats st;
@@ -599,6 +607,60 @@ static void test_poller_shortens(void)
           st.shortest_period_ns);
     gt_sched__free(s);
     gt_registry__release(NULL);
+}
+
+/* A 600 ms yield storm on 4 KiB rings with a 20 ms base period (`max_kb`: the largest
+ * ring a thread may grow to). Sets *st (at the end) and *late: the records lost in
+ * its second half (found lost after a look at 300 ms). */
+static int grow_storm(const char *max_kb, struct gt_sched_stats *st, uint64_t *late)
+{
+    struct worker a, b;
+    uint64_t t0, t1;
+    struct gt_sched_stats mid;
+    setenv("GILTRACER_SCHED_RING_MAX_KB", max_kb, 1);
+    struct gt_sched *s = yield_storm("4", "20", 0, 600 * MS, 300 * MS, &mid, &a, &b, &t0, &t1);
+    unsetenv("GILTRACER_SCHED_RING_MAX_KB");
+    if (!s)
+        return -1;
+    gt_sched__stats(s, st);
+    *late = st->lost - mid.lost;
+    fprintf(stderr, "  rings up to %s KiB: records %llu, lost %llu (%llu late), grown %llu, "
+            "largest ring %llu KiB\n", max_kb, (unsigned long long)st->records,
+            (unsigned long long)st->lost, (unsigned long long)*late,
+            (unsigned long long)st->rings_grown, (unsigned long long)st->largest_ring_kb);
+    gt_sched__free(s);
+    gt_registry__release(NULL);
+    return 0;
+}
+
+/* A thread that switches faster than its ring holds between drains gets a larger ring
+ * (4 KiB -> 16 -> 64 -> 256 here, up to GILTRACER_SCHED_RING_MAX_KB; ~600 yields a ms
+ * fill 256 KiB in 18 ms, against a shortest period of 5 ms): once its rings grew, in
+ * the storm's first drains, it loses nothing. The control, the same storm with growth
+ * off (4 KiB at most), must lose records late too, else this machine switched too
+ * slowly to tell (measured again, up to 3 times). */
+static void test_ring_grows(void)
+{
+    struct gt_sched_stats off, on;
+    uint64_t off_late = 0, on_late = 0;
+    for (int attempt = 0; attempt < 3 && !off_late; attempt++)
+        if (grow_storm("4", &off, &off_late) < 0)
+            return;
+    CHECK(off.rings_grown == 0 && off.largest_ring_kb == 4, "growth off: %llu grown, %llu KiB",
+          (unsigned long long)off.rings_grown, (unsigned long long)off.largest_ring_kb);
+    if (grow_storm("256", &on, &on_late) < 0)
+        return;
+    CHECK(on.largest_ring_kb <= 256, "rings stay within the maximum: %llu KiB",
+          (unsigned long long)on.largest_ring_kb);
+    if (!off_late) {
+        fprintf(stderr, "  note: the control lost nothing late (a slow machine): growth not "
+                "checked\n");
+        return;
+    }
+    CHECK(on.rings_grown > 0 && on.largest_ring_kb >= 16, "the rings grew: %llu, %llu KiB",
+          (unsigned long long)on.rings_grown, (unsigned long long)on.largest_ring_kb);
+    CHECK(on_late == 0, "nothing lost once grown: %llu records lost in the second half "
+          "(growth off: %llu)", (unsigned long long)on_late, (unsigned long long)off_late);
 }
 
 /* ---- session 4: many threads (locked-memory budget for unprivileged rings) ------ */
@@ -809,6 +871,7 @@ int main(void)
     test_wrap();
     test_lost();
     test_poller_shortens();
+    test_ring_grows();
     test_many();
     test_fork();
 
