@@ -27,12 +27,12 @@
  * Ring size: GT_SCHED_RING_KB of data (rounded to a power of two pages), overridable
  * with GILTRACER_SCHED_RING_KB. When the mmap is refused for lack of locked memory
  * (kernel.perf_event_mlock_kb per user, then RLIMIT_MEMLOCK), smaller rings are
- * tried down to one data page. A thread that switches faster than its ring holds per
- * shortest period (or while the poller is kept from running) gets a ring 4x as large,
- * up to GT_SCHED_RING_MAX_KB (GILTRACER_SCHED_RING_MAX_KB), where locked memory allows:
- * watch_grow. Only such threads pay for large rings. Where the poller could not leave the process's fd table
- * (Linux < 5.9), events are also refused (-EMFILE) once their fd would fall in the last
- * quarter of RLIMIT_NOFILE, so the traced program keeps its fds.
+ * tried down to one data page. A thread that switches faster than its ring holds
+ * between drains (or while the poller is kept from running) gets a ring 4x as large, up
+ * to GT_SCHED_RING_MAX_KB (GILTRACER_SCHED_RING_MAX_KB), where locked memory allows:
+ * watch_grow. Only such threads pay for large rings. Where the poller could not leave
+ * the process's fd table (Linux < 5.9), events are also refused (-EMFILE) once their fd
+ * would fall in the last quarter of RLIMIT_NOFILE, so the traced program keeps its fds.
  *
  * Costs (2 vCPU VM, kernel 6.18): ~0.7 us of the traced threads' CPU per context
  * switch (mostly the kernel's perf context switch for a task with an event, not the
@@ -118,6 +118,7 @@ struct watch {
     uint64_t lost_seen;    /* PERF_RECORD_LOST counts already counted in `lost` */
     uint64_t last_time;    /* the newest record's time drained (0: none yet) */
     uint64_t skip_until;   /* a grown ring's records up to this time are the old ring's */
+    int grow_failed;       /* no larger ring could be had: not tried again */
 };
 
 struct gt_sched {
@@ -438,14 +439,16 @@ static void note_ring(struct gt_sched *s, const struct watch *w)
 static int watch_grow(struct gt_sched *s, struct watch *w)
 {
     size_t pages = (size_t)(w->size / s->page_size);
-    if (pages * 2 > s->max_pages)
+    if (w->grow_failed || pages * 2 > s->max_pages)
         return -E2BIG;
     size_t want = pages * 4 < s->max_pages ? pages * 4 : s->max_pages;
     struct watch bigger = {.fd = -1};
     int stage = 0;
     int err = watch_open(s, w->t->tid, want, pages * 2, &bigger, &stage);
-    if (err)
+    if (err) {
+        w->grow_failed = 1; /* (each try costs an open and a map, every drain) */
         return err;
+    }
     ioctl(w->fd, PERF_EVENT_IOC_DISABLE, 0);
     watch_drain_last(s, w);
     watch_close(w);
