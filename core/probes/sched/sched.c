@@ -74,6 +74,12 @@
  * at the shortest period (two GIL-churning threads switch ~0.2M/s each here). */
 #define GT_SCHED_RING_MAX_KB 256
 #endif
+#ifndef GT_SCHED_GROWN_KB
+/* All open rings' growth together at most (GILTRACER_SCHED_GROWN_KB): locked memory,
+ * which an unprivileged user shares among all its rings, so that threads watched later
+ * still get theirs. Four threads at 256 KiB. */
+#define GT_SCHED_GROWN_KB 1024
+#endif
 #ifndef GT_SCHED_PERIOD_NS
 #define GT_SCHED_PERIOD_NS 5000000ll /* poller period: 5 ms */
 #endif
@@ -119,6 +125,7 @@ struct watch {
     uint64_t last_time;    /* the newest record's time drained (0: none yet) */
     uint64_t skip_until;   /* a grown ring's records up to this time are the old ring's */
     int grow_failed;       /* no larger ring could be had: not tried again */
+    uint64_t grown;        /* data bytes beyond its first ring (in s->grown_bytes) */
 };
 
 struct gt_sched {
@@ -143,6 +150,8 @@ struct gt_sched {
     long long period_ns; /* the poller's period (GT_SCHED_PERIOD_NS) */
     size_t data_pages; /* preferred data pages per ring, a power of two */
     size_t max_pages;  /* the most data pages watch_grow gives a ring (>= data_pages) */
+    uint64_t grow_budget; /* the most all open rings may grow, bytes (GT_SCHED_GROWN_KB) */
+    uint64_t grown_bytes; /* the poller's: the open rings' growth */
     uint64_t fd_limit;  /* refuse events whose fd would be >= this (shared fd table only) */
     size_t page_size;
 
@@ -431,17 +440,20 @@ static void note_ring(struct gt_sched *s, const struct watch *w)
         ;
 }
 
-/* Give w's thread a ring 4x as large (up to max_pages; at least 2x where locked memory
- * runs short): a new event is opened beside the old one, then the old one is switched
+/* Give w's thread a ring 4x as large (up to max_pages and to what is left of the
+ * growth budget; at least 2x, else none): a new event is opened beside the old one, then the old one is switched
  * off, drained and closed. Both recorded between the open and the switch-off: the new
  * ring's records up to the old one's last are skipped by time. The old ring stays when
  * no larger one can be had (the thread exited, no locked memory). 0 or -errno. */
 static int watch_grow(struct gt_sched *s, struct watch *w)
 {
     size_t pages = (size_t)(w->size / s->page_size);
-    if (w->grow_failed || pages * 2 > s->max_pages)
-        return -E2BIG;
     size_t want = pages * 4 < s->max_pages ? pages * 4 : s->max_pages;
+    uint64_t budget = s->grow_budget;
+    while (want >= pages * 2 && s->grown_bytes + (want - pages) * s->page_size > budget)
+        want /= 2;
+    if (w->grow_failed || want < pages * 2)
+        return -E2BIG;
     struct watch bigger = {.fd = -1};
     int stage = 0;
     int err = watch_open(s, w->t->tid, want, pages * 2, &bigger, &stage);
@@ -458,6 +470,8 @@ static int watch_grow(struct gt_sched *s, struct watch *w)
     w->size = bigger.size;
     w->map_len = bigger.map_len;
     w->read_lost = bigger.read_lost;
+    s->grown_bytes += bigger.size - (uint64_t)pages * s->page_size;
+    w->grown += bigger.size - (uint64_t)pages * s->page_size;
     w->lost_seen = 0;
     w->skip_until = w->last_time;
     atomic_fetch_add_explicit(&s->grown, 1, memory_order_relaxed);
@@ -542,6 +556,7 @@ static void reap_exited(struct gt_sched *s)
         if (s->pfd[i].revents & (POLLHUP | POLLERR | POLLNVAL)) {
             watch_drain_last(s, w); /* the thread's last records */
             *pw = w->next;
+            s->grown_bytes -= w->grown;
             watch_free(w);
         } else {
             pw = &w->next;
@@ -578,6 +593,7 @@ static void drain_all_last(struct gt_sched *s)
         struct watch *w = s->active;
         s->active = w->next;
         watch_drain_last(s, w);
+        s->grown_bytes -= w->grown;
         watch_free(w);
     }
 }
@@ -714,6 +730,8 @@ int gt_sched__new(struct gt_sched **out, const char **why)
         env_count("GILTRACER_SCHED_RING_MAX_KB", GT_SCHED_RING_MAX_KB, 1ul << 20), s->page_size);
     if (s->max_pages < s->data_pages)
         s->max_pages = s->data_pages;
+    s->grow_budget = (uint64_t)env_count("GILTRACER_SCHED_GROWN_KB", GT_SCHED_GROWN_KB,
+                                         1ul << 20) * 1024;
     /* Test-only: a longer period, so that a test can overflow a ring on purpose. */
     s->period_ns = GT_SCHED_PERIOD_NS;
     unsigned long period_ms = env_count("GILTRACER_SCHED_PERIOD_MS", 0, 10000);
