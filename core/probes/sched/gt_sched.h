@@ -54,6 +54,8 @@ struct gt_sched_stats {
     uint64_t rings_grown;         /* rings replaced by a larger one (a thread switched
                                    * faster than its ring held between drains) */
     uint64_t largest_ring_kb;     /* data KiB of the largest ring mapped */
+    uint64_t latest_drain_ns;     /* the poller's latest drain past its due time (busy
+                                   * CPUs delay its wakeups; rings must hold that too) */
 };
 void gt_sched__stats(const struct gt_sched *s, struct gt_sched_stats *out);
 

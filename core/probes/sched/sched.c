@@ -83,6 +83,11 @@
 #ifndef GT_SCHED_PERIOD_NS
 #define GT_SCHED_PERIOD_NS 5000000ll /* poller period: 5 ms */
 #endif
+#ifndef GT_SCHED_YOUNG_DRAINS
+/* A new ring's first drains come at the shortest period: how fast its thread switches
+ * is not known yet (two GIL-churning threads filled 16 KiB in under 5 ms). */
+#define GT_SCHED_YOUNG_DRAINS 4
+#endif
 #ifndef GT_SCHED_REAP_EVERY
 #define GT_SCHED_REAP_EVERY 20 /* look for exited threads every 20 periods (100 ms) */
 #endif
@@ -126,6 +131,8 @@ struct watch {
     uint64_t skip_until;   /* a grown ring's records up to this time are the old ring's */
     int grow_failed;       /* no larger ring could be had: not tried again */
     uint64_t grown;        /* data bytes beyond its first ring (in s->grown_bytes) */
+    uint64_t drained_ns;   /* the poller's last drain of it (CLOCK_MONOTONIC) */
+    unsigned young;        /* drains left at the shortest period after its open */
 };
 
 struct gt_sched {
@@ -157,6 +164,7 @@ struct gt_sched {
 
     _Atomic uint64_t watched, failures, records, lost, grown;
     _Atomic uint64_t largest_ring; /* data bytes of the largest ring mapped */
+    _Atomic uint64_t latest_ns;    /* the poller's latest drain, past its due time */
     _Atomic long long shortest_period_ns; /* the poller's (next_period) */
     atomic_uint fullest;                  /* the fullest ring it found, 1/1024ths */
 };
@@ -441,10 +449,11 @@ static void note_ring(struct gt_sched *s, const struct watch *w)
 }
 
 /* Give w's thread a ring 4x as large (up to max_pages and to what is left of the
- * growth budget; at least 2x, else none): a new event is opened beside the old one, then the old one is switched
- * off, drained and closed. Both recorded between the open and the switch-off: the new
- * ring's records up to the old one's last are skipped by time. The old ring stays when
- * no larger one can be had (the thread exited, no locked memory). 0 or -errno. */
+ * growth budget; at least 2x, else none): a new event is opened beside the old one,
+ * then the old one is switched off, drained and closed. Both recorded between the open
+ * and the switch-off: the new ring's records up to the old one's last are skipped by
+ * time. The old ring stays when no larger one can be had (the thread exited, no locked
+ * memory). 0 or -errno. */
 static int watch_grow(struct gt_sched *s, struct watch *w)
 {
     size_t pages = (size_t)(w->size / s->page_size);
@@ -479,13 +488,24 @@ static int watch_grow(struct gt_sched *s, struct watch *w)
     return 0;
 }
 
-/* Whether a drain that found a ring `fill`/1024 full, having lost records (`lost`) or
- * not, asks for a larger ring: over 3/4 full is a step from overflowing, which a
- * shorter period (next_period, from 1/2 full) may not avert: the poller's wakeups are
- * late on busy CPUs. */
-static int wants_larger_ring(unsigned fill, int lost)
+/* Whether a drain that found a ring `fill`/1024 full `since_ns` after the one before,
+ * having lost records (`lost`) or not, asks for a larger ring: one that would be over 3/4
+ * full after a base period (`base_ns`) at this pace, or is now. A ring should hold a base
+ * period's records: a shorter period (next_period) is for bursts, and the poller's
+ * wakeups are late on busy CPUs. (Paces over drains closer than base / 16 are noise.) */
+static int wants_larger_ring(unsigned fill, int lost, uint64_t since_ns, long long base_ns)
 {
-    return lost || fill > 768;
+    if (lost || fill > 768)
+        return 1;
+    return since_ns >= (uint64_t)base_ns / 16 &&
+           (uint64_t)fill * (uint64_t)base_ns > 768 * since_ns;
+}
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
 /* ---- poller ------------------------------------------------------------------ */
@@ -503,6 +523,8 @@ static void answer_requests_locked(struct gt_sched *s)
         w->err = refuse ? -ESRCH : watch_open(s, w->t->tid, s->data_pages, 1, w, &stage);
         if (!w->err) {
             w->dropped_seen = w->t->sched.dropped;
+            w->drained_ns = monotonic_ns();
+            w->young = GT_SCHED_YOUNG_DRAINS;
             note_ring(s, w);
         }
     }
@@ -584,6 +606,16 @@ static void next_due(struct timespec *due, long long period_ns)
     }
 }
 
+/* Moves `due` to `ns` from now if that is sooner. */
+static void due_within(struct timespec *due, long long ns)
+{
+    struct timespec soon;
+    clock_gettime(CLOCK_MONOTONIC, &soon);
+    ts_add_ns(&soon, ns);
+    if (soon.tv_sec < due->tv_sec || (soon.tv_sec == due->tv_sec && soon.tv_nsec < due->tv_nsec))
+        *due = soon;
+}
+
 /* The last drain: every event off, every ring drained, every event closed. */
 static void drain_all_last(struct gt_sched *s)
 {
@@ -631,6 +663,7 @@ static void *poller_main(void *arg)
     for (;;) {
         if (s->requests) {
             answer_requests_locked(s);
+            due_within(&due, s->period_ns / 4); /* (GT_SCHED_YOUNG_DRAINS) */
             continue;
         }
         if (s->closed)
@@ -639,16 +672,29 @@ static void *poller_main(void *arg)
             continue; /* a request, stop, or a spurious wakeup */
         pthread_mutex_unlock(&s->lock);
         unsigned fullest = 0;
+        int young = 0;
+        uint64_t now = monotonic_ns();
+        uint64_t due_ns = (uint64_t)due.tv_sec * 1000000000ull + (uint64_t)due.tv_nsec;
+        if (now > due_ns + atomic_load_explicit(&s->latest_ns, memory_order_relaxed))
+            atomic_store_explicit(&s->latest_ns, now - due_ns, memory_order_relaxed);
         for (struct watch *w = s->active; w; w = w->next) {
             uint64_t lost_before = w->lost_seen;
             unsigned fill = watch_drain(s, w);
             fullest = fill > fullest ? fill : fullest;
-            if (wants_larger_ring(fill, w->lost_seen != lost_before))
+            if (wants_larger_ring(fill, w->lost_seen != lost_before, now - w->drained_ns,
+                                  s->period_ns))
                 (void)watch_grow(s, w);
+            w->drained_ns = now;
+            if (w->young) {
+                w->young--;
+                young = 1;
+            }
         }
         if (++tick % GT_SCHED_REAP_EVERY == 0)
             reap_exited(s);
         period = next_period(period, s->period_ns, fullest);
+        if (young && period > s->period_ns / 4)
+            period = s->period_ns / 4;
         if (period < atomic_load_explicit(&s->shortest_period_ns, memory_order_relaxed))
             atomic_store_explicit(&s->shortest_period_ns, period, memory_order_relaxed);
         if (fullest > atomic_load_explicit(&s->fullest, memory_order_relaxed))
@@ -900,6 +946,7 @@ void gt_sched__stats(const struct gt_sched *s, struct gt_sched_stats *out)
     out->fullest = atomic_load_explicit(&m->fullest, memory_order_relaxed);
     out->rings_grown = atomic_load_explicit(&m->grown, memory_order_relaxed);
     out->largest_ring_kb = atomic_load_explicit(&m->largest_ring, memory_order_relaxed) / 1024;
+    out->latest_drain_ns = atomic_load_explicit(&m->latest_ns, memory_order_relaxed);
 }
 
 void gt_sched__free(struct gt_sched *s)
