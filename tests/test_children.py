@@ -166,10 +166,16 @@ def test_a_child_killed_by_sigkill_leaves_the_trace_intact_with_a_note(tmp_path)
     (tmp_path / "child.py").write_text(CHILD)
     facts, _ = run_script(tmp_path, SUB, "sigkill")
     procs = facts["procs"]
-    assert len(procs) == 2, procs  # the parent and `-c pass`; the killed child has no trace
+    # The killed child (~50 ms here) has no trace, unless it lived past its first checkpoint
+    # (~0.25 s, tests/test_children_streaming.py): seen under ASan, where it runs slowly.
+    killed = [p for p in procs if p[2].endswith("child.py sigkill")]
+    assert len(procs) == 2 + len(killed) and len(killed) <= 1, procs  # + parent, `-c pass`
     assert "run" in facts["names"][str(procs[0][0])]  # the parent's subprocess.run calls
     note = facts["note"]
-    assert note and "ended without writing its trace" in note and "SIGKILL" in note, note
+    if killed:
+        assert note and "1 child process killed (e.g. by SIGKILL)" in note, note
+    else:
+        assert note and "ended without writing its trace" in note and "SIGKILL" in note, note
 
 
 def test_without_follow_children_no_child_is_traced(tmp_path):
