@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "fd_table.h"
+#include "gt_clock.h"
 #include "registry.h"
 
 #ifndef GT_SCHED_RING_KB
@@ -479,8 +480,9 @@ static int watch_grow(struct gt_sched *s, struct watch *w)
     w->size = bigger.size;
     w->map_len = bigger.map_len;
     w->read_lost = bigger.read_lost;
-    s->grown_bytes += bigger.size - (uint64_t)pages * s->page_size;
-    w->grown += bigger.size - (uint64_t)pages * s->page_size;
+    uint64_t added = bigger.size - (uint64_t)pages * s->page_size;
+    s->grown_bytes += added;
+    w->grown += added;
     w->lost_seen = 0;
     w->skip_until = w->last_time;
     atomic_fetch_add_explicit(&s->grown, 1, memory_order_relaxed);
@@ -501,13 +503,6 @@ static int wants_larger_ring(unsigned fill, int lost, uint64_t since_ns, long lo
            (uint64_t)fill * (uint64_t)base_ns > 768 * since_ns;
 }
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 /* ---- poller ------------------------------------------------------------------ */
 
 /* Open the requested events and answer their callers. Called and returns with `lock`
@@ -523,7 +518,7 @@ static void answer_requests_locked(struct gt_sched *s)
         w->err = refuse ? -ESRCH : watch_open(s, w->t->tid, s->data_pages, 1, w, &stage);
         if (!w->err) {
             w->dropped_seen = w->t->sched.dropped;
-            w->drained_ns = monotonic_ns();
+            w->drained_ns = gt_now_ns();
             w->young = GT_SCHED_YOUNG_DRAINS;
             note_ring(s, w);
         }
@@ -593,6 +588,11 @@ static void ts_add_ns(struct timespec *t, long long ns)
     t->tv_nsec = (long)(v % 1000000000ll);
 }
 
+static int ts_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
 /* The next period's end after `due`; after a long stall, now plus a period rather
  * than a burst of catch-up periods. */
 static void next_due(struct timespec *due, long long period_ns)
@@ -600,7 +600,7 @@ static void next_due(struct timespec *due, long long period_ns)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     ts_add_ns(due, period_ns);
-    if (now.tv_sec > due->tv_sec || (now.tv_sec == due->tv_sec && now.tv_nsec > due->tv_nsec)) {
+    if (ts_before(due, &now)) {
         *due = now;
         ts_add_ns(due, period_ns);
     }
@@ -612,7 +612,7 @@ static void due_within(struct timespec *due, long long ns)
     struct timespec soon;
     clock_gettime(CLOCK_MONOTONIC, &soon);
     ts_add_ns(&soon, ns);
-    if (soon.tv_sec < due->tv_sec || (soon.tv_sec == due->tv_sec && soon.tv_nsec < due->tv_nsec))
+    if (ts_before(&soon, due))
         *due = soon;
 }
 
@@ -673,7 +673,7 @@ static void *poller_main(void *arg)
         pthread_mutex_unlock(&s->lock);
         unsigned fullest = 0;
         int young = 0;
-        uint64_t now = monotonic_ns();
+        uint64_t now = gt_now_ns();
         uint64_t due_ns = (uint64_t)due.tv_sec * 1000000000ull + (uint64_t)due.tv_nsec;
         if (now > due_ns + atomic_load_explicit(&s->latest_ns, memory_order_relaxed))
             atomic_store_explicit(&s->latest_ns, now - due_ns, memory_order_relaxed);

@@ -647,8 +647,9 @@ static int grow_storm(const char *max_kb, const char *budget_kb, struct gt_sched
         return -1;
     gt_sched__stats(s, st);
     *late = st->lost - mid.lost;
-    fprintf(stderr, "  rings up to %s KiB, %s KiB growth: records %llu, lost %llu (%llu late), grown %llu, "
-            "largest ring %llu KiB\n", max_kb, budget_kb, (unsigned long long)st->records,
+    fprintf(stderr, "  rings up to %s KiB, %s KiB growth: records %llu, lost %llu (%llu "
+            "late), grown %llu, largest ring %llu KiB\n", max_kb, budget_kb,
+            (unsigned long long)st->records,
             (unsigned long long)st->lost, (unsigned long long)*late,
             (unsigned long long)st->rings_grown, (unsigned long long)st->largest_ring_kb);
     gt_sched__free(s);
@@ -729,8 +730,9 @@ static void test_ring_grows_before_it_overflows(void)
         size_t first = count_until(a.tid, ma.first_ts + 20 * MS);
         fprintf(stderr, "  paced storm: %.0f records per 20 ms a thread (%zu in its first); "
                 "records %llu, lost %llu, grown %llu, largest ring %llu KiB; poller up to %.1f "
-                "ms late\n", per_base, first, (unsigned long long)st.records, (unsigned long long)st.lost,
-                (unsigned long long)st.rings_grown, (unsigned long long)st.largest_ring_kb,
+                "ms late\n", per_base, first, (unsigned long long)st.records,
+                (unsigned long long)st.lost, (unsigned long long)st.rings_grown,
+                (unsigned long long)st.largest_ring_kb,
                 st.latest_drain_ns / 1e6);
         gt_sched__free(s);
         gt_registry__release(NULL);
