@@ -55,7 +55,10 @@ def test_a_pool_of_short_tasks_folds_its_idle_workers_into_one_line(tmp_path):
     wall = facts["t1"] - facts["t0"]
     idle = [int(pid) for pid, h in held.items() if h < 0.02 * wall]
     busy = [int(pid) for pid, h in held.items() if h >= 0.02 * wall]
-    assert len(busy) == 1 and len(idle) >= 1, (held, wall)
+    # The busy worker, and maybe a pool worker or two: on a loaded machine a worker that
+    # is runnable but not running holds its GIL all the while (a CI run: 71 ms of 1.9 s).
+    most = max(held, key=held.get)
+    assert int(most) in busy and 1 <= len(idle) and len(busy) <= 3, (held, wall)
     # One line for the idle ones, no block each; the busy worker keeps its block.
     line = [ln for ln in text.splitlines() if "idle worker process" in ln]
     assert len(line) == 1, text
@@ -63,4 +66,5 @@ def test_a_pool_of_short_tasks_folds_its_idle_workers_into_one_line(tmp_path):
     for pid in idle:
         assert f" pid {pid} (child process" not in text, text
         assert f" {pid}" in line[0] or "..." in line[0], line
-    assert f" pid {busy[0]} (child process" in text, text
+    for pid in busy:  # each keeps its block
+        assert f" pid {pid} (child process" in text, text
