@@ -47,10 +47,15 @@ def field(p, name):
     return p.stdout.split(name)[1].split()
 
 
+# This process against a fresh one, untraced: 0.8-1.1 here. The cost this guards against
+# (the probe left attached, gated off) is 4-5x.
+AFTER_AT_MOST = 1.3
+
 COST_AFTER = """
     import os, subprocess, sys, time
     import giltracer
 
+    AFTER_AT_MOST = {AFTER_AT_MOST}
     CHURN = '''
     import os, time
     def churn(n=20000):  # each os.fstat drops and retakes the GIL
@@ -69,14 +74,14 @@ COST_AFTER = """
         [sys.executable, "-c", CHURN + "import sys\\nfor _ in sys.stdin: print(best(), flush=True)"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
-    def vs_control(rounds=3):
-        ours, theirs = [], []
+    def vs_control(rounds=5):  # the median of each round's ratio: a burst skews one round
+        ratios = []
         for _ in range(rounds):
-            ours.append(best())
+            ours = best()
             control.stdin.write("go\\n")
             control.stdin.flush()
-            theirs.append(float(control.stdout.readline()))
-        return min(ours) / min(theirs)
+            ratios.append(ours / float(control.stdout.readline()))
+        return sorted(ratios)[len(ratios) // 2]
 
     def bpf_fds():  # the probe's links, programs and maps: open while it is attached
         n = 0
@@ -87,18 +92,26 @@ COST_AFTER = """
                 pass
         return n
 
-    def bpf_holders():  # other processes holding the probe's links: the detach helper
-        pids = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            if int(pid) in (os.getpid(), control.pid):
-                continue
+    def link_ids(pid="self"):  # the bpf links a process holds, by the kernel's link id
+        ids = set()
+        try:
+            fds = os.listdir(f"/proc/{pid}/fdinfo")
+        except OSError:
+            return ids
+        for fd in fds:
             try:
-                if any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("anon_inode:bpf")
-                       for fd in os.listdir(f"/proc/{pid}/fd")):
-                    pids.append(int(pid))
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    ids.update(line.split()[1] for line in f if line.startswith("link_id:"))
             except OSError:
                 pass
-        return pids
+        return ids
+
+    def bpf_holders():  # the detach helper: another process holding this process's links
+        # (not any process with bpf fds: the pytest process that runs this test may have
+        # its own probe lingering, with its own helper)
+        ours = link_ids()
+        return [int(pid) for pid in filter(str.isdigit, os.listdir("/proc"))
+                if int(pid) not in (os.getpid(), control.pid) and link_ids(pid) & ours]
 
     def alive(pid):  # not yet through its exit (where the kernel detaches the probes)
         try:
@@ -107,6 +120,9 @@ COST_AFTER = """
         except OSError:
             return False
 
+    # Each figure is this process's time against the control's, run by turns: not against
+    # the figure before the trace, which one burst of load on the control (a loaded CI
+    # machine) skews for every figure after it (base 0.6 made "after" read 1.4-1.9x).
     base = vs_control()
     with giltracer.trace(backend="bpf", functions=False, sched=False) as t:
         during = vs_control()
@@ -114,6 +130,7 @@ COST_AFTER = """
     # Looked at first: under ASan one round of vs_control() can outlast the 2 s linger.
     print("ATTACHED_FDS", bpf_fds())
     helpers = bpf_holders()
+    print("HELPERS", len(helpers))
     within = vs_control(1)  # the probe lingers, still attached
     # Past the linger (2 s): the linger thread closes the probe's fds; the kernel detaches
     # the probes when the last holder of the links, the detach helper (bpfprobe.c), has
@@ -127,26 +144,26 @@ COST_AFTER = """
     # Retry the measurement, not the bound: the machine can be loaded.
     tries = []
     for _ in range(8):
-        tries.append(round(vs_control() / base, 2))
-        if tries[-1] < 1.2:
+        tries.append(round(vs_control(), 2))
+        if tries[-1] < AFTER_AT_MOST:
             break
         time.sleep(0.5)
     control.stdin.close()
     control.wait()
-    print("RATIOS", during / base, within / base, min(tries))
+    print("RATIOS", during, within, min(tries), base)
     print("TRIES", tries)
 """
 
 
 def test_no_cost_left_after_the_linger():
     """After a bpf trace and its linger the probe is detached (its fds closed), and
-    GIL-churning untraced code runs as before it (each time against a process never
-    traced)."""
-    p, _ = run_python(COST_AFTER)
+    GIL-churning untraced code runs as fast as in a process never traced (measured by
+    turns with it)."""
+    p, _ = run_python(COST_AFTER.replace("{AFTER_AT_MOST}", str(AFTER_AT_MOST)))
     assert p.returncode == 0, (p.stdout, p.stderr)
-    during, within, after = map(float, field(p, "RATIOS")[:3])
-    print(f"churn vs before the trace: during {during:.2f}x, within the linger "
-          f"{within:.2f}x, after it {after:.2f}x")
+    during, within, after, before = map(float, field(p, "RATIOS")[:4])
+    print(f"churn vs a process never traced: before the trace {before:.2f}x, during "
+          f"{during:.2f}x, within the linger {within:.2f}x, after it {after:.2f}x")
     assert int(field(p, "ATTACHED_FDS")[0]) > 0, "no bpf fd while the probe lingers: no check"
     assert int(field(p, "LEFT_FDS")[0]) == 0, (
         f"the probe's fds or its detach helper still there 20 s after: {p.stdout}")
@@ -154,8 +171,9 @@ def test_no_cost_left_after_the_linger():
         # make test-asan: PYTHONMALLOC=malloc under ASan makes the loop itself costly and
         # its time erratic (1.1-2x during, 0.6-1x after): the detach (above) is the check.
         return
-    assert during > 2.0, f"the probe cost nothing while tracing ({during:.2f}x): no check"
-    assert after < 1.2, f"after the trace the GIL churn still ran {after:.2f}x slower: {p.stdout}"
+    assert during > 2.0, f"the probe cost nothing while tracing ({during:.2f}x): {p.stdout}"
+    assert after < AFTER_AT_MOST, (
+        f"after the trace the GIL churn still ran {after:.2f}x slower: {p.stdout}")
 
 
 BACK_TO_BACK = """
