@@ -50,13 +50,16 @@ def test_idle_worker_processes_fold_into_one_row(page):
     held, wall = facts["held"], facts["wall"]
     idle = sorted(int(pid) for pid, h in held.items() if h < 0.02 * wall)
     busy = [int(pid) for pid, h in held.items() if h >= 0.02 * wall]
-    assert len(held) == 7 and len(busy) == 1 and idle, (held, wall)
+    # The busy worker, and maybe a pool worker or two: on a loaded machine a worker that
+    # is runnable but not running holds its GIL all the while (tests/test_children_folding.py).
+    most = int(max(held, key=held.get))
+    assert len(held) == 7 and most in busy and len(busy) <= 3 and idle, (held, wall)
     lanes = {ln["tid"]: ln for ln in p.js("gtViewer.lanes()")}
     # Every lane of an idle worker is folded out of sight; the busy worker's main lane is shown.
     for pid in idle:
         for tid in facts["tids"][str(pid)]:
             assert lanes[tid]["idle"] and lanes[tid]["hidden"], (pid, lanes[tid])
-    assert not lanes[busy[0]]["idle"] and not lanes[busy[0]]["hidden"], lanes[busy[0]]
+    assert not lanes[most]["idle"] and not lanes[most]["hidden"], lanes[most]
     # One row says how many and which: no group of lanes each.
     row = p.js("document.getElementById('gt-idlerow').textContent")
     assert f"{len(idle)} idle worker process" in row, row
