@@ -178,13 +178,6 @@ static struct {
     uint64_t ended_ns;        /* switch out as the next session starts (gt_bpf__ignore_tid) */
 } linger;
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The object out of the state (bpf_lock held); the caller frees it. */
 static struct gt_bpf *take_bpf(void)
 {
@@ -218,7 +211,7 @@ static void *linger_main(void *arg)
     pthread_mutex_unlock(&bpf_lock);
     gt_bpf__free(obj); /* the helper's exit detaches in the kernel (bpfprobe.c) */
     pthread_mutex_lock(&bpf_lock);
-    linger.ended_ns = monotonic_ns();
+    linger.ended_ns = gt_now_ns();
     pthread_mutex_unlock(&bpf_lock);
     return NULL;
 }
@@ -243,7 +236,7 @@ static int32_t linger_stop(int quit)
         return 0;
     pthread_join(t, NULL);
     pthread_mutex_lock(&bpf_lock);
-    int32_t tid = monotonic_ns() - linger.ended_ns < 1000000000u ? linger.tid : 0;
+    int32_t tid = gt_now_ns() - linger.ended_ns < 1000000000u ? linger.tid : 0;
     pthread_mutex_unlock(&bpf_lock);
     return tid;
 }
@@ -315,7 +308,7 @@ static void linger_arm(void)
             linger.deadline.tv_sec++;
             linger.deadline.tv_nsec -= 1000000000L;
         }
-        linger.released_ns = monotonic_ns();
+        linger.released_ns = gt_now_ns();
         linger.armed = 1;
         /* Signals are for the interpreter's threads. */
         sigset_t all, old;
@@ -556,7 +549,7 @@ static int use_bpf(struct gt_session *s)
         struct gt_bpf_stats st;
         gt_bpf__stats(bpf.obj, &st);
         s->used = USED_BPF;
-        double ago = bpf.reused ? (monotonic_ns() - linger.released_ns) / 1e9 : 0;
+        double ago = bpf.reused ? (gt_now_ns() - linger.released_ns) / 1e9 : 0;
         char kept[160];
         if (s->o.follow_children)
             snprintf(kept, sizeof(kept), "detached when the trace ends (system-wide)");

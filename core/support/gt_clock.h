@@ -17,12 +17,17 @@
 /* Nonzero when gt_ticks() reads the TSC. Set once by gt_clock__init(). */
 extern int gt_clock_use_tsc;
 
+static inline uint64_t gt_timespec_ns(const struct timespec *t)
+{
+    return (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec;
+}
+
 /* Nanoseconds of `clock` (CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, ...). */
 static inline uint64_t gt_clock_ns(clockid_t clock)
 {
     struct timespec t;
     clock_gettime(clock, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+    return gt_timespec_ns(&t);
 }
 
 static inline uint64_t gt_now_ns(void)

@@ -674,7 +674,7 @@ static void *poller_main(void *arg)
         unsigned fullest = 0;
         int young = 0;
         uint64_t now = gt_now_ns();
-        uint64_t due_ns = (uint64_t)due.tv_sec * 1000000000ull + (uint64_t)due.tv_nsec;
+        uint64_t due_ns = gt_timespec_ns(&due);
         if (now > due_ns + atomic_load_explicit(&s->latest_ns, memory_order_relaxed))
             atomic_store_explicit(&s->latest_ns, now - due_ns, memory_order_relaxed);
         for (struct watch *w = s->active; w; w = w->next) {
