@@ -53,6 +53,18 @@ def leaves_interpreter_clean():
         assert sys.monitoring.get_tool(sys.monitoring.PROFILER_ID) is None
 
 
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """No what-if calibration kept (giltracer.calibrate): in this process, nor in the cache
+    folder (a new one); GILTRACER_EVENT_NS and GILTRACER_PARALLEL_SPEED unset."""
+    from giltracer import calibrate
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for name in ("GILTRACER_EVENT_NS", "GILTRACER_PARALLEL_SPEED"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(calibrate, "_cache", {})
+    return tmp_path
+
+
 def is_root():
     return os.geteuid() == 0
 

@@ -143,6 +143,11 @@ def test_producer_consumer_bounded_by_the_producer():
     ({"ft_factor": float("inf")}, "ft_factor must be a finite number > 0"),
     ({"ft_factor": "1.2"}, "ft_factor must be a finite number > 0"),
     ({"top": -1}, "top must be an integer >= 0"),
+    ({"parallel_speed": 0}, "parallel_speed must be a number in (0, 1]"),
+    ({"parallel_speed": 1.2}, "parallel_speed must be a number in (0, 1]"),
+    ({"parallel_speed": float("nan")}, "parallel_speed must be a number in (0, 1]"),
+    ({"parallel_speed": "fast"}, "parallel_speed must be a number in (0, 1]"),
+    ({"parallel_speed": True}, "parallel_speed must be a number in (0, 1]"),
 ])
 def test_bad_arguments_say_what_is_expected(cpu_trace, kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -172,17 +177,21 @@ def test_text_structure(cpu_trace):
     assert rows[0].startswith("  spin ") and re.search(r"\(\d+\.\d\dx\)$", rows[0])
     rest = lines[k + 2 + len(w.functions):]
     assert rest[0] == "  Assumptions:"
-    assert rest[1:-1] == [f"  - {a}" for a in w.assumptions]
-    assert rest[-1] == (f"  - The tracer's cost per call event ({w.event_ns:.0f} ns): "
+    assert rest[1:-2] == [f"  - {a}" for a in w.assumptions]
+    assert rest[-2] == (f"  - The tracer's cost per call event ({w.event_ns:.0f} ns): "
                         f"{w.event_ns_source}.")
+    assert rest[-1] == ("  - Each CPU's speed with all busy (1.00 of one alone): "
+                        "assumed (CPUs as fast together as alone).")
     assert len(w.assumptions) == 6
     assert "2 CPUs" in w.assumptions[1] and "1.00x" in w.assumptions[0]
+    assert w.assumptions[1].endswith("each as fast as one alone.")
 
 
 def test_payload_has_the_what_if_contract(cpu_trace):
     p = json.loads(cpu_trace.result.payload())["what_if"]
-    assert set(p) == {"cpus", "ft_factor", "measured_wall_s", "predicted_wall_s", "speedup",
-                      "threads", "functions", "assumptions"}
+    assert set(p) == {"cpus", "ft_factor", "parallel_speed", "measured_wall_s",
+                      "predicted_wall_s", "speedup", "threads", "functions", "assumptions"}
+    assert p["parallel_speed"] == 1.0  # the default: CPUs as fast together as alone
     assert p["cpus"] == (os.cpu_count() or 1)
     assert p["ft_factor"] == pytest.approx(giltracer.api.default_ft_factor(), abs=1e-6)
     assert set(p["threads"][0]) == {"tid", "name", "measured_s", "predicted_s", "gil_wait_s"}
@@ -200,8 +209,11 @@ def test_profile_text_ends_with_the_what_if_section(cpu_trace):
     text = cpu_trace.profile_text()
     head = f"What if there were no GIL ({os.cpu_count() or 1} CPUs"
     assert head in text
-    assert text.rstrip().splitlines()[-2].startswith("  - Work is CPU time")
-    assert text.rstrip().splitlines()[-1].startswith("  - The tracer's cost per call event (")
+    lines = text.rstrip().splitlines()
+    if (os.cpu_count() or 1) > 1:  # the CPUs' speed together, last
+        assert lines.pop().startswith("  - Each CPU's speed with all busy (1.00 of one alone)")
+    assert lines[-2].startswith("  - Work is CPU time")
+    assert lines[-1].startswith("  - The tracer's cost per call event (")
 
 
 def test_cli_profile_prints_the_what_if_section(tmp_path):

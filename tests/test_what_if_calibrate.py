@@ -16,15 +16,6 @@ from workloads import spin
 pytestmark = needs_gil
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    """No measurement kept: in this process, nor in the cache folder (a new one)."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.delenv("GILTRACER_EVENT_NS", raising=False)
-    monkeypatch.setattr(calibrate, "_cache", {})
-    return tmp_path
-
-
 @pytest.fixture(scope="module")
 def traced():
     def calls(n):

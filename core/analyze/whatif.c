@@ -622,10 +622,12 @@ static void settle(struct sthread *sts, size_t n, double now, double wake, size_
     }
 }
 
-/* Processor sharing on `cpus` CPUs (with the GIL: the GIL's work shares one CPU's worth).
+/* Processor sharing on `cpus` CPUs (with the GIL: the GIL's work shares one CPU's worth),
+ * each at `pspeed` of its speed alone when all are busy (linear in between).
  * A hand-off waited on costs `wake` ns (counted in *waited). Returns the makespan; each
  * thread's begin and end are set. */
-static double simulate(struct sthread *sts, size_t n, unsigned cpus, double wake, size_t *waited)
+static double simulate(struct sthread *sts, size_t n, unsigned cpus, double pspeed, double wake,
+                       size_t *waited)
 {
     double now = 0;
     for (size_t i = 0; i < n; i++) {
@@ -662,7 +664,10 @@ static double simulate(struct sthread *sts, size_t n, unsigned cpus, double wake
             continue;
         }
         double consumers = (double)nfree + (ngil ? 1.0 : 0.0);
-        double c = consumers > cpus ? cpus / consumers : 1.0;
+        double busy = consumers > cpus ? cpus : consumers;
+        double speed =
+            cpus > 1 && busy > 1 ? 1.0 - (1.0 - pspeed) * (busy - 1) / (cpus - 1) : 1.0;
+        double c = busy * speed / consumers;
         double dt = INFINITY;
         for (size_t i = 0; i < n; i++) {
             rate[i] = 0;
@@ -691,7 +696,8 @@ static double simulate(struct sthread *sts, size_t n, unsigned cpus, double wake
     return span;
 }
 
-static double run_scenario(const struct fthread *fts, size_t n, unsigned cpus, int gil,
+static double run_scenario(const struct fthread *fts, size_t n, unsigned cpus, double pspeed,
+                           int gil,
                            uint32_t release, double factor, double share, double event_ns,
                            double wake,
                            size_t *waited, struct sthread *keep, int *err)
@@ -703,7 +709,7 @@ static double run_scenario(const struct fthread *fts, size_t n, unsigned cpus, i
     }
     double w = 0;
     if ((*err = build_segs(fts, n, sts, gil, release, factor, share, event_ns)) == 0) {
-        w = simulate(sts, n, cpus, wake, waited);
+        w = simulate(sts, n, cpus, pspeed, wake, waited);
         if (isnan(w))
             *err = -ENOMEM;
         if (keep)
@@ -1096,7 +1102,8 @@ static int fill_funcs(struct gt_whatif *w, struct fthread *fts, size_t n,
         f->wait_caused_ns = (double)cs[k].ns;
         f->saving_ns = saving > 0 && total_wait > 0 ? saving * f->wait_caused_ns / total_wait : 0;
         f->release_wall_ns =
-            run_scenario(fts, n, w->cpus, 1, f->func, 1.0, share, 0, 0, NULL, NULL, &err);
+            run_scenario(fts, n, w->cpus, w->parallel_speed, 1, f->func, 1.0, share, 0, 0, NULL,
+                         NULL, &err);
         w->nfuncs = k + 1;
     }
     return err;
@@ -1135,7 +1142,8 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     *out = NULL;
     if (!o || o->cpus < 1 || !(o->ft_factor > 0) || !isfinite(o->ft_factor) ||
         !(o->handoff_ns >= 0) || !isfinite(o->handoff_ns) || !(o->event_ns >= 0) ||
-        !isfinite(o->event_ns))
+        !isfinite(o->event_ns) ||
+        (o->parallel_speed != 0 && !(o->parallel_speed > 0 && o->parallel_speed <= 1)))
         return -EINVAL;
     if (r->free_threaded)
         return -EOPNOTSUPP;
@@ -1161,6 +1169,7 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     w->ft_factor = o->ft_factor;
     w->handoff_ns = o->handoff_ns;
     w->event_ns = o->event_ns;
+    w->parallel_speed = o->parallel_speed > 0 ? o->parallel_speed : 1.0;
     uint64_t origin, last;
     pick_threads(r, fts, &origin, &last);
     w->measured_wall_ns = (double)(last - origin);
@@ -1185,13 +1194,14 @@ int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o
     double share = cpu_share(fts, n);
     tracer_cost(fts, n, w);
     w->predicted_wall_ns =
-        run_scenario(fts, n, o->cpus, 0, GT_NO_FUNC, o->ft_factor, share, o->event_ns,
-                     o->handoff_ns, &w->waited, times, &err);
+        run_scenario(fts, n, o->cpus, w->parallel_speed, 0, GT_NO_FUNC, o->ft_factor, share,
+                     o->event_ns, o->handoff_ns, &w->waited, times, &err);
     if (err)
         goto out;
     /* The replay with the GIL: its hand-offs' costs are in the trace already. */
     w->gil_wall_ns =
-        run_scenario(fts, n, o->cpus, 1, GT_NO_FUNC, 1.0, share, 0, 0, NULL, NULL, &err);
+        run_scenario(fts, n, o->cpus, w->parallel_speed, 1, GT_NO_FUNC, 1.0, share, 0, 0, NULL,
+                     NULL, &err);
     if (err || (err = fill_threads(w, r, fts, n, times)))
         goto out;
     err = fill_funcs(w, fts, n, cs, nf, total_wait, share);
@@ -1220,8 +1230,15 @@ const char *gt_whatif__assumption(const struct gt_whatif *w, size_t i, char *buf
                  w->event_ns, w->tracer_ns / 1e6, w->ft_factor);
         break;
     case 1:
-        snprintf(buf, GT_WHATIF_ASSUMPTION_LEN, "%u CPUs, shared equally by the threads with work.",
-                 w->cpus);
+        if (w->parallel_speed < 1 && w->cpus > 1)
+            snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                     "%u CPUs, shared equally by the threads with work; with all busy, each runs "
+                     "at %.2f of its speed alone (%.2f CPUs' worth: cores shared, SMT).",
+                     w->cpus, w->parallel_speed, w->cpus * w->parallel_speed);
+        else
+            snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,
+                     "%u CPUs, shared equally by the threads with work, each as fast as one alone.",
+                     w->cpus);
         break;
     case 2:
         snprintf(buf, GT_WHATIF_ASSUMPTION_LEN,

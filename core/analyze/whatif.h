@@ -28,6 +28,9 @@
  *   The GIL replay and "F releases it" keep the tracer's cost (they compare with the trace).
  * - N CPUs shared equally among the threads that have work (processor sharing). With the
  *   GIL (the "F releases it" scenario), the threads needing the GIL share one CPU's worth.
+ *   With b of the N CPUs busy, each runs at 1 - (1 - parallel_speed) (b - 1) / (N - 1) of
+ *   its speed alone: the trace measured work one thread at a time, and CPUs that share a
+ *   core (SMT) or a host give less together than N times one.
  * Plain C (no Python), unit-tested by tests/c/analyze/test_whatif.c. */
 #ifndef GT_WHATIF_H
 #define GT_WHATIF_H
@@ -43,6 +46,8 @@ struct gt_whatif_opts {
     size_t top_functions; /* "F releases the GIL" for this many functions, by wait caused */
     double handoff_ns;    /* >= 0: a wake-up's cost, per hand-off waited on without the GIL */
     double event_ns;      /* >= 0: the tracer's own cost per call event in held time */
+    double parallel_speed; /* (0, 1]: each CPU's speed with all `cpus` busy, against one
+                            * alone (SMT siblings, a shared host); 0 = 1 (independent) */
 };
 
 struct gt_whatif_thread {
@@ -64,6 +69,7 @@ struct gt_whatif {
     double ft_factor;
     double handoff_ns;
     double event_ns;
+    double parallel_speed; /* each CPU's speed with all busy (1 = independent CPUs) */
     double events;    /* call events (span starts and ends) in held time */
     double tracer_ns; /* held time removed from the no-GIL work as the tracer's (on CPU) */
     double measured_wall_ns, predicted_wall_ns;
@@ -81,7 +87,8 @@ struct gt_whatif {
  * gt_whatif__predict() - the prediction for result `r` with options `o`.
  * Returns 0 and sets *out (free with gt_whatif__free), or -errno: -EINVAL (cpus 0,
  * ft_factor not > 0,
- * handoff_ns or event_ns < 0), -ENODATA (no GIL probe ran, or no foreground thread), -EOPNOTSUPP
+ * handoff_ns or event_ns < 0, parallel_speed outside (0, 1] and not 0), -ENODATA (no GIL
+ * probe ran, or no foreground thread), -EOPNOTSUPP
  * (a free-threaded trace: there is no GIL to remove), -ENOMEM.
  */
 int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o,

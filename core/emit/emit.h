@@ -35,12 +35,13 @@ struct gt_emit_meta {
     const struct gt_emit_process *processes;
     size_t nprocesses;
     /* The payload's "what_if" (analyze/whatif.h): CPUs (0 = this machine's online CPUs),
-     * the free-threading cost factor (0 = 1.0), a hand-off's wake-up cost (ns) and the
-     * tracer's own cost per call event (ns). */
+     * the free-threading cost factor (0 = 1.0), a hand-off's wake-up cost (ns), the
+     * tracer's own cost per call event (ns) and each CPU's speed with all busy (0 = 1.0). */
     unsigned whatif_cpus;
     double whatif_ft_factor;
     double whatif_handoff_ns;
     double whatif_event_ns;
+    double whatif_parallel_speed; /* 0 = 1: CPUs as fast together as alone */
     int keep_last; /* past max_events the call streams kept their last events (a flight recorder) */
     /* Free-threaded builds with the lock-kind probe: the payload's "lock_kinds" value, a JSON
      * object made by the Python layer (magics/giltracer/lockkinds.py), written verbatim; NULL = none. */

@@ -444,6 +444,7 @@ static int w_what_if(struct wr *w, struct sbuf *b, const struct gt_result *r,
         .top_functions = 5,
         .handoff_ns = m->whatif_handoff_ns > 0 ? m->whatif_handoff_ns : 0,
         .event_ns = m->whatif_event_ns > 0 ? m->whatif_event_ns : 0,
+        .parallel_speed = m->whatif_parallel_speed,
     };
     struct gt_whatif *wi = NULL;
     int err = gt_whatif__predict(r, &o, &wi);
@@ -458,6 +459,7 @@ static int w_what_if(struct wr *w, struct sbuf *b, const struct gt_result *r,
     snprintf(num, sizeof(num), "{\"cpus\":%u", wi->cpus);
     w_str(w, num);
     w_real(w, "ft_factor", wi->ft_factor);
+    w_real(w, "parallel_speed", wi->parallel_speed);
     w_real(w, "measured_wall_s", wi->measured_wall_ns / 1e9);
     w_real(w, "predicted_wall_s", pw / 1e9);
     w_real(w, "speedup", pw > 0 ? wi->measured_wall_ns / pw : 1.0);

@@ -722,21 +722,26 @@ static PyObject *Result_profile_functions(ResultObject *self, PyObject *args)
     return out;
 }
 
-/* what_if(cpus, ft_factor, top, handoff_ns, event_ns) -> (cpus, ft_factor, measured_ns,
- * predicted_ns, gil_replay_ns, handoffs, [(tid, name, measured_ns, predicted_ns,
- * gil_wait_ns)], [(func, wait_caused_ns, saving_ns, release_wall_ns)], [assumption],
- * handoff_ns, queue_handoffs, waited, event_ns, events, tracer_ns) */
+/* what_if(cpus, ft_factor, top, handoff_ns, event_ns, parallel_speed) -> (cpus, ft_factor,
+ * measured_ns, predicted_ns, gil_replay_ns, handoffs, [(tid, name, measured_ns,
+ * predicted_ns, gil_wait_ns)], [(func, wait_caused_ns, saving_ns, release_wall_ns)],
+ * [assumption], handoff_ns, queue_handoffs, waited, event_ns, events, tracer_ns,
+ * parallel_speed) */
 static PyObject *Result_what_if(ResultObject *self, PyObject *args)
 {
     int cpus;
     double factor;
     Py_ssize_t top = 5;
-    double handoff = 0, event = 0;
-    if (!PyArg_ParseTuple(args, "id|ndd", &cpus, &factor, &top, &handoff, &event))
+    double handoff = 0, event = 0, pspeed = 1;
+    if (!PyArg_ParseTuple(args, "id|nddd", &cpus, &factor, &top, &handoff, &event, &pspeed))
         return NULL;
     if (!(handoff >= 0) || handoff == Py_HUGE_VAL || !(event >= 0) || event == Py_HUGE_VAL) {
         PyErr_Format(PyExc_ValueError,
                      "handoff_ns and event_ns must be finite numbers >= 0 (got %R)", args);
+        return NULL;
+    }
+    if (!(pspeed > 0 && pspeed <= 1)) {
+        PyErr_Format(PyExc_ValueError, "parallel_speed must be in (0, 1] (got %R)", args);
         return NULL;
     }
     if (cpus < 1 || top < 0) {
@@ -750,7 +755,7 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
     }
     struct gt_whatif_opts o = {.cpus = (unsigned)cpus, .ft_factor = factor,
                                .top_functions = (size_t)top, .handoff_ns = handoff,
-                               .event_ns = event};
+                               .event_ns = event, .parallel_speed = pspeed};
     struct gt_whatif *w = NULL;
     int err;
     Py_BEGIN_ALLOW_THREADS;
@@ -794,11 +799,11 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
     }
     PyObject *out = NULL;
     if (threads && funcs && assumptions)
-        out = Py_BuildValue("(iddddnOOOdnnddd)", (int)w->cpus, w->ft_factor,
+        out = Py_BuildValue("(iddddnOOOdnndddd)", (int)w->cpus, w->ft_factor,
                             w->measured_wall_ns, w->predicted_wall_ns, w->gil_wall_ns,
                             (Py_ssize_t)w->handoffs, threads, funcs, assumptions, w->handoff_ns,
                             (Py_ssize_t)w->queue_handoffs, (Py_ssize_t)w->waited, w->event_ns,
-                            w->events, w->tracer_ns);
+                            w->events, w->tracer_ns, w->parallel_speed);
     Py_XDECREF(threads);
     Py_XDECREF(funcs);
     Py_XDECREF(assumptions);
@@ -806,20 +811,23 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
     return out;
 }
 
-/* set_what_if(cpus, ft_factor, handoff_ns=0, event_ns=0): what the payload's "what_if" is
- * predicted with. */
+/* set_what_if(cpus, ft_factor, handoff_ns=0, event_ns=0, parallel_speed=1): what the
+ * payload's "what_if" is predicted with. */
 static PyObject *Result_set_what_if(ResultObject *self, PyObject *args)
 {
     int cpus;
-    double factor, handoff = 0, event = 0;
-    if (!PyArg_ParseTuple(args, "id|dd", &cpus, &factor, &handoff, &event))
+    double factor, handoff = 0, event = 0, pspeed = 1;
+    if (!PyArg_ParseTuple(args, "id|ddd", &cpus, &factor, &handoff, &event, &pspeed))
         return NULL;
     if (cpus < 1 || !(factor > 0) || factor == Py_HUGE_VAL || !(handoff >= 0) ||
-        handoff == Py_HUGE_VAL || !(event >= 0) || event == Py_HUGE_VAL) {
+        handoff == Py_HUGE_VAL || !(event >= 0) || event == Py_HUGE_VAL ||
+        !(pspeed > 0 && pspeed <= 1)) {
         PyErr_SetString(PyExc_ValueError, "cpus must be >= 1, ft_factor a finite number > 0, "
-                                          "handoff_ns and event_ns finite numbers >= 0");
+                                          "handoff_ns and event_ns finite numbers >= 0, "
+                                          "parallel_speed in (0, 1]");
         return NULL;
     }
+    self->run->meta.whatif_parallel_speed = pspeed;
     self->run->meta.whatif_cpus = (unsigned)cpus;
     self->run->meta.whatif_ft_factor = factor;
     self->run->meta.whatif_handoff_ns = handoff;
@@ -1053,11 +1061,11 @@ static PyMethodDef Result_methods[] = {
     {"text", (PyCFunction)Result_text, METH_VARARGS, "text(top_n=5, all_threads=False) -> summary table"},
     {"payload", (PyCFunction)Result_payload, METH_NOARGS, "the viewer's JSON payload"},
     {"what_if", (PyCFunction)Result_what_if, METH_VARARGS,
-     "what_if(cpus, ft_factor, top=5, handoff_ns=0, event_ns=0) -> the no-GIL prediction "
-     "(core/analyze/whatif.h)"},
+     "what_if(cpus, ft_factor, top=5, handoff_ns=0, event_ns=0, parallel_speed=1) -> the "
+     "no-GIL prediction (core/analyze/whatif.h)"},
     {"set_what_if", (PyCFunction)Result_set_what_if, METH_VARARGS,
-     "set_what_if(cpus, ft_factor, handoff_ns=0, event_ns=0): the payload's what_if is "
-     "predicted with these"},
+     "set_what_if(cpus, ft_factor, handoff_ns=0, event_ns=0, parallel_speed=1): the payload's "
+     "what_if is predicted with these"},
     {"set_lock_kinds", (PyCFunction)Result_set_lock_kinds, METH_VARARGS,
      "set_lock_kinds(json or None): the payload's lock_kinds object (free-threaded, lock-kind probe)"},
     {NULL, NULL, 0, NULL},

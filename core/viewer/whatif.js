@@ -19,7 +19,9 @@ function buildWhatIf() {
   head.textContent = '';
   el('span', 'gt-wibig', 'Measured ' + wiSec(W.measured_wall_s) + ' \u2192 predicted ' + wiSec(W.predicted_wall_s) +
     ' without the GIL on ' + plural(cpus, 'CPU') + ': ' + wiX(W.speedup) + ' speed-up', head);
-  el('span', 'gt-muted', ' (free-threading single-thread cost factor ' + wiX(W.ft_factor) + ')', head);
+  var ps = num(W.parallel_speed, 1);
+  el('span', 'gt-muted', ' (free-threading single-thread cost factor ' + wiX(W.ft_factor) +
+    (cpus > 1 && ps < 1 ? '; each CPU at ' + ps.toFixed(2) + ' of its speed alone with all busy' : '') + ')', head);
   var ths = Array.isArray(W.threads) ? W.threads : [], tbl = $('gt-withreads');
   tbl.textContent = '';
   thead(tbl, [['Thread'], ['Measured (with the GIL)', 'fill'], ['Predicted (without)', 'fill'], ['Change', 'n'], ['GIL wait (measured)', 'n']]);

@@ -72,14 +72,14 @@ class Result:
     def text(self, top_n: int = 5, all_threads: bool = False, /) -> str: ...
     def payload(self) -> str: ...
     def what_if(self, cpus: int, ft_factor: float, top: int = 5, handoff_ns: float = 0.0,
-                event_ns: float = 0.0, /) -> Tuple[
+                event_ns: float = 0.0, parallel_speed: float = 1.0, /) -> Tuple[
         int, float, float, float, float, int,
         List[Tuple[int, str, float, float, float]],  # tid, name, measured/predicted/wait ns
         List[Tuple[int, float, float, float]],  # func, wait caused, saving, release wall ns
         List[str], float, int, int,  # assumptions, handoff_ns, queue_handoffs, waited
-        float, float, float]: ...  # event_ns, events, tracer_ns
+        float, float, float, float]: ...  # event_ns, events, tracer_ns, parallel_speed
     def set_what_if(self, cpus: int, ft_factor: float, handoff_ns: float = 0.0,
-                    event_ns: float = 0.0, /) -> None: ...
+                    event_ns: float = 0.0, parallel_speed: float = 1.0, /) -> None: ...
     def set_lock_kinds(self, json: Optional[str], /) -> None: ...
 
 @final

@@ -297,7 +297,9 @@ class WhatIf:
     ``events``: call events (a call's start or end) in the time the threads held the GIL,
     each costing the tracer ``event_ns`` there: ``tracer_s`` of it (on CPU) is not work;
     ``event_ns_source``: where that cost came from (the bench host's table, measured on
-    this machine, GILTRACER_EVENT_NS, or given)."""
+    this machine, GILTRACER_EVENT_NS, or given); ``parallel_speed``: each CPU's speed
+    with all ``cpus`` busy, against one alone, and ``parallel_speed_source`` where it came
+    from."""
 
     cpus: int
     ft_factor: float
@@ -316,6 +318,8 @@ class WhatIf:
     events: int = 0
     tracer_s: float = 0.0
     event_ns_source: str = ""
+    parallel_speed: float = 1.0
+    parallel_speed_source: str = ""
 
     def __str__(self) -> str:
         return render.what_if_text(self)
@@ -342,6 +346,40 @@ def default_handoff_us() -> float:
     """A hand-off's wake-up cost without the GIL, us: the measured one (``FT_HANDOFF_US``)
     where it exists, else 0."""
     return _measured_cost("FT_HANDOFF_US", 0.0)
+
+
+def parallel_speed_for(cpus: int, how: Union[None, float, str] = None) -> Tuple[float, str]:
+    """Each CPU's speed with all `cpus` busy, against one alone (the what-if model's
+    ``parallel_speed``), and where it comes from. `how`: a number in (0, 1] is taken as
+    given; "measure" measures it on this machine now (giltracer.calibrate.parallel_speed);
+    None: ``GILTRACER_PARALLEL_SPEED`` decides ("measure" or a number), else 1.0 (CPUs as
+    fast together as alone)."""
+    source = "given"
+    if how is None:
+        env = os.environ.get("GILTRACER_PARALLEL_SPEED", "").strip()
+        if not env:
+            return 1.0, "assumed (CPUs as fast together as alone)"
+        how, source = env, "GILTRACER_PARALLEL_SPEED"
+        if env != "measure":
+            try:
+                how = float(env)
+            except ValueError:
+                how = -1.0
+            if not 0 < how <= 1:
+                warnings.warn(f"giltracer: GILTRACER_PARALLEL_SPEED={env!r} is neither "
+                              "'measure' nor a number in (0, 1]: ignored", RuntimeWarning,
+                              stacklevel=3)
+                return 1.0, "assumed (CPUs as fast together as alone)"
+    if how == "measure":
+        from . import calibrate
+        return calibrate.parallel_speed(cpus)
+    from math import isfinite
+    if (isinstance(how, bool) or not isinstance(how, (int, float)) or not isfinite(how)
+            or not 0 < how <= 1):
+        raise ValueError(f"parallel_speed must be a number in (0, 1] (each CPU's speed with "
+                         f"all busy, against one alone; 1 = CPUs independent) or \"measure\" "
+                         f"(measure it on this machine now), got {how!r}")
+    return float(how), source
 
 
 def default_event_ns(options: Dict[str, Any]) -> float:
@@ -663,9 +701,11 @@ class Trace:
                 try:
                     self._result = session.finish(names, self.title, self._labels())
                     # the viewer's "What if" tab: the same defaults as what_if()
-                    self._result.set_what_if(os.cpu_count() or 1, default_ft_factor(),
+                    cpus = os.cpu_count() or 1
+                    self._result.set_what_if(cpus, default_ft_factor(),
                                              default_handoff_us() * 1e3,
-                                             default_event_ns(self.options))
+                                             default_event_ns(self.options),
+                                             parallel_speed_for(cpus)[0])
                 finally:
                     self._collect_children()
         global _last
@@ -957,7 +997,8 @@ class Trace:
 
     def what_if(self, cpus: Optional[int] = None, ft_factor: Optional[float] = None,
                 top: int = 5, handoff_us: Optional[float] = None,
-                event_ns: Union[None, float, str] = None) -> WhatIf:
+                event_ns: Union[None, float, str] = None,
+                parallel_speed: Union[None, float, str] = None) -> WhatIf:
         """Would free-threading help? The cell re-scheduled without the GIL on ``cpus``
         CPUs (default: this machine's, ``os.cpu_count()``), each thread's GIL-holding work
         taking ``ft_factor`` times as long (default: the measured free-threading cost, else
@@ -967,7 +1008,10 @@ class Trace:
         in that work (default: the one measured on the bench host for this interpreter and
         trace options, else 0; ``"measure"``: measured on this machine now, about 0.5 s
         once, see giltracer.calibrate; ``GILTRACER_EVENT_NS`` changes the default; it
-        predicts the untraced cell); and, for the ``top`` functions by GIL wait
+        predicts the untraced cell), each CPU running at ``parallel_speed`` of its speed
+        alone when all are busy (default 1.0, or ``GILTRACER_PARALLEL_SPEED``; CPUs that
+        share a core or a host give less: ``"measure"`` measures it here, about 3.5 s once);
+        and, for the ``top`` functions by GIL wait
         caused, the wall time if that function alone released the GIL (tracer's cost kept).
         ``str()`` of the result is a table with the model's assumptions."""
         if cpus is None:
@@ -999,9 +1043,11 @@ class Trace:
             raise ValueError(f"event_ns must be a finite number >= 0 (the tracer's own cost "
                              f"per call event; 0 = none) or \"measure\" (measure it on this "
                              f"machine now), got {event_ns!r}")
+        speed, speed_source = parallel_speed_for(cpus, parallel_speed)
         (n, factor, measured, predicted, replay, handoffs, threads, funcs, assumptions,
-         handoff_ns, queue_handoffs, waited, event_ns, events, tracer_ns) = self.result.what_if(
-             cpus, float(ft_factor), top, float(handoff_us) * 1e3, float(event_ns))
+         handoff_ns, queue_handoffs, waited, event_ns, events, tracer_ns,
+         speed) = self.result.what_if(cpus, float(ft_factor), top, float(handoff_us) * 1e3,
+                                      float(event_ns), speed)
         table = self._func_table()
         return WhatIf(
             cpus=n, ft_factor=factor, measured_wall_s=measured / 1e9,
@@ -1016,7 +1062,8 @@ class Trace:
             assumptions=tuple(assumptions), gil_replay_wall_s=replay / 1e9, handoffs=handoffs,
             handoff_us=handoff_ns / 1e3, queue_handoffs=queue_handoffs, waited=waited,
             event_ns=event_ns, events=int(events), tracer_s=tracer_ns / 1e9,
-            event_ns_source=event_ns_source)
+            event_ns_source=event_ns_source, parallel_speed=speed,
+            parallel_speed_source=speed_source)
 
     def save(self, path: Union[str, "os.PathLike[str]"], format: Optional[str] = None,
              tab: Optional[str] = None, theme: Optional[str] = None) -> str:

@@ -17,6 +17,13 @@ interpreter, build and boot, so that short processes (the CLI) measure once. On 
 shared host one measurement can be off by a third (the host's own speed moves that much
 between seconds); where the child cannot run, the table's constant is used and the what-if
 text says so.
+
+``parallel_speed(cpus)``, for ``t.what_if(parallel_speed="measure")`` (or
+``GILTRACER_PARALLEL_SPEED=measure``): how fast each CPU runs with all of them busy, against
+one alone. The trace measured the threads' work one at a time (the GIL let one run); CPUs
+that share a core (SMT siblings) or a host give less together than N times one (on this
+project's 2-CPU VM: about 0.5-1.2 from one second to the next, 0.9 typical). Processes
+spinning in the same window, alone and together; cached like the event cost.
 """
 from __future__ import annotations
 
@@ -25,12 +32,12 @@ import os
 import subprocess
 import sys
 import time
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 CACHE_SECONDS = 600.0
 TIMEOUT_SECONDS = 30.0
 
-_cache: Dict[Tuple[str, bool], Tuple[float, str]] = {}
+_cache: Dict[Tuple[object, object], Tuple[float, str]] = {}
 
 _WORKER = r"""
 import json, sys, time
@@ -133,18 +140,18 @@ def _cache_key(c_calls: bool) -> str:
                      "c_calls" if c_calls else "functions"))
 
 
-def _read_cached(key: str) -> Optional[float]:
+def _read_cached(key: str, field: str = "event_ns") -> Optional[float]:
     try:
         with open(_cache_file(), encoding="utf-8") as f:
             entry = json.load(f).get(key)
         if entry and 0 <= time.time() - float(entry["at"]) <= CACHE_SECONDS:
-            return float(entry["event_ns"])
+            return float(entry[field])
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         pass
     return None
 
 
-def _write_cached(key: str, ns: float) -> None:
+def _write_cached(key: str, value: float, field: str = "event_ns") -> None:
     path = _cache_file()
     try:
         try:
@@ -157,7 +164,7 @@ def _write_cached(key: str, ns: float) -> None:
         now = time.time()
         entries = {k: v for k, v in entries.items()
                    if isinstance(v, dict) and now - float(v.get("at", 0)) <= CACHE_SECONDS}
-        entries[key] = {"event_ns": ns, "at": now}
+        entries[key] = {field: value, "at": now}
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -203,5 +210,94 @@ def event_ns(c_calls: bool = True) -> Tuple[float, str]:
             got = (ns, "measured on this machine")
         else:
             got = (table_ns(c_calls) or 0.0, "the bench host's (measuring here failed)")
+    _cache[key] = got
+    return got
+
+
+# ---------------------------------------------------------------- parallel speed
+_SPINNER = r"""
+import sys, time
+start, end = float(sys.argv[1]), float(sys.argv[2])
+while time.monotonic() < start:
+    time.sleep(0.001)
+n = x = 0
+while time.monotonic() < end:
+    for i in range(1000):
+        x += i ^ 3
+    n += 1
+print(n)
+"""
+PARALLEL_WINDOW_S = 0.2
+PARALLEL_ROUNDS = 3
+
+
+def _spin_together(k: int, window: float) -> Optional[List[int]]:
+    """Loops done by each of `k` processes spinning in the same window (monotonic clock,
+    shared by the processes), or None where they could not run."""
+    start = time.monotonic() + 0.15 + 0.02 * k  # their start-up falls before the window
+    procs: List["subprocess.Popen[str]"] = []
+    try:
+        for _ in range(k):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-S", "-c", _SPINNER, repr(start), repr(start + window)],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+        counts = [int(p.communicate(timeout=TIMEOUT_SECONDS)[0].strip()) for p in procs]
+        return counts if all(c > 0 for c in counts) else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def measure_parallel_speed(cpus: int, rounds: int = PARALLEL_ROUNDS,
+                           window: float = PARALLEL_WINDOW_S) -> Optional[Tuple[float, List[float]]]:
+    """Each CPU's speed with `cpus` CPU-bound processes at once, against one process alone:
+    per round, one alone, `cpus` together, one alone again (in windows of `window` s), the
+    mean of the together ones' loops over the mean of the two alone; the median of the
+    rounds, clamped to (0.05, 1], with the rounds' own values. None where it cannot run."""
+    each = []
+    for _ in range(rounds):
+        a = _spin_together(1, window)
+        both = _spin_together(cpus, window)
+        b = _spin_together(1, window)
+        if not a or not both or not b:
+            return None
+        each.append(sum(both) / len(both) / ((a[0] + b[0]) / 2))
+    ordered = sorted(each)
+    mid = ordered[len(ordered) // 2] if len(ordered) % 2 else (
+        ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+    return min(1.0, max(0.05, mid)), each
+
+
+def parallel_speed(cpus: int) -> Tuple[float, str]:
+    """Each CPU's speed with all `cpus` busy, against one alone, here and now (the what-if
+    model's ``parallel_speed``), and how it was had: measured now (this process, or the
+    cache of the last 10 minutes: about 3.5 s of `cpus` spinning processes), or 1.0 where
+    that failed. On a shared host one measurement moves by a third between seconds: the
+    median of 3 rounds."""
+    if cpus <= 1:
+        return 1.0, "one CPU"
+    key = ("parallel_speed", cpus)
+    if key in _cache:
+        return _cache[key]
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    ck = f"parallel_speed|{cpus}|{boot}"
+    v = _read_cached(ck, "parallel_speed")
+    if v is not None:
+        got = (v, "measured on this machine")
+    else:
+        m = measure_parallel_speed(cpus)
+        if m is not None:
+            _write_cached(ck, m[0], "parallel_speed")
+            got = (m[0], "measured on this machine")
+        else:
+            got = (1.0, "measuring it here failed: CPUs taken as independent")
     _cache[key] = got
     return got

@@ -112,6 +112,9 @@ def what_if_text(w: WhatIf) -> str:
     if w.event_ns_source:
         out.append(f"  - The tracer's cost per call event ({w.event_ns:.0f} ns): "
                    f"{w.event_ns_source}.")
+    if w.parallel_speed_source and w.cpus > 1:
+        out.append(f"  - Each CPU's speed with all busy ({w.parallel_speed:.2f} of one alone): "
+                   f"{w.parallel_speed_source}.")
     return "\n".join(out) + "\n"
 
 

@@ -21,7 +21,7 @@ from test_profile_tab import CHROMIUM, Page, saved_page  # the DevTools harness 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium)")
 
 WHAT_IF = {
-    "cpus": 4, "ft_factor": 1.25, "measured_wall_s": 1.2, "predicted_wall_s": 0.6, "speedup": 2.0,
+    "cpus": 4, "ft_factor": 1.25, "parallel_speed": 0.8, "measured_wall_s": 1.2, "predicted_wall_s": 0.6, "speedup": 2.0,
     "threads": [
         {"tid": 101, "name": "w0", "measured_s": 1.2, "predicted_s": 0.6, "gil_wait_s": 0.5},
         {"tid": 102, "name": "w1", "measured_s": 0.8, "predicted_s": 0.4, "gil_wait_s": 0.2},
@@ -114,7 +114,7 @@ def test_the_tab_opens_with_the_headline(page):
     assert p.js("document.getElementById('gt-tab-timeline').hidden")
     head = p.js("document.getElementById('gt-wihead').textContent")
     assert "Measured 1.20 s \u2192 predicted 600 ms without the GIL on 4 CPUs: 2.00\u00d7 speed-up" in head, head
-    assert "cost factor 1.25\u00d7" in head, head
+    assert "cost factor 1.25\u00d7; each CPU at 0.80 of its speed alone with all busy)" in head, head
     assert not p.errors, p.errors
 
 
@@ -226,6 +226,7 @@ def test_real_trace_shows_the_models_numbers(real):
     cpus = f"{W['cpus']} CPU" + ("" if W["cpus"] == 1 else "s")
     assert (f"Measured {fmt_dur(W['measured_wall_s'] * 1e9)} \u2192 predicted {fmt_dur(W['predicted_wall_s'] * 1e9)}"
             f" without the GIL on {cpus}: {to_fixed(W['speedup'], 2)}\u00d7 speed-up") in head, (head, W)
+    assert W["parallel_speed"] == 1.0 and "speed alone" not in head, head  # the default: not said
     names = p.js("Array.from(document.querySelectorAll('#gt-withreads tbody tr td:first-child')).map(function(c){return c.textContent})")
     assert names == [str(t["name"]) for t in W["threads"]]
     fnames = text(p, "#gt-wifuncs tbody tr:not(.gt-empty) td:first-child")

@@ -119,6 +119,37 @@ static void test_two_cpu_bound(void)
     if (w)
         CHECK(NEAR(w->predicted_wall_ns, 130 * MS, MS), "4 cpus x1.3: %f", w->predicted_wall_ns);
     gt_whatif__free(w);
+
+    /* CPUs that share a core: two busy CPUs each run at 0.6 of one alone (2 -> 1.2 CPUs'
+     * worth): 100 ms of work each takes 166.7 ms side by side. */
+    struct gt_whatif_opts o = {.cpus = 2, .ft_factor = 1.0, .parallel_speed = 0.6};
+    w = NULL;
+    CHECK(gt_whatif__predict(&r, &o, &w) == 0, "predict at speed 0.6");
+    if (w) {
+        CHECK(NEAR(w->predicted_wall_ns, 100 * MS / 0.6, MS), "2 cpus at 0.6: %f",
+              w->predicted_wall_ns);
+        CHECK(w->parallel_speed == 0.6, "speed kept: %f", w->parallel_speed);
+        CHECK(NEAR(w->gil_wall_ns, 200 * MS, MS), "gil replay (one busy): %f", w->gil_wall_ns);
+        char buf[GT_WHATIF_ASSUMPTION_LEN];
+        CHECK(strstr(gt_whatif__assumption(w, 1, buf), "0.60 of its speed alone") != NULL,
+              "assumption: %s", buf);
+    }
+    gt_whatif__free(w);
+    /* On 4 CPUs with all 4 busy at 0.6, two busy run at 1 - 0.4 / 3 = 0.867 each. */
+    o.cpus = 4;
+    w = NULL;
+    CHECK(gt_whatif__predict(&r, &o, &w) == 0, "predict 4 cpus at speed 0.6");
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 100 * MS / (1 - 0.4 / 3), MS), "4 cpus, 2 busy: %f",
+              w->predicted_wall_ns);
+    gt_whatif__free(w);
+    /* One CPU: nothing runs side by side, the speed does not apply. */
+    o.cpus = 1;
+    w = NULL;
+    CHECK(gt_whatif__predict(&r, &o, &w) == 0, "predict 1 cpu at speed 0.6");
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 200 * MS, MS), "1 cpu at 0.6: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
 }
 
 /* A strictly serial hand-off chain: A works, wakes B and waits in lock.acquire; B works,
@@ -499,6 +530,13 @@ static void test_errors(void)
     o.event_ns = INFINITY;
     CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL, "event_ns inf");
     o.event_ns = 0;
+    o.parallel_speed = 1.5;
+    CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL, "parallel_speed > 1");
+    o.parallel_speed = -0.5;
+    CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL, "parallel_speed < 0");
+    o.parallel_speed = NAN;
+    CHECK(gt_whatif__predict(&r, &o, &w) == -EINVAL, "parallel_speed nan");
+    o.parallel_speed = 0;
     r.gil_known = 0;
     CHECK(gt_whatif__predict(&r, &o, &w) == -ENODATA, "no gil");
     r.gil_known = 1;

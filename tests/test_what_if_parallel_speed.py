@@ -1,0 +1,106 @@
+"""The what-if model's parallel speed: each CPU's speed with all of them busy, against one
+alone (CPUs that share a core or a host give less together than N times one). Given,
+from GILTRACER_PARALLEL_SPEED, or measured here (giltracer.calibrate.parallel_speed: spinning
+processes alone and together, cached 10 minutes); in the prediction, its text, the payload."""
+import json
+import os
+
+import pytest
+
+import giltracer
+from giltracer import calibrate
+
+from conftest import needs_gil
+from test_what_if import cpu_bound_pair, work_ns
+
+pytestmark = needs_gil
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """Two CPU-bound threads with the same work (a run where one held the GIL much longer
+    for it was disturbed: measured again, up to 3 runs)."""
+    for _ in range(3):
+        with giltracer.trace() as t:
+            cpu_bound_pair(600_000)
+        a, b = work_ns(t, "cpu-0"), work_ns(t, "cpu-1")
+        if max(a, b) <= 1.25 * min(a, b):
+            break
+    return t
+
+
+def test_slower_cpus_together_lengthen_the_side_by_side_part(pair, fresh_cache):
+    full = pair.what_if(cpus=2, ft_factor=1.0)
+    half = pair.what_if(cpus=2, ft_factor=1.0, parallel_speed=0.5)
+    assert (full.parallel_speed, half.parallel_speed) == (1.0, 0.5)
+    assert half.parallel_speed_source == "given"
+    # The two threads' work runs side by side nearly all the cell: at half speed each, it
+    # takes nearly twice as long (the main thread's start and join run alone).
+    assert 1.7 <= half.predicted_wall_s / full.predicted_wall_s <= 2.02, (str(full), str(half))
+    # One CPU: nothing runs side by side, so the speed changes nothing.
+    one = pair.what_if(cpus=1, ft_factor=1.0)
+    one_half = pair.what_if(cpus=1, ft_factor=1.0, parallel_speed=0.5)
+    assert one_half.predicted_wall_s == pytest.approx(one.predicted_wall_s, rel=1e-9)
+    # The replay with the GIL runs one thread at a time: unchanged either way.
+    assert half.gil_replay_wall_s == pytest.approx(full.gil_replay_wall_s, rel=1e-9)
+    assert "at 0.50 of its speed alone (1.00 CPUs' worth" in half.assumptions[1]
+    assert str(half).splitlines()[-1] == (
+        "  - Each CPU's speed with all busy (0.50 of one alone): given.")
+
+
+def test_environment_sets_the_default_and_the_page_uses_it(fresh_cache, monkeypatch):
+    monkeypatch.setenv("GILTRACER_PARALLEL_SPEED", "0.8")
+    with giltracer.trace() as t:
+        cpu_bound_pair(200_000)
+    w = t.what_if(cpus=2)
+    assert (w.parallel_speed, w.parallel_speed_source) == (0.8, "GILTRACER_PARALLEL_SPEED")
+    p = json.loads(t.result.payload())["what_if"]
+    assert p["parallel_speed"] == pytest.approx(0.8)
+    # The page's prediction is made with the same value on this machine's CPUs.
+    same = t.what_if(cpus=os.cpu_count() or 1)
+    assert p["predicted_wall_s"] == pytest.approx(same.predicted_wall_s, abs=2e-6)
+    # A value that is neither a number in (0, 1] nor "measure" is ignored, with a warning.
+    monkeypatch.setenv("GILTRACER_PARALLEL_SPEED", "2")
+    with pytest.warns(RuntimeWarning, match=r"GILTRACER_PARALLEL_SPEED='2' is neither"):
+        w = t.what_if(cpus=2)
+    assert w.parallel_speed == 1.0
+
+
+def test_measure_uses_the_measurement_and_keeps_it(pair, fresh_cache, monkeypatch):
+    calls = []
+
+    def fake(cpus, rounds=3, window=0.2):
+        calls.append(cpus)
+        return 0.7, [0.6, 0.7, 0.9]
+
+    monkeypatch.setattr(calibrate, "measure_parallel_speed", fake)
+    w = pair.what_if(cpus=2, parallel_speed="measure")
+    assert (w.parallel_speed, w.parallel_speed_source) == (0.7, "measured on this machine")
+    assert calls == [2]
+    # Another process within 10 minutes reads the cache file instead of measuring.
+    monkeypatch.setattr(calibrate, "_cache", {})
+    monkeypatch.setattr(calibrate, "measure_parallel_speed",
+                        lambda *a, **k: pytest.fail("measured again"))
+    assert pair.what_if(cpus=2, parallel_speed="measure").parallel_speed == 0.7
+    # Another number of CPUs is another measurement.
+    monkeypatch.setattr(calibrate, "measure_parallel_speed", lambda cpus, **k: (0.5, [0.5]))
+    assert pair.what_if(cpus=4, parallel_speed="measure").parallel_speed == 0.5
+
+
+def test_measuring_that_fails_assumes_independent_cpus_and_says_so(pair, fresh_cache,
+                                                                    monkeypatch):
+    monkeypatch.setattr(calibrate, "measure_parallel_speed", lambda *a, **k: None)
+    w = pair.what_if(cpus=2, parallel_speed="measure")
+    assert w.parallel_speed == 1.0
+    assert "measuring it here failed" in str(w)
+    # One CPU needs no measurement.
+    assert calibrate.parallel_speed(1) == (1.0, "one CPU")
+
+
+def test_the_real_measurement_spins_processes_alone_and_together(fresh_cache):
+    got = calibrate.measure_parallel_speed(2, rounds=1, window=0.1)
+    assert got is not None
+    speed, each = got
+    # Two CPUs, or one shared by both: each runs at least at a fraction of its speed alone
+    # (a loaded machine lowers it; clamped to (0.05, 1]).
+    assert 0.05 <= speed <= 1.0 and len(each) == 1 and each[0] > 0, got
