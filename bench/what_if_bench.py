@@ -173,48 +173,68 @@ def side_ft(names, runs):
 
 
 # ---------------------------------------------------------------- the 3.14 side
-def prediction(t, n_cpus, factor, event_ns=None):
+def prediction(t, n_cpus, factor, event_ns=None, parallel_speed=None):
     """``t.what_if()``: the model's predicted wall time and the tracer's cost it removed (s)."""
     kw = {} if factor is None else {"ft_factor": factor}
     if event_ns is not None:
         kw["event_ns"] = event_ns
+    if parallel_speed is not None:
+        kw["parallel_speed"] = parallel_speed
     w = t.what_if(cpus=n_cpus, **kw)
     return w.predicted_wall_s, w.tracer_s
 
 
-def side_gil(names, runs, factor, trace_opts, event_ns=None):
+def side_gil(names, runs, factor, trace_opts, event_ns=None, traced_first=False,
+             parallel_speed=None):
+    """traced_first: the traced runs before the untraced ones (when this side runs after the
+    3.14t one, so that the traced run and the 3.14t run it is paired with stay adjacent)."""
     import giltracer
     n_cpus = cpus()
     out = {"python": sys.version.split()[0], "giltracer": getattr(giltracer, "__version__", "?"), "cpus": n_cpus,
-           "ft_factor": factor, "event_ns": event_ns, "trace_opts": trace_opts, "workloads": {}}
+           "ft_factor": factor, "event_ns": event_ns, "trace_opts": trace_opts,
+           "parallel_speed": parallel_speed, "workloads": {}}
     for name, fn in warmed_up(names, out):
-        cpu_s = []
-        untraced = [timed(fn, cpu_s) for _ in range(runs)]
-        traced, preds, tracer, threads = [], [], [], None
-        for _ in range(runs):
-            with giltracer.trace(backend="hooks", **trace_opts) as t:
-                traced.append(timed(fn))
-            rows = [{"tid": s.tid, "name": s.name, "wall_s": s.wall_ns / 1e9, "held_s": s.held_ns / 1e9,
-                     "wait_s": s.wait_ns / 1e9, "released_s": s.released_ns / 1e9} for s in t.summary()]
-            threads = rows
-            p, c = prediction(t, n_cpus, factor, event_ns)
-            preds.append(p)
-            tracer.append(c)
+        cpu_s, untraced = [], []
+        traced, preds, tracer, threads, independent = [], [], [], None, []
+
+        def run_traced():
+            nonlocal threads
+            for _ in range(runs):
+                with giltracer.trace(backend="hooks", **trace_opts) as t:
+                    traced.append(timed(fn))
+                threads = [{"tid": s.tid, "name": s.name, "wall_s": s.wall_ns / 1e9, "held_s": s.held_ns / 1e9,
+                            "wait_s": s.wait_ns / 1e9, "released_s": s.released_ns / 1e9} for s in t.summary()]
+                p, c = prediction(t, n_cpus, factor, event_ns, parallel_speed)
+                preds.append(p)
+                tracer.append(c)
+                independent.append(prediction(t, n_cpus, factor, event_ns, 1.0)[0])
+
+        if traced_first:
+            run_traced()
+        untraced += [timed(fn, cpu_s) for _ in range(runs)]
+        if not traced_first:
+            run_traced()
         out["workloads"][name] = {"untraced": untraced, "cpu": cpu_s, "traced": traced, "threads": threads,
-                                  "predicted": preds, "tracer": tracer}
+                                  "predicted": preds, "tracer": tracer, "independent": independent}
     return out
 
 
 # ---------------------------------------------------------------- the driver
-def run_side(interp, side, args, k):
-    cmd = [interp, os.path.abspath(__file__), "--side", side, "--runs", "1", "--only", ",".join(args.only)]
+def run_side(interp, side, args, k, name, second):
+    """One round's run of workload `name` on one side, in a fresh process; `second`: this
+    side runs after the other one in this round."""
+    cmd = [interp, os.path.abspath(__file__), "--side", side, "--runs", "1", "--only", name]
     if args.ft_factor is not None:
         cmd += ["--ft-factor", str(args.ft_factor)]
     if side == "gil":
         cmd += ["--trace-opts", args.trace_opts]
         if args.event_ns is not None:
             cmd += ["--event-ns", str(args.event_ns)]
-    print(f"what_if_bench: round {k + 1}/{args.runs}, {side} side on {interp} ...", file=sys.stderr, flush=True)
+        if args.parallel_speed_value is not None:
+            cmd += ["--parallel-speed", repr(args.parallel_speed_value)]
+        if second:
+            cmd += ["--traced-first"]
+    print(f"what_if_bench: round {k + 1}/{args.runs}, {name}, {side} side on {interp} ...", file=sys.stderr, flush=True)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     if r.returncode:
         sys.exit(f"what_if_bench: the {side} side failed (exit {r.returncode})")
@@ -240,7 +260,7 @@ def merge_runs(acc, r):
 def finish(side):
     """Lists of runs -> stats (median, min, max, runs)."""
     for w in side["workloads"].values():
-        for key in ("wall", "cpu", "untraced", "traced", "predicted", "tracer"):
+        for key in ("wall", "cpu", "untraced", "traced", "predicted", "tracer", "independent"):
             if key in w:
                 w[key] = stats(w[key])
     return side
@@ -248,6 +268,16 @@ def finish(side):
 
 def fmt(st):
     return f"{st['median']:.3f} [{st['min']:.3f}, {st['max']:.3f}]"
+
+
+def paired(pred, meas):
+    """The errors of the rounds' own pairs (a traced run and the 3.14t run beside it):
+    median [quartiles], in %."""
+    if len(pred) != len(meas) or len(pred) < 2:
+        return "-"
+    es = sorted(100 * (p / m - 1) for p, m in zip(pred, meas))
+    q = statistics.quantiles(es, n=4)
+    return f"{statistics.median(es):+.0f} % [{q[0]:+.0f}, {q[2]:+.0f}]"
 
 
 def report(gil, ft, runs, load0=None):
@@ -262,9 +292,21 @@ def report(gil, ft, runs, load0=None):
                 else "`whatif_cost.TRACER_EVENT_NS`") + ")",
              "- 3.14t CPU / wall: the process's CPU time over its wall time (median run): the parallelism "
              "the machine gave it (other load on a shared machine lowers it; the model assumes the CPUs free)",
-             "- rounds alternate the interpreters, one run per workload per round, fresh processes",
+             "- each round runs each workload once per interpreter, back to back in fresh processes (which goes "
+             "first alternates); paired error: the rounds' own errors (predicted / the 3.14t run beside it - 1), "
+             "median [quartiles]: the host's speed drifts over seconds, which a pair mostly cancels",
              f"- traced with `giltracer.trace(backend=\"hooks\", **{gil['trace_opts']})`; 3.14 untraced wall for reference", ""]
-    head = "| workload | 3.14 wall | 3.14 traced wall | 3.14t wall | 3.14t CPU / wall | tracer | predicted | error |"
+    ps = gil.get("parallel_speed")
+    pm = gil.get("parallel_speed_measured") or {}
+
+    def rounds(m):
+        return "not measured" if not m else (f"{m[0]:.2f} (rounds: " + ", ".join(f"{x:.2f}" for x in m[1]) + ")")
+    lines[-1:-1] = [f"- parallel speed (each CPU's speed with all {gil['cpus']} busy, against one alone; "
+              f"`t.what_if(parallel_speed=...)`): {'the model default' if ps is None else f'{ps:.2f}'}; "
+              f"measured before the rounds: {rounds(pm.get('before'))}; after them: {rounds(pm.get('after'))}. "
+              "'CPUs independent': the same prediction with parallel_speed=1.0"]
+    head = ("| workload | 3.14 wall | 3.14 traced wall | 3.14t wall | 3.14t CPU / wall | tracer | predicted | error "
+            "| paired error | CPUs independent: predicted, paired error |")
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     errs = []
     for name, w in gil["workloads"].items():
@@ -281,7 +323,12 @@ def report(gil, ft, runs, load0=None):
         row = f"| {name} | {fmt(w['untraced'])} | {fmt(w['traced'])} | {fmt(f['wall'])} | {par:.2f} | {tr} | "
         e = w["predicted"]["median"] / meas - 1
         errs.append(abs(e))
-        row += f"{fmt(w['predicted'])} | {100 * e:+.0f} % |"
+        row += f"{fmt(w['predicted'])} | {100 * e:+.0f} % | {paired(w['predicted']['runs'], f['wall']['runs'])} |"
+        if "independent" in w:
+            row += (f" {w['independent']['median']:.3f}, "
+                    f"{paired(w['independent']['runs'], f['wall']['runs'])} |")
+        else:
+            row += " - |"
         lines.append(row)
     lines.append("")
     one = ft["workloads"].get("cpu-1", {})
@@ -317,7 +364,13 @@ def main():
     ap.add_argument("--event-ns", type=lambda v: v if v == "measure" else float(v), default=None,
                     help='t.what_if(event_ns=...): "measure" (on this machine now) or ns; default: the table\'s')
     ap.add_argument("--trace-opts", default="{}", help='more giltracer.trace options, JSON: \'{"c_calls": false}\'')
+    ap.add_argument("--parallel-speed", default="measure",
+                    help='t.what_if(parallel_speed=...): a number in (0, 1], or "measure" (default: '
+                         "measured here before the rounds and after them, giltracer.calibrate; the "
+                         "prediction uses the median of the rounds before)")
+    ap.add_argument("--parallel-rounds", type=int, default=9, help="rounds of that measurement")
     ap.add_argument("--side", choices=("gil", "ft"))
+    ap.add_argument("--traced-first", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out")
     ap.add_argument("--strict", action="store_true", help="exit 1 when the model misses the target")
     a = ap.parse_args()
@@ -328,26 +381,47 @@ def main():
         print(json.dumps(side_ft(a.only, a.runs)))
         return 0
     if a.side == "gil":
-        print(json.dumps(side_gil(a.only, a.runs, a.ft_factor, json.loads(a.trace_opts), a.event_ns)))
+        print(json.dumps(side_gil(a.only, a.runs, a.ft_factor, json.loads(a.trace_opts), a.event_ns,
+                                  a.traced_first, None if a.parallel_speed == "measure" else float(a.parallel_speed))))
         return 0
     if not a.gil or not a.ft:
         ap.error("--gil and --ft are needed (or --side)")
-    # Rounds alternate the two interpreters, one run of each workload per round in a fresh
-    # process, so that the machine's other load falls on both sides alike.
+    # Each round runs each workload once on each interpreter, the two runs back to back in
+    # fresh processes (which goes first alternates by round), so that the host's speed, which
+    # drifts by up to 1.6x over seconds here, is nearly the same for the traced run and the
+    # 3.14t run it is paired with.
     gil = ft = None
     load0 = os.getloadavg()[0]
+    speed_before = speed_after = None
+    a.parallel_speed_value = None
+    if a.parallel_speed == "measure":
+        from giltracer import calibrate
+        print(f"what_if_bench: measuring the CPUs' speed together ({a.parallel_rounds} rounds) ...",
+              file=sys.stderr, flush=True)
+        speed_before = calibrate.measure_parallel_speed(cpus(), rounds=a.parallel_rounds)
+        if speed_before is None:
+            sys.exit("what_if_bench: the CPUs' speed together could not be measured (see giltracer.calibrate)")
+        a.parallel_speed_value = speed_before[0]
+    else:
+        a.parallel_speed_value = float(a.parallel_speed)
     for k in range(a.runs):
-        for side in (("gil", "ft") if k % 2 == 0 else ("ft", "gil")):
-            r = run_side(a.gil if side == "gil" else a.ft, side, a, k)
-            if side == "gil":
-                gil = merge_runs(gil, r)
-            else:
-                ft = merge_runs(ft, r)
+        for name in a.only:
+            order = ("gil", "ft") if k % 2 == 0 else ("ft", "gil")
+            for i, side in enumerate(order):
+                r = run_side(a.gil if side == "gil" else a.ft, side, a, k, name, second=i == 1)
+                if side == "gil":
+                    gil = merge_runs(gil, r)
+                else:
+                    ft = merge_runs(ft, r)
     if not ft["free_threaded"] or ft["gil_enabled"]:
         sys.exit(f"what_if_bench: {a.ft} is not a free-threaded build running without the GIL")
     for name, w in ft["workloads"].items():
         if "skipped" in w:
             print(f"what_if_bench: {name} skipped on 3.14t: {w['skipped']}", file=sys.stderr)
+    if a.parallel_speed == "measure":
+        from giltracer import calibrate
+        speed_after = calibrate.measure_parallel_speed(cpus(), rounds=a.parallel_rounds)
+    gil["parallel_speed_measured"] = {"before": speed_before, "after": speed_after}
     text, verdict = report(finish(gil), finish(ft), a.runs, load0)
     print(text)
     if a.out:
