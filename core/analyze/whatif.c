@@ -1136,14 +1136,19 @@ static void free_fthreads(struct fthread *fts, size_t n)
     free(fts);
 }
 
+static int opts_valid(const struct gt_whatif_opts *o)
+{
+    return o && o->cpus >= 1 && o->ft_factor > 0 && isfinite(o->ft_factor) &&
+           o->handoff_ns >= 0 && isfinite(o->handoff_ns) && o->event_ns >= 0 &&
+           isfinite(o->event_ns) &&
+           (o->parallel_speed == 0 || (o->parallel_speed > 0 && o->parallel_speed <= 1));
+}
+
 int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o,
                        struct gt_whatif **out)
 {
     *out = NULL;
-    if (!o || o->cpus < 1 || !(o->ft_factor > 0) || !isfinite(o->ft_factor) ||
-        !(o->handoff_ns >= 0) || !isfinite(o->handoff_ns) || !(o->event_ns >= 0) ||
-        !isfinite(o->event_ns) ||
-        (o->parallel_speed != 0 && !(o->parallel_speed > 0 && o->parallel_speed <= 1)))
+    if (!opts_valid(o))
         return -EINVAL;
     if (r->free_threaded)
         return -EOPNOTSUPP;

@@ -735,13 +735,10 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
     double handoff = 0, event = 0, pspeed = 1;
     if (!PyArg_ParseTuple(args, "id|nddd", &cpus, &factor, &top, &handoff, &event, &pspeed))
         return NULL;
-    if (!(handoff >= 0) || handoff == Py_HUGE_VAL || !(event >= 0) || event == Py_HUGE_VAL) {
-        PyErr_Format(PyExc_ValueError,
-                     "handoff_ns and event_ns must be finite numbers >= 0 (got %R)", args);
-        return NULL;
-    }
-    if (!(pspeed > 0 && pspeed <= 1)) {
-        PyErr_Format(PyExc_ValueError, "parallel_speed must be in (0, 1] (got %R)", args);
+    if (!(handoff >= 0) || handoff == Py_HUGE_VAL || !(event >= 0) || event == Py_HUGE_VAL ||
+        !(pspeed > 0 && pspeed <= 1)) {
+        PyErr_Format(PyExc_ValueError, "handoff_ns and event_ns must be finite numbers >= 0 "
+                                       "and parallel_speed in (0, 1] (got %R)", args);
         return NULL;
     }
     if (cpus < 1 || top < 0) {
