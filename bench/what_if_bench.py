@@ -194,7 +194,7 @@ def side_gil(names, runs, factor, trace_opts, event_ns=None, traced_first=False,
            "ft_factor": factor, "event_ns": event_ns, "trace_opts": trace_opts,
            "parallel_speed": parallel_speed, "workloads": {}}
     for name, fn in warmed_up(names, out):
-        cpu_s, untraced = [], []
+        cpu_s = []
         traced, preds, tracer, threads, independent = [], [], [], None, []
 
         def run_traced():
@@ -211,7 +211,7 @@ def side_gil(names, runs, factor, trace_opts, event_ns=None, traced_first=False,
 
         if traced_first:
             run_traced()
-        untraced += [timed(fn, cpu_s) for _ in range(runs)]
+        untraced = [timed(fn, cpu_s) for _ in range(runs)]
         if not traced_first:
             run_traced()
         out["workloads"][name] = {"untraced": untraced, "cpu": cpu_s, "traced": traced, "threads": threads,
@@ -393,7 +393,6 @@ def main():
     gil = ft = None
     load0 = os.getloadavg()[0]
     speed_before = speed_after = None
-    a.parallel_speed_value = None
     if a.parallel_speed == "measure":
         from giltracer import calibrate
         print(f"what_if_bench: measuring the CPUs' speed together ({a.parallel_rounds} rounds) ...",
@@ -419,7 +418,6 @@ def main():
         if "skipped" in w:
             print(f"what_if_bench: {name} skipped on 3.14t: {w['skipped']}", file=sys.stderr)
     if a.parallel_speed == "measure":
-        from giltracer import calibrate
         speed_after = calibrate.measure_parallel_speed(cpus(), rounds=a.parallel_rounds)
     gil["parallel_speed_measured"] = {"before": speed_before, "after": speed_after}
     text, verdict = report(finish(gil), finish(ft), a.runs, load0)

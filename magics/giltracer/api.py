@@ -348,6 +348,25 @@ def default_handoff_us() -> float:
     return _measured_cost("FT_HANDOFF_US", 0.0)
 
 
+def _env_setting(name: str, valid: Callable[[float], bool],
+                 numbers: str) -> Union[None, float, str]:
+    """A what-if default set in the environment variable `name`: "measure", a number that
+    `valid` accepts, or None (unset, or neither: then with a warning naming `numbers`, the
+    numbers it takes)."""
+    env = os.environ.get(name, "").strip()
+    if not env or env == "measure":
+        return env or None
+    try:
+        value = float(env)
+    except ValueError:
+        value = float("nan")
+    if valid(value):
+        return value
+    warnings.warn(f"giltracer: {name}={env!r} is neither 'measure' nor {numbers}: ignored",
+                  RuntimeWarning, stacklevel=4)
+    return None
+
+
 def parallel_speed_for(cpus: int, how: Union[None, float, str] = None) -> Tuple[float, str]:
     """Each CPU's speed with all `cpus` busy, against one alone (the what-if model's
     ``parallel_speed``), and where it comes from. `how`: a number in (0, 1] is taken as
@@ -356,20 +375,10 @@ def parallel_speed_for(cpus: int, how: Union[None, float, str] = None) -> Tuple[
     fast together as alone)."""
     source = "given"
     if how is None:
-        env = os.environ.get("GILTRACER_PARALLEL_SPEED", "").strip()
-        if not env:
+        how = _env_setting("GILTRACER_PARALLEL_SPEED", lambda v: 0 < v <= 1, "a number in (0, 1]")
+        if how is None:
             return 1.0, "assumed (CPUs as fast together as alone)"
-        how, source = env, "GILTRACER_PARALLEL_SPEED"
-        if env != "measure":
-            try:
-                how = float(env)
-            except ValueError:
-                how = -1.0
-            if not 0 < how <= 1:
-                warnings.warn(f"giltracer: GILTRACER_PARALLEL_SPEED={env!r} is neither "
-                              "'measure' nor a number in (0, 1]: ignored", RuntimeWarning,
-                              stacklevel=3)
-                return 1.0, "assumed (CPUs as fast together as alone)"
+        source = "GILTRACER_PARALLEL_SPEED"
     if how == "measure":
         from . import calibrate
         return calibrate.parallel_speed(cpus)
@@ -397,18 +406,11 @@ def event_ns_for(options: Dict[str, Any], how: Optional[str] = None) -> Tuple[fl
     if not options.get("functions", True) or options.get("sample_ns"):
         return 0.0, "no call events traced"
     if how is None:
-        env = os.environ.get("GILTRACER_EVENT_NS", "").strip()
-        if env == "measure":
-            how = env
-        elif env:
-            try:
-                ns = float(env)
-            except ValueError:
-                ns = -1.0
-            if ns >= 0 and ns < float("inf"):
-                return ns, "GILTRACER_EVENT_NS"
-            warnings.warn(f"giltracer: GILTRACER_EVENT_NS={env!r} is neither 'measure' nor a "
-                          "number of ns >= 0: ignored", RuntimeWarning, stacklevel=3)
+        env = _env_setting("GILTRACER_EVENT_NS", lambda ns: 0 <= ns < float("inf"),
+                           "a number of ns >= 0")
+        if isinstance(env, float):
+            return env, "GILTRACER_EVENT_NS"
+        how = env
     from . import calibrate
     c_calls = bool(options.get("c_calls", True))
     if how == "measure":

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -129,14 +130,18 @@ def _cache_file() -> str:
     return os.path.join(base, "giltracer", "event-ns.json")
 
 
-def _cache_key(c_calls: bool) -> str:
+def _boot_id() -> str:
+    """This boot's id (a cached measurement is of this boot only), or "" where unknown."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            boot = f.read().strip()
+            return f.read().strip()
     except OSError:
-        boot = ""
+        return ""
+
+
+def _cache_key(c_calls: bool) -> str:
     from . import _core
-    return "|".join((sys.executable, sys.version, getattr(_core, "__file__", ""), boot,
+    return "|".join((sys.executable, sys.version, getattr(_core, "__file__", ""), _boot_id(),
                      "c_calls" if c_calls else "functions"))
 
 
@@ -266,10 +271,7 @@ def measure_parallel_speed(cpus: int, rounds: int = PARALLEL_ROUNDS,
         if not a or not both or not b:
             return None
         each.append(sum(both) / len(both) / ((a[0] + b[0]) / 2))
-    ordered = sorted(each)
-    mid = ordered[len(ordered) // 2] if len(ordered) % 2 else (
-        ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
-    return min(1.0, max(0.05, mid)), each
+    return min(1.0, max(0.05, statistics.median(each))), each
 
 
 def parallel_speed(cpus: int) -> Tuple[float, str]:
@@ -283,12 +285,7 @@ def parallel_speed(cpus: int) -> Tuple[float, str]:
     key = ("parallel_speed", cpus)
     if key in _cache:
         return _cache[key]
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            boot = f.read().strip()
-    except OSError:
-        boot = ""
-    ck = f"parallel_speed|{cpus}|{boot}"
+    ck = f"parallel_speed|{cpus}|{_boot_id()}"
     v = _read_cached(ck, "parallel_speed")
     if v is not None:
         got = (v, "measured on this machine")
