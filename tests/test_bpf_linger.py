@@ -253,7 +253,7 @@ FORK_DURING_LINGER = """
     for how in ("_exit", "exit"):  # a child's exit (with or without atexit) during the linger
         pid = os.fork()
         if pid == 0:
-            with giltracer.trace(functions=False) as c:  # the parent's probe is not its own
+            with giltracer.trace(c_calls=False) as c:  # the parent's probe is not its own
                 sum(range(1000))
             code = 0 if c.backend != "bpf" else 1
             if how == "_exit":

@@ -414,8 +414,8 @@ def test_calibration_retries_are_bounded():
 CALIBRATION_AUTO = """
     import giltracer
     from workloads import cpu_pair
-    for backend in ("auto", "auto", "bpf"):
-        with giltracer.trace(backend=backend, functions=False) as t:
+    for backend in ("auto", "auto", "bpf"):  # a full trace: auto takes bpf as root
+        with giltracer.trace(backend=backend, c_calls=False) as t:
             cpu_pair(0.1)
         print("RUN", t.backend, sum(r.acquisitions for r in t.summary()) > 0, t.backend_reason)
 """
@@ -442,7 +442,7 @@ def test_a_failed_calibration_does_not_cost_the_bpf_probe_for_good():
 CALIBRATION_AUTO_REASONS = """
     import giltracer
     for i in range(9):
-        with giltracer.trace(backend="auto", functions=False) as t:
+        with giltracer.trace(backend="auto", c_calls=False) as t:
             pass
         print("RUN", t.backend, t.backend_reason)
 """
@@ -676,7 +676,7 @@ FORKED_CHILD_AUTO = """
         if pid == 0:
             code = 1
             try:
-                with giltracer.trace(functions=False) as c:  # backend="auto"
+                with giltracer.trace(c_calls=False) as c:  # backend="auto", a full trace
                     cpu_pair(0.1)
                 ok = c.backend == "hooks" and sum(r.acquisitions for r in c.summary()) > 0
                 print("CHILD", c.backend, ok, c.backend_reason, flush=True)

@@ -602,10 +602,12 @@ static int choose_backend(struct gt_session *s)
                  "hooks, cross-checked by the bpf probe on the same run");
         return 0;
     }
-    /* Sampling is asked for its low cost: auto takes the hooks (~0.1 us per GIL hand-off)
-     * before the bpf probe's uprobes (2.5-4.5 us: ~5x on GIL-churning code). */
-    int sampling_auto = s->o.backend == GT_BACKEND_AUTO && s->o.sample_ns;
-    if (!sampling_auto && use_bpf(s) != 0)
+    /* Without the function tracer (GIL only, or sampling: sample_ns implies it) a session
+     * is asked for its low cost: auto takes the hooks (~0.1 us per GIL hand-off) before the
+     * bpf probe's uprobes (2.5-4.5 us: ~5x on GIL-churning code). With the function tracer,
+     * its per-call cost dwarfs either. */
+    int cheap_auto = s->o.backend == GT_BACKEND_AUTO && !s->o.functions;
+    if (!cheap_auto && use_bpf(s) != 0)
         return s->used == USED_BPF ? 0 : -1;
     if (prepare_hooks() == 0) {
         s->used = USED_HOOKS;
@@ -613,16 +615,17 @@ static int choose_backend(struct gt_session *s)
             snprintf(s->backend_reason, sizeof(s->backend_reason),
                      "hooks: requested; in-process interposition of %s's GIL pthread calls",
                      *gt_gilhook__object_path() ? gt_gilhook__object_path() : "the interpreter");
-        else if (sampling_auto)
+        else if (cheap_auto)
             snprintf(s->backend_reason, sizeof(s->backend_reason),
-                     "hooks: sampling mode keeps its cost low (~0.1 us per GIL hand-off, "
-                     "against the bpf probe's ~3 us; backend='bpf' to use that)");
+                     "hooks: %s keeps its cost low (~0.1 us per GIL hand-off, "
+                     "against the bpf probe's ~3 us; backend='bpf' to use that)",
+                     s->o.sample_ns ? "sampling mode" : "a GIL-only trace (functions=False)");
         else
             snprintf(s->backend_reason, sizeof(s->backend_reason),
                      "hooks: in-process, no privileges needed (%s)", bpf.why);
         return 0;
     }
-    if (sampling_auto && use_bpf(s) != 0)
+    if (cheap_auto && use_bpf(s) != 0)
         return s->used == USED_BPF ? 0 : -1;
     if (s->o.backend == GT_BACKEND_HOOKS) {
         PyErr_Format(PyExc_RuntimeError, "giltracer: backend='hooks' cannot run: %s", hooks.why);

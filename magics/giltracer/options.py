@@ -135,8 +135,9 @@ OPTIONS: Tuple[Option, ...] = (
                 "tab), " + _OUTPUT_FORMATS),
     Option("backend", ("--backend",), fronts=FRONTS, keyword="backend", choices=BACKENDS,
            default="auto", c="choice",
-           help="GIL probe: auto (bpf when permitted, else hooks), hooks (in-process, no "
-                "privileges) or bpf (needs root or CAP_BPF+CAP_PERFMON)"),
+           help="GIL probe: auto (with functions traced, bpf when permitted, else hooks; GIL "
+                "only and sampling: hooks, the cheaper), hooks (in-process, no privileges) or "
+                "bpf (needs root or CAP_BPF+CAP_PERFMON)"),
     Option("c_calls", ("--no-c",), fronts=FRONTS, keyword="c_calls", action="store_false",
            default=True, c="bool", help="do not record C function calls"),
     Option("functions", ("--no-functions",), fronts=(API, CELL) + COMMANDS, keyword="functions",
