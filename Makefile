@@ -24,7 +24,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-bytes bench-deflate bench-gil-event readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-sample-sid bench-bytes bench-deflate bench-gil-event readme-picture bench-matrix clean \
         pythons test-sid test-sid-lessons-busy bench-sid pythons-ft test-ft test-ft-ci test-tsan-ft bench-ft \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
@@ -270,6 +270,18 @@ bench-sid: pythons
 	    $$d/sid-$$v/bin/python -m pip install -q viztracer || echo "viztracer does not install on $$v: its columns are skipped"; \
 	    rm -rf /tmp/gt-bench && cp -r /src/bench /tmp/gt-bench && \
 	    $$d/sid-$$v/bin/python /tmp/gt-bench/run.py $(BENCH_SID_ARGS) --out /src/bench/results' sh $$v || exit 1; \
+	done
+
+# The sampling-mode bench (bench/sample_bench.py) on sid's interpreters (SID_PYTHONS), with
+# py-spy where it installs and, on 3.15, CPython's own profiling.sampling in the same run:
+# reports in bench/results/sample-<version>.md. BENCH_SAMPLE_ARGS as for bench-sample.
+bench-sample-sid: pythons
+	@for v in $(SID_PYTHONS); do \
+	  echo "=== bench-sample sid-$$v"; \
+	  $(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; v=$$1; d=$(SID_MATRIX); $(SID_VENV); \
+	    $$d/sid-$$v/bin/python -m pip install -q py-spy || echo "py-spy does not install on $$v: its column is skipped"; \
+	    rm -rf /tmp/gt-bench && cp -r /src/bench /tmp/gt-bench && \
+	    $$d/sid-$$v/bin/python /tmp/gt-bench/sample_bench.py $(BENCH_SAMPLE_ARGS) --out /src/bench/results' sh $$v || exit 1; \
 	done
 
 # ---- free-threaded CPython: 3.14t built from source in the sid chroot ------------------

@@ -1,20 +1,24 @@
 """Sampling mode's cost (make bench-sample): CPU time of the bench workloads untraced, with
 the GIL probe alone (functions=False), under giltracer's sampling mode at its default
-interval, and under py-spy `--gil --idle` at the same rate, in one run. Target: sampling
+interval, and under py-spy `--gil --idle` and (3.15+) CPython's own sampling profiler
+`profiling.sampling run -a --mode gil` at the same rate, in one run. Target: sampling
 mode and GIL only <= 1.05x untraced CPU time.
 
-  python bench/sample_bench.py [--rounds N] [--only fib,cpu2] [--out bench/results]
+  python bench/sample_bench.py [--rounds N] [--blocks N] [--only fib,cpu2] [--out bench/results]
 
-The verdicts are paired: in one process, untraced and traced loops alternate (PAIRS pairs,
-u t then t u), and the ratio is the median of the pairs' traced / untraced CPU. This host's
-speed drifts by up to 1.6x over minutes, which separate processes' medians keep and a
-pair's two loops, seconds apart, cancel; an A/A configuration (both loops untraced) shows
-what noise is left. Besides, each configuration also runs in a fresh process per round
-(interleaved, shuffled; the only way py-spy, a process of its own, runs). Each loop runs
-the workload about a second (REPS below); CPU = the CPU time of the whole process over the
+The verdicts are paired: in one process per round, blocks of four short loops in shuffled
+order (two untraced, one with the GIL probe alone, one sampled; BLOCK_REPS below), and the
+ratio is the median over the blocks of the traced loop's CPU / the mean of the block's
+untraced ones. This host's speed drifts by up to 2x over seconds to minutes, which separate
+processes' medians keep and a block's loops, within seconds, cancel; the two untraced
+loops' ratio (A/A) shows what noise is left. Besides, each configuration also runs in a
+fresh process per round (interleaved, shuffled; the only way py-spy and
+profiling.sampling, processes of their own, run), the workload about a second (REPS
+below); CPU = the CPU time of the whole process over the
 loop (time.process_time: every thread, the sampler included). For py-spy, its own CPU is
-reported beside (the run's children's rusage less the traced process's). CPython's
-profiling.sampling exists from 3.15 on; on an interpreter without it the column says so.
+reported beside (the run's children's rusage less the traced process's), and so for
+profiling.sampling, which exists from 3.15 on (on an interpreter without it the report
+says so; `make bench-sample-sid` runs this bench on sid's 3.14 and 3.15).
 Writes <out>/sample-<python-version>.md and .json.
 """
 from __future__ import annotations
@@ -34,12 +38,19 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPS = {"fib": 80, "method": 6, "builtins": 4, "threads2": 3, "mixed": 12, "cpu2": 3, "churn2": 3}
-CONFIGS = ("untraced", "gil-hooks", "sample", "py-spy")
-# In one process each, untraced and traced loops alternating: the verdicts' measurement.
-# paired-none: both loops untraced (A/A): the noise a ratio has here, the verdicts' scale.
-PAIRED = ("paired-gil-hooks", "paired-sample", "paired-none")
-PAIRS = 3  # per process
-PYSPY_RATE = 200  # per second: giltracer's default 5 ms
+CONFIGS = ("untraced", "gil-hooks", "sample", "py-spy", "profiling.sampling")
+PROFILERS = ("py-spy", "profiling.sampling")  # processes of their own: own CPU reported
+# The verdicts' measurement, in one process per round: BLOCKS blocks of four short loops in
+# shuffled order, two untraced (u1, u2), one with the GIL probe alone, one sampled. A
+# block's ratio is its traced loop's CPU over the mean of its untraced ones; u2 / u1 is
+# the A/A ratio: the noise left, the verdicts' scale.
+BLOCK_LOOPS = ("u1", "u2", "gil-hooks", "sample")
+BLOCKS = 8  # per round (--blocks)
+# A block's loops are short (~0.15-0.45 s untraced, churn2 ~1 s) so that the host's drift,
+# seconds to minutes here, cancels within a block.
+BLOCK_REPS = {"fib": 20, "method": 2, "builtins": 1, "threads2": 1, "mixed": 4, "cpu2": 1,
+              "churn2": 1}
+PYSPY_RATE = 200  # per second: giltracer's default 5 ms (profiling.sampling's too)
 
 WORKER = r"""
 import json, os, resource, sys, time
@@ -66,23 +77,24 @@ def loop():
     return time.process_time() - c0, time.perf_counter() - w0
 
 
-if mode.startswith("paired-"):
-    # Untraced and traced loops alternate in this process (u t, t u, ...): each pair ran
-    # within seconds of each other, so the host's drift cancels in its ratio. "none":
-    # both untraced (A/A).
-    kind, pairs = mode[len("paired-"):], []
-    for k in range({pairs}):
-        got = {{}}
-        for traced in ((False, True) if k % 2 == 0 else (True, False)):
-            if traced and kind != "none":
+if mode == "blocks":
+    # Blocks of short loops in shuffled order (see BLOCK_LOOPS): each block's loops ran
+    # within seconds of each other, so the host's drift cancels in its ratios.
+    import random
+    rnd, blocks = random.Random(int(sys.argv[4])), []
+    for k in range({blocks}):
+        order, got = list({loops!r}), {{}}
+        rnd.shuffle(order)
+        for kind in order:
+            if kind.startswith("u"):
+                got[kind] = loop()[0]
+            else:
                 t = session(kind)
                 t.start()
-                got["traced"] = loop()[0]
+                got[kind] = loop()[0]
                 t.stop()
-            else:
-                got["traced" if traced else "untraced"] = loop()[0]
-        pairs.append([got["untraced"], got["traced"]])
-    print("RESULT " + json.dumps(dict(pairs=pairs)))
+        blocks.append(got)
+    print("RESULT " + json.dumps(dict(blocks=blocks)))
     sys.exit(0)
 t = None
 if mode != "untraced":
@@ -118,27 +130,40 @@ def pyspy_path():
     return here if os.access(here, os.X_OK) else shutil.which("py-spy")
 
 
-def run_one(workload: str, config: str, script: str) -> dict:
-    cmd = [sys.executable, script, workload, "untraced" if config == "py-spy" else config,
-           str(REPS[workload])]
+def has_cpython_sampling() -> bool:
+    """CPython's own sampling profiler (3.15+) in this interpreter?"""
+    import importlib.util
+    try:
+        return importlib.util.find_spec("profiling.sampling") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def run_one(workload: str, config: str, script: str, seed: int = 0) -> dict:
+    reps = BLOCK_REPS[workload] if config == "blocks" else REPS[workload]
+    target = [script, workload, "untraced" if config in PROFILERS else config, str(reps),
+              str(seed)]
+    cmd = [sys.executable] + target
+    out = tempfile.mktemp(suffix=".txt", prefix="profile-")
     if config == "py-spy":
-        out = tempfile.mktemp(suffix=".txt", prefix="pyspy-")
         cmd = [pyspy_path(), "record", "--gil", "--idle", "-r",
                str(PYSPY_RATE), "-f", "raw", "-o", out, "--"] + cmd
+    elif config == "profiling.sampling":  # it runs the script as a child of its own
+        cmd = [sys.executable, "-m", "profiling.sampling", "run", "-a", "--mode", "gil", "-r",
+               str(PYSPY_RATE), "--collapsed", "-o", out] + target
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if config == "py-spy":
-        try:
-            os.unlink(out)
-        except OSError:
-            pass
+    try:
+        os.unlink(out)
+    except OSError:
+        pass
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
     if r.returncode != 0 or not line:
         raise RuntimeError(f"{config} {workload} failed ({r.returncode}): {r.stderr[-800:]}")
     res = json.loads(line[-1][7:])
     tree = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    if config == "py-spy":
+    if config in PROFILERS:
         res["profiler_cpu"] = max(0.0, tree - res["process_cpu"])
     return res
 
@@ -154,17 +179,21 @@ def bootstrap_ci(a, b, n=2000, seed=1):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--blocks", type=int, default=BLOCKS,
+                    help="blocks of the paired measurement per round (default %(default)s)")
     ap.add_argument("--only", default="", help="comma-separated workloads")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     a = ap.parse_args()
     workloads = [w for w in REPS if not a.only or w in a.only.split(",")]
     have_pyspy = pyspy_path() is not None and os.geteuid() == 0
-    configs = [c for c in CONFIGS if c != "py-spy" or have_pyspy]
-    runs = configs + list(PAIRED)
+    has_sampling = has_cpython_sampling()
+    configs = [c for c in CONFIGS if (c != "py-spy" or have_pyspy)
+               and (c != "profiling.sampling" or has_sampling)]
+    runs = configs + ["blocks"]
     with tempfile.TemporaryDirectory(prefix="gt-sample-bench-") as d:
         script = os.path.join(d, "sample_worker.py")
         with open(script, "w") as f:
-            f.write(WORKER.format(here=HERE, pairs=PAIRS))
+            f.write(WORKER.format(here=HERE, blocks=a.blocks, loops=BLOCK_LOOPS))
         samples = {w: {c: [] for c in runs} for w in workloads}
         t0 = time.time()
         for rnd in range(a.rounds):
@@ -172,15 +201,9 @@ def main() -> int:
                 order = list(runs)
                 random.Random(rnd * 31 + len(w)).shuffle(order)
                 for c in order:
-                    samples[w][c].append(run_one(w, c, script))
+                    samples[w][c].append(run_one(w, c, script, seed=rnd))
             print(f"round {rnd + 1}/{a.rounds} done ({time.time() - t0:.0f} s)", flush=True)
-    has_sampling = False
-    try:
-        import importlib.util
-        has_sampling = importlib.util.find_spec("profiling.sampling") is not None
-    except (ImportError, ValueError):
-        pass
-    lines = report(samples, configs, workloads, a.rounds, have_pyspy, has_sampling)
+    lines = report(samples, configs, workloads, a.rounds, a.blocks, have_pyspy, has_sampling)
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(a.out, exist_ok=True)
@@ -188,24 +211,25 @@ def main() -> int:
     with open(os.path.join(a.out, f"sample-{ver}.md"), "w") as f:
         f.write(text)
     with open(os.path.join(a.out, f"sample-{ver}.json"), "w") as f:
-        json.dump({"python": sys.version, "rounds": a.rounds, "reps": REPS, "pairs": PAIRS,
+        json.dump({"python": sys.version, "rounds": a.rounds, "reps": REPS,
+                   "block_reps": BLOCK_REPS, "blocks": a.blocks,
                    "samples": samples}, f,
                   indent=1)
     return 0
 
 
-def paired_ratio(pairs, n=2000, seed=1):
-    """Median of the per-pair ratios traced / untraced, and its 95 % bootstrap interval
-    (resampling the pairs)."""
-    ratios = [t / u for u, t in pairs]
+def median_ci(ratios, n=2000, seed=1):
+    """Median of the blocks' ratios, and its 95 % bootstrap interval (resampling the
+    blocks)."""
     rnd = random.Random(seed)
     boots = sorted(statistics.median(rnd.choices(ratios, k=len(ratios))) for _ in range(n))
     return statistics.median(ratios), boots[int(0.025 * n)], boots[int(0.975 * n) - 1]
 
 
-def report(samples, configs, workloads, rounds, have_pyspy, has_sampling):
+def report(samples, configs, workloads, rounds, blocks, have_pyspy, has_sampling):
     ver = platform.python_version()
-    lines = [f"# Sampling mode: CPU time vs untraced and py-spy (Python {ver})", "",
+    peers = "py-spy and profiling.sampling" if has_sampling else "py-spy"
+    lines = [f"# Sampling mode: CPU time vs untraced and {peers} (Python {ver})", "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
              f"{rounds} rounds; per round and workload one process per configuration, in "
              "shuffled order. CPU = the process's CPU time over the workload loop (every "
@@ -213,38 +237,47 @@ def report(samples, configs, workloads, rounds, have_pyspy, has_sampling):
              "mode='sample' at the default 5 ms, backend auto (the in-process hooks as GIL "
              "probe, even as root); `gil-hooks` = functions=False with the hooks, no sampler: "
              "the GIL probe's own cost, which sampling keeps. py-spy: `record --gil --idle -r "
-             f"{PYSPY_RATE}` (same rate), a process of its own (its CPU in the last column). "
+             f"{PYSPY_RATE}` (same rate), a process of its own (its CPU in the last column); "
+             "CPython's `python -m profiling.sampling run -a --mode gil -r "
+             f"{PYSPY_RATE} --collapsed` (3.15+) likewise. "
              "Target: sampling and GIL only <= 1.05x untraced.", "",
-             "**Paired** (the verdicts): in one process, untraced and traced loops alternate, "
-             f"{PAIRS} pairs (u t, t u, ...); ratio = median over every pair of all rounds of "
-             "traced / untraced CPU, [95 % bootstrap interval over the pairs]. The host's speed "
-             "drifts by up to 1.6x over minutes here; a pair's two loops run within seconds and "
-             "cancel it. The untraced loops follow a session in the same process (the hooks stay "
-             "installed, switched off: a load and a compare per GIL call). *A/A*: the same "
-             "pairs with both loops untraced: the interval a ratio of 1 gets on this host "
-             "during the run, against which a verdict's 5 % can be read.", "",
+             "**Paired** (the verdicts): in one process per round and workload, "
+             f"{blocks} blocks of four short loops in shuffled order: two untraced, one "
+             "gil-hooks, one sample (`BLOCK_REPS`, ~0.15-0.45 s untraced; churn2 ~1 s). Ratio "
+             "= median over the blocks of all rounds of the traced loop's CPU / the mean of "
+             "its block's two untraced loops, [95 % bootstrap interval over the blocks]. The "
+             "host's speed drifts by up to 2x over seconds to minutes here; a block's loops "
+             "run within seconds and cancel most of it. The untraced loops may follow a "
+             "session in the same process (the hooks stay installed, switched off: a load "
+             "and a compare per GIL call). *A/A*: the two untraced loops' ratio, block by "
+             "block: the interval a ratio of 1 gets on this host during the run (a little "
+             "wider than a verdict's noise, whose denominator is a mean of two), against "
+             "which a verdict's 5 % can be read.", "",
              "**Separate processes** (info, and the only way py-spy runs): ratio = median / "
              "median untraced over the rounds, [95 % bootstrap interval].", ""]
     if not have_pyspy:
         lines += ["py-spy: not run (not installed, or not root: it needs ptrace).", ""]
-    lines += ["CPython profiling.sampling: " + ("present, not run by this bench yet." if has_sampling
-              else "not in this interpreter (3.15+)."), ""]
-    head = ("| workload | untraced CPU s | paired gil-hooks | paired sample | paired A/A (noise) | "
-            + " | ".join(f"{c} (separate)" for c in configs if c != "untraced")
-            + " | sampler samples / skipped, GIL held | py-spy own CPU s |")
-    lines += [head, "|" + "---|" * (head.count("|") - 1)]
+    if not has_sampling:
+        lines += ["CPython profiling.sampling: not in this interpreter (3.15+).", ""]
+    columns = (["workload", "untraced CPU s", "paired gil-hooks", "paired sample",
+                "paired A/A (noise)"]
+               + [f"{c} (separate)" for c in configs if c != "untraced"]
+               + ["sampler samples / skipped, GIL held"]
+               + [f"{c} own CPU s" for c in configs if c in PROFILERS])
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     verdict, noise = [], {}
     for w in workloads:
         base = [r["cpu"] for r in samples[w]["untraced"]]
         cells = [w, f"{statistics.median(base):.3f}"]
-        for c in PAIRED:
-            pairs = [p for r in samples[w][c] for p in r["pairs"]]
-            ratio, lo, hi = paired_ratio(pairs)
-            cells.append(f"**{ratio:.3f}** [{lo:.3f}, {hi:.3f}]")
-            if c == "paired-none":
+        measured = [b for r in samples[w]["blocks"] for b in r["blocks"]]
+        for kind in ("gil-hooks", "sample", "A/A"):
+            if kind == "A/A":
+                ratio, lo, hi = median_ci([b["u2"] / b["u1"] for b in measured])
                 noise[w] = (lo, hi)
             else:
-                verdict.append((w, c[len("paired-"):], ratio, lo, hi))
+                ratio, lo, hi = median_ci([2 * b[kind] / (b["u1"] + b["u2"]) for b in measured])
+                verdict.append((w, kind, ratio, lo, hi))
+            cells.append(f"**{ratio:.3f}** [{lo:.3f}, {hi:.3f}]")
         for c in configs:
             if c == "untraced":
                 continue
@@ -257,8 +290,8 @@ def report(samples, configs, workloads, rounds, have_pyspy, has_sampling):
                      f"{statistics.median([r['skipped'] for r in s]):.0f}, "
                      f"{statistics.median([r['held_ns'] / 1e6 for r in s]):.2f} ms "
                      f"({100 * statistics.median([r['held_ns'] / 1e9 / r['wall'] for r in s]):.2f} %)")
-        cells.append(f"{statistics.median([r['profiler_cpu'] for r in samples[w]['py-spy']]):.3f}"
-                     if "py-spy" in samples[w] else "n/a")
+        cells += [f"{statistics.median([r['profiler_cpu'] for r in samples[w][c]]):.3f}"
+                  for c in configs if c in PROFILERS]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "## Verdicts (paired median ratio <= 1.05)", ""]
     for w, c, ratio, lo, hi in verdict:
