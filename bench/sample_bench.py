@@ -50,7 +50,7 @@ BLOCKS = 8  # per round (--blocks)
 # seconds to minutes here, cancels within a block.
 BLOCK_REPS = {"fib": 20, "method": 2, "builtins": 1, "threads2": 1, "mixed": 4, "cpu2": 1,
               "churn2": 1}
-PYSPY_RATE = 200  # per second: giltracer's default 5 ms (profiling.sampling's too)
+PROFILER_RATE = 200  # per second, py-spy's and profiling.sampling's: giltracer's default 5 ms
 
 WORKER = r"""
 import json, os, resource, sys, time
@@ -147,10 +147,10 @@ def run_one(workload: str, config: str, script: str, seed: int = 0) -> dict:
     out = tempfile.mktemp(suffix=".txt", prefix="profile-")
     if config == "py-spy":
         cmd = [pyspy_path(), "record", "--gil", "--idle", "-r",
-               str(PYSPY_RATE), "-f", "raw", "-o", out, "--"] + cmd
+               str(PROFILER_RATE), "-f", "raw", "-o", out, "--"] + cmd
     elif config == "profiling.sampling":  # it runs the script as a child of its own
         cmd = [sys.executable, "-m", "profiling.sampling", "run", "-a", "--mode", "gil", "-r",
-               str(PYSPY_RATE), "--collapsed", "-o", out] + target
+               str(PROFILER_RATE), "--collapsed", "-o", out] + target
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -237,9 +237,10 @@ def report(samples, configs, workloads, rounds, blocks, have_pyspy, has_sampling
              "mode='sample' at the default 5 ms, backend auto (the in-process hooks as GIL "
              "probe, even as root); `gil-hooks` = functions=False with the hooks, no sampler: "
              "the GIL probe's own cost, which sampling keeps. py-spy: `record --gil --idle -r "
-             f"{PYSPY_RATE}` (same rate), a process of its own (its CPU in the last column); "
+             f"{PROFILER_RATE}` (same rate), a process of its own (its own CPU in its "
+             "'own CPU s' column); "
              "CPython's `python -m profiling.sampling run -a --mode gil -r "
-             f"{PYSPY_RATE} --collapsed` (3.15+) likewise. "
+             f"{PROFILER_RATE} --collapsed` (3.15+) likewise. "
              "Target: sampling and GIL only <= 1.05x untraced.", "",
              "**Paired** (the verdicts): in one process per round and workload, "
              f"{blocks} blocks of four short loops in shuffled order: two untraced, one "
