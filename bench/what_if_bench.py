@@ -8,6 +8,11 @@ time is measured. Medians of 9 runs with [min, max]; error = predicted / measure
 5, and a median of 5 could land in the slow cluster.)
 Target (the issue): |error| <= 25 % on every workload, <= 15 % on the median.
 
+Fresh processes of either interpreter run the same loop at one of a few speeds here and
+keep it, so each process first times a fixed loop (process_speed); the report shows, as
+information beside the verdict, the error the two processes' speeds alone make per pair
+and how the paired errors of the CPU-bound workloads follow it.
+
 Workloads: CPU-bound threads 1, 2, 3, 4 (a pure-Python loop); mixed CPU + I/O (sleeps); a
 producer/consumer queue; threads with a shared lock; a NumPy-heavy thread pool (skipped, with
 the reason printed, where NumPy cannot be imported).
@@ -138,6 +143,22 @@ def timed(fn, cpu=None):
     return t1 - t0
 
 
+PROBE = 300_000  # the process-speed probe's loop: about 15-25 ms here
+
+
+def process_speed():
+    """This process's speed on a fixed loop (thread CPU s, best of 3). Fresh processes of
+    one interpreter run the same loop at one of a few speeds here (up to 1.5x apart) and
+    keep it: the probe says which one each run got."""
+    best = None
+    for _ in range(3):
+        t0 = time.thread_time()
+        spin(PROBE)
+        d = time.thread_time() - t0
+        best = d if best is None else min(best, d)
+    return best
+
+
 def stats(xs):
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "runs": xs}
 
@@ -167,8 +188,9 @@ def side_ft(names, runs):
     out = {"python": sys.version.split()[0], "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
            "gil_enabled": getattr(sys, "_is_gil_enabled", lambda: True)(), "cpus": cpus(), "workloads": {}}
     for name, fn in warmed_up(names, out):
-        cpu_s = []
-        out["workloads"][name] = {"wall": [timed(fn, cpu_s) for _ in range(runs)], "cpu": cpu_s}
+        cpu_s, probe = [], [process_speed()]
+        out["workloads"][name] = {"wall": [timed(fn, cpu_s) for _ in range(runs)], "cpu": cpu_s,
+                                  "probe": probe}
     return out
 
 
@@ -194,7 +216,7 @@ def side_gil(names, runs, factor, trace_opts, event_ns=None, traced_first=False,
            "ft_factor": factor, "event_ns": event_ns, "trace_opts": trace_opts,
            "parallel_speed": parallel_speed, "workloads": {}}
     for name, fn in warmed_up(names, out):
-        cpu_s = []
+        cpu_s, probe = [], [process_speed()]
         traced, preds, tracer, threads, independent = [], [], [], None, []
 
         def run_traced():
@@ -215,7 +237,8 @@ def side_gil(names, runs, factor, trace_opts, event_ns=None, traced_first=False,
         if not traced_first:
             run_traced()
         out["workloads"][name] = {"untraced": untraced, "cpu": cpu_s, "traced": traced, "threads": threads,
-                                  "predicted": preds, "tracer": tracer, "independent": independent}
+                                  "predicted": preds, "tracer": tracer, "independent": independent,
+                                  "probe": probe}
     return out
 
 
@@ -260,7 +283,7 @@ def merge_runs(acc, r):
 def finish(side):
     """Lists of runs -> stats (median, min, max, runs)."""
     for w in side["workloads"].values():
-        for key in ("wall", "cpu", "untraced", "traced", "predicted", "tracer", "independent"):
+        for key in ("wall", "cpu", "untraced", "traced", "predicted", "tracer", "independent", "probe"):
             if key in w:
                 w[key] = stats(w[key])
     return side
@@ -276,6 +299,23 @@ def paired(pred, meas):
     if len(pred) != len(meas) or len(pred) < 2:
         return "-"
     es = sorted(100 * (p / m - 1) for p, m in zip(pred, meas))
+    q = statistics.quantiles(es, n=4)
+    return f"{statistics.median(es):+.0f} % [{q[0]:+.0f}, {q[2]:+.0f}]"
+
+
+def speed_errors(w, f, factor):
+    """Per pair, the error the two processes' own speeds alone would make on pure Python
+    work: factor x (the 3.14 process's probe / the 3.14t process's) - 1; None without the
+    probes of every run."""
+    g, t = w.get("probe", {}).get("runs", []), f.get("probe", {}).get("runs", [])
+    n = len(w["predicted"]["runs"])
+    if len(g) != n or len(t) != n or n < 2:
+        return None
+    return [factor * a / b - 1 for a, b in zip(g, t)]
+
+
+def quartiles(es):
+    es = sorted(100 * e for e in es)
     q = statistics.quantiles(es, n=4)
     return f"{statistics.median(es):+.0f} % [{q[0]:+.0f}, {q[2]:+.0f}]"
 
@@ -305,10 +345,18 @@ def report(gil, ft, runs, load0=None):
               f"`t.what_if(parallel_speed=...)`): {'the model default' if ps is None else f'{ps:.2f}'}; "
               f"measured before the rounds: {rounds(pm.get('before'))}; after them: {rounds(pm.get('after'))}. "
               "'CPUs independent': the same prediction with parallel_speed=1.0"]
+    from giltracer import whatif_cost
+    factor = gil["ft_factor"] if gil["ft_factor"] is not None else whatif_cost.FT_SINGLE_THREAD_FACTOR
+    lines[-1:-1] = [
+        "- process speeds (info): before its workload each process times a fixed loop (`spin("
+        f"{PROBE})`, thread CPU, best of 3); a pair's 'speed error' is ft_factor x the 3.14 process's "
+        "time / the 3.14t process's - 1: the error its two processes' own speeds alone make on "
+        "pure Python work (fresh processes of either interpreter keep one of a few speeds here), "
+        "median [quartiles]; the line under the table correlates it with the paired error"]
     head = ("| workload | 3.14 wall | 3.14 traced wall | 3.14t wall | 3.14t CPU / wall | tracer | predicted | error "
-            "| paired error | CPUs independent: predicted, paired error |")
+            "| paired error | CPUs independent: predicted, paired error | speed error |")
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
-    errs = []
+    errs, cpu_pairs = [], []
     for name, w in gil["workloads"].items():
         f = ft["workloads"].get(name, {})
         if "skipped" in w or "skipped" in f:
@@ -329,8 +377,22 @@ def report(gil, ft, runs, load0=None):
                     f"{paired(w['independent']['runs'], f['wall']['runs'])} |")
         else:
             row += " - |"
+        se = speed_errors(w, f, factor)
+        row += f" {quartiles(se)} |" if se else " - |"
+        if se and name.startswith("cpu-"):
+            cpu_pairs += [(p / m - 1, s) for p, m, s in zip(w["predicted"]["runs"], f["wall"]["runs"], se)]
         lines.append(row)
     lines.append("")
+    if len(cpu_pairs) >= 3:
+        pe, sp = zip(*cpu_pairs)
+        try:
+            r = f"{statistics.correlation(pe, sp):.2f}"
+        except (AttributeError, statistics.StatisticsError):  # before 3.10, or constant
+            r = "n/a"
+        lines += [f"CPU-bound workloads (cpu-1..4, {len(cpu_pairs)} pairs): correlation of the paired "
+                  f"error with the speed error r = {r}; the paired error with the two processes' "
+                  f"speeds factored out ((1 + paired) / (1 + speed) - 1): "
+                  f"{quartiles([(1 + a) / (1 + b) - 1 for a, b in cpu_pairs])}.", ""]
     one = ft["workloads"].get("cpu-1", {})
     loaded = "wall" in one and one["cpu"]["median"] / one["wall"]["median"] < 0.8
     if loaded:
