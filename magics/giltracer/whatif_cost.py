@@ -14,18 +14,23 @@ Each of 5 rounds runs every workload in a fresh process of each interpreter, bac
 a workload's time is the best of 3 batches of about 0.15 s, per call, in thread CPU time
 (the machine was shared: preemption must not count). Per round, the geometric mean over
 the workloads of the ratios 3.14t / 3.14; the factor is the median of the 5 rounds, with
-their range as the interval: 1.248 [1.201, 1.310] (per workload 1.17 for Python calls up to
-1.35 for builtins and the json/re mix). A second run gave 1.226 [1.135, 1.260].
+their range as the interval: 1.351 [1.345, 1.587] (per workload 1.24 for Python calls up to
+1.57 for method calls; the what-if bench's loop 1.41), measured 2026-11-27.
+
+The factor depends on the CPU: on the host this VM ran on the day before (a faster one),
+the same bench gave 1.248 [1.201, 1.310] and 1.226 [1.135, 1.260] (spin 1.17). On another
+machine, measure it there (``bench/ft_cost.py`` with both interpreters) and pass it as
+``t.what_if(ft_factor=...)``.
 
 It includes the difference of the two builds (Debian's packaging of 3.14 against a plain
 ``./configure --disable-gil`` of 3.14t), which is what a user comparing these two
 interpreters here sees.
 """
 
-FT_SINGLE_THREAD_FACTOR = 1.25
-"""3.14t / 3.14 single-thread time ratio: measured 1.248, interval [1.201, 1.310] (above)."""
+FT_SINGLE_THREAD_FACTOR = 1.35
+"""3.14t / 3.14 single-thread time ratio: measured 1.351, interval [1.345, 1.587] (above)."""
 
-FT_SINGLE_THREAD_FACTOR_INTERVAL = (1.20, 1.31)
+FT_SINGLE_THREAD_FACTOR_INTERVAL = (1.34, 1.59)
 
 FT_HANDOFF_US = 36.0
 """A hand-off's cost without the GIL, us: the wall time from one thread's wake call to the
