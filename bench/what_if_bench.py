@@ -293,14 +293,19 @@ def fmt(st):
     return f"{st['median']:.3f} [{st['min']:.3f}, {st['max']:.3f}]"
 
 
+def quartiles(es):
+    """Relative errors as "median % [first, third quartile]"."""
+    es = sorted(100 * e for e in es)
+    q = statistics.quantiles(es, n=4)
+    return f"{statistics.median(es):+.0f} % [{q[0]:+.0f}, {q[2]:+.0f}]"
+
+
 def paired(pred, meas):
     """The errors of the rounds' own pairs (a traced run and the 3.14t run beside it):
     median [quartiles], in %."""
     if len(pred) != len(meas) or len(pred) < 2:
         return "-"
-    es = sorted(100 * (p / m - 1) for p, m in zip(pred, meas))
-    q = statistics.quantiles(es, n=4)
-    return f"{statistics.median(es):+.0f} % [{q[0]:+.0f}, {q[2]:+.0f}]"
+    return quartiles([p / m - 1 for p, m in zip(pred, meas)])
 
 
 def speed_errors(w, f, factor):
@@ -312,12 +317,6 @@ def speed_errors(w, f, factor):
     if len(g) != n or len(t) != n or n < 2:
         return None
     return [factor * a / b - 1 for a, b in zip(g, t)]
-
-
-def quartiles(es):
-    es = sorted(100 * e for e in es)
-    q = statistics.quantiles(es, n=4)
-    return f"{statistics.median(es):+.0f} % [{q[0]:+.0f}, {q[2]:+.0f}]"
 
 
 def report(gil, ft, runs, load0=None):
