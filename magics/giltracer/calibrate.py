@@ -9,11 +9,12 @@ prediction then kept the difference as work. ``t.what_if(event_ns="measure")``, 
 tab), measures it here instead: in a child process of this interpreter (nothing of this
 process changes: no session, no ``giltracer.last()``), the workloads of
 ``bench/tracer_event_cost.py`` in miniature (Python calls, method calls, C calls), each the
-best of 3 batches of about 5 ms in thread CPU time, untraced and traced with the trace's call
-options; (traced - untraced) / the batch's call events; the median over the three. About
-0.5 s, once per interpreter and call options in a process; kept 10 minutes in the user's
-cache folder (``$XDG_CACHE_HOME/giltracer``, else ``~/.cache/giltracer``), keyed by
-interpreter, build and boot, so that short processes (the CLI) measure once. On a noisy
+best of 3 batches of about 10 ms in each of two threads sharing the GIL (the setting of a
+what-if, and of the table's constant), in the process's CPU time, untraced and traced with
+the trace's call options; (traced - untraced) / the batch's call events; the median over
+the three. About 1.5 s, once per interpreter and call options in a process; kept 10 minutes
+in the user's cache folder (``$XDG_CACHE_HOME/giltracer``, else ``~/.cache/giltracer``),
+keyed by interpreter, build and boot, so that short processes (the CLI) measure once. On a noisy
 shared host one measurement can be off by a third (the host's own speed moves that much
 between seconds); where the child cannot run, the table's constant is used and the what-if
 text says so.
@@ -41,11 +42,14 @@ TIMEOUT_SECONDS = 30.0
 _cache: Dict[Tuple[object, object], Tuple[float, str]] = {}
 
 _WORKER = r"""
-import json, sys, time
+import json, sys, threading, time
 import giltracer
 
 c_calls = sys.argv[1] == "1"
-BATCH_S, BATCHES = 0.005, 3
+# Each batch runs in two threads that share the GIL, the setting a what-if is made in
+# (an event costs ~10 % more there than in one thread: bench/tracer_event_cost.py); long
+# enough that the GIL switches between them (its interval is 5 ms).
+BATCH_S, BATCHES, THREADS = 0.01, 3, 2
 
 
 def fib(n):
@@ -79,11 +83,17 @@ def calls_c(probe=(1, 2, 3, 4)):
             out.append(i)
 
 
-def batch(fn, reps):
-    t0 = time.thread_time()
-    for _ in range(reps):
-        fn()
-    return time.thread_time() - t0
+def batch(fn, reps):  # the process's CPU s for reps calls of fn in each of THREADS threads
+    def loop():
+        for _ in range(reps):
+            fn()
+    ts = [threading.Thread(target=loop) for _ in range(THREADS)]
+    c0 = time.process_time()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return time.process_time() - c0
 
 
 costs = []

@@ -48,10 +48,10 @@ next, pinned or not); 3.14 with the GIL: 22-25. Not fitted to the what-if valida
 """
 
 TRACER_EVENT_NS = {
-    ("sys.monitoring", "c_calls"): 23.0,
-    ("sys.monitoring", "functions"): 15.0,
-    ("setprofile", "c_calls"): 60.0,
-    ("setprofile", "functions"): 82.0,
+    ("sys.monitoring", "c_calls"): 85.0,
+    ("sys.monitoring", "functions"): 65.0,
+    ("setprofile", "c_calls"): 128.0,
+    ("setprofile", "functions"): 203.0,
 }
 """The tracer's own cost per call event (a call's start or its end), ns, by the tracing API
 (sys.monitoring on 3.12+, PyEval_SetProfile before) and whether C calls were traced (the
@@ -60,18 +60,20 @@ the work it re-schedules (the held time the trace measured includes it), so that
 prediction is of the untraced cell (``t.what_if(event_ns=...)`` overrides it).
 
 How it was measured (``python bench/tracer_event_cost.py --rounds 5``; results in
-bench/results/tracer-event-cost-3.14.10.md and -3.11.7.md, with .json): on the single-thread
-workloads fib, method, builtins and mixed of bench/workloads.py, per workload the best of 3
-batches of about 0.1 s in thread CPU time, traced (backend hooks, one session per batch)
-minus untraced, over the call events the batch recorded; the median of 5 rounds (fresh
-processes) per workload, the cost the median over the workloads. 3.14.10 (sid chroot, load
-about 1): 23 [21, 35] ns with C calls, 15 [14, 26] without; 3.11 (the repo's venv): 60
-[35, 81] and 82 [53, 154]. Not fitted to the what-if validation bench. A workload's own cost
-can differ: NumPy methods called from Python cost about 35 ns an event on 3.14 here, and a
-traced pool of threads calling them more (its traced run is 25-35 % slower while its
-events account for about 12 %): the tracer's stores also slow the code between events
-(caches), which no per-event cost captures. The host's speed moves it most: the same VM,
-moved to a slower host later the same day, measured 64 [50, 97] on 3.14 and 101 [77, 129] on
-3.11 (``python bench/tracer_event_cost.py --rounds 2``); ``t.what_if(event_ns="measure")``
-or ``GILTRACER_EVENT_NS=measure`` measure it where it is used (giltracer.calibrate).
+bench/results/tracer-event-cost-3.14.10.md and -3.11.7.md, with .json): on the workloads
+fib, method, builtins and mixed of bench/workloads.py, per workload the best of 3 batches of
+about 0.1 s in CPU time, traced (backend hooks, one session per batch) minus untraced, over
+the call events the batch recorded, the batch split between two threads sharing the GIL
+(the setting a what-if is made in; in one thread an event costs about 10 % less); the
+median of 5 rounds (fresh processes) per workload, the cost the median over the workloads.
+Measured 2026-11-27 on the host the free-threading factor above was measured on: 3.14.10
+(sid chroot): 85 [76, 92] ns with C calls, 65 [57, 108] without; 3.11.7 (the repo's venv):
+128 [107, 216] and 203 [147, 349]. Not fitted to the what-if validation bench.
+
+The host's speed moves it most: the same VM on the faster host of the day before measured
+23 and 15 ns (3.14), 60 and 82 (3.11), in one thread. ``t.what_if(event_ns="measure")`` or
+``GILTRACER_EVENT_NS=measure`` measure it where it is used (giltracer.calibrate). A
+workload's own cost can differ too: NumPy methods called from Python cost about 75 ns an
+event in one thread here and 120 in two sharing the GIL (the tracer's stores also slow the
+code between events: caches), which the generic workloads do not capture.
 """
