@@ -196,14 +196,15 @@ def side_ft(names, runs):
 
 # ---------------------------------------------------------------- the 3.14 side
 def prediction(t, n_cpus, factor, event_ns=None, parallel_speed=None):
-    """``t.what_if()``: the model's predicted wall time and the tracer's cost it removed (s)."""
+    """``t.what_if()``: the model's predicted wall time and the tracer's cost it removed (s),
+    and the free-threading factor it used."""
     kw = {} if factor is None else {"ft_factor": factor}
     if event_ns is not None:
         kw["event_ns"] = event_ns
     if parallel_speed is not None:
         kw["parallel_speed"] = parallel_speed
     w = t.what_if(cpus=n_cpus, **kw)
-    return w.predicted_wall_s, w.tracer_s
+    return w.predicted_wall_s, w.tracer_s, w.ft_factor
 
 
 def side_gil(names, runs, factor, trace_opts, event_ns=None, traced_first=False,
@@ -217,7 +218,7 @@ def side_gil(names, runs, factor, trace_opts, event_ns=None, traced_first=False,
            "parallel_speed": parallel_speed, "workloads": {}}
     for name, fn in warmed_up(names, out):
         cpu_s, probe = [], [process_speed()]
-        traced, preds, tracer, threads, independent = [], [], [], None, []
+        traced, preds, tracer, threads, independent, factors = [], [], [], None, [], []
 
         def run_traced():
             nonlocal threads
@@ -226,9 +227,10 @@ def side_gil(names, runs, factor, trace_opts, event_ns=None, traced_first=False,
                     traced.append(timed(fn))
                 threads = [{"tid": s.tid, "name": s.name, "wall_s": s.wall_ns / 1e9, "held_s": s.held_ns / 1e9,
                             "wait_s": s.wait_ns / 1e9, "released_s": s.released_ns / 1e9} for s in t.summary()]
-                p, c = prediction(t, n_cpus, factor, event_ns, parallel_speed)
+                p, c, f = prediction(t, n_cpus, factor, event_ns, parallel_speed)
                 preds.append(p)
                 tracer.append(c)
+                factors.append(f)
                 independent.append(prediction(t, n_cpus, factor, event_ns, 1.0)[0])
 
         if traced_first:
@@ -238,7 +240,7 @@ def side_gil(names, runs, factor, trace_opts, event_ns=None, traced_first=False,
             run_traced()
         out["workloads"][name] = {"untraced": untraced, "cpu": cpu_s, "traced": traced, "threads": threads,
                                   "predicted": preds, "tracer": tracer, "independent": independent,
-                                  "probe": probe}
+                                  "probe": probe, "ft_factor_used": factors}
     return out
 
 
@@ -257,8 +259,11 @@ def run_side(interp, side, args, k, name, second):
             cmd += ["--parallel-speed", repr(args.parallel_speed_value)]
         if second:
             cmd += ["--traced-first"]
+    env = None
+    if side == "gil" and args.ft_factor == "measure":  # measured against the --ft interpreter
+        env = dict(os.environ, GILTRACER_FT_PYTHON=args.ft)
     print(f"what_if_bench: round {k + 1}/{args.runs}, {name}, {side} side on {interp} ...", file=sys.stderr, flush=True)
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)
     if r.returncode:
         sys.exit(f"what_if_bench: the {side} side failed (exit {r.returncode})")
     return json.loads(r.stdout)
@@ -283,7 +288,8 @@ def merge_runs(acc, r):
 def finish(side):
     """Lists of runs -> stats (median, min, max, runs)."""
     for w in side["workloads"].values():
-        for key in ("wall", "cpu", "untraced", "traced", "predicted", "tracer", "independent", "probe"):
+        for key in ("wall", "cpu", "untraced", "traced", "predicted", "tracer", "independent", "probe",
+                    "ft_factor_used"):
             if key in w:
                 w[key] = stats(w[key])
     return side
@@ -319,11 +325,31 @@ def speed_errors(w, f, factor):
     return [factor * a / b - 1 for a, b in zip(g, t)]
 
 
+def factor_used(gil):
+    """The free-threading factor the predictions used (the median over the runs)."""
+    used = [w["ft_factor_used"]["median"] for w in gil["workloads"].values() if w.get("ft_factor_used")]
+    if used:
+        return statistics.median(used)
+    from giltracer import whatif_cost
+    return gil["ft_factor"] if isinstance(gil["ft_factor"], float) else whatif_cost.FT_SINGLE_THREAD_FACTOR
+
+
+def factor_text(gil):
+    if gil["ft_factor"] == "measure":
+        runs = [x for w in gil["workloads"].values() if w.get("ft_factor_used") for x in w["ft_factor_used"]["runs"]]
+        spread = f"{min(runs):.2f}-{max(runs):.2f}" if runs else "?"
+        return (f"measured (`ft_factor=\"measure\"` against the 3.14t, giltracer.calibrate, kept 10 minutes): "
+                f"median {factor_used(gil):.2f}, {spread} over the runs")
+    if gil["ft_factor"] is not None:
+        return f"{gil['ft_factor']}"
+    return f"the model default ({factor_used(gil):.2f})"
+
+
 def report(gil, ft, runs, load0=None):
     lines = [f"# What-if validation: 3.14 traced ({gil['python']}, GIL) -> predicted vs measured 3.14t ({ft['python']})", "",
              f"- {runs} runs per cell, wall s: median [min, max]; CPUs: {gil['cpus']}; "
              f"load at start: {'?' if load0 is None else f'{load0:.1f}'}, at end: {os.getloadavg()[0]:.1f}; "
-             f"ft_factor: {gil['ft_factor'] if gil['ft_factor'] is not None else 'the model default'}",
+             f"ft_factor: {factor_text(gil)}",
              "- predicted: `t.what_if(cpus=N)` on each traced run (median); error = predicted / measured 3.14t - 1",
              "- tracer: the tracer's own cost the prediction removed from the traced work (CPU s, median; "
              "`t.what_if().tracer_s`: call events x the cost per event: "
@@ -344,8 +370,7 @@ def report(gil, ft, runs, load0=None):
               f"`t.what_if(parallel_speed=...)`): {'the model default' if ps is None else f'{ps:.2f}'}; "
               f"measured before the rounds: {rounds(pm.get('before'))}; after them: {rounds(pm.get('after'))}. "
               "'CPUs independent': the same prediction with parallel_speed=1.0"]
-    from giltracer import whatif_cost
-    factor = gil["ft_factor"] if gil["ft_factor"] is not None else whatif_cost.FT_SINGLE_THREAD_FACTOR
+    factor = factor_used(gil)
     lines[-1:-1] = [
         "- process speeds (info): before its workload each process times a fixed loop (`spin("
         f"{PROBE})`, thread CPU, best of 3); a pair's 'speed error' is ft_factor x the 3.14 process's "
@@ -421,7 +446,10 @@ def main():
     ap.add_argument("--ft", help="the free-threaded 3.14t (NumPy for the numpy-pool workload)")
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--only", type=lambda s: s.split(","), default=list(WORKLOADS))
-    ap.add_argument("--ft-factor", type=float, default=None, help="t.what_if(ft_factor=...); default: the model's own (whatif_cost.FT_SINGLE_THREAD_FACTOR)")
+    ap.add_argument("--ft-factor", type=lambda v: v if v == "measure" else float(v), default=None,
+                    help='t.what_if(ft_factor=...): a number, or "measure" (against the --ft '
+                         "interpreter, giltracer.calibrate); default: the model's own "
+                         "(whatif_cost.FT_SINGLE_THREAD_FACTOR)")
     ap.add_argument("--event-ns", type=lambda v: v if v == "measure" else float(v), default=None,
                     help='t.what_if(event_ns=...): "measure" (on this machine now) or ns; default: the table\'s')
     ap.add_argument("--trace-opts", default="{}", help='more giltracer.trace options, JSON: \'{"c_calls": false}\'')
@@ -433,6 +461,7 @@ def main():
     ap.add_argument("--side", choices=("gil", "ft"))
     ap.add_argument("--traced-first", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out")
+    ap.add_argument("--tag", help="results/what-if-<version>-<tag>.md (and .json) instead of what-if-<version>")
     ap.add_argument("--strict", action="store_true", help="exit 1 when the model misses the target")
     a = ap.parse_args()
     unknown = [n for n in a.only if n not in WORKLOADS]
@@ -485,7 +514,7 @@ def main():
     print(text)
     if a.out:
         os.makedirs(a.out, exist_ok=True)
-        base = os.path.join(a.out, f"what-if-{gil['python']}")
+        base = os.path.join(a.out, f"what-if-{gil['python']}" + (f"-{a.tag}" if a.tag else ""))
         with open(base + ".md", "w") as fh:
             fh.write(text)
         with open(base + ".json", "w") as fh:
