@@ -249,6 +249,7 @@ test-sid: pythons
 	@failed=""; for v in $(SID_PYTHONS); do \
 	  echo "=== sid-$$v (root, then nobody)"; \
 	  $(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; v=$$1; d=$(SID_MATRIX); $(SID_VENV) && cd $$d && \
+	    export PATH="$$PATH:$(FT_PREFIX)/bin" && \
 	    echo "--- sid-$$v as root" && \
 	    GILTRACER_REQUIRE=notebooks,bpf $$d/sid-$$v/bin/python -m pytest tests -q -rs -p no:cacheprovider $(MAIN_ONLY_ARGS) $(SID_PYTEST_ARGS) && \
 	    case " $(SID_NOBODY) " in *" $$v "*) ;; *) echo "--- sid-$$v as nobody: skipped (SID_NOBODY)"; exit 0;; esac && \

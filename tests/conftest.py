@@ -56,10 +56,12 @@ def leaves_interpreter_clean():
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     """No what-if calibration kept (giltracer.calibrate): in this process, nor in the cache
-    folder (a new one); GILTRACER_EVENT_NS and GILTRACER_PARALLEL_SPEED unset."""
+    folder (a new one); GILTRACER_EVENT_NS, GILTRACER_PARALLEL_SPEED, GILTRACER_FT_FACTOR
+    and GILTRACER_FT_PYTHON unset."""
     from giltracer import calibrate
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    for name in ("GILTRACER_EVENT_NS", "GILTRACER_PARALLEL_SPEED"):
+    for name in ("GILTRACER_EVENT_NS", "GILTRACER_PARALLEL_SPEED", "GILTRACER_FT_FACTOR",
+                 "GILTRACER_FT_PYTHON"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(calibrate, "_cache", {})
     return tmp_path

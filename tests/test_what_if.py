@@ -177,7 +177,8 @@ def test_text_structure(cpu_trace):
     assert rows[0].startswith("  spin ") and re.search(r"\(\d+\.\d\dx\)$", rows[0])
     rest = lines[k + 2 + len(w.functions):]
     assert rest[0] == "  Assumptions:"
-    assert rest[1:-2] == [f"  - {a}" for a in w.assumptions]
+    assert rest[1:-3] == [f"  - {a}" for a in w.assumptions]
+    assert rest[-3] == "  - Free-threading's single-thread cost (1.00x): given."
     assert rest[-2] == (f"  - The tracer's cost per call event ({w.event_ns:.0f} ns): "
                         f"{w.event_ns_source}.")
     assert rest[-1] == ("  - Each CPU's speed with all busy (1.00 of one alone): "
@@ -193,7 +194,7 @@ def test_payload_has_the_what_if_contract(cpu_trace):
                       "predicted_wall_s", "speedup", "threads", "functions", "assumptions"}
     assert p["parallel_speed"] == 1.0  # the default: CPUs as fast together as alone
     assert p["cpus"] == (os.cpu_count() or 1)
-    assert p["ft_factor"] == pytest.approx(giltracer.api.default_ft_factor(), abs=1e-6)
+    assert p["ft_factor"] == pytest.approx(giltracer.api.ft_factor_for()[0], abs=1e-6)
     assert set(p["threads"][0]) == {"tid", "name", "measured_s", "predicted_s", "gil_wait_s"}
     assert set(p["functions"][0]) >= {"name", "file", "line", "gil_wait_caused_s",
                                       "release_predicted_wall_s", "release_speedup"}
@@ -212,7 +213,8 @@ def test_profile_text_ends_with_the_what_if_section(cpu_trace):
     lines = text.rstrip().splitlines()
     if (os.cpu_count() or 1) > 1:  # the CPUs' speed together, last
         assert lines.pop().startswith("  - Each CPU's speed with all busy (1.00 of one alone)")
-    assert lines[-2].startswith("  - Work is CPU time")
+    assert lines[-3].startswith("  - Work is CPU time")
+    assert lines[-2].startswith("  - Free-threading's single-thread cost (")
     assert lines[-1].startswith("  - The tracer's cost per call event (")
 
 

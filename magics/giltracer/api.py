@@ -299,7 +299,7 @@ class WhatIf:
     ``event_ns_source``: where that cost came from (the bench host's table, measured on
     this machine, GILTRACER_EVENT_NS, or given); ``parallel_speed``: each CPU's speed
     with all ``cpus`` busy, against one alone, and ``parallel_speed_source`` where it came
-    from."""
+    from; ``ft_factor_source``: where ``ft_factor`` came from."""
 
     cpus: int
     ft_factor: float
@@ -320,6 +320,7 @@ class WhatIf:
     event_ns_source: str = ""
     parallel_speed: float = 1.0
     parallel_speed_source: str = ""
+    ft_factor_source: str = ""
 
     def __str__(self) -> str:
         return render.what_if_text(self)
@@ -336,10 +337,38 @@ def _measured_cost(name: str, absent: float) -> float:
     return float(getattr(mod, name, absent))
 
 
-def default_ft_factor() -> float:
-    """Free-threading's single-thread cost factor: the measured one
-    (``FT_SINGLE_THREAD_FACTOR``) where it exists, else 1.0."""
-    return _measured_cost("FT_SINGLE_THREAD_FACTOR", 1.0)
+def ft_factor_for(how: Union[None, float, str] = None) -> Tuple[float, str]:
+    """Free-threading's single-thread cost factor (the what-if model's ``ft_factor``) and
+    where it comes from. `how`: a number > 0 is taken as given; "measure" measures it on
+    this machine now against this Python's free-threaded build
+    (giltracer.calibrate.ft_factor; where that cannot be done, the bench host's, saying
+    why); None: ``GILTRACER_FT_FACTOR`` decides ("measure" or a number), else the factor
+    measured on the bench host (``FT_SINGLE_THREAD_FACTOR``; 1.0 where there is none)."""
+    source = "given"
+    if how is None:
+        how = _env_setting("GILTRACER_FT_FACTOR", lambda v: 0 < v < float("inf"),
+                           "a number > 0")
+        source = "GILTRACER_FT_FACTOR"
+    bench = _measured_cost("FT_SINGLE_THREAD_FACTOR", 0.0)
+    if how == "measure":
+        from . import calibrate
+        v, why = calibrate.ft_factor()
+        if v is not None:
+            return v, why
+        return (bench or 1.0), (f"{'measured on the bench host' if bench else 'taken as 1.0'} "
+                                f"(measuring it here failed: {why})")
+    if how is None:
+        return (bench, "measured on the bench host (bench/ft_cost.py; it depends on the CPU: "
+                "ft_factor=\"measure\" measures it here)") if bench else (
+            1.0, "not measured for this build (taken as 1.0)")
+    from math import isfinite
+    if (isinstance(how, bool) or not isinstance(how, (int, float)) or not isfinite(how)
+            or how <= 0):
+        raise ValueError(f"ft_factor must be a finite number > 0 (free-threading's "
+                         f"single-thread cost; 1.0 = no slowdown without the GIL) or "
+                         f"\"measure\" (measure it here against this Python's free-threaded "
+                         f"build), got {how!r}")
+    return float(how), source
 
 
 def default_handoff_us() -> float:
@@ -704,7 +733,7 @@ class Trace:
                     self._result = session.finish(names, self.title, self._labels())
                     # the viewer's "What if" tab: the same defaults as what_if()
                     cpus = os.cpu_count() or 1
-                    self._result.set_what_if(cpus, default_ft_factor(),
+                    self._result.set_what_if(cpus, ft_factor_for()[0],
                                              default_handoff_us() * 1e3,
                                              default_event_ns(self.options),
                                              parallel_speed_for(cpus)[0])
@@ -997,18 +1026,20 @@ class Trace:
         the per-thread table and the GIL-blame rows."""
         return render.profile_text(self, top, sort, all_threads)
 
-    def what_if(self, cpus: Optional[int] = None, ft_factor: Optional[float] = None,
+    def what_if(self, cpus: Optional[int] = None, ft_factor: Union[None, float, str] = None,
                 top: int = 5, handoff_us: Optional[float] = None,
                 event_ns: Union[None, float, str] = None,
                 parallel_speed: Union[None, float, str] = None) -> WhatIf:
         """Would free-threading help? The cell re-scheduled without the GIL on ``cpus``
         CPUs (default: this machine's, ``os.cpu_count()``), each thread's GIL-holding work
-        taking ``ft_factor`` times as long (default: the measured free-threading cost, else
-        1.0), its blocking kept and its hand-offs to other threads (locks, queues, joins)
+        taking ``ft_factor`` times as long (default: the free-threading cost measured on
+        the bench host, else 1.0, or ``GILTRACER_FT_FACTOR``; ``"measure"``: measured here
+        against this Python's free-threaded build, ``python3.Nt`` on PATH or
+        ``GILTRACER_FT_PYTHON``, about 2 s once), its blocking kept and its hand-offs to other threads (locks, queues, joins)
         kept in order, a hand-off waited on costing ``handoff_us`` (default: the measured
         wake-up cost, else 0), less the tracer's own cost of ``event_ns`` per call event
         in that work (default: the one measured on the bench host for this interpreter and
-        trace options, else 0; ``"measure"``: measured on this machine now, about 0.5 s
+        trace options, else 0; ``"measure"``: measured on this machine now, about 1.5 s
         once, see giltracer.calibrate; ``GILTRACER_EVENT_NS`` changes the default; it
         predicts the untraced cell), each CPU running at ``parallel_speed`` of its speed
         alone when all are busy (default 1.0, or ``GILTRACER_PARALLEL_SPEED``; CPUs that
@@ -1022,12 +1053,7 @@ class Trace:
             raise ValueError(f"cpus must be an integer >= 1 (the CPUs to schedule on; "
                              f"None = os.cpu_count()), got {cpus!r}")
         from math import isfinite
-        if ft_factor is None:
-            ft_factor = default_ft_factor()
-        if (isinstance(ft_factor, bool) or not isinstance(ft_factor, (int, float))
-                or not isfinite(ft_factor) or ft_factor <= 0):
-            raise ValueError(f"ft_factor must be a finite number > 0 (1.0 = no slowdown "
-                             f"without the GIL), got {ft_factor!r}")
+        ft_factor, ft_factor_source = ft_factor_for(ft_factor)
         if isinstance(top, bool) or not isinstance(top, int) or top < 0:
             raise ValueError(f"top must be an integer >= 0, got {top!r}")
         if handoff_us is None:
@@ -1065,7 +1091,7 @@ class Trace:
             handoff_us=handoff_ns / 1e3, queue_handoffs=queue_handoffs, waited=waited,
             event_ns=event_ns, events=int(events), tracer_s=tracer_ns / 1e9,
             event_ns_source=event_ns_source, parallel_speed=speed,
-            parallel_speed_source=speed_source)
+            parallel_speed_source=speed_source, ft_factor_source=ft_factor_source)
 
     def save(self, path: Union[str, "os.PathLike[str]"], format: Optional[str] = None,
              tab: Optional[str] = None, theme: Optional[str] = None) -> str:

@@ -29,6 +29,7 @@ spinning in the same window, alone and together; cached like the event cost.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -306,5 +307,145 @@ def parallel_speed(cpus: int) -> Tuple[float, str]:
             got = (m[0], "measured on this machine")
         else:
             got = (1.0, "measuring it here failed: CPUs taken as independent")
+    _cache[key] = got
+    return got
+
+
+# ---------------------------------------------------------------- free-threading factor
+# Run by both interpreters: per workload (Python calls, method calls, C calls, a loop), a
+# fixed number of calls (the same on both), the best of 3 batches in thread CPU time.
+_FT_WORKER = r"""
+import json, sys, sysconfig, time
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+class Counter:
+    __slots__ = ("n",)
+    def tick(self, k):
+        self.n += k
+
+def calls_python():
+    fib(15)
+
+def calls_methods():
+    c = Counter()
+    c.n = 0
+    for _ in range(2000):
+        c.tick(1)
+
+def calls_c(probe=(1, 2, 3, 4)):
+    out = []
+    n = 0
+    for i in range(2000):
+        n += len(probe)
+        if isinstance(i, int):
+            out.append(i)
+
+def spin():
+    x = 0
+    for i in range(20000):
+        x += i ^ 3
+
+reps = json.loads(sys.argv[1])
+times = {}
+for fn in (calls_python, calls_methods, calls_c, spin):
+    n = reps.get(fn.__name__)
+    fn()
+    if n is None:  # sizes the batch to about BATCH_S
+        t0 = time.thread_time()
+        fn()
+        n = reps[fn.__name__] = max(1, round(float(sys.argv[2]) / max(time.thread_time() - t0, 1e-6)))
+    best = None
+    for _ in range(3):
+        t0 = time.thread_time()
+        for _ in range(n):
+            fn()
+        d = time.thread_time() - t0
+        best = d if best is None else min(best, d)
+    times[fn.__name__] = best
+print(json.dumps({"version": "%d.%d" % sys.version_info[:2],
+                  "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+                  "gil_enabled": getattr(sys, "_is_gil_enabled", lambda: True)(),
+                  "reps": reps, "times": times}))
+"""
+FT_BATCH_S = 0.02
+FT_ROUNDS = 3
+
+
+def _ft_run(python: str, reps: Dict[str, int]) -> Optional[dict]:
+    """The worker's report run by `python` (None where it could not run)."""
+    try:
+        r = subprocess.run([python, "-S", "-c", _FT_WORKER, json.dumps(reps), repr(FT_BATCH_S)],
+                           capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
+        if r.returncode != 0:
+            return None
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        return out if isinstance(out, dict) and isinstance(out.get("times"), dict) else None
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def find_ft_python() -> Tuple[Optional[str], str]:
+    """The free-threaded interpreter of this Python version (path, ""), or (None, why not):
+    ``GILTRACER_FT_PYTHON`` names it, else ``python3.Nt`` on PATH or beside this
+    interpreter."""
+    want = "python%d.%dt" % sys.version_info[:2]
+    env = os.environ.get("GILTRACER_FT_PYTHON", "").strip()
+    if env:
+        return env, ""
+    import shutil
+    dirs = [os.path.dirname(sys.executable), os.path.join(sys.base_prefix, "bin")]
+    found = shutil.which(want) or next(
+        (p for p in (os.path.join(d, want) for d in dirs) if os.access(p, os.X_OK)), None)
+    if found:
+        return found, ""
+    return None, (f"no free-threaded {want} on PATH or beside {sys.executable} "
+                  f"(GILTRACER_FT_PYTHON names one)")
+
+
+def measure_ft_factor(ft_python: str, rounds: int = FT_ROUNDS) -> Tuple[Optional[float], str]:
+    """The free-threaded interpreter's single-thread time over this one's on the worker's
+    workloads: per round, this interpreter then `ft_python` (the same calls), the geometric
+    mean of the workloads' ratios; the median of the rounds. (factor, "") or (None, why)."""
+    ratios: List[float] = []
+    for _ in range(rounds):
+        gil = _ft_run(sys.executable, {})
+        if gil is None:
+            return None, f"{sys.executable} could not run the measurement"
+        ft = _ft_run(ft_python, gil["reps"])
+        if ft is None:
+            return None, f"{ft_python} could not run the measurement"
+        mine = "%d.%d" % sys.version_info[:2]
+        if not ft.get("free_threaded") or ft.get("gil_enabled"):
+            return None, f"{ft_python} is not a free-threaded build running without the GIL"
+        if ft.get("version") != mine:
+            return None, f"{ft_python} is Python {ft.get('version')}, not {mine}"
+        logs = [math.log(ft["times"][k] / gil["times"][k]) for k in gil["times"]
+                if gil["times"][k] > 0 and ft["times"].get(k, 0) > 0]
+        if not logs:
+            return None, "the measurement timed nothing"
+        ratios.append(math.exp(sum(logs) / len(logs)))
+    return statistics.median(ratios), ""
+
+
+def ft_factor() -> Tuple[Optional[float], str]:
+    """Free-threading's single-thread cost factor measured here and now against this
+    Python's free-threaded build (see find_ft_python), and how it was had: (factor,
+    "measured on this machine against <path>") from this process's or the last 10 minutes'
+    cache (about 2 s otherwise), or (None, why it could not be measured)."""
+    python, why = find_ft_python()
+    if python is None:
+        return None, why
+    key = ("ft_factor", python)
+    if key in _cache:
+        return _cache[key]
+    ck = f"ft_factor|{sys.executable}|{sys.version}|{python}|{_boot_id()}"
+    v = _read_cached(ck, "ft_factor")
+    if v is None:
+        v, why = measure_ft_factor(python)
+        if v is not None:
+            _write_cached(ck, v, "ft_factor")
+    got = (v, f"measured on this machine against {python}") if v is not None else (None, why)
     _cache[key] = got
     return got

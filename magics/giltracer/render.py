@@ -109,6 +109,9 @@ def what_if_text(w: WhatIf) -> str:
                        f"{f.release_predicted_wall_s * 1e3:>9.1f} ({f.release_speedup:.2f}x)")
     out.append("  Assumptions:")
     out.extend(f"  - {a}" for a in w.assumptions)
+    if w.ft_factor_source:
+        out.append(f"  - Free-threading's single-thread cost ({w.ft_factor:.2f}x): "
+                   f"{w.ft_factor_source}.")
     if w.event_ns_source:
         out.append(f"  - The tracer's cost per call event ({w.event_ns:.0f} ns): "
                    f"{w.event_ns_source}.")
