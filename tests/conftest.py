@@ -64,6 +64,7 @@ def fresh_cache(tmp_path, monkeypatch):
                  "GILTRACER_FT_PYTHON"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(calibrate, "_cache", {})
+    monkeypatch.setattr(calibrate, "_ft_cache", {})
     return tmp_path
 
 

@@ -61,7 +61,7 @@ def test_measure_is_the_median_of_rounds_geometric_means(fresh_cache, traced, mo
     assert w.predicted_wall_s > traced.what_if(cpus=2, ft_factor=1.0).predicted_wall_s
 
     # Kept: this process, and another one within 10 minutes (memory cleared), read it.
-    monkeypatch.setattr(calibrate, "_cache", {})
+    monkeypatch.setattr(calibrate, "_ft_cache", {})
     monkeypatch.setattr(calibrate, "measure_ft_factor", lambda p: pytest.fail("measured again"))
     assert ft_factor_for("measure")[0] == w.ft_factor
     assert (fresh_cache / "giltracer" / "event-ns.json").exists()

@@ -35,7 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 CACHE_SECONDS = 600.0
 TIMEOUT_SECONDS = 30.0
@@ -371,9 +371,10 @@ print(json.dumps({"version": "%d.%d" % sys.version_info[:2],
 """
 FT_BATCH_S = 0.02
 FT_ROUNDS = 3
+_ft_cache: Dict[str, Tuple[Optional[float], str]] = {}  # by interpreter, failures too
 
 
-def _ft_run(python: str, reps: Dict[str, int]) -> Optional[dict]:
+def _ft_run(python: str, reps: Dict[str, int]) -> Optional[Dict[str, Any]]:
     """The worker's report run by `python` (None where it could not run)."""
     try:
         r = subprocess.run([python, "-S", "-c", _FT_WORKER, json.dumps(reps), repr(FT_BATCH_S)],
@@ -437,9 +438,8 @@ def ft_factor() -> Tuple[Optional[float], str]:
     python, why = find_ft_python()
     if python is None:
         return None, why
-    key = ("ft_factor", python)
-    if key in _cache:
-        return _cache[key]
+    if python in _ft_cache:
+        return _ft_cache[python]
     ck = f"ft_factor|{sys.executable}|{sys.version}|{python}|{_boot_id()}"
     v = _read_cached(ck, "ft_factor")
     if v is None:
@@ -447,5 +447,5 @@ def ft_factor() -> Tuple[Optional[float], str]:
         if v is not None:
             _write_cached(ck, v, "ft_factor")
     got = (v, f"measured on this machine against {python}") if v is not None else (None, why)
-    _cache[key] = got
+    _ft_cache[python] = got
     return got
