@@ -376,9 +376,11 @@ _ft_cache: Dict[str, Tuple[Optional[float], str]] = {}  # by interpreter, failur
 
 def _ft_run(python: str, reps: Dict[str, int]) -> Optional[Dict[str, Any]]:
     """The worker's report run by `python` (None where it could not run)."""
+    env = dict(os.environ)
+    env.pop("GILTRACER_CHILD", None)  # not a child of a session that follows children
     try:
         r = subprocess.run([python, "-S", "-c", _FT_WORKER, json.dumps(reps), repr(FT_BATCH_S)],
-                           capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
+                           env=env, capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
         if r.returncode != 0:
             return None
         out = json.loads(r.stdout.strip().splitlines()[-1])
