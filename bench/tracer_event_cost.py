@@ -30,32 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ("fib", "method", "builtins", "mixed")
 OPTION_SETS = {"c_calls": {}, "functions": {"c_calls": False}}
 MIN_EVENTS = 10_000  # fewer in a batch: nothing to measure
-
-
 THREADS = {"1 thread": 1, "2 threads": 2}  # the settings: threads sharing the GIL
-
-
-def batch(fn, reps, threads=1):
-    """CPU s of `reps` calls of fn in each of `threads` threads: the thread's CPU time
-    for one, the process's for more (the tracer and its probes run no thread of their
-    own in these sessions: sched=False)."""
-    import threading
-    if threads == 1:
-        t0 = time.thread_time()
-        for _ in range(reps):
-            fn()
-        return time.thread_time() - t0
-
-    def loop():
-        for _ in range(reps):
-            fn()
-    ts = [threading.Thread(target=loop) for _ in range(threads)]
-    c0 = time.process_time()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return time.process_time() - c0
 
 
 def worker():
@@ -63,6 +38,7 @@ def worker():
     sys.path.insert(0, HERE)
     import giltracer
     import workloads as w
+    from giltracer._calibrate_worker import batch  # the CPU time of calls in 1 or more threads
     out = {}
     for name in WORKLOADS:
         fn, setup = w.WORKLOADS[name]

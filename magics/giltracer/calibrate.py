@@ -42,82 +42,12 @@ TIMEOUT_SECONDS = 30.0
 
 _cache: Dict[Tuple[object, object], Tuple[float, str]] = {}
 
-_WORKER = r"""
-import json, sys, threading, time
-import giltracer
-
-c_calls = sys.argv[1] == "1"
-# Each batch runs in two threads that share the GIL, the setting a what-if is made in
-# (an event costs ~10 % more there than in one thread: bench/tracer_event_cost.py); long
-# enough that the GIL switches between them (its interval is 5 ms).
-BATCH_S, BATCHES, THREADS = 0.01, 3, 2
+_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_calibrate_worker.py")
 
 
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
-
-
-class Counter:  # a method call per step, as bench/workloads.py's method
-    __slots__ = ("n",)
-
-    def tick(self, k):
-        self.n += k
-
-
-def calls_python():
-    fib(15)
-
-
-def calls_methods():
-    c = Counter()
-    c.n = 0
-    for _ in range(2000):
-        c.tick(1)
-
-
-def calls_c(probe=(1, 2, 3, 4)):
-    out = []
-    n = 0
-    for i in range(2000):
-        n += len(probe)
-        if isinstance(i, int):
-            out.append(i)
-
-
-def batch(fn, reps):  # the process's CPU s for reps calls of fn in each of THREADS threads
-    def loop():
-        for _ in range(reps):
-            fn()
-    ts = [threading.Thread(target=loop) for _ in range(THREADS)]
-    c0 = time.process_time()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return time.process_time() - c0
-
-
-costs = []
-for fn in (calls_python, calls_methods, calls_c):
-    fn()
-    t0 = time.thread_time()
-    fn()
-    reps = max(1, round(BATCH_S / max(time.thread_time() - t0, 1e-6)))
-    with giltracer.trace(backend="hooks", c_calls=c_calls, sched=False):
-        fn()  # the tracer's warm-up
-    untraced, traced, events = [], [], 0
-    for _ in range(BATCHES):
-        untraced.append(batch(fn, reps))
-        with giltracer.trace(backend="hooks", c_calls=c_calls, sched=False,
-                             max_events=50_000_000) as t:
-            traced.append(batch(fn, reps))
-        events = max(events, t.event_count)
-    if events:
-        costs.append(max(0.0, (min(traced) - min(untraced)) / events * 1e9))
-each = list(costs)
-costs.sort()
-print(json.dumps({"event_ns": costs[len(costs) // 2] if costs else None, "each": each}))
-"""
+def _worker_source() -> str:
+    with open(_WORKER, encoding="utf-8") as f:
+        return f.read()
 
 
 def _tracing_api() -> str:
@@ -198,7 +128,8 @@ def _measure(c_calls: bool) -> Optional[float]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
     env.pop("GILTRACER_CHILD", None)  # not a child of a session that follows children
     try:
-        r = subprocess.run([sys.executable, "-c", _WORKER, "1" if c_calls else "0"], env=env,
+        r = subprocess.run([sys.executable, "-c", _worker_source(), "event-ns",
+                            "1" if c_calls else "0"], env=env,
                            capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
         if r.returncode != 0:
             return None
@@ -312,63 +243,6 @@ def parallel_speed(cpus: int) -> Tuple[float, str]:
 
 
 # ---------------------------------------------------------------- free-threading factor
-# Run by both interpreters: per workload (Python calls, method calls, C calls, a loop), a
-# fixed number of calls (the same on both), the best of 3 batches in thread CPU time.
-_FT_WORKER = r"""
-import json, sys, sysconfig, time
-
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
-
-class Counter:
-    __slots__ = ("n",)
-    def tick(self, k):
-        self.n += k
-
-def calls_python():
-    fib(15)
-
-def calls_methods():
-    c = Counter()
-    c.n = 0
-    for _ in range(2000):
-        c.tick(1)
-
-def calls_c(probe=(1, 2, 3, 4)):
-    out = []
-    n = 0
-    for i in range(2000):
-        n += len(probe)
-        if isinstance(i, int):
-            out.append(i)
-
-def spin():
-    x = 0
-    for i in range(20000):
-        x += i ^ 3
-
-reps = json.loads(sys.argv[1])
-times = {}
-for fn in (calls_python, calls_methods, calls_c, spin):
-    n = reps.get(fn.__name__)
-    fn()
-    if n is None:  # sizes the batch to about BATCH_S
-        t0 = time.thread_time()
-        fn()
-        n = reps[fn.__name__] = max(1, round(float(sys.argv[2]) / max(time.thread_time() - t0, 1e-6)))
-    best = None
-    for _ in range(3):
-        t0 = time.thread_time()
-        for _ in range(n):
-            fn()
-        d = time.thread_time() - t0
-        best = d if best is None else min(best, d)
-    times[fn.__name__] = best
-print(json.dumps({"version": "%d.%d" % sys.version_info[:2],
-                  "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
-                  "gil_enabled": getattr(sys, "_is_gil_enabled", lambda: True)(),
-                  "reps": reps, "times": times}))
-"""
 FT_BATCH_S = 0.02
 FT_ROUNDS = 3
 _ft_cache: Dict[str, Tuple[Optional[float], str]] = {}  # by interpreter, failures too
@@ -379,7 +253,8 @@ def _ft_run(python: str, reps: Dict[str, int]) -> Optional[Dict[str, Any]]:
     env = dict(os.environ)
     env.pop("GILTRACER_CHILD", None)  # not a child of a session that follows children
     try:
-        r = subprocess.run([python, "-S", "-c", _FT_WORKER, json.dumps(reps), repr(FT_BATCH_S)],
+        r = subprocess.run([python, "-S", "-c", _worker_source(), "speed", json.dumps(reps),
+                            repr(FT_BATCH_S)],
                            env=env, capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
         if r.returncode != 0:
             return None
