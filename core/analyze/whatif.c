@@ -1136,19 +1136,28 @@ static void free_fthreads(struct fthread *fts, size_t n)
     free(fts);
 }
 
-static int opts_valid(const struct gt_whatif_opts *o)
+const char *gt_whatif__opts_problem(const struct gt_whatif_opts *o)
 {
-    return o && o->cpus >= 1 && o->ft_factor > 0 && isfinite(o->ft_factor) &&
-           o->handoff_ns >= 0 && isfinite(o->handoff_ns) && o->event_ns >= 0 &&
-           isfinite(o->event_ns) &&
-           (o->parallel_speed == 0 || (o->parallel_speed > 0 && o->parallel_speed <= 1));
+    if (!o)
+        return "no options";
+    if (o->cpus < 1)
+        return "cpus must be an integer >= 1";
+    if (!(o->ft_factor > 0) || !isfinite(o->ft_factor))
+        return "ft_factor must be a finite number > 0";
+    if (!(o->handoff_ns >= 0) || !isfinite(o->handoff_ns))
+        return "handoff_ns must be a finite number >= 0";
+    if (!(o->event_ns >= 0) || !isfinite(o->event_ns))
+        return "event_ns must be a finite number >= 0";
+    if (!(o->parallel_speed == 0 || (o->parallel_speed > 0 && o->parallel_speed <= 1)))
+        return "parallel_speed must be a number in (0, 1] (or 0: the default, 1)";
+    return NULL;
 }
 
 int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o,
                        struct gt_whatif **out)
 {
     *out = NULL;
-    if (!opts_valid(o))
+    if (gt_whatif__opts_problem(o))
         return -EINVAL;
     if (r->free_threaded)
         return -EOPNOTSUPP;

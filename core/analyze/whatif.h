@@ -84,12 +84,16 @@ struct gt_whatif {
 };
 
 /**
+ * gt_whatif__opts_problem() - what is wrong with options `o`, as a message naming the
+ * option and what it takes (a static string), or NULL when they are valid.
+ */
+const char *gt_whatif__opts_problem(const struct gt_whatif_opts *o);
+
+/**
  * gt_whatif__predict() - the prediction for result `r` with options `o`.
- * Returns 0 and sets *out (free with gt_whatif__free), or -errno: -EINVAL (cpus 0,
- * ft_factor not > 0,
- * handoff_ns or event_ns < 0, parallel_speed outside (0, 1] and not 0), -ENODATA (no GIL
- * probe ran, or no foreground thread), -EOPNOTSUPP
- * (a free-threaded trace: there is no GIL to remove), -ENOMEM.
+ * Returns 0 and sets *out (free with gt_whatif__free), or -errno: -EINVAL (options that
+ * gt_whatif__opts_problem() finds wrong), -ENODATA (no GIL probe ran, or no foreground
+ * thread), -EOPNOTSUPP (a free-threaded trace: there is no GIL to remove), -ENOMEM.
  */
 int gt_whatif__predict(const struct gt_result *r, const struct gt_whatif_opts *o,
                        struct gt_whatif **out);

@@ -735,24 +735,18 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
     double handoff = 0, event = 0, pspeed = 1;
     if (!PyArg_ParseTuple(args, "id|nddd", &cpus, &factor, &top, &handoff, &event, &pspeed))
         return NULL;
-    if (!(handoff >= 0) || handoff == Py_HUGE_VAL || !(event >= 0) || event == Py_HUGE_VAL ||
-        !(pspeed > 0 && pspeed <= 1)) {
-        PyErr_Format(PyExc_ValueError, "handoff_ns and event_ns must be finite numbers >= 0 "
-                                       "and parallel_speed in (0, 1] (got %R)", args);
+    if (top < 0) {
+        PyErr_Format(PyExc_ValueError, "top must be >= 0 (got %zd)", top);
         return NULL;
     }
-    if (cpus < 1 || top < 0) {
-        PyErr_Format(PyExc_ValueError, "cpus must be >= 1 (got %d) and top >= 0", cpus);
-        return NULL;
-    }
-    if (!(factor > 0) || factor == Py_HUGE_VAL) {
-        PyErr_Format(PyExc_ValueError, "ft_factor must be a finite number > 0 (got %R)",
-                     PyTuple_GET_ITEM(args, 1));
-        return NULL;
-    }
-    struct gt_whatif_opts o = {.cpus = (unsigned)cpus, .ft_factor = factor,
+    struct gt_whatif_opts o = {.cpus = cpus < 1 ? 0 : (unsigned)cpus, .ft_factor = factor,
                                .top_functions = (size_t)top, .handoff_ns = handoff,
                                .event_ns = event, .parallel_speed = pspeed};
+    const char *problem = gt_whatif__opts_problem(&o);
+    if (problem) {
+        PyErr_Format(PyExc_ValueError, "%s (got %R)", problem, args);
+        return NULL;
+    }
     struct gt_whatif *w = NULL;
     int err;
     Py_BEGIN_ALLOW_THREADS;
@@ -816,12 +810,12 @@ static PyObject *Result_set_what_if(ResultObject *self, PyObject *args)
     double factor, handoff = 0, event = 0, pspeed = 1;
     if (!PyArg_ParseTuple(args, "id|ddd", &cpus, &factor, &handoff, &event, &pspeed))
         return NULL;
-    if (cpus < 1 || !(factor > 0) || factor == Py_HUGE_VAL || !(handoff >= 0) ||
-        handoff == Py_HUGE_VAL || !(event >= 0) || event == Py_HUGE_VAL ||
-        !(pspeed > 0 && pspeed <= 1)) {
-        PyErr_SetString(PyExc_ValueError, "cpus must be >= 1, ft_factor a finite number > 0, "
-                                          "handoff_ns and event_ns finite numbers >= 0, "
-                                          "parallel_speed in (0, 1]");
+    struct gt_whatif_opts o = {.cpus = cpus < 1 ? 0 : (unsigned)cpus, .ft_factor = factor,
+                               .handoff_ns = handoff, .event_ns = event,
+                               .parallel_speed = pspeed};
+    const char *problem = gt_whatif__opts_problem(&o);
+    if (problem) {
+        PyErr_Format(PyExc_ValueError, "%s (got %R)", problem, args);
         return NULL;
     }
     self->run->meta.whatif_parallel_speed = pspeed;
