@@ -34,9 +34,17 @@ def test_slower_cpus_together_lengthen_the_side_by_side_part(pair, fresh_cache):
     half = pair.what_if(cpus=2, ft_factor=1.0, parallel_speed=0.5)
     assert (full.parallel_speed, half.parallel_speed) == (1.0, 0.5)
     assert half.parallel_speed_source == "given"
-    # The two threads' work runs side by side nearly all the cell: at half speed each, it
-    # takes nearly twice as long (the main thread's start and join run alone).
-    assert 1.7 <= half.predicted_wall_s / full.predicted_wall_s <= 2.02, (str(full), str(half))
+    # The two threads' work runs side by side while both have work: at half speed each,
+    # that part takes twice as long, so the prediction grows by about the shorter thread's
+    # work (its held time). The main thread's start and join, and the longer thread's
+    # rest, run alone and keep their length: how much of the cell they are depends on the
+    # load (up to 40 % of it under load on 3.15, whose work here is short), so the test
+    # is on the growth, not on the ratio.
+    held = {x.name: x.held_ns / 1e9 for x in pair.summary()}
+    shorter = min(held["cpu-0"], held["cpu-1"])
+    grown = half.predicted_wall_s - full.predicted_wall_s
+    assert 0.7 * shorter <= grown <= 1.15 * shorter, (shorter, str(full), str(half))
+    assert half.predicted_wall_s <= 2.02 * full.predicted_wall_s
     # One CPU: nothing runs side by side, so the speed changes nothing.
     one = pair.what_if(cpus=1, ft_factor=1.0)
     one_half = pair.what_if(cpus=1, ft_factor=1.0, parallel_speed=0.5)
