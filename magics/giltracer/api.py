@@ -1035,8 +1035,8 @@ class Trace:
         taking ``ft_factor`` times as long (default: the free-threading cost measured on
         the bench host, else 1.0, or ``GILTRACER_FT_FACTOR``; ``"measure"``: measured here
         against this Python's free-threaded build, ``python3.Nt`` on PATH or
-        ``GILTRACER_FT_PYTHON``, about 2 s once), its blocking kept and its hand-offs to other threads (locks, queues, joins)
-        kept in order, a hand-off waited on costing ``handoff_us`` (default: the measured
+        ``GILTRACER_FT_PYTHON``, about 2 s once), its blocking kept and its hand-offs to
+        other threads (locks, queues, joins) kept in order, a hand-off waited on costing ``handoff_us`` (default: the measured
         wake-up cost, else 0), less the tracer's own cost of ``event_ns`` per call event
         in that work (default: the one measured on the bench host for this interpreter and
         trace options, else 0; ``"measure"``: measured on this machine now, about 1.5 s
