@@ -722,6 +722,16 @@ static PyObject *Result_profile_functions(ResultObject *self, PyObject *args)
     return out;
 }
 
+/* 0, or -1 with a ValueError naming the option that is wrong in `o` (made from `args`). */
+static int whatif_opts_check(const struct gt_whatif_opts *o, PyObject *args)
+{
+    const char *problem = gt_whatif__opts_problem(o);
+    if (!problem)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "%s (got %R)", problem, args);
+    return -1;
+}
+
 /* what_if(cpus, ft_factor, top, handoff_ns, event_ns, parallel_speed) -> (cpus, ft_factor,
  * measured_ns, predicted_ns, gil_replay_ns, handoffs, [(tid, name, measured_ns,
  * predicted_ns, gil_wait_ns)], [(func, wait_caused_ns, saving_ns, release_wall_ns)],
@@ -742,11 +752,8 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
     struct gt_whatif_opts o = {.cpus = cpus < 1 ? 0 : (unsigned)cpus, .ft_factor = factor,
                                .top_functions = (size_t)top, .handoff_ns = handoff,
                                .event_ns = event, .parallel_speed = pspeed};
-    const char *problem = gt_whatif__opts_problem(&o);
-    if (problem) {
-        PyErr_Format(PyExc_ValueError, "%s (got %R)", problem, args);
+    if (whatif_opts_check(&o, args) < 0)
         return NULL;
-    }
     struct gt_whatif *w = NULL;
     int err;
     Py_BEGIN_ALLOW_THREADS;
@@ -813,11 +820,8 @@ static PyObject *Result_set_what_if(ResultObject *self, PyObject *args)
     struct gt_whatif_opts o = {.cpus = cpus < 1 ? 0 : (unsigned)cpus, .ft_factor = factor,
                                .handoff_ns = handoff, .event_ns = event,
                                .parallel_speed = pspeed};
-    const char *problem = gt_whatif__opts_problem(&o);
-    if (problem) {
-        PyErr_Format(PyExc_ValueError, "%s (got %R)", problem, args);
+    if (whatif_opts_check(&o, args) < 0)
         return NULL;
-    }
     self->run->meta.whatif_parallel_speed = pspeed;
     self->run->meta.whatif_cpus = (unsigned)cpus;
     self->run->meta.whatif_ft_factor = factor;

@@ -45,9 +45,27 @@ _cache: Dict[Tuple[object, object], Tuple[float, str]] = {}
 _WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_calibrate_worker.py")
 
 
-def _worker_source() -> str:
-    with open(_WORKER, encoding="utf-8") as f:
-        return f.read()
+def _run_worker(python: str, *args: str, flags: Tuple[str, ...] = (),
+                with_giltracer: bool = False) -> Optional[Dict[str, Any]]:
+    """The report (the last line's JSON object) of _calibrate_worker.py's source run by
+    `python` with `args`, or None where it could not run. `with_giltracer`: the child
+    imports this very package, wherever it was imported from."""
+    env = dict(os.environ)
+    env.pop("GILTRACER_CHILD", None)  # not a child of a session that follows children
+    if with_giltracer:
+        pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
+    try:
+        with open(_WORKER, encoding="utf-8") as f:
+            source = f.read()
+        r = subprocess.run([python, *flags, "-c", source, *args], env=env,
+                           capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
+        if r.returncode != 0:
+            return None
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        return out if isinstance(out, dict) else None
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
 
 
 def _tracing_api() -> str:
@@ -122,21 +140,9 @@ def _write_cached(key: str, value: float, field: str = "event_ns") -> None:
 
 def _measure(c_calls: bool) -> Optional[float]:
     """The child's measurement, ns per call event, or None (it could not run)."""
-    env = dict(os.environ)
-    # The child imports this very package, wherever it was imported from.
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
-    env.pop("GILTRACER_CHILD", None)  # not a child of a session that follows children
-    try:
-        r = subprocess.run([sys.executable, "-c", _worker_source(), "event-ns",
-                            "1" if c_calls else "0"], env=env,
-                           capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
-        if r.returncode != 0:
-            return None
-        ns = json.loads(r.stdout.strip().splitlines()[-1])["event_ns"]
-        return float(ns) if ns is not None else None
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError, TypeError):
-        return None
+    out = _run_worker(sys.executable, "event-ns", "1" if c_calls else "0", with_giltracer=True)
+    ns = out.get("event_ns") if out else None
+    return float(ns) if isinstance(ns, (int, float)) else None
 
 
 def event_ns(c_calls: bool = True) -> Tuple[float, str]:
@@ -249,19 +255,9 @@ _ft_cache: Dict[str, Tuple[Optional[float], str]] = {}  # by interpreter, failur
 
 
 def _ft_run(python: str, reps: Dict[str, int]) -> Optional[Dict[str, Any]]:
-    """The worker's report run by `python` (None where it could not run)."""
-    env = dict(os.environ)
-    env.pop("GILTRACER_CHILD", None)  # not a child of a session that follows children
-    try:
-        r = subprocess.run([python, "-S", "-c", _worker_source(), "speed", json.dumps(reps),
-                            repr(FT_BATCH_S)],
-                           env=env, capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
-        if r.returncode != 0:
-            return None
-        out = json.loads(r.stdout.strip().splitlines()[-1])
-        return out if isinstance(out, dict) and isinstance(out.get("times"), dict) else None
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return None
+    """The worker's speed report run by `python` (None where it could not run)."""
+    out = _run_worker(python, "speed", json.dumps(reps), repr(FT_BATCH_S), flags=("-S",))
+    return out if out and isinstance(out.get("times"), dict) else None
 
 
 def find_ft_python() -> Tuple[Optional[str], str]:
@@ -287,6 +283,7 @@ def measure_ft_factor(ft_python: str, rounds: int = FT_ROUNDS) -> Tuple[Optional
     workloads: per round, this interpreter then `ft_python` (the same calls), the geometric
     mean of the workloads' ratios; the median of the rounds. (factor, "") or (None, why)."""
     ratios: List[float] = []
+    mine = "%d.%d" % sys.version_info[:2]
     for _ in range(rounds):
         gil = _ft_run(sys.executable, {})
         if gil is None:
@@ -294,7 +291,6 @@ def measure_ft_factor(ft_python: str, rounds: int = FT_ROUNDS) -> Tuple[Optional
         ft = _ft_run(ft_python, gil["reps"])
         if ft is None:
             return None, f"{ft_python} could not run the measurement"
-        mine = "%d.%d" % sys.version_info[:2]
         if not ft.get("free_threaded") or ft.get("gil_enabled"):
             return None, f"{ft_python} is not a free-threaded build running without the GIL"
         if ft.get("version") != mine:
