@@ -4,6 +4,7 @@ Every test runs with the in-process hooks and, where permitted (root and a build
 libbpf), again with the eBPF probe: both must see the same facts."""
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -20,6 +21,9 @@ _INFO = giltracer._core.build_info()
 pytestmark = needs_gil
 BACKENDS = [
     "hooks",
+    # The hooks as they recorded a take before: at the signal of switch_cond, under the
+    # GIL's mutex (GILTRACER_TAKE_RECORD=signal); by default at the mutex's unlock.
+    "hooks-take-at-signal",
     pytest.param("bpf", marks=pytest.mark.skipif(
         not _INFO["bpf_available"], reason=f"bpf backend unavailable: {_INFO['bpf_why']}")),
 ]
@@ -27,7 +31,14 @@ BACKENDS = [
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(request):
-    return request.param
+    if request.param != "hooks-take-at-signal":
+        yield request.param
+        return
+    os.environ["GILTRACER_TAKE_RECORD"] = "signal"
+    try:
+        yield "hooks"
+    finally:
+        del os.environ["GILTRACER_TAKE_RECORD"]
 
 
 def by_name(t):

@@ -109,3 +109,21 @@ def test_stop_barrier_is_membarrier_where_the_kernel_has_it():
     query = libc.syscall(SYS_MEMBARRIER, 0, 0, 0)  # MEMBARRIER_CMD_QUERY
     assert info["membarrier"] == (query > 0 and bool(query & MEMBARRIER_CMD_PRIVATE_EXPEDITED)), \
         (query, info)
+
+
+def test_a_take_is_recorded_after_the_gil_mutex_is_unlocked(monkeypatch):
+    """take_gil signals switch_cond holding the GIL's mutex; a record there keeps the
+    mutex longer, and the waiter the last drop woke blocks on it more often. So the take
+    is recorded at the mutex's unlock wherever the interpreter's object imports
+    pthread_mutex_unlock (every CPython on glibc); GILTRACER_TAKE_RECORD=signal records it
+    at the signal (bench/take_record_bench.py compares the two)."""
+    if FREE_THREADED:
+        pytest.skip("no GIL: the park probe records, not take_gil")
+    info = core.probe_info()
+    if not info["slots_patched"]:
+        pytest.skip(f"no hooks installed here: {info['hooks_why']}")
+    assert info["take_record"] == "unlock", info
+    monkeypatch.setenv("GILTRACER_TAKE_RECORD", "signal")
+    assert core.probe_info()["take_record"] == "signal"
+    monkeypatch.setenv("GILTRACER_TAKE_RECORD", "unlock")
+    assert core.probe_info()["take_record"] == "unlock"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The "hooks" GIL probe (see gilhook.h): GOT interposition of the interpreter
- * object's pthread_mutex_lock / pthread_cond_signal / pthread_cond_timedwait. */
+ * object's pthread_mutex_lock / pthread_cond_signal / pthread_cond_timedwait (and
+ * pthread_mutex_unlock, where the take is recorded when the object imports it). */
 #define _GNU_SOURCE
 #include "gilhook.h"
 
@@ -16,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -42,6 +44,7 @@
 #endif
 
 typedef int (*lock_fn)(pthread_mutex_t *);
+typedef int (*unlock_fn)(pthread_mutex_t *);
 typedef int (*signal_fn)(pthread_cond_t *);
 typedef int (*timedwait_fn)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
 typedef int (*condwait_fn)(pthread_cond_t *, pthread_mutex_t *);
@@ -52,13 +55,15 @@ typedef int (*sem_post_fn)(sem_t *);
 
 /* The hooked functions, listed once: X(ID, libc name, hook, needed). The first three
  * are needed to decode the GIL (install patches nothing without them); the others
- * refine it (pthread_cond_wait) or are the parking lot's semaphore calls that the
+ * refine it (pthread_cond_wait), move the take's record out of the GIL mutex
+ * (pthread_mutex_unlock, see hook_unlock) or are the parking lot's semaphore calls that the
  * park probe decodes (gt_gilhook__set_park), each hooked where the object imports it. */
 #define GH_FUNCS(X)                                                    \
     X(LOCK, pthread_mutex_lock, hook_lock, 1)                          \
     X(SIGNAL, pthread_cond_signal, hook_signal, 1)                     \
     X(TIMEDWAIT, pthread_cond_timedwait, hook_timedwait, 1)            \
     X(CONDWAIT, pthread_cond_wait, hook_condwait, 0)                   \
+    X(UNLOCK, pthread_mutex_unlock, hook_unlock, 0)                    \
     X(SEM_CLOCKWAIT, sem_clockwait, hook_sem_clockwait, 0)             \
     X(SEM_TIMEDWAIT, sem_timedwait, hook_sem_timedwait, 0)             \
     X(SEM_WAIT, sem_wait, hook_sem_wait, 0)                            \
@@ -108,6 +113,8 @@ static struct {
      * store is a release; the call through it depends on the loaded address). */
     void *next[GH_NFUNCS];
     atomic_int park; /* the park probe records (gt_gilhook__set_park) */
+    /* Takes are recorded at the GIL mutex's unlock (take_at_unlock_chosen). */
+    atomic_int take_at_unlock;
     /* The switch-off side can make every running thread of the process execute a
      * full barrier (membarrier, see hot_fence): set by a session's start once the
      * registry's helper registered the process, cleared only in a forked child that
@@ -219,6 +226,12 @@ static inline void hot_fence(void)
 static _Atomic(struct hook_slot *) hook_slots;
 /* Initial-exec, as gt_tls (registry.h): read per GIL event. */
 static __thread struct hook_slot *my_slot __attribute__((tls_model("initial-exec")));
+/* A take of the GIL this thread made (signal_slow), recorded once it unlocks that GIL's
+ * mutex (hook_unlock): in generation `gen` (0: none pending). */
+static __thread struct {
+    uint64_t gen;
+    struct gh_gil *gil;
+} take_pending __attribute__((tls_model("initial-exec")));
 static pthread_key_t slot_key;
 static int slot_key_ok;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
@@ -410,9 +423,23 @@ static __attribute__((noinline)) void signal_slow(pthread_cond_t *c, const void 
     /* take_gil signals switch_cond once (FORCE_SWITCHING), drop_gil signals cond
      * once: both under the GIL mutex, so they are ordered across threads. */
     struct gh_gil *g;
-    if ((g = gil_of(c, 2)))
-        record(GT_GIL_ACQUIRED, atomic_load_explicit(&g->id, memory_order_relaxed));
-    else if ((g = gil_of(c, 1)))
+    if ((g = gil_of(c, 2))) {
+        /* take_gil holds the GIL's mutex until it returns, and a waiter the last drop
+         * woke needs that mutex at once to see the GIL taken: a record made here makes
+         * it block on the mutex more often (a futex wait and wake, two context
+         * switches). Two threads handing the GIL over at every call blocked there
+         * 28 % more often than untraced, 12 % with the record after the unlock, and
+         * used ~4 % less CPU (bench/results/handoff-*.md). So the take is recorded just
+         * after the mutex is unlocked, a few instructions later: no other thread can
+         * take the GIL meanwhile, this one holds it. */
+        uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
+        if (gen && atomic_load_explicit(&gh.take_at_unlock, memory_order_relaxed)) {
+            take_pending.gil = g;
+            take_pending.gen = gen;
+        } else {
+            record(GT_GIL_ACQUIRED, atomic_load_explicit(&g->id, memory_order_relaxed));
+        }
+    } else if ((g = gil_of(c, 1)))
         record(GT_GIL_RELEASED, atomic_load_explicit(&g->id, memory_order_relaxed));
 }
 
@@ -486,6 +513,30 @@ static int hook_condwait(pthread_cond_t *c, pthread_mutex_t *m)
     if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
         condwait_done(c);
     return rc;
+}
+
+/* The GIL's mutex unlocked after a take (see signal_slow): the take's record. Any
+ * other unlock passes through; one of that mutex in a later generation (recording
+ * stopped in between) drops the take, as recording off would have. */
+static __attribute__((noinline)) int unlock_slow(pthread_mutex_t *m)
+{
+    struct gh_gil *g = take_pending.gil;
+    if (m != atomic_load_explicit(&g->mutex, memory_order_relaxed))
+        return NEXT(UNLOCK, unlock_fn)(m);
+    uint64_t gen = take_pending.gen;
+    take_pending.gen = 0;
+    int rc = NEXT(UNLOCK, unlock_fn)(m);
+    if (gen == atomic_load_explicit(&gt_registry_gen, memory_order_relaxed))
+        record(GT_GIL_ACQUIRED, atomic_load_explicit(&g->id, memory_order_relaxed));
+    return rc;
+}
+
+/* Every unlock of the object: one thread-local load while nothing is pending. */
+static int hook_unlock(pthread_mutex_t *m)
+{
+    if (__builtin_expect(take_pending.gen != 0, 0))
+        return unlock_slow(m);
+    return NEXT(UNLOCK, unlock_fn)(m);
 }
 
 static int hook_lock(pthread_mutex_t *m)
@@ -640,6 +691,16 @@ static _Atomic uint64_t slots_patched;
 static char object_path[PATH_MAX];
 static uintptr_t object_bias;
 static char install_why[160];
+static int unlock_hooked; /* a slot of pthread_mutex_unlock is patched */
+
+/* Are takes recorded at the GIL mutex's unlock (see signal_slow)? Chosen at each
+ * recording start; GILTRACER_TAKE_RECORD=signal keeps the record at the signal (the
+ * bench's comparison, bench/take_record_bench.py). */
+static int take_at_unlock_chosen(void)
+{
+    const char *env = getenv("GILTRACER_TAKE_RECORD");
+    return unlock_hooked && !(env && strcmp(env, "signal") == 0);
+}
 
 static int add_slot(struct gt_elf_obj *o, const ElfW(Rela) *r, const char **why)
 {
@@ -723,6 +784,7 @@ static void atfork_child(void)
         atomic_store(&sl->in_flight, 0);
         atomic_store(&sl->taken, sl == my_slot);
     }
+    take_pending.gen = 0;
 }
 
 /* The object's GOT slots of the hooked functions; all of the ones decoding needs, or
@@ -781,6 +843,9 @@ static int patch_slots(const struct gt_elf_obj *o, const char **why)
         }
         slots_patched++;
     }
+    unlock_hooked = 0;
+    for (size_t i = 0; i < nslots; i++)
+        unlock_hooked |= slots[i].fn == GH_UNLOCK;
     return 0;
 }
 
@@ -1079,6 +1144,7 @@ unsigned gt_gilhook__ngils(void)
 void gt_gilhook__set_recording(int on)
 {
     if (on) {
+        atomic_store(&gh.take_at_unlock, take_at_unlock_chosen());
         repatch();
         asym_on();
         atomic_store(&gh.mode, GH_RECORD);
@@ -1124,6 +1190,7 @@ void gt_gilhook__stats(struct gt_gilhook_stats *out)
 {
     out->slots_patched = atomic_load(&slots_patched);
     out->membarrier = atomic_load(&gh.asym);
+    out->take_at_unlock = take_at_unlock_chosen();
 }
 
 uintptr_t gt_gilhook__object_bias(void)

@@ -11,7 +11,8 @@
  *
  * Decoding (per thread, into the calling thread's gt_thread GIL stream):
  *   pthread_mutex_lock(gil mutex) while not holding  -> GT_GIL_WANT
- *   pthread_cond_signal(gil switch_cond)             -> GT_GIL_ACQUIRED (take_gil, FORCE_SWITCHING)
+ *   pthread_cond_signal(gil switch_cond)             -> GT_GIL_ACQUIRED (take_gil, FORCE_SWITCHING;
+ *        recorded at its unlock of the gil mutex, where pthread_mutex_unlock is hooked)
  *   pthread_cond_signal(gil cond)                    -> GT_GIL_RELEASED (drop_gil)
  *   pthread_cond_timedwait(gil cond) == ETIMEDOUT, the GIL still locked and no
  *        switch to another holder during the wait (take_gil's own rule, read from
@@ -112,6 +113,9 @@ struct gt_gilhook_stats {
     uint64_t slots_patched;
     int membarrier; /* the switch-off pays the stop protocol's barrier (membarrier), the
                        hooks a compiler barrier only; 0: both a fence */
+    int take_at_unlock; /* a recording started now records takes at the GIL mutex's
+                           unlock, not at the signal of switch_cond under it
+                           (pthread_mutex_unlock hooked, GILTRACER_TAKE_RECORD not "signal") */
 };
 void gt_gilhook__stats(struct gt_gilhook_stats *out);
 
