@@ -8,12 +8,15 @@ bench/gil_event_bench.py and bench/run.py's GIL section.
   os.fstat loop (churn1) 1.14x instead of 1.05x under the GIL probe alone. The OS-state
   poller (gt-sched) has a table of its own too, which holds its perf events.
 - The hooks' stop protocol pays its barrier on the stop side where the kernel has
-  membarrier (PRIVATE_EXPEDITED), so a GIL event costs no fence (from the second session
-  of a process on).
+  membarrier (PRIVATE_EXPEDITED), so a GIL event costs no fence, from the first session of
+  a process on (its start registers the process).
 """
 
 import ctypes
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -96,15 +99,23 @@ def test_os_state_poller_keeps_its_events_in_a_table_of_its_own():
 
 
 def test_stop_barrier_is_membarrier_where_the_kernel_has_it():
-    # Two sessions: the first one's helper thread registers the process for membarrier
-    # (in the background: registering waits for an RCU grace period), the next start
-    # turns it on.
-    kw = {} if FREE_THREADED else {"backend": "hooks"}  # free-threaded: the park probe's
-    for _ in range(2):
-        with giltracer.trace(functions=False, sched=False, **kw):
-            pass
-    info = core.probe_info()  # installs the hooks (the park probe's too, free-threaded)
-    if not info["slots_patched"] or SYS_MEMBARRIER is None:
+    """From a process's first session on: its start registers the process for membarrier
+    (waiting for it, GIL released), so the hooks of a notebook's first cell skip their
+    fence too. In a fresh process, with a second thread running (registration then waits
+    for an RCU grace period)."""
+    kw = "" if FREE_THREADED else "backend='hooks'"  # free-threaded: the park probe's
+    code = (
+        "import json, threading, time, giltracer, giltracer._core as core\n"
+        "stop = threading.Event()\n"
+        "other = threading.Thread(target=stop.wait); other.start()\n"
+        f"with giltracer.trace(functions=False, sched=False, {kw}):\n"
+        "    first = core.probe_info()\n"
+        "stop.set(); other.join()\n"
+        "print(json.dumps(dict(membarrier=first['membarrier'], slots=first['slots_patched'])))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    if not info["slots"] or SYS_MEMBARRIER is None:
         pytest.skip("no hooks installed here, or an architecture without the syscall number")
     query = libc.syscall(SYS_MEMBARRIER, 0, 0, 0)  # MEMBARRIER_CMD_QUERY
     assert info["membarrier"] == (query > 0 and bool(query & MEMBARRIER_CMD_PRIVATE_EXPEDITED)), \

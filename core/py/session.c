@@ -895,6 +895,12 @@ static int begin_registry(struct gt_session *s)
     share_budget(s);
     gt_registry__set_recycle(GT_BUDGET_CALLS,
                              s->o.keep == GT_KEEP_LAST && !s->spool ? gt_ctree__fold : NULL);
+    /* The first session of the process waits for it (10-20 ms, other threads running):
+     * its GIL hooks then skip the full fence per event that they paid otherwise until
+     * the registry's helper had registered, i.e. for the whole first cell. */
+    Py_BEGIN_ALLOW_THREADS
+    gt_registry__membarrier_register();
+    Py_END_ALLOW_THREADS
     int err = gt_registry__begin(s->o.max_events,
                                  s->sched ? watch_thread : NULL, s->sched);
     if (err < 0) {

@@ -180,9 +180,9 @@ static struct {
 } refill = {.wake = PTHREAD_COND_INITIALIZER};
 
 /* 0: not tried; 1: the process is registered for membarrier(PRIVATE_EXPEDITED); -1: the
- * kernel refused. The refiller registers it, once per process: with more than one
- * thread the registration waits for an RCU grace period (10-20 ms here), which no
- * traced thread nor session start should wait for. */
+ * kernel refused. Registered once per process (gt_registry__membarrier_register): with
+ * more than one thread the registration waits for an RCU grace period (10-20 ms here),
+ * which no traced thread should wait for. */
 static _Atomic int membarrier_state;
 
 int gt_registry__membarrier_ready(void)
@@ -190,7 +190,7 @@ int gt_registry__membarrier_ready(void)
     return atomic_load(&membarrier_state) == 1;
 }
 
-static void membarrier_register_once(void)
+void gt_registry__membarrier_register(void)
 {
     if (atomic_load(&membarrier_state) != 0)
         return;
@@ -210,7 +210,7 @@ static void *refill_main(void *arg)
     /* After the tid: begin does not wait for it. The pool holds RESERVE_START meanwhile;
      * the loop below looks at it again before it sleeps. */
     pthread_mutex_unlock(&reg_lock);
-    membarrier_register_once();
+    gt_registry__membarrier_register(); /* for a caller that did not register first */
     pthread_mutex_lock(&reg_lock);
     while (!refill.stop) {
         if (refill.failed || pool_size >= RESERVE_LOW) {

@@ -256,10 +256,19 @@ void gt_registry__end(void);
 int32_t gt_registry__helper_tid(void);
 
 /**
+ * gt_registry__membarrier_register() - register the process for
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), once per process (again in a forked
+ * child): a multi-threaded process's registration waits for an RCU grace period (10-20
+ * ms here), so call it where waiting is fine, before gt_registry__begin(); otherwise the
+ * helper thread registers after the first begin, and the GIL hooks of every session
+ * started before that pay a full fence per GIL event (gilhook.c, hot_fence).
+ */
+void gt_registry__membarrier_register(void);
+
+/**
  * gt_registry__membarrier_ready() - is the process registered for
- * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)? The helper thread registers it once per
- * process, after the first gt_registry__begin() returned (a multi-threaded process's
- * registration waits for an RCU grace period); 0 until then, or if the kernel refused.
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) (gt_registry__membarrier_register)? 0 until
+ * then, or if the kernel refused.
  */
 int gt_registry__membarrier_ready(void);
 

@@ -199,9 +199,9 @@ struct hook_slot {
  * store, so its later mode load sees the switch-off's store; or after it, so the mark is
  * visible to the waiter's loads (or already cleared: that hook has left). Without
  * membarrier (old kernel, seccomp, valgrind) both sides use a seq_cst fence, and so do
- * the first session's, until the registry's helper thread has registered the process
- * (registering waits for an RCU grace period, which a session's start should not).
- * asym then turns on at a start (asym_on), hooks possibly running: a hook that read it
+ * the sessions started before the process registered (gt_registry__membarrier_register:
+ * a Python session's start registers first; a C caller may leave it to the registry's
+ * helper thread). asym then turns on at a start (asym_on), hooks possibly running: a hook that read it
  * off fenced, which the membarrier covers as well; every switch-off after that start
  * reads it on, being ordered after it (one session at a time). */
 static int sys_membarrier(int cmd)
