@@ -232,6 +232,13 @@ static __thread struct {
     uint64_t gen;
     struct gh_gil *gil;
 } take_pending __attribute__((tls_model("initial-exec")));
+/* The calling thread's GIL state as record() left it (t->gil_held), valid in generation
+ * `gen` once the state is known: the lock hook skips record() where it would record
+ * nothing (see lock_slow). Thread-local, not the registry's: read outside the section. */
+static __thread struct {
+    uint64_t gen;
+    int held;
+} gil_hint __attribute__((tls_model("initial-exec")));
 static pthread_key_t slot_key;
 static int slot_key_ok;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
@@ -367,6 +374,10 @@ static inline __attribute__((always_inline)) void record(uint32_t kind, uint32_t
                 t->gil_held = 1;
             else if (kind == GT_GIL_RELEASED)
                 t->gil_held = 0;
+            if (t->gil_live != GT_GIL_LIVE_UNKNOWN) {
+                gil_hint.gen = gt_tls.gen;
+                gil_hint.held = t->gil_held;
+            }
         }
         section_leave(sl);
     }
@@ -410,6 +421,11 @@ static __attribute__((noinline)) void lock_slow(pthread_mutex_t *m, const void *
         return;
     const int *locked = atomic_load_explicit(&g->locked, memory_order_relaxed);
     int uncontended = locked && __atomic_load_n(locked, __ATOMIC_RELAXED) == 0;
+    /* Two locks of every hand-off record nothing once the thread's state is known:
+     * drop_gil's, by the holder, and a take of a GIL nobody holds (want_recorded). */
+    uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
+    if (gen && gil_hint.gen == gen && (gil_hint.held || uncontended))
+        return;
     record(uncontended ? WANT_UNCONTENDED : GT_GIL_WANT,
            atomic_load_explicit(&g->id, memory_order_relaxed));
 }
