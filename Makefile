@@ -24,7 +24,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-sample-sid bench-bytes bench-deflate bench-gil-event readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-sample-sid bench-take-record bench-bytes bench-deflate bench-gil-event readme-picture bench-matrix clean \
         pythons test-sid test-sid-lessons-busy bench-sid pythons-ft test-ft test-ft-ci test-tsan-ft bench-ft \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
@@ -523,6 +523,11 @@ bench-deflate: setup
 # -> bench/results/gil-event.md. ~5 s.
 bench-gil-event: deps venv
 	$(PY) bench/gil_event_bench.py
+
+# Where the hooks record a take (at the signal under the GIL's mutex, or after its unlock):
+# churn2's CPU time and context switches, in one process (bench/results/take-record-<version>.md).
+bench-take-record: setup
+	$(PY) bench/take_record_bench.py $(TAKE_RECORD_ARGS)
 
 # Sampling mode's CPU time vs untraced, the GIL probe alone and py-spy --gil --idle
 # (installed here; it needs root for ptrace) -> bench/results/sample-<version>.md. ~8 min.
