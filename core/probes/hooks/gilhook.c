@@ -56,8 +56,9 @@ typedef int (*sem_post_fn)(sem_t *);
 /* The hooked functions, listed once: X(ID, libc name, hook, needed). The first three
  * are needed to decode the GIL (install patches nothing without them); the others
  * refine it (pthread_cond_wait), move the take's record out of the GIL mutex
- * (pthread_mutex_unlock, see hook_unlock) or are the parking lot's semaphore calls that the
- * park probe decodes (gt_gilhook__set_park), each hooked where the object imports it. */
+ * (pthread_mutex_unlock, see hook_unlock) or are the parking lot's semaphore calls that
+ * the park probe decodes (gt_gilhook__set_park), each hooked where the object imports
+ * it. */
 #define GH_FUNCS(X)                                                    \
     X(LOCK, pthread_mutex_lock, hook_lock, 1)                          \
     X(SIGNAL, pthread_cond_signal, hook_signal, 1)                     \
@@ -117,8 +118,8 @@ static struct {
     atomic_int take_at_unlock;
     /* The switch-off side can make every running thread of the process execute a
      * full barrier (membarrier, see hot_fence): set by a session's start once the
-     * registry's helper registered the process, cleared only in a forked child that
-     * cannot re-register. */
+     * process is registered (gt_registry__membarrier_register), cleared only in a forked
+     * child that cannot re-register. */
     atomic_int asym;
     pthread_t calib_thread; /* valid while mode == GH_CALIBRATE */
     /* Entries [0, ngils) are live. Entries are only appended or rewritten in place
@@ -201,9 +202,9 @@ struct hook_slot {
  * membarrier (old kernel, seccomp, valgrind) both sides use a seq_cst fence, and so do
  * the sessions started before the process registered (gt_registry__membarrier_register:
  * a Python session's start registers first; a C caller may leave it to the registry's
- * helper thread). asym then turns on at a start (asym_on), hooks possibly running: a hook that read it
- * off fenced, which the membarrier covers as well; every switch-off after that start
- * reads it on, being ordered after it (one session at a time). */
+ * helper thread). asym then turns on at a start (asym_on), hooks possibly running: a
+ * hook that read it off fenced, which the membarrier covers as well; every switch-off
+ * after that start reads it on, being ordered after it (one session at a time). */
 static int sys_membarrier(int cmd)
 {
     return (int)syscall(SYS_membarrier, cmd, 0, 0);
@@ -443,11 +444,11 @@ static __attribute__((noinline)) void signal_slow(pthread_cond_t *c, const void 
         /* take_gil holds the GIL's mutex until it returns, and a waiter the last drop
          * woke needs that mutex at once to see the GIL taken: a record made here makes
          * it block on the mutex more often (a futex wait and wake, two context
-         * switches). Two threads handing the GIL over at every call blocked there
-         * 28 % more often than untraced, 12 % with the record after the unlock, and
-         * used ~4 % less CPU (bench/results/handoff-*.md). So the take is recorded just
-         * after the mutex is unlocked, a few instructions later: no other thread can
-         * take the GIL meanwhile, this one holds it. */
+         * switches). Two threads handing the GIL over at every call (3.11) blocked
+         * there 28 % more often than untraced, 12 % with the record after the unlock,
+         * which used 3-6 % less CPU (bench/results/take-record-*.md; 3.15: no change).
+         * So the take is recorded just after the mutex is unlocked, a few instructions
+         * later: no other thread can take the GIL meanwhile, this one holds it. */
         uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
         if (gen && atomic_load_explicit(&gh.take_at_unlock, memory_order_relaxed)) {
             take_pending.gil = g;
