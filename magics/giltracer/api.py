@@ -1036,16 +1036,17 @@ class Trace:
         the bench host, else 1.0, or ``GILTRACER_FT_FACTOR``; ``"measure"``: measured here
         against this Python's free-threaded build, ``python3.Nt`` on PATH or
         ``GILTRACER_FT_PYTHON``, about 2 s once), its blocking kept and its hand-offs to
-        other threads (locks, queues, joins) kept in order, a hand-off waited on costing ``handoff_us`` (default: the measured
-        wake-up cost, else 0), less the tracer's own cost of ``event_ns`` per call event
-        in that work (default: the one measured on the bench host for this interpreter and
-        trace options, else 0; ``"measure"``: measured on this machine now, about 1.5 s
-        once, see giltracer.calibrate; ``GILTRACER_EVENT_NS`` changes the default; it
-        predicts the untraced cell), each CPU running at ``parallel_speed`` of its speed
-        alone when all are busy (default 1.0, or ``GILTRACER_PARALLEL_SPEED``; CPUs that
-        share a core or a host give less: ``"measure"`` measures it here, about 3.5 s once);
-        and, for the ``top`` functions by GIL wait
-        caused, the wall time if that function alone released the GIL (tracer's cost kept).
+        other threads (locks, queues, joins) kept in order, a hand-off waited on costing
+        ``handoff_us`` (default: the measured wake-up cost, else 0), less the tracer's own
+        cost of ``event_ns`` per call event in that work (default: the one measured on the
+        bench host for this interpreter and trace options, else 0; ``"measure"``: measured
+        on this machine now, about 1.5 s once, see giltracer.calibrate;
+        ``GILTRACER_EVENT_NS`` changes the default; it predicts the untraced cell), each
+        CPU running at ``parallel_speed`` of its speed alone when all are busy (default
+        1.0, or ``GILTRACER_PARALLEL_SPEED``; CPUs that share a core or a host give less:
+        ``"measure"`` measures it here, about 3.5 s once); and, for the ``top`` functions by
+        GIL wait caused, the wall time if that function alone released the GIL (tracer's
+        cost kept).
         ``str()`` of the result is a table with the model's assumptions."""
         if cpus is None:
             cpus = os.cpu_count() or 1
