@@ -524,8 +524,10 @@ bench-deflate: setup
 bench-gil-event: deps venv
 	$(PY) bench/gil_event_bench.py
 
-# Where the hooks record a take (at the signal under the GIL's mutex, or after its unlock):
-# churn2's CPU time and context switches, in one process (bench/results/take-record-<version>.md).
+# Where the hooks' cost on churn2 goes: the take recorded at the signal under the GIL's mutex
+# or after its unlock, the floor (the hooks decode, record nothing) and the clock reads an
+# exact record makes; CPU time and context switches, in one process
+# (bench/results/take-record-<version>.md).
 bench-take-record: setup
 	$(PY) bench/take_record_bench.py $(TAKE_RECORD_ARGS)
 

@@ -1,16 +1,25 @@
-"""Where the hooks record a take of the GIL (make bench-take-record): at take_gil's signal
-of switch_cond, under the GIL's mutex (GILTRACER_TAKE_RECORD=signal), or just after that
-mutex is unlocked (the default). churn2, two threads handing the GIL over at every call,
-is where the difference shows: a waiter woken by the last drop needs the mutex at once.
+"""Where the hooks' cost on churn2 goes (make bench-take-record): two threads handing the
+GIL over at every call (`os.fstat`), the GIL probe alone. Loops:
+
+- untraced (u1, u2);
+- the take recorded at take_gil's signal of switch_cond, under the GIL's mutex
+  (GILTRACER_TAKE_RECORD=signal), or just after that mutex is unlocked (the default): a
+  waiter woken by the last drop needs the mutex at once;
+- the floor (GILTRACER_HOOKS_FLOOR=1): every hook decodes as when recording, nothing is
+  recorded: no clock read, no push.
+
+Beside them, what a clock read costs here (bench/clock_read_cost.c, the recorders'
+gt_ticks) and how many the default placement makes per loop (its GIL events, from its
+trace): the floor plus those reads is what any exact record of each GIL event costs on this
+machine before the contention it adds.
 
   python bench/take_record_bench.py [--blocks N] [--out bench/results]
 
-One process, shuffled blocks of four churn2 loops: two untraced (u1, u2), one GIL-only
-trace per placement (functions=False, sched=False: the GIL probe alone). A block's ratio
-is its traced loop's CPU time over the mean of its untraced ones; the verdict is the
-median over the blocks with a 95 % bootstrap interval; u2 / u1 (A/A) shows the noise
-left. Context switches (voluntary + involuntary, the whole process) per loop beside.
-Writes <out>/take-record-<python-version>.md and .json.
+One process, shuffled blocks of the five loops. A block's ratio is a traced loop's CPU time
+over the mean of its untraced ones; the verdict is the median over the blocks with a 95 %
+bootstrap interval; u2 / u1 (A/A) shows the noise left. Context switches (voluntary +
+involuntary, the whole process) per loop beside. Writes
+<out>/take-record-<python-version>.md and .json.
 """
 from __future__ import annotations
 
@@ -21,16 +30,22 @@ import platform
 import random
 import resource
 import statistics
+import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import workloads  # noqa: E402
 from sample_bench import median_ci  # noqa: E402
 
-LOOPS = ("u1", "u2", "signal", "unlock")
+LOOPS = ("u1", "u2", "signal", "unlock", "floor")
+LABELS = {"u1": "untraced (u1)", "u2": "untraced (u2): A/A = u2 / u1",
+          "signal": "take recorded at the signal, under the mutex",
+          "unlock": "take recorded after the unlock (default)",
+          "floor": "floor: the hooks decode, record nothing"}
 
 
 def switches() -> int:
@@ -38,19 +53,42 @@ def switches() -> int:
     return ru.ru_nvcsw + ru.ru_nivcsw
 
 
+def clock_read_ns():
+    """(ns per gt_ticks() read, source) from bench/clock_read_cost.c, or (None, why)."""
+    exe = os.path.join(ROOT, "build", "bench-clock", "clock_read_cost")
+    os.makedirs(os.path.dirname(exe), exist_ok=True)
+    try:
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-std=c11", "-I",
+                        os.path.join(ROOT, "core", "support"), os.path.join(HERE, "clock_read_cost.c"),
+                        os.path.join(ROOT, "core", "support", "gt_clock.c"), "-o", exe],
+                       check=True, capture_output=True, text=True)
+        out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError) as e:
+        return None, f"not measured ({e})"
+    return float(out[0]), out[1]
+
+
 def loop(kind: str):
+    """(CPU s, context switches, GIL events recorded, GIL takes) of one churn2 loop."""
     import giltracer
     t = None
-    if kind in ("signal", "unlock"):
-        os.environ["GILTRACER_TAKE_RECORD"] = kind  # read at the session's start
+    if kind != "u1" and kind != "u2":
+        # Read at the session's start.
+        os.environ["GILTRACER_TAKE_RECORD"] = "signal" if kind == "signal" else "unlock"
+        os.environ["GILTRACER_HOOKS_FLOOR"] = "1" if kind == "floor" else "0"
         t = giltracer.trace(functions=False, sched=False, backend="hooks")
         t.start()
     c0, s0 = time.process_time(), switches()
     workloads.churn2()
     cpu, sw = time.process_time() - c0, switches() - s0
+    events = takes = 0
     if t is not None:
         t.stop()
-    return cpu, sw
+        rows = t.summary(all_threads=True)
+        takes = sum(r.acquisitions for r in rows)
+        # A state change of a thread is one recorded event, i.e. one clock read.
+        events = sum(len(t.gil_intervals(r.tid)) for r in rows)
+    return cpu, sw, events, takes
 
 
 def main() -> int:
@@ -63,6 +101,7 @@ def main() -> int:
     if not info["slots_patched"] or info["take_record"] != "unlock":
         print(f"the hooks cannot record at the unlock here: {info}", file=sys.stderr)
         return 1
+    clock_ns, clock_src = clock_read_ns()
     workloads.churn2()  # warm-up
     rnd = random.Random(1)
     blocks = []
@@ -71,7 +110,8 @@ def main() -> int:
         rnd.shuffle(order)
         blocks.append({k: loop(k) for k in order})
         print(f"block {b + 1}/{a.blocks}", file=sys.stderr, end="\r")
-    os.environ.pop("GILTRACER_TAKE_RECORD", None)
+    for k in ("GILTRACER_TAKE_RECORD", "GILTRACER_HOOKS_FLOOR"):
+        os.environ.pop(k, None)
     ver = platform.python_version()
     rows, verdict = [], {}
     for k in LOOPS:
@@ -80,22 +120,37 @@ def main() -> int:
         med, lo, hi = median_ci(ratios)
         sw = statistics.median(blk[k][1] for blk in blocks)
         cpu = statistics.median(blk[k][0] for blk in blocks)
-        verdict[k] = dict(ratio=med, lo=lo, hi=hi, switches=sw, cpu=cpu)
-        label = {"u1": "untraced (u1)", "u2": "untraced (u2): A/A = u2 / u1",
-                 "signal": "take recorded at the signal, under the mutex",
-                 "unlock": "take recorded after the unlock (default)"}[k]
+        events = statistics.median(blk[k][2] for blk in blocks)
+        takes = statistics.median(blk[k][3] for blk in blocks)
+        verdict[k] = dict(ratio=med, lo=lo, hi=hi, switches=sw, cpu=cpu, events=events, takes=takes)
         ratio = "1 (the base)" if k == "u1" else f"**{med:.3f}** [{lo:.3f}, {hi:.3f}]"
-        rows.append(f"| {label} | {cpu:.3f} | {ratio} | {sw:,.0f} |")
+        counts = f"{events:,.0f} / {takes:,.0f}" if k in ("signal", "unlock", "floor") else ""
+        rows.append(f"| {LABELS[k]} | {cpu:.3f} | {ratio} | {sw:,.0f} | {counts} |")
+    reads = verdict["unlock"]["events"]
+    if clock_ns is not None and reads:
+        untraced = (verdict["u1"]["cpu"] + verdict["u2"]["cpu"]) / 2
+        share = reads * clock_ns * 1e-9 / untraced
+        per_take = reads / max(verdict["unlock"]["takes"], 1)
+        clock = [f"A clock read ({clock_src}) costs **{clock_ns:.1f} ns** here (best batch of "
+                 f"`clock_read_cost`); the default placement reads it {reads:,.0f} times per loop "
+                 f"({per_take:.1f} per take of the GIL): **{share * 100:.1f} %** of the untraced "
+                 f"loop's CPU time. Floor + reads = **{verdict['floor']['ratio'] + share:.3f}**: "
+                 "what an exact record of every GIL event costs here before the contention it "
+                 "adds.", ""]
+        verdict["clock"] = dict(ns=clock_ns, source=clock_src, reads=reads, share=share)
+    else:
+        clock = [f"The clock read's cost: {clock_src}.", ""]
     load = os.getloadavg()[0]
-    lines = [f"# Where the hooks record a take: churn2, GIL probe alone (Python {ver})", "",
+    lines = [f"# Where the hooks' cost goes: churn2, GIL probe alone (Python {ver})", "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
-             f"load at end {load:.1f}; {a.blocks} blocks of four churn2 loops in shuffled order "
+             f"load at end {load:.1f}; {a.blocks} blocks of five churn2 loops in shuffled order "
              f"(two threads × {workloads.CHURN_ITERS:,} `os.fstat(0)`), one process. Ratio = "
              "median over the blocks of the loop's CPU time / the mean of its block's two "
              "untraced loops [95 % bootstrap interval]. Switches: the process's context "
-             "switches in the loop, median.", "",
-             "| loop | CPU s (median) | ratio to untraced | context switches |",
-             "|---|---|---|---|", *rows, "",
+             "switches in the loop, median. Events / takes: the GIL events its trace holds "
+             "(each a clock read) and the takes of the GIL among them, median.", "",
+             "| loop | CPU s (median) | ratio to untraced | context switches | events / takes |",
+             "|---|---|---|---|---|", *rows, "", *clock,
              f"`python bench/take_record_bench.py --blocks {a.blocks}`", ""]
     os.makedirs(a.out, exist_ok=True)
     base = os.path.join(a.out, f"take-record-{ver}")

@@ -138,3 +138,42 @@ def test_a_take_is_recorded_after_the_gil_mutex_is_unlocked(monkeypatch):
     assert core.probe_info()["take_record"] == "signal"
     monkeypatch.setenv("GILTRACER_TAKE_RECORD", "unlock")
     assert core.probe_info()["take_record"] == "unlock"
+
+
+def _fstat_churn(n=2000):
+    """Two threads calling os.fstat: a GIL hand-off at every call."""
+    def work():
+        for _ in range(n):
+            os.fstat(0)
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def test_the_floor_decodes_every_gil_call_and_records_nothing(monkeypatch):
+    """bench/take_record_bench.py's floor (GILTRACER_HOOKS_FLOOR=1, read at a session's
+    start): the hooks run as when recording but record no GIL event, so the bench can
+    tell their decoding from the records' cost. Unset, the same churn records its takes."""
+    if FREE_THREADED:
+        pytest.skip("no GIL: the park probe records, not take_gil")
+    info = core.probe_info()
+    if not info["slots_patched"]:
+        pytest.skip(f"no hooks installed here: {info['hooks_why']}")
+    assert info["hooks_floor"] is False
+
+    def takes():
+        t = giltracer.trace(functions=False, sched=False, backend="hooks").start()
+        try:
+            _fstat_churn()
+        finally:
+            t.stop()
+        return sum(r.acquisitions for r in t.summary(all_threads=True))
+
+    monkeypatch.setenv("GILTRACER_HOOKS_FLOOR", "1")
+    assert core.probe_info()["hooks_floor"] is True
+    assert takes() == 0
+    monkeypatch.setenv("GILTRACER_HOOKS_FLOOR", "0")
+    assert core.probe_info()["hooks_floor"] is False
+    assert takes() >= 2000  # every fstat call releases and retakes the GIL

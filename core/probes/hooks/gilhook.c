@@ -85,7 +85,16 @@ static const char func_needed[GH_NFUNCS] = {GH_FUNCS(GH_NEEDED)};
 /* Where the hook of `id` forwards to, as its own type. */
 #define NEXT(id, type) ((type)gh.next[GH_##id])
 
-enum gh_mode { GH_OFF = 0, GH_RECORD = 1, GH_CALIBRATE = 2 };
+/* GH_FLOOR: every hook decodes as when recording, record() records nothing (the
+ * recording section's mark is still set and cleared): what the hooks cost before any
+ * clock read or push, bench/take_record_bench.py's floor (GILTRACER_HOOKS_FLOOR=1). */
+enum gh_mode { GH_OFF = 0, GH_RECORD = 1, GH_CALIBRATE = 2, GH_FLOOR = 3 };
+
+/* Do the hooks decode GIL calls in `mode` (recording, or the floor)? */
+static inline int decoding(int mode)
+{
+    return mode == GH_RECORD || mode == GH_FLOOR;
+}
 
 /* Read by every hooked call of the interpreter (GIL or not): kept on its own cache
  * line and written only at install/calibrate/start/stop, so the not-recording path
@@ -483,7 +492,7 @@ static int drop_requested(const struct gh_gil *g, int rc, unsigned long switches
 /* take_gil waits: the want its lock skipped (WANT_UNCONTENDED) begins here. */
 static __attribute__((noinline)) void want_at_wait(const struct gh_gil *g)
 {
-    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
+    if (decoding(atomic_load_explicit(&gh.mode, memory_order_relaxed)))
         record(WANT_AT_WAIT, atomic_load_explicit(&g->id, memory_order_relaxed));
 }
 
@@ -527,7 +536,7 @@ static int hook_condwait(pthread_cond_t *c, pthread_mutex_t *m)
         return NEXT(CONDWAIT, condwait_fn)(c, m);
     condwait_slow(c);
     int rc = NEXT(CONDWAIT, condwait_fn)(c, m);
-    if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
+    if (decoding(atomic_load_explicit(&gh.mode, memory_order_relaxed)))
         condwait_done(c);
     return rc;
 }
@@ -717,6 +726,14 @@ static int take_at_unlock_chosen(void)
 {
     const char *env = getenv("GILTRACER_TAKE_RECORD");
     return unlock_hooked && !(env && strcmp(env, "signal") == 0);
+}
+
+/* Does a recording started now record nothing (GH_FLOOR)? GILTRACER_HOOKS_FLOOR=1, for
+ * the bench only: the session then has no GIL events. */
+static int floor_chosen(void)
+{
+    const char *env = getenv("GILTRACER_HOOKS_FLOOR");
+    return env && strcmp(env, "1") == 0;
 }
 
 static int add_slot(struct gt_elf_obj *o, const ElfW(Rela) *r, const char **why)
@@ -1164,12 +1181,13 @@ void gt_gilhook__set_recording(int on)
         atomic_store(&gh.take_at_unlock, take_at_unlock_chosen());
         repatch();
         asym_on();
-        atomic_store(&gh.mode, GH_RECORD);
+        atomic_store(&gh.mode, floor_chosen() ? GH_FLOOR : GH_RECORD);
         return;
     }
-    int expected = GH_RECORD;
-    atomic_compare_exchange_strong(&gh.mode, &expected, GH_OFF);
-    /* Hooks that saw GH_RECORD may still be looking up or pushing: wait for every
+    int expected = atomic_load(&gh.mode);
+    if (decoding(expected))
+        atomic_compare_exchange_strong(&gh.mode, &expected, GH_OFF);
+    /* Hooks that saw GH_RECORD (or GH_FLOOR) may still be in their sections: wait for every
      * thread's mark. */
     quiesce();
 }
@@ -1208,6 +1226,7 @@ void gt_gilhook__stats(struct gt_gilhook_stats *out)
     out->slots_patched = atomic_load(&slots_patched);
     out->membarrier = atomic_load(&gh.asym);
     out->take_at_unlock = take_at_unlock_chosen();
+    out->floor = floor_chosen();
 }
 
 uintptr_t gt_gilhook__object_bias(void)

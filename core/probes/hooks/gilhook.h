@@ -116,6 +116,8 @@ struct gt_gilhook_stats {
     int take_at_unlock; /* a recording started now records takes at the GIL mutex's
                            unlock, not at the signal of switch_cond under it
                            (pthread_mutex_unlock hooked, GILTRACER_TAKE_RECORD not "signal") */
+    int floor; /* a recording started now decodes but records nothing: the bench's floor
+                  (GILTRACER_HOOKS_FLOOR=1) */
 };
 void gt_gilhook__stats(struct gt_gilhook_stats *out);
 
