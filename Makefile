@@ -24,7 +24,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-sample-sid bench-take-record bench-bytes bench-deflate bench-gil-event readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-sample-sid bench-churn-cost bench-bytes bench-deflate bench-gil-event readme-picture bench-matrix clean \
         pythons test-sid test-sid-lessons-busy bench-sid pythons-ft test-ft test-ft-ci test-tsan-ft bench-ft \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
@@ -524,12 +524,12 @@ bench-deflate: setup
 bench-gil-event: deps venv
 	$(PY) bench/gil_event_bench.py
 
-# Where the hooks' cost on churn2 goes: the take recorded at the signal under the GIL's mutex
-# or after its unlock, the floor (the hooks decode, record nothing) and the clock reads an
-# exact record makes; CPU time and context switches, in one process
-# (bench/results/take-record-<version>.md).
-bench-take-record: setup
-	$(PY) bench/take_record_bench.py $(TAKE_RECORD_ARGS)
+# Where a GIL-only session's cost goes on churn2 (a GIL hand-off at every call): the OS
+# states, the GIL probe, its floor (the hooks decode, record nothing), the clock reads an
+# exact record makes, the take's record at the signal or after the unlock; CPU time and
+# context switches, in one process (bench/results/churn-cost-<version>.md). ~5 min.
+bench-churn-cost: setup
+	$(PY) bench/churn_cost.py $(CHURN_COST_ARGS)
 
 # Sampling mode's CPU time vs untraced, the GIL probe alone and py-spy --gil --idle
 # (installed here; it needs root for ptrace) -> bench/results/sample-<version>.md. ~8 min.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* What one read of the recorders' clock (gt_ticks: the TSC where invariant, else
- * clock_gettime) costs on this machine, for bench/take_record_bench.py: ns per read,
+ * clock_gettime) costs on this machine, for bench/churn_cost.py: ns per read,
  * the best of many batches (a loaded host spoils the others), and the source.
  *
  *   clock_read_cost [reads-per-batch] [batches]

@@ -127,7 +127,7 @@ def test_a_take_is_recorded_after_the_gil_mutex_is_unlocked(monkeypatch):
     mutex longer, and the waiter the last drop woke blocks on it more often. So the take
     is recorded at the mutex's unlock wherever the interpreter's object imports
     pthread_mutex_unlock (every CPython on glibc); GILTRACER_TAKE_RECORD=signal records it
-    at the signal (bench/take_record_bench.py compares the two)."""
+    at the signal (bench/churn_cost.py compares the two)."""
     if FREE_THREADED:
         pytest.skip("no GIL: the park probe records, not take_gil")
     info = core.probe_info()
@@ -153,7 +153,7 @@ def _fstat_churn(n=2000):
 
 
 def test_the_floor_decodes_every_gil_call_and_records_nothing(monkeypatch):
-    """bench/take_record_bench.py's floor (GILTRACER_HOOKS_FLOOR=1, read at a session's
+    """bench/churn_cost.py's floor (GILTRACER_HOOKS_FLOOR=1, read at a session's
     start): the hooks run as when recording but record no GIL event, so the bench can
     tell their decoding from the records' cost. Unset, the same churn records its takes."""
     if FREE_THREADED:

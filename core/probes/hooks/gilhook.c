@@ -87,7 +87,7 @@ static const char func_needed[GH_NFUNCS] = {GH_FUNCS(GH_NEEDED)};
 
 /* GH_FLOOR: every hook decodes as when recording, record() records nothing (the
  * recording section's mark is still set and cleared): what the hooks cost before any
- * clock read or push, bench/take_record_bench.py's floor (GILTRACER_HOOKS_FLOOR=1). */
+ * clock read or push, bench/churn_cost.py's floor (GILTRACER_HOOKS_FLOOR=1). */
 enum gh_mode { GH_OFF = 0, GH_RECORD = 1, GH_CALIBRATE = 2, GH_FLOOR = 3 };
 
 /* Do the hooks decode GIL calls in `mode` (recording, or the floor)? */
@@ -455,7 +455,8 @@ static __attribute__((noinline)) void signal_slow(pthread_cond_t *c, const void 
          * it block on the mutex more often (a futex wait and wake, two context
          * switches). Two threads handing the GIL over at every call (3.11) blocked
          * there 28 % more often than untraced, 12 % with the record after the unlock,
-         * which used 3-6 % less CPU (bench/results/take-record-*.md; 3.15: no change).
+         * which used 3-6 % less CPU on an Intel VM (bench/churn_cost.py, its results'
+         * notes; an AMD VM that blocks less reads 0-2 %, 3.15 no change).
          * So the take is recorded just after the mutex is unlocked, a few instructions
          * later: no other thread can take the GIL meanwhile, this one holds it. */
         uint64_t gen = atomic_load_explicit(&gt_registry_gen, memory_order_relaxed);
@@ -721,7 +722,7 @@ static int unlock_hooked; /* a slot of pthread_mutex_unlock is patched */
 
 /* Are takes recorded at the GIL mutex's unlock (see signal_slow)? Chosen at each
  * recording start; GILTRACER_TAKE_RECORD=signal keeps the record at the signal (the
- * bench's comparison, bench/take_record_bench.py). */
+ * bench's comparison, bench/churn_cost.py). */
 static int take_at_unlock_chosen(void)
 {
     const char *env = getenv("GILTRACER_TAKE_RECORD");
