@@ -524,10 +524,11 @@ bench-deflate: setup
 bench-gil-event: deps venv
 	$(PY) bench/gil_event_bench.py
 
-# Where a GIL-only session's cost goes on churn2 (a GIL hand-off at every call): the OS
-# states, the GIL probe, its floor (the hooks decode, record nothing), the clock reads an
-# exact record makes, the take's record at the signal or after the unlock; CPU time and
-# context switches, in one process (bench/results/churn-cost-<version>.md). ~5 min.
+# Where a GIL-only or sampling session's cost goes on churn2 (a GIL hand-off at every
+# call): the OS states, the GIL probe, its floor (the hooks decode, record nothing), the
+# clock reads an exact record makes, the take's record at the signal or after the unlock,
+# the sampler and an untraced thread taking the GIL as often; CPU time and context
+# switches, in one process (bench/results/churn-cost-<version>.md). ~7 min.
 bench-churn-cost: setup
 	$(PY) bench/churn_cost.py $(CHURN_COST_ARGS)
 

@@ -3,6 +3,10 @@ handing the GIL over at every call (`os.fstat`), the worst case for a probe that
 every GIL event exactly. Loops, each a churn2 run:
 
 - untraced (u1, u2);
+- untraced beside a Python thread that wakes every 5 ms (time.sleep(0.005) in a loop),
+  i.e. takes the GIL 200 times a second as the sampler does at its default interval;
+- sampling mode (mode="sample", its default 5 ms): the GIL probe, the OS states and the
+  sampler, which takes the GIL to read the threads' stacks;
 - the default GIL-only session (functions=False): the GIL probe and the OS states;
 - the OS states alone (gil=False): per-thread perf context-switch events;
 - the GIL probe alone (sched=False), the take recorded just after take_gil unlocks the
@@ -18,7 +22,7 @@ before the contention it adds.
 
   python bench/churn_cost.py [--blocks N] [--out bench/results]
 
-One process, shuffled blocks of the seven loops. A block's ratio is a traced loop's CPU time
+One process, shuffled blocks of the nine loops. A block's ratio is a traced loop's CPU time
 over the mean of its untraced ones; the verdict is the median over the blocks with a 95 %
 bootstrap interval; u2 / u1 (A/A) shows the noise left. Context switches (voluntary +
 involuntary, the whole process) per loop beside. Writes
@@ -35,6 +39,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,6 +53,9 @@ from sample_bench import median_ci  # noqa: E402
 LOOPS = {
     "u1": ("untraced (u1)", None, "", ""),
     "u2": ("untraced (u2): A/A = u2 / u1", None, "", ""),
+    "ticker": ("untraced, beside a thread taking the GIL every 5 ms", None, "", ""),
+    "sample": ("sampling mode (mode=\"sample\", every 5 ms): GIL probe + OS states + sampler",
+               dict(mode="sample", backend="auto"), "unlock", "0"),
     "default": ("GIL-only session as a user gets it (functions=False): GIL probe + OS states",
                 dict(functions=False, backend="hooks"), "unlock", "0"),
     "sched": ("OS states alone (gil=False)", dict(functions=False, gil=False), "unlock", "0"),
@@ -58,7 +66,7 @@ LOOPS = {
     "floor": ("GIL probe's floor: the hooks decode, record nothing",
               dict(functions=False, sched=False, backend="hooks"), "unlock", "1"),
 }
-TRACED_GIL = ("default", "unlock", "signal", "floor")
+TRACED_GIL = ("sample", "default", "unlock", "signal", "floor")
 
 
 def switches() -> int:
@@ -92,9 +100,19 @@ def loop(kind: str):
         os.environ["GILTRACER_HOOKS_FLOOR"] = floor
         t = giltracer.trace(**options)
         t.start()
+    stop, ticker = threading.Event(), None
+    if kind == "ticker":
+        def tick():
+            while not stop.is_set():
+                time.sleep(0.005)
+        ticker = threading.Thread(target=tick, name="ticker")
+        ticker.start()
     c0, s0 = time.process_time(), switches()
     workloads.churn2()
     cpu, sw = time.process_time() - c0, switches() - s0
+    if ticker is not None:
+        stop.set()
+        ticker.join()
     events = takes = 0
     if t is not None:
         t.stop()
@@ -147,7 +165,9 @@ def main() -> int:
     parts = [f"Parts of the default session: the GIL probe alone {v['unlock']['ratio']:.3f} "
              f"(its floor {v['floor']['ratio']:.3f}), the OS states alone {v['sched']['ratio']:.3f}; "
              f"their costs added: {v['unlock']['ratio'] + v['sched']['ratio'] - 1:.3f}, against "
-             f"{v['default']['ratio']:.3f} measured together."]
+             f"{v['default']['ratio']:.3f} measured together. Sampling {v['sample']['ratio']:.3f}; "
+             f"a thread that only takes the GIL as often as the sampler does, untraced: "
+             f"{v['ticker']['ratio']:.3f}."]
     if clock_ns is not None and reads:
         share = reads * clock_ns * 1e-9 / untraced
         per_take = reads / max(v["unlock"]["takes"], 1)
