@@ -47,6 +47,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import workloads  # noqa: E402
+from profile_bench import build  # noqa: E402
+from run import machine_info  # noqa: E402
 from sample_bench import median_ci  # noqa: E402
 
 # name: (label, trace options or None, GILTRACER_TAKE_RECORD, GILTRACER_HOOKS_FLOOR)
@@ -76,13 +78,8 @@ def switches() -> int:
 
 def clock_read_ns():
     """(ns per gt_ticks() read, source) from bench/clock_read_cost.c, or (None, why)."""
-    exe = os.path.join(ROOT, "build", "bench-clock", "clock_read_cost")
-    os.makedirs(os.path.dirname(exe), exist_ok=True)
     try:
-        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-std=c11", "-I",
-                        os.path.join(ROOT, "core", "support"), os.path.join(HERE, "clock_read_cost.c"),
-                        os.path.join(ROOT, "core", "support", "gt_clock.c"), "-o", exe],
-                       check=True, capture_output=True, text=True)
+        exe = build(os.path.join(ROOT, "build", "bench-clock"), "clock_read_cost")
         out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split()
     except (OSError, subprocess.CalledProcessError) as e:
         return None, f"not measured ({e})"
@@ -181,12 +178,7 @@ def main() -> int:
     else:
         parts.append(f"The clock read's cost: {clock_src}.")
     load = os.getloadavg()[0]
-    cpu_model = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu_model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu_model = machine_info().get("cpu", "?")
     lines = [f"# Where a GIL-only session's cost goes: churn2 (Python {ver})", "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs "
              f"({cpu_model}), load at end {load:.1f}; {a.blocks} blocks of {len(LOOPS)} churn2 "
