@@ -406,3 +406,24 @@ def test_gilprofile_bad_max_output_is_a_usage_error(ip, outputs, size, message):
 def test_help_lists_q_and_max_output(ip):
     for magic in (ip.find_cell_magic("giltracer"), ip.find_line_magic("gilprofile")):
         assert "-q, --quiet" in magic.__doc__ and "--max-output SIZE" in magic.__doc__
+
+
+def test_the_saved_page_never_follows_a_link_planted_at_its_name(ip, outputs, tmp_path, monkeypatch):
+    # The page's name is predictable (the time): a link planted there must not be followed
+    # (it would create or overwrite its target), and a file there must not be overwritten.
+    from giltracer import render
+
+    monkeypatch.setattr(render.time, "strftime", lambda fmt: "20261129-000000")
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    victim = elsewhere / "victim.txt"  # not there yet: a dangling link is not "taken"
+    (work / "giltracer-20261129-000000.html").symlink_to(victim)
+    (work / "giltracer-20261129-000000-2.html").write_text("an earlier page")
+    monkeypatch.chdir(work)
+    ip.run_cell_magic("giltracer", "--no-sched --max-output 1k --var big", CELL)
+    assert not victim.exists()
+    assert (work / "giltracer-20261129-000000-2.html").read_text() == "an earlier page"
+    saved = work / "giltracer-20261129-000000-3.html"
+    assert saved.read_text(encoding="utf-8") == ip.user_ns["big"].to_html()
+    assert f'<a href="{saved.name}"' in outputs[0]["text/html"]

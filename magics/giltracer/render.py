@@ -132,6 +132,26 @@ def what_if_section(t: Trace) -> str:
         return ""
 
 
+def save_new_page(page: str, save_dir: str) -> str:
+    """`page` written to a new file giltracer-<time>[-k].html in `save_dir`; its path. The
+    name is predictable, so it is created exclusively and not through a link (O_EXCL,
+    O_NOFOLLOW): a file or link someone put there first is left alone and the next name
+    taken, rather than followed and overwritten."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for k in range(1, 1000):
+        name = f"giltracer-{stamp}.html" if k == 1 else f"giltracer-{stamp}-{k}.html"
+        path = os.path.join(save_dir, name)
+        try:
+            fd = os.open(path, flags, 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        return path
+    raise FileExistsError(f"giltracer: no free name giltracer-{stamp}-N.html in {save_dir}")
+
+
 def display_bundle(t: Trace, height: int = 600, text: Optional[str] = None,
                    tab: Optional[str] = None, max_output: int = DEFAULT_MAX_OUTPUT,
                    save_dir: str = ".", saved_html: Optional[str] = None,
@@ -152,16 +172,7 @@ def display_bundle(t: Trace, height: int = 600, text: Optional[str] = None,
     size = len(frame.encode("utf-8")) + len(text.encode("utf-8")) + len(picture.encode("utf-8"))
     if size <= max_output:
         return {"text/html": frame, "image/svg+xml": picture, "text/plain": text}
-    path = saved_html
-    if path is None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        path = os.path.join(save_dir, f"giltracer-{stamp}.html")
-        for k in range(2, 1000):
-            if not os.path.exists(path):
-                break
-            path = os.path.join(save_dir, f"giltracer-{stamp}-{k}.html")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(page)
+    path = saved_html if saved_html is not None else save_new_page(page, save_dir)
     href = os.path.relpath(path, save_dir) if not os.path.isabs(save_dir) else path
     line = (f"giltracer: the viewer is {_mb(size)}, over the {_mb(max_output)} inline budget "
             f"(--max-output); saved it as {path}")
