@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import giltracer
+import giltracer.calibrate
 from conftest import needs_gil
 from workloads import spin, traced_producer_consumer
 
@@ -156,8 +157,60 @@ def test_bad_arguments_say_what_is_expected(cpu_trace, kwargs, message):
 
 def test_defaults_are_this_machines_cpus(cpu_trace):
     w = cpu_trace.what_if()
-    assert w.cpus == (os.cpu_count() or 1)
+    assert w.cpus == giltracer.calibrate.usable_cpus() <= (os.cpu_count() or 1)
     assert w.ft_factor > 0
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs to pin to fewer")
+def test_defaults_are_the_cpus_the_process_may_use_not_the_machines():
+    # `taskset -c 0 python ...` (or a container's cpuset) gives the process one CPU of two:
+    # the prediction is for the CPUs it may run on.
+    code = """if True:
+        import json, os, threading, giltracer
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        with giltracer.trace(sched=False) as t:
+            ths = [threading.Thread(target=sum, args=(range(200_000),)) for _ in range(2)]
+            [th.start() for th in ths]
+            [th.join() for th in ths]
+        print(json.dumps([t.what_if().cpus, json.loads(t.result.payload())["what_if"]["cpus"]]))
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1]) == [1, 1]
+
+
+def _cgroup_files(root, files):
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+
+
+@pytest.mark.parametrize("proc_cgroup, files, expected", [
+    # cgroup v2: the smallest quota on the path counts (in CPUs; usable_cpus rounds up)
+    ("0::/user.slice/job\n", {"cpu.max": "max 100000\n", "user.slice/cpu.max": "150000 100000\n",
+                               "user.slice/job/cpu.max": "max 100000\n"}, 1.5),
+    ("0::/job\n", {"job/cpu.max": "100000 100000\n"}, 1),
+    ("0::/job\n", {"job/cpu.max": "50000 100000\n"}, 0.5),
+    ("0::/job\n", {"job/cpu.max": "max 100000\n"}, None),
+    # in a container: the host's path, the container's own cgroup mounted as the root
+    ("0::/kubepods/pod1/ctr\n", {"cpu.max": "100000 100000\n"}, 1),
+    # cgroup v1: cpu.cfs_quota_us (-1: none) over cpu.cfs_period_us
+    ("4:memory:/x\n2:cpu,cpuacct:/job\n", {"cpu,cpuacct/job/cpu.cfs_quota_us": "100000\n",
+                                              "cpu,cpuacct/job/cpu.cfs_period_us": "100000\n"}, 1),
+    ("2:cpu,cpuacct:/job\n", {"cpu,cpuacct/job/cpu.cfs_quota_us": "-1\n",
+                               "cpu,cpuacct/job/cpu.cfs_period_us": "100000\n"}, None),
+    ("1:cpu:/\n", {}, None),  # no files: no limit known
+])
+def test_a_cgroup_cpu_quota_caps_the_cpus(tmp_path, proc_cgroup, files, expected):
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    _cgroup_files(root, files)
+    (tmp_path / "self-cgroup").write_text(proc_cgroup)
+    args = (str(root), str(tmp_path / "self-cgroup"))
+    assert giltracer.calibrate._cgroup_quota_cpus(*args) == expected
+    affinity = len(os.sched_getaffinity(0))
+    assert giltracer.calibrate.usable_cpus(*args) == (
+        affinity if expected is None else min(affinity, math.ceil(expected)))
 
 
 def test_text_structure(cpu_trace):
@@ -193,7 +246,7 @@ def test_payload_has_the_what_if_contract(cpu_trace):
     assert set(p) == {"cpus", "ft_factor", "parallel_speed", "measured_wall_s",
                       "predicted_wall_s", "speedup", "threads", "functions", "assumptions"}
     assert p["parallel_speed"] == 1.0  # the default: CPUs as fast together as alone
-    assert p["cpus"] == (os.cpu_count() or 1)
+    assert p["cpus"] == giltracer.calibrate.usable_cpus()
     assert p["ft_factor"] == pytest.approx(giltracer.api.ft_factor_for()[0], abs=1e-6)
     assert set(p["threads"][0]) == {"tid", "name", "measured_s", "predicted_s", "gil_wait_s"}
     assert set(p["functions"][0]) >= {"name", "file", "line", "gil_wait_caused_s",

@@ -732,7 +732,9 @@ class Trace:
                 try:
                     self._result = session.finish(names, self.title, self._labels())
                     # the viewer's "What if" tab: the same defaults as what_if()
-                    cpus = os.cpu_count() or 1
+                    from . import calibrate
+
+                    cpus = calibrate.usable_cpus()
                     self._result.set_what_if(cpus, ft_factor_for()[0],
                                              default_handoff_us() * 1e3,
                                              default_event_ns(self.options),
@@ -1031,7 +1033,8 @@ class Trace:
                 event_ns: Union[None, float, str] = None,
                 parallel_speed: Union[None, float, str] = None) -> WhatIf:
         """Would free-threading help? The cell re-scheduled without the GIL on ``cpus``
-        CPUs (default: this machine's, ``os.cpu_count()``), each thread's GIL-holding work
+        CPUs (default: those this process may use: its affinity mask, capped by its cgroup's
+        CPU quota), each thread's GIL-holding work
         taking ``ft_factor`` times as long (default: the free-threading cost measured on
         the bench host, else 1.0, or ``GILTRACER_FT_FACTOR``; ``"measure"``: measured here
         against this Python's free-threaded build, ``python3.Nt`` on PATH or
@@ -1049,10 +1052,12 @@ class Trace:
         cost kept).
         ``str()`` of the result is a table with the model's assumptions."""
         if cpus is None:
-            cpus = os.cpu_count() or 1
+            from . import calibrate
+
+            cpus = calibrate.usable_cpus()
         if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
             raise ValueError(f"cpus must be an integer >= 1 (the CPUs to schedule on; "
-                             f"None = os.cpu_count()), got {cpus!r}")
+                             f"None = the CPUs this process may use), got {cpus!r}")
         from math import isfinite
         ft_factor, ft_factor_source = ft_factor_for(ft_factor)
         if isinstance(top, bool) or not isinstance(top, int) or top < 0:

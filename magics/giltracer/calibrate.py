@@ -180,6 +180,77 @@ while time.monotonic() < end:
     n += 1
 print(n)
 """
+def _cgroup_quota_cpus(cgroup_root: str, proc_self_cgroup: str) -> Optional[float]:
+    """The CPU time this process's cgroups allow, in CPUs (quota / period, the smallest
+    along the path to the root), or None without a limit or where it cannot be read.
+    cgroup v2 (``cpu.max``: "max 100000" or "200000 100000") and v1 (``cpu.cfs_quota_us``,
+    -1 without a limit, over ``cpu.cfs_period_us``)."""
+    try:
+        with open(proc_self_cgroup, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    limits: List[float] = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            bases, read = [cgroup_root], _cpu_max_v2
+        elif "cpu" in controllers.split(","):
+            bases = [os.path.join(cgroup_root, controllers), os.path.join(cgroup_root, "cpu")]
+            read = _cfs_v1
+        else:
+            continue
+        for base in bases:
+            # In a container the path is the host's; the folder mounted is then the
+            # container's own cgroup: read from the deepest part of the path that exists.
+            parts = [p for p in path.strip("/").split("/") if p]
+            while parts and not os.path.isdir(os.path.join(base, *parts)):
+                parts.pop(0)
+            if not os.path.isdir(base):
+                continue
+            for depth in range(len(parts), -1, -1):
+                cpus = read(os.path.join(base, *parts[:depth]))
+                if cpus is not None:
+                    limits.append(cpus)
+            break
+    return min(limits) if limits else None
+
+
+def _cpu_max_v2(folder: str) -> Optional[float]:
+    try:
+        with open(os.path.join(folder, "cpu.max"), encoding="utf-8") as f:
+            quota, period = (f.read().split() + ["100000"])[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _cfs_v1(folder: str) -> Optional[float]:
+    try:
+        with open(os.path.join(folder, "cpu.cfs_quota_us"), encoding="utf-8") as f:
+            quota = int(f.read())
+        with open(os.path.join(folder, "cpu.cfs_period_us"), encoding="utf-8") as f:
+            period = int(f.read())
+        return None if quota <= 0 else quota / period
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
+
+
+def usable_cpus(cgroup_root: str = "/sys/fs/cgroup",
+                proc_self_cgroup: str = "/proc/self/cgroup") -> int:
+    """The CPUs this process may run on at once: its affinity mask, capped by its cgroups'
+    CPU quota (rounded up: a quota of 1.5 CPUs still runs two threads at once), as a
+    container or ``taskset`` sets it; ``os.cpu_count()`` counts the machine's instead."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_quota_cpus(cgroup_root, proc_self_cgroup)
+    if quota is not None:
+        cpus = min(cpus, max(1, math.ceil(quota - 1e-9)))
+    return max(1, cpus)
+
+
 PARALLEL_WINDOW_S = 0.2
 PARALLEL_ROUNDS = 3
 
