@@ -3,8 +3,8 @@
 #   x86_64: core/probes/bpf/gilprobe.bpf.c -> gilprobe.bpf.o (clang -target bpf) ->
 #   gilprobe.skel.h (bpftool gen skeleton), all in ${CMAKE_CURRENT_BINARY_DIR}/bpf;
 #   the same for lockprobe.bpf.c (the lock-kind probe of free-threaded builds);
-#   gt_bpf = core/probes/bpf/bpfprobe.c + elfsym.c + lockprobe.c with GT_HAVE_BPF=1, linking libbpf,
-#   libelf and zlib.
+#   gt_bpf = core/probes/bpf/bpfprobe.c + elfsym.c + inherit.c + lockprobe.c with
+#   GT_HAVE_BPF=1, linking libbpf, libelf and zlib.
 #   Otherwise gt_bpf = core/probes/bpf/bpfprobe_stub.c (reports "unavailable" at runtime)
 #   and a STATUS message says why.
 #
@@ -96,7 +96,7 @@ if(gt_bpf_why STREQUAL "")
   gt_bpf_skeleton(lockprobe gt_lock_skel)
   add_custom_target(gt_bpf_skel DEPENDS ${gt_bpf_skel} ${gt_lock_skel})
 
-  add_library(gt_bpf STATIC ${GT_BPF_SRC}/bpfprobe.c ${GT_BPF_SRC}/elfsym.c
+  add_library(gt_bpf STATIC ${GT_BPF_SRC}/bpfprobe.c ${GT_BPF_SRC}/elfsym.c ${GT_BPF_SRC}/inherit.c
               ${GT_BPF_SRC}/lockprobe.c ${gt_bpf_skel} ${gt_lock_skel})
   add_dependencies(gt_bpf gt_bpf_skel)
   target_compile_definitions(gt_bpf PUBLIC GT_HAVE_BPF=1)

@@ -271,3 +271,65 @@ def test_a_forked_child_leaves_the_lingering_probe_alone():
     assert p.returncode == 0, (p.stdout, p.stderr)
     reason = p.stdout.split("REASON ", 1)[1]
     assert "reused: still attached from the previous trace" in reason, reason
+
+
+FORKED_CHILD_KEEPS_NOTHING = """
+    import os, sys, time
+    import giltracer
+
+    def probe_fds(pid):  # bpf objects and perf events a process holds
+        found = []
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("anon_inode:bpf") or target == "anon_inode:[perf_event]":
+                found.append(target)
+        return found
+
+    def pipe_inodes(pid):
+        found = set()
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("pipe:"):
+                found.add(target)
+        return found
+
+    before = pipe_inodes("self")
+    with giltracer.trace(backend="bpf", functions=False, sched=False) as t:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # a long-lived child (a pool worker): waits for the parent's word
+            os.close(w)
+            os.read(r, 1)
+            os._exit(0)
+        os.close(r)
+    assert t.backend == "bpf", t.backend_reason
+    mine = probe_fds("self")
+    # The child: none of the probe's fds, and not the detach helper's pipe, which would
+    # keep the helper (and its duplicates of the links) alive as long as the child lives.
+    child = probe_fds(pid)
+    helper_pipes = pipe_inodes("self") - before - {os.readlink(f"/proc/self/fd/{w}")}
+    print("PARENT", len(mine), "CHILD_FDS", len(child), "CHILD_KEPT",
+          len(helper_pipes & pipe_inodes(pid)), "NEW_PIPES", len(helper_pipes))
+    os.write(w, b"x")
+    _, status = os.waitpid(pid, 0)
+    print("CHILD_EXIT", os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_keeps_none_of_the_probes_fds():
+    """A forked child (a pool worker) must not hold the parent's bpf links, perf events or
+    the detach helper's pipe: each keeps the uprobes attached, system-wide, for as long
+    as the child lives, after the parent has detached."""
+    p, _ = run_python(FORKED_CHILD_KEEPS_NOTHING, env_extra={"GILTRACER_BPF_LINGER_MS": "30000"})
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert int(field(p, "PARENT")[0]) > 0, p.stdout  # the probe lingers: there is something to keep
+    assert int(field(p, "NEW_PIPES")[0]) == 1, p.stdout
+    assert field(p, "CHILD_FDS")[0] == "0", p.stdout
+    assert field(p, "CHILD_KEPT")[0] == "0", p.stdout
+    assert field(p, "CHILD_EXIT")[0] == "0", p.stdout

@@ -67,6 +67,7 @@
 #include "gt_clock.h"
 #include "elfsym.h"
 #include "gilprobe_abi.h"
+#include "inherit.h"
 #include "registry.h"
 #include "x86_insn.h"
 
@@ -90,6 +91,7 @@ struct gt_bpf {
     int epfd, evfd;
     int ncpus;
     int detach_fd; /* write end of the detach helper's pipe, or -1 */
+    struct gt_probe_fds *inherited; /* all of the above, closed in a forked child */
     /* session */
     pthread_t drain;
     int running;
@@ -993,10 +995,14 @@ int gt_bpf__open(struct gt_bpf **out, const struct gt_bpf_opts *o, const char **
         *why = "bpf: sem_init failed";
         goto cleanup;
     }
+    /* Best effort (no /proc): a forked child then keeps the probe attached while it lives. */
+    (void)gt_probe_fds__before(&b->inherited);
     if ((err = find_sites(b, o, gil, sig, wait, why)) || (err = load_programs(b, o, why)) ||
         (err = attach_programs(b, o, gil, sig, wait, why)) || (err = open_reader(b, why)))
         goto cleanup;
     b->detach_fd = spawn_detach_helper(b->skel);
+    int own[] = {b->epfd, b->evfd, ring_buffer__epoll_fd(b->rb), b->detach_fd};
+    (void)gt_probe_fds__after(b->inherited, own, (int)(sizeof(own) / sizeof(own[0])));
     *out = b;
     b = NULL;
     err = 0;
@@ -1090,6 +1096,7 @@ void gt_bpf__free(struct gt_bpf *b)
 {
     if (!b || forked(b))
         return;
+    gt_probe_fds__free(b->inherited);
     if (b->running)
         gt_bpf__stop(b);
     ring_buffer__free(b->rb);

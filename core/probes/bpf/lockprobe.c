@@ -20,6 +20,7 @@
 
 #include "bpfprobe.h"
 #include "elfsym.h"
+#include "inherit.h"
 #include "lockprobe.h"
 #include "why.h"
 #include "lockprobe_abi.h"
@@ -35,6 +36,7 @@ static const char *const gc_names[GT_LOCK_GC_SITES] = {
 
 struct gt_lockprobe {
     pid_t owner;
+    struct gt_probe_fds *inherited; /* the probe's fds, closed in a forked child */
     struct lockprobe_bpf *skel;
     struct ring_buffer *rb;
     int ncpus;
@@ -247,6 +249,7 @@ int gt_lockprobe__open(struct gt_lockprobe **out, const struct gt_lockprobe_opts
         goto cleanup;
     }
     p->owner = getpid();
+    (void)gt_probe_fds__before(&p->inherited); /* best effort, as the GIL probe's */
     p->skel = lockprobe_bpf__open();
     if (!p->skel) {
         err = errno ? -errno : -ENOMEM;
@@ -276,6 +279,8 @@ int gt_lockprobe__open(struct gt_lockprobe **out, const struct gt_lockprobe_opts
         *why = "lock kinds: creating the ring buffer reader failed";
         goto cleanup;
     }
+    int own[] = {ring_buffer__epoll_fd(p->rb)};
+    (void)gt_probe_fds__after(p->inherited, own, 1);
     const char *on = !ls.stw ? "_PyParkingLot_Park"
                      : ls.gc ? "_PyParkingLot_Park, stop_the_world, start_the_world, "
                                "gc_collect_main"
@@ -330,6 +335,7 @@ void gt_lockprobe__free(struct gt_lockprobe *p)
     if (!p)
         return;
     if (p->owner == getpid()) {
+        gt_probe_fds__free(p->inherited);
         for (int i = 0; i < 2 * GT_LOCK_GC_SITES; i++)
             bpf_link__destroy(p->gc_links[i]);
         ring_buffer__free(p->rb);
