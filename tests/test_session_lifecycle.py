@@ -185,6 +185,43 @@ def test_concurrent_profile_builds_keep_one():
     assert next(r for r in rows if r.name.endswith("fib")).calls == 57313
 
 
+SAVE_WHILE_SET = r"""
+import os, sys, tempfile, threading, time
+import giltracer
+
+with giltracer.trace(backend="hooks", gil=False, sched=False) as t:
+    sum(range(1000))
+r = t.result
+r.set_lock_kinds('{"x":"' + os.urandom(2 << 20).hex() + '"}')
+folder = tempfile.mkdtemp()
+path = os.path.join(folder, "page.html")
+os.mkfifo(path)  # its open returns when the writer has opened it: the start of the write
+saver = threading.Thread(target=r.save, args=(path, "html"))
+saver.start()
+with open(path, "rb") as f:
+    time.sleep(float(sys.argv[1]))
+    r.set_lock_kinds(None)  # the text the writer is reading goes (unmapped at once, below)
+    page = f.read()
+saver.join()
+print("READ", len(page))
+"""
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.0005, 0.001, 0.003])
+def test_setting_the_lock_kinds_while_a_page_is_written_frees_nothing_under_it(delay):
+    """The page's lock kinds are set (free-threaded builds, at each save) while another
+    thread writes a page without the GIL (which a free-threaded build has not anyway): the
+    set must not free the text under the writer (it crashed it). With
+    MALLOC_MMAP_THRESHOLD_ the freed text is unmapped at once, so a read of it faults."""
+    import subprocess
+
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+    p = subprocess.run([sys.executable, "-c", SAVE_WHILE_SET, str(delay)], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-2000:])
+    assert int(p.stdout.split("READ")[1]) > 2 << 20  # the whole page (the text is incompressible)
+
+
 # -- a thread that exits between stop and finish ------------------------------------
 
 def test_thread_alive_at_stop_runs_to_t1_even_if_it_exits_before_finish():

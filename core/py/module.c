@@ -29,7 +29,11 @@ typedef struct {
     PyObject_HEAD
     struct gt_run *run;
     struct gt_profile *prof[4]; /* per enum gt_profile_flags OUTER_FRAMES|ALL_THREADS (>> 1), built on first use */
-    char *lock_kinds;           /* set_lock_kinds: the payload's "lock_kinds" JSON, or NULL */
+    /* set_lock_kinds: the payload's "lock_kinds" JSON (bytes, strong), or NULL. A writer
+     * holds its own reference while it writes without the GIL or the object's lock (a
+     * free-threaded build's critical section is suspended there), so a set meanwhile
+     * cannot free the text under it. */
+    PyObject *lock_kinds;
 } ResultObject;
 
 static PyTypeObject Session_Type;
@@ -364,12 +368,12 @@ static PyTypeObject Session_Type = {
 
 static void profile_free(struct gt_profile *p);
 
-/* Plain C only (a result holds no Python object): no exception can be disturbed. */
+/* Plain C but for lock_kinds (bytes: its free runs no Python code). */
 static void Result_dealloc(ResultObject *self)
 {
     for (int k = 0; k < 4; k++)
         profile_free(self->prof[k]);
-    free(self->lock_kinds);
+    Py_CLEAR(self->lock_kinds);
     gt_run__free(self->run);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -602,8 +606,9 @@ static PyObject *Result_functions(ResultObject *self, PyObject *noargs)
     return out;
 }
 
-/* Profiles built and not freed yet, for tests (_core._live_profiles()): GIL held. */
-static long live_profiles;
+/* Profiles built and not freed yet, for tests (_core._live_profiles()). Atomic: a
+ * free-threaded build has no GIL to count under. */
+static _Atomic long live_profiles;
 
 static void profile_free(struct gt_profile *p)
 {
@@ -613,12 +618,13 @@ static void profile_free(struct gt_profile *p)
 }
 
 /* The profile, built once; NULL with an exception set on failure. The build lets the
- * GIL go, so threads asking at once may each build one: the first stored is kept, the
- * others are freed. */
+ * GIL go (and a free-threaded build has none), so threads asking at once may each build
+ * one: the first stored (compare-and-swap) is kept, the others are freed. */
 static const struct gt_profile *profile_of(ResultObject *self, int flags)
 {
     struct gt_profile **slot = &self->prof[(flags >> 1) & 3];
-    if (!*slot) {
+    struct gt_profile *have = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!have) {
         struct gt_profile *p = NULL;
         int err;
         Py_BEGIN_ALLOW_THREADS;
@@ -630,12 +636,12 @@ static const struct gt_profile *profile_of(ResultObject *self, int flags)
             return NULL;
         }
         live_profiles++;
-        if (*slot)
-            profile_free(p);
+        if (__atomic_compare_exchange_n(slot, &have, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            have = p;
         else
-            *slot = p;
+            profile_free(p); /* another thread's is there: `have` */
     }
-    return *slot;
+    return have;
 }
 
 /* The tree of thread `tid` (None: the merged tree); outer_frames keeps the frames above
@@ -822,11 +828,13 @@ static PyObject *Result_set_what_if(ResultObject *self, PyObject *args)
                                .parallel_speed = pspeed};
     if (whatif_opts_check(&o, args) < 0)
         return NULL;
+    Py_BEGIN_CRITICAL_SECTION(self);
     self->run->meta.whatif_parallel_speed = pspeed;
     self->run->meta.whatif_cpus = (unsigned)cpus;
     self->run->meta.whatif_ft_factor = factor;
     self->run->meta.whatif_handoff_ns = handoff;
     self->run->meta.whatif_event_ns = event;
+    Py_END_CRITICAL_SECTION();
     Py_RETURN_NONE;
 }
 
@@ -837,12 +845,27 @@ static PyObject *Result_set_lock_kinds(ResultObject *self, PyObject *args)
     const char *json = NULL;
     if (!PyArg_ParseTuple(args, "z", &json))
         return NULL;
-    char *copy = NULL;
-    if (json && !(copy = strdup(json)))
-        return PyErr_NoMemory();
-    free(self->lock_kinds);
-    self->lock_kinds = copy;
+    PyObject *copy = json ? PyBytes_FromString(json) : NULL;
+    if (json && !copy)
+        return NULL;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    Py_XSETREF(self->lock_kinds, copy);
+    Py_END_CRITICAL_SECTION();
     Py_RETURN_NONE;
+}
+
+/* The meta to emit with, copied whole (set_what_if writes it), and lock_kinds: returns a
+ * new reference to the bytes meta->lock_kinds points into (or NULL), to be released once
+ * the emitter is done. */
+static PyObject *emit_meta(ResultObject *self, struct gt_emit_meta *meta)
+{
+    PyObject *kinds;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    *meta = self->run->meta;
+    kinds = Py_XNewRef(self->lock_kinds);
+    Py_END_CRITICAL_SECTION();
+    meta->lock_kinds = kinds ? PyBytes_AS_STRING(kinds) : NULL;
+    return kinds;
 }
 
 static PyObject *Result_save(ResultObject *self, PyObject *args)
@@ -851,10 +874,6 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
     const char *format, *tab = NULL, *theme = NULL;
     if (!PyArg_ParseTuple(args, "O&s|zz", PyUnicode_FSConverter, &path_obj, &format, &tab, &theme))
         return NULL;
-    struct gt_emit_meta meta = self->run->meta;
-    meta.view = tab;
-    meta.theme = theme;
-    meta.lock_kinds = self->lock_kinds;
     const char *path = PyBytes_AS_STRING(path_obj);
     int kind = strcmp(format, "json") == 0 ? 0 : strcmp(format, "html") == 0 ? 1 : -1;
     if (kind < 0) {
@@ -862,19 +881,25 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "format must be 'json' or 'html', not %s", format);
         return NULL;
     }
+    struct gt_emit_meta meta;
+    PyObject *kinds = emit_meta(self, &meta);
+    meta.view = tab;
+    meta.theme = theme;
+    int err;
+    /* The open too without the GIL: a FIFO's waits for its reader, a network file's for
+     * the server. */
+    Py_BEGIN_ALLOW_THREADS;
     FILE *f = fopen(path, "w");
     if (!f) {
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
-        Py_DECREF(path_obj);
-        return NULL;
-    }
-    int err;
-    Py_BEGIN_ALLOW_THREADS;
-    setvbuf(f, NULL, _IOFBF, 1 << 20);
-    err = kind == 0 ? gt_emit__chrome_json(R(self), &meta, f) : gt_emit__html(R(self), &meta, f);
-    if (fclose(f) != 0 && err == 0)
         err = -errno;
+    } else {
+        setvbuf(f, NULL, _IOFBF, 1 << 20);
+        err = kind == 0 ? gt_emit__chrome_json(R(self), &meta, f) : gt_emit__html(R(self), &meta, f);
+        if (fclose(f) != 0 && err == 0)
+            err = -errno;
+    }
     Py_END_ALLOW_THREADS;
+    Py_XDECREF(kinds);
     if (err < 0) {
         errno = -err;
         PyErr_SetFromErrnoWithFilenameObject(err == -ENOMEM ? PyExc_MemoryError : PyExc_OSError,
@@ -892,9 +917,11 @@ static PyObject *Result_text(ResultObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "|ip", &top, &all))
         return NULL;
     char *s = NULL;
-    struct gt_emit_meta meta = self->run->meta;
+    struct gt_emit_meta meta;
+    PyObject *kinds = emit_meta(self, &meta);
     meta.all_threads = all;
     int err = gt_emit__text(R(self), &meta, top, &s);
+    Py_XDECREF(kinds);
     if (err < 0) {
         errno = -err;
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -912,9 +939,10 @@ static PyObject *Result_payload(ResultObject *self, PyObject *noargs)
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return PyErr_SetFromErrno(PyExc_OSError);
-    struct gt_emit_meta meta = self->run->meta;
-    meta.lock_kinds = self->lock_kinds;
+    struct gt_emit_meta meta;
+    PyObject *kinds = emit_meta(self, &meta);
     int err = gt_emit__payload_json(R(self), &meta, f);
+    Py_XDECREF(kinds);
     fclose(f);
     if (err < 0) {
         free(buf);

@@ -29,6 +29,12 @@ static inline int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject 
 }
 #endif
 
+/* A per-object lock on free-threaded builds (3.13+); the GIL does it before. */
+#if PY_VERSION_HEX < 0x030D0000
+#define Py_BEGIN_CRITICAL_SECTION(op) {
+#define Py_END_CRITICAL_SECTION() }
+#endif
+
 /* Report the pending exception as unraisable, printed as "Exception ignored <what>". */
 static inline void gt_write_unraisable(const char *what)
 {
