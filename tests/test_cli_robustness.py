@@ -295,3 +295,33 @@ def test_second_ctrl_c_while_the_trace_stops_or_is_written_still_writes_it(tmp_p
     assert f"giltracer: interrupted (SIGINT); wrote {out}" in err
     assert any(e.get("name", "").startswith("work ") for e in trace_events(out))
 
+
+def test_a_terminated_fork_child_keeps_its_trace_under_follow_children(tmp_path):
+    # Pool.terminate() / Process.terminate() send SIGTERM to a followed fork child, which
+    # ends its session and writes its trace first, under the CLI as under the API.
+    script = tmp_path / "terminated.py"
+    script.write_text(
+        "import multiprocessing as mp\n"
+        "import _giltracer_boot\n"
+        "_giltracer_boot.SPOOL_EVERY = 3600  # no checkpoint: only the child's end writes\n"
+        "def f(i):\n    return i * i\n"
+        "def child(conn):\n"
+        "    for i in range(500):\n        f(i)\n"
+        "    conn.send('ready')\n    conn.recv()  # until terminated\n"
+        "if __name__ == '__main__':\n"
+        "    ctx = mp.get_context('fork')\n"
+        "    here, there = ctx.Pipe()\n"
+        "    p = ctx.Process(target=child, args=(there,))\n"
+        "    p.start()\n"
+        "    assert here.recv() == 'ready'\n"
+        "    p.terminate()\n    p.join(60)\n"
+        "    print(p.pid, p.exitcode)\n")
+    out = tmp_path / "t.json"
+    p = run("-q", "--follow-children", "-o", str(out), str(script), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    pid, exitcode = map(int, p.stdout.split()[:2])
+    assert exitcode == -signal.SIGTERM, p.stdout  # it still dies of the signal
+    assert "without writing its trace" not in p.stderr, p.stderr
+    calls = [e for e in trace_events(out)
+             if e.get("ph") == "X" and e.get("name", "").startswith("f ")]
+    assert len(calls) == 500 and {e["pid"] for e in calls} == {pid}, len(calls)

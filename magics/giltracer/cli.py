@@ -18,6 +18,8 @@ import types
 import zipfile
 from typing import Any, Dict, List, Optional, Tuple, cast
 
+import _giltracer_boot as boot
+
 from . import api, live, options
 from .api import Trace
 
@@ -153,6 +155,12 @@ class SignalGuard:
             if signal.getsignal(signum) == self._handler:
                 signal.signal(signum, previous)
         self.installed.clear()
+
+
+# A followed fork child (_giltracer_boot) installs its own SIGTERM handler, which writes its
+# trace before it dies, over the default only, or over this one: in a fork it stands for the
+# default (the child dies of the signal).
+setattr(SignalGuard._handler, boot.DEFAULT_IN_FORK, True)
 
 
 def _ours(filename: str) -> bool:
