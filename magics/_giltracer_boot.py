@@ -17,6 +17,9 @@ FIELD, ITEM = "\x1f", "\x1e"
 _HELPERS = (b"from multiprocessing.resource_tracker import main",
             b"from multiprocessing.semaphore_tracker import main")
 _FORK_SERVER = b"from multiprocessing.forkserver import main"
+# A SIGTERM handler marked with this attribute stands for the default disposition in a fork
+# (it kills the child with the signal): giltracer.cli's, which a fork of the CLI inherits.
+DEFAULT_IN_FORK = "_giltracer_default_in_fork"
 
 _following: Optional[str] = None  # the value a fork child follows with (parent or child), or None
 _fork_hook = False
@@ -234,7 +237,8 @@ def _install_exits() -> None:
     atexit.register(_end_at_exit)
     os._exit = _exit  # fork workers (multiprocessing, concurrent.futures) leave this way
     try:
-        if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:  # Pool.terminate(), kill
+        handler = _signal.getsignal(_signal.SIGTERM)  # Pool.terminate(), kill
+        if handler == _signal.SIG_DFL or getattr(handler, DEFAULT_IN_FORK, False):
             _signal.signal(_signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread
         pass

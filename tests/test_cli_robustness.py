@@ -208,3 +208,120 @@ def test_trace_that_cannot_be_written_after_the_run_is_one_line(tmp_path):
     assert p.returncode == 1
     assert p.stdout == "done\n"
     assert "giltracer: could not write the trace to" in p.stderr and "Traceback" not in p.stderr
+
+
+# Runs the command line with the trace's start, stop or save paused until a signal arrives
+# (set_wakeup_fd: the signal's own arrival, not a sleep), having printed "paused" first.
+PAUSING = """
+import os, signal, sys
+from giltracer import api, cli
+
+stage, argv = sys.argv[1], sys.argv[2:]
+
+def wait_for_a_signal():
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    previous = signal.set_wakeup_fd(w)
+    try:
+        os.write(1, b"paused\\n")
+        os.read(r, 1)
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(r)
+        os.close(w)
+
+original = getattr(api.Trace, stage)
+
+def paused(self, *args, **kwargs):
+    if stage != "start":  # as the trace stops, or as it is written
+        wait_for_a_signal()
+    result = original(self, *args, **kwargs)
+    if stage == "start":  # started: the script is next
+        wait_for_a_signal()
+    return result
+
+setattr(api.Trace, stage, paused)
+raise SystemExit(cli.main(argv))
+"""
+
+
+def run_paused(tmp_path, stage, signum, *args):
+    """Runs the CLI paused at `stage`, sends `signum` there; (exit status, stderr)."""
+    wrapper = tmp_path / "pausing.py"
+    wrapper.write_text(PAUSING)
+    p = subprocess.Popen([sys.executable, str(wrapper), stage, *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=tmp_path, start_new_session=True,
+                         preexec_fn=default_sigint)
+    try:
+        assert p.stdout.readline() == "paused\n"
+        p.send_signal(signum)
+        _, err = p.communicate(timeout=TIMEOUT)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, err
+
+
+def trace_events(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)["traceEvents"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_while_the_trace_starts_ends_the_run_before_the_script(tmp_path, signum):
+    out = tmp_path / "t.json"
+    status, err = run_paused(tmp_path, "start", signum, "-o", str(out),
+                             str(marker_script(tmp_path)))
+    assert status == 128 + signum, err
+    assert not (tmp_path / "ran.marker").exists()  # as if the signal came at its first line
+    assert f"giltracer: interrupted ({signal.Signals(signum).name}); wrote {out}" in err
+    assert "Traceback" not in err, err
+    assert isinstance(trace_events(out), list)
+
+
+@pytest.mark.parametrize("stage", ["stop", "save"])
+def test_second_ctrl_c_while_the_trace_stops_or_is_written_still_writes_it(tmp_path, stage):
+    # The first Ctrl-C ends the script (its KeyboardInterrupt, as python prints it); the
+    # second arrives as the trace stops, or as it is written.
+    script = tmp_path / "interrupted.py"
+    script.write_text("import os, signal, time\n"
+                      "def work():\n    return sum(range(1000))\n"
+                      "work()\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(60)\n")
+    out = tmp_path / "t.json"
+    status, err = run_paused(tmp_path, stage, signal.SIGINT, "-o", str(out), str(script))
+    assert status == 130, err
+    assert err.count("Traceback") == 1 and "cli.py" not in err, err  # the script's only
+    assert f"giltracer: interrupted (SIGINT); wrote {out}" in err
+    assert any(e.get("name", "").startswith("work ") for e in trace_events(out))
+
+
+def test_a_terminated_fork_child_keeps_its_trace_under_follow_children(tmp_path):
+    # Pool.terminate() / Process.terminate() send SIGTERM to a followed fork child, which
+    # ends its session and writes its trace first, under the CLI as under the API.
+    script = tmp_path / "terminated.py"
+    script.write_text(
+        "import multiprocessing as mp\n"
+        "import _giltracer_boot\n"
+        "_giltracer_boot.SPOOL_EVERY = 3600  # no checkpoint: only the child's end writes\n"
+        "def f(i):\n    return i * i\n"
+        "def child(conn):\n"
+        "    for i in range(500):\n        f(i)\n"
+        "    conn.send('ready')\n    conn.recv()  # until terminated\n"
+        "if __name__ == '__main__':\n"
+        "    ctx = mp.get_context('fork')\n"
+        "    here, there = ctx.Pipe()\n"
+        "    p = ctx.Process(target=child, args=(there,))\n"
+        "    p.start()\n"
+        "    assert here.recv() == 'ready'\n"
+        "    p.terminate()\n    p.join(60)\n"
+        "    print(p.pid, p.exitcode)\n")
+    out = tmp_path / "t.json"
+    p = run("-q", "--follow-children", "-o", str(out), str(script), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    pid, exitcode = map(int, p.stdout.split()[:2])
+    assert exitcode == -signal.SIGTERM, p.stdout  # it still dies of the signal
+    assert "without writing its trace" not in p.stderr, p.stderr
+    calls = [e for e in trace_events(out)
+             if e.get("ph") == "X" and e.get("name", "").startswith("f ")]
+    assert len(calls) == 500 and {e["pid"] for e in calls} == {pid}, len(calls)

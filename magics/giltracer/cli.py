@@ -18,6 +18,8 @@ import types
 import zipfile
 from typing import Any, Dict, List, Optional, Tuple, cast
 
+import _giltracer_boot as boot
+
 from . import api, live, options
 from .api import Trace
 
@@ -96,10 +98,13 @@ class Terminated(BaseException):
 
 
 class SignalGuard:
-    """Turns SIGTERM into Terminated while the script runs, and defers it while the trace is
-    stopped and written. Installed only over the default disposition: an inherited SIG_IGN or
-    a handler of the embedding program is left alone; a handler the script installs replaces
-    this one, so the script's own behaviour holds."""
+    """Turns SIGTERM into Terminated while the script runs, and holds SIGTERM and Ctrl-C
+    (SIGINT) while the trace starts, stops and is written: the trace is always written
+    whole, then the run ends as the signal asks. While the script runs, Ctrl-C is Python's
+    own (KeyboardInterrupt in the script). Installed only over the default disposition
+    (for SIGINT, Python's default_int_handler): an inherited SIG_IGN or a handler of the
+    embedding program is left alone; a handler the script installs replaces this one, so
+    the script's own behaviour holds."""
 
     def __init__(self) -> None:
         self.running = False
@@ -115,22 +120,47 @@ class SignalGuard:
             os.kill(os.getpid(), signum)
             return
         if self.running:
-            raise Terminated(signum)
-        self.pending = signum
+            raise Terminated(signum) if signum == signal.SIGTERM else KeyboardInterrupt()
+        if self.pending != signal.SIGTERM:  # (the stronger of the two: it ends the process)
+            self.pending = signum
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
-        previous = signal.getsignal(signal.SIGTERM)
-        if previous == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, self._handler)
-            self.installed[signal.SIGTERM] = previous
+        for signum, default in ((signal.SIGTERM, signal.SIG_DFL),
+                                (signal.SIGINT, signal.default_int_handler)):
+            previous = signal.getsignal(signum)
+            if previous == default:
+                signal.signal(signum, self._handler)
+                self.installed[signum] = previous
+
+    def script_begins(self) -> Optional[int]:
+        """The script runs from now: SIGTERM raises Terminated, Ctrl-C is Python's again.
+        The signal held since install (the script is not to run at all), or None."""
+        self.running = True
+        if signal.SIGINT in self.installed and signal.getsignal(signal.SIGINT) == self._handler:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        held, self.pending = self.pending, None
+        return held
+
+    def script_ended(self) -> None:
+        """Signals are held again, while the trace stops and is written."""
+        self.running = False
+        if signal.SIGINT in self.installed and \
+                signal.getsignal(signal.SIGINT) == signal.default_int_handler:
+            signal.signal(signal.SIGINT, self._handler)
 
     def restore(self) -> None:
         for signum, previous in self.installed.items():
             if signal.getsignal(signum) == self._handler:
                 signal.signal(signum, previous)
         self.installed.clear()
+
+
+# A followed fork child (_giltracer_boot) installs its own SIGTERM handler, which writes its
+# trace before it dies, over the default only, or over this one: in a fork it stands for the
+# default (the child dies of the signal).
+setattr(SignalGuard._handler, boot.DEFAULT_IN_FORK, True)
 
 
 def _ours(filename: str) -> bool:
@@ -320,8 +350,9 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
                 t = None  # type: ignore[assignment]
         if t is not None:
             status = report(a, t, out, profile, status, signum, stdout, stderr)
-        if guard.pending is not None and signum is None:  # SIGTERM while the trace was written
-            signum, status = guard.pending, 128 + guard.pending
+        held = guard.pending  # a signal while the trace was stopped and written
+        if held is not None and signum != held and signum != signal.SIGTERM:
+            signum, status = held, 128 + held
             write(stderr, 2, f"giltracer: interrupted ({signal.Signals(signum).name})\n")
     finally:
         guard.restore()
@@ -348,13 +379,15 @@ def run_target(prepared: Any, target: str, run_code: Any, guard: SignalGuard,
     status, signum = 0, None
     try:
         try:
-            guard.running = True
+            held = guard.script_begins()
+            if held is not None:  # while the trace started: as if at the script's first line
+                return 128 + held, held
             if prepared is not None:
                 run_code(prepared[0], prepared[1].__dict__)
             else:  # a directory or zip file with __main__.py, or a .pyc: runpy runs it
                 runpy.run_path(target, run_name="__main__")
         finally:
-            guard.running = False
+            guard.script_ended()
             if meter is not None:
                 meter.end()
     except SystemExit as e:  # the script's own exit status
