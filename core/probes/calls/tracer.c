@@ -836,17 +836,32 @@ static int threading_setprofile(PyObject *func)
     return 0;
 }
 
+/* Is `f` giltracer's threading.setprofile() target (this module's, or a copy's)? */
+static int is_bootstrap(PyObject *f)
+{
+    return f == tr.bootstrap ||
+           (PyCFunction_Check(f) &&
+            strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, bootstrap_def.ml_name) == 0);
+}
+
 static int watch_new_threads(void)
 {
     PyObject *threading = PyImport_ImportModule("threading");
     if (!threading)
         return -1;
-    Py_XSETREF(tr.saved_threading_hook, PyObject_GetAttrString(threading, "_profile_hook"));
+    PyObject *hook = PyObject_GetAttrString(threading, "_profile_hook");
     Py_DECREF(threading);
-    if (!tr.saved_threading_hook) {
+    if (!hook) {
         PyErr_Clear();
-        tr.saved_threading_hook = Py_NewRef(Py_None);
+        hook = Py_NewRef(Py_None);
     }
+    /* Our own bootstrap (left by a session that could not remove it) is never the
+     * program's hook to restore: the one saved before it is, if known. */
+    if (is_bootstrap(hook)) {
+        Py_DECREF(hook);
+        hook = tr.saved_threading_hook ? Py_NewRef(tr.saved_threading_hook) : Py_NewRef(Py_None);
+    }
+    Py_XSETREF(tr.saved_threading_hook, hook);
     if (!tr.bootstrap && !(tr.bootstrap = PyCFunction_New(&bootstrap_def, NULL)))
         return -1;
     return threading_setprofile(tr.bootstrap);
