@@ -279,3 +279,32 @@ def test_reused_tid_gets_its_own_thread_record():
     same = [x for x in t.threads if x.tid == reused]
     assert len(same) == 2, same
     assert same[0].end_ns < t.result.t1_ns  # ended (superseded), not running to t1
+
+
+def test_a_failure_in_stop_leaves_no_plumbing_behind(monkeypatch):
+    # Reading the lock-kind probe fails at stop: the gc callback (free-threaded builds'),
+    # GILTRACER_CHILD and the fork hook (follow_children) go all the same, and the
+    # trace is finished (no session stays active).
+    import _giltracer_boot as boot
+    from giltracer import api
+    from giltracer.lockkinds import LockKinds
+
+    def broken_stop(self):
+        raise UnicodeDecodeError("utf-8", b"\xc3", 0, 1, "unexpected end of data")
+
+    monkeypatch.setattr(api, "FREE_THREADED", True)  # the gc callback on any build
+    monkeypatch.setattr(LockKinds, "stop", broken_stop)
+    monkeypatch.delenv("GILTRACER_CHILD", raising=False)
+    callbacks = list(gc.callbacks)
+    t = giltracer.trace(functions=False, follow_children=True).start()
+    assert os.environ.get("GILTRACER_CHILD") and boot._following is not None
+    with pytest.raises(UnicodeDecodeError):
+        t.stop()
+    assert gc.callbacks == callbacks
+    assert "GILTRACER_CHILD" not in os.environ
+    assert boot._following is None
+    assert not giltracer.stop_active()
+    monkeypatch.undo()
+    with giltracer.trace(functions=False) as again:
+        work()
+    assert again.duration_ns > 0

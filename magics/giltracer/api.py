@@ -658,11 +658,21 @@ class Trace:
         try:
             session.start(threads)
         except BaseException:
-            self._stop_locks()
-            self._unregister_gc()
-            self._end_children()
+            self._end_plumbing()
             raise
         return self
+
+    def _end_plumbing(self) -> None:
+        """The lock-kind probe stopped (its events read), the gc callback removed, no
+        child joins any more: each whatever happened to the one before (a failure in
+        reading the probe must leave nothing of the trace's behind)."""
+        try:
+            self._stop_locks()
+        finally:
+            try:
+                self._unregister_gc()
+            finally:
+                self._end_children()
 
     def _stop_locks(self) -> None:
         if self._locks is not None:
@@ -719,9 +729,7 @@ class Trace:
             try:
                 session.stop()
             finally:  # after the stop: the tracer does not record this plumbing
-                self._stop_locks()
-                self._unregister_gc()
-                self._end_children()
+                self._end_plumbing()
         finally:
             # Finished whatever happens here (e.g. a KeyboardInterrupt while naming the
             # threads): a session stays the active one until it is finished.
