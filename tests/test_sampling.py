@@ -47,7 +47,7 @@ def sampled():
     with giltracer.trace(mode="sample", backend="hooks") as t:
         seen["profile"] = sys.getprofile()
         if sys.version_info >= (3, 12):
-            seen["tool"] = sys.monitoring.get_tool(sys.monitoring.PROFILER_ID)
+            seen["tool"] = [sys.monitoring.get_tool(i) for i in range(6)]
         for th in threads:
             th.start()
         for th in threads:
@@ -58,7 +58,7 @@ def sampled():
 def test_no_per_call_hook_runs(sampled):
     t, seen = sampled
     assert seen["profile"] is None
-    assert seen.get("tool") is None
+    assert "giltracer" not in seen.get("tool", [])
     assert t.mode == "sample"
 
 
@@ -304,10 +304,14 @@ def test_a_failed_sampler_start_leaves_the_users_thread_hook():
     # The sampler's thread cannot be made (RLIMIT_NPROC: only an unprivileged user is
     # held to it): the start fails, and the program's threading.setprofile hook stays,
     # then and after a later trace.
-    cmd = [sys.executable, "-c", FAILED_START]
+    as_user = []
     if os.geteuid() == 0:
-        cmd = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        as_user = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     env = dict(os.environ, HOME="/", PYTHONDONTWRITEBYTECODE="1")
+    if subprocess.run([*as_user, sys.executable, "-c", "import giltracer"], env=env, cwd="/",
+                      capture_output=True, timeout=120).returncode:
+        pytest.skip("this interpreter cannot run as user nobody (e.g. installed under /root)")
+    cmd = [*as_user, sys.executable, "-c", FAILED_START]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd="/")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
