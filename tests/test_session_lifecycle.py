@@ -308,3 +308,34 @@ def test_a_failure_in_stop_leaves_no_plumbing_behind(monkeypatch):
     with giltracer.trace(functions=False) as again:
         work()
     assert again.duration_ns > 0
+
+
+def test_a_start_that_fails_leaves_no_plumbing_behind(monkeypatch):
+    # The lock-kind probe's start fails after the gc callback went in and the children's
+    # variable was set: the start undoes both (and the followed children's folder).
+    import _giltracer_boot as boot
+    from giltracer import _child, api
+    from giltracer.lockkinds import LockKinds
+
+    def broken_start(self):
+        raise OSError("the probe failed")
+
+    folders = []
+    made = _child.Children.__init__
+
+    def init(self, options):
+        made(self, options)
+        folders.append(self.folder)
+
+    monkeypatch.setattr(api, "FREE_THREADED", True)  # the gc callback on any build
+    monkeypatch.setattr(LockKinds, "start", broken_start)
+    monkeypatch.setattr(_child.Children, "__init__", init)
+    monkeypatch.setenv("GILTRACER_CHILD", "the-parents-value")  # as in a followed child
+    callbacks = list(gc.callbacks)
+    with pytest.raises(OSError, match="the probe failed"):
+        giltracer.trace(functions=False, follow_children=True).start()
+    assert gc.callbacks == callbacks
+    assert os.environ["GILTRACER_CHILD"] == "the-parents-value"
+    assert boot._following is None
+    assert folders and not os.path.exists(folders[0])
+    assert not giltracer.stop_active()

@@ -638,27 +638,33 @@ class Trace:
         children = None
         if self._follow:
             children = self._children = _child.Children(self._child_options())
-        session = self._session = _core.Session(
-            own_dir=_PACKAGE_DIR, children=children.prefix if children else None, **self.options)
-        threads = [(t.ident, t.native_id, self._is_host_thread(t))
-                   for t in threading.enumerate() if t.ident is not None]
-        self._ended_before = _ended_threads()
-        # Names of the threads running now: one that ends during the session and whose
-        # Thread object is gone by stop is otherwise nameless.
-        self._names_at_start = {t.native_id: t.name for t in threading.enumerate()
-                                if t.native_id is not None}
-        if children is not None:
-            children.begin()
-        if FREE_THREADED:
-            # Registered before the start and removed after the stop: the tracer would
-            # record the list's append and remove as calls of the traced code.
-            self._gc = _GcWindows()
-            gc.callbacks.append(self._gc)
-            self._locks = LockKinds().start()
         try:
+            session = self._session = _core.Session(
+                own_dir=_PACKAGE_DIR, children=children.prefix if children else None,
+                **self.options)
+            threads = [(t.ident, t.native_id, self._is_host_thread(t))
+                       for t in threading.enumerate() if t.ident is not None]
+            self._ended_before = _ended_threads()
+            # Names of the threads running now: one that ends during the session and whose
+            # Thread object is gone by stop is otherwise nameless.
+            self._names_at_start = {t.native_id: t.name for t in threading.enumerate()
+                                    if t.native_id is not None}
+            if children is not None:
+                children.begin()
+            if FREE_THREADED:
+                # Registered before the start and removed after the stop: the tracer would
+                # record the list's append and remove as calls of the traced code.
+                self._gc = _GcWindows()
+                gc.callbacks.append(self._gc)
+                self._locks = LockKinds().start()
             session.start(threads)
         except BaseException:
-            self._end_plumbing()
+            # Whatever failed, the program is left as it was (and the children's folder
+            # removed).
+            try:
+                self._end_plumbing()
+            finally:
+                self._collect_children()
             raise
         return self
 
