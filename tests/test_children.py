@@ -368,3 +368,48 @@ def test_a_followed_child_may_start_its_own_trace(tmp_path):
     facts, _ = run_script(tmp_path, OWN)
     assert facts["counts"] == [1]
     assert len(facts["procs"]) == 2, facts
+
+
+PROFILED = textwrap.dedent("""
+    import cProfile, json, multiprocessing as mp, pstats, subprocess, sys
+    import giltracer
+
+    def leaf(n):
+        return n + 1
+
+    def profiled():  # the child's own profiler, started after its session began at birth
+        pr = cProfile.Profile()
+        pr.enable()
+        for i in range(100):
+            leaf(i)
+        pr.disable()
+        counts = [v[1] for k, v in pstats.Stats(pr).stats.items() if k[2] == "leaf"]
+        sys.exit(0 if counts == [100] else 5)
+
+    if __name__ == "__main__":
+        codes = {}
+        with giltracer.trace(follow_children=True) as t:
+            for method in ("fork", "spawn"):
+                p = mp.get_context(method).Process(target=profiled)
+                p.start()
+                p.join()
+                codes[method] = p.exitcode
+            codes["subprocess"] = subprocess.run(
+                [sys.executable, "-c", "import cProfile; cProfile.run('sum(range(99))')"],
+                stdout=subprocess.DEVNULL).returncode
+        names = sorted({s[2] for p in t.processes if p.child for tid in p.tids
+                        for s in t.spans(tid)})
+        print(json.dumps(dict(codes=codes, children=sum(p.child for p in t.processes),
+                              leaf="leaf" in names, note=t.result.tracer_note)))
+""")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring's tool ids are 3.12+")
+def test_a_followed_child_can_run_its_own_cprofile(tmp_path):
+    # The child's session, begun before its code runs, takes no tool id a profiler asks
+    # for: cProfile (sys.monitoring.PROFILER_ID) works in the child, and is traced.
+    facts, _ = run_script(tmp_path, PROFILED)
+    assert facts["codes"] == {"fork": 0, "spawn": 0, "subprocess": 0}, facts
+    assert facts["children"] == 3, facts
+    assert facts["leaf"], facts
+    assert facts["note"] is None, facts

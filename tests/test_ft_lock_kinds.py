@@ -162,3 +162,45 @@ def test_labels_follow_the_park_that_contains_the_interval():
     assert lk.label(4, 390, 440) == ""  # begun before the probed park
     assert lk.label(7, 130, 140) == ""  # no park of that thread
     assert lk.kinds(2, [(130, 280), (400, 410)]) == {STW_GC: 150, "": 10}
+
+
+def test_a_type_name_cut_inside_a_character_loses_that_character_only():
+    from giltracer.lockkinds import type_name
+
+    name = "äöü" * 10  # 2-byte characters: the probe's 39 bytes end inside one
+    cut = name.encode()[:39]
+    with pytest.raises(UnicodeDecodeError):
+        cut.decode()
+    got = type_name(cut)
+    assert name.startswith(got) and len(got.encode()) == 38, got
+    assert type_name(b"list") == "list"
+    assert type_name(b"") == ""
+    assert type_name(b"a\xffb") == "a\ufffdb"  # no UTF-8: a label all the same
+
+
+# A list subclass: its append takes the critical section of the instance, whose type's
+# tp_name (this class's name) is what the probe reads, cut at 39 bytes inside the "ä".
+LONG_NAME = "L" * 38 + "ärm"
+Contended = type(LONG_NAME, (list,), {})
+
+
+@ft
+@ft_gil_off
+@root_bpf
+def test_a_non_ascii_type_name_cut_by_the_probe_labels_and_stop_succeeds():
+    shared = Contended()
+    lock_addr = id(shared) + 10  # &shared->ob_mutex (lockprobe_abi.h: GTL_OB_MUTEX_OFF)
+
+    def append(_):
+        for i in range(200_000):
+            shared.append(i)
+
+    for _ in range(3):  # as above: a busy machine may serialize the appenders
+        with giltracer.trace() as t:
+            tids = run_threads(append, 4, "append")
+        assert t._gc not in gc.callbacks
+        on_list = [p for tid in tids for p in t._locks.parks.get(tid, []) if p[2] == lock_addr]
+        if on_list:
+            break
+    assert on_list, "the appenders never parked on the shared object"
+    assert all(p[3] & F_OBJECT and p[4] == "L" * 38 for p in on_list), on_list[:5]

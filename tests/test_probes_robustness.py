@@ -740,7 +740,7 @@ RAW_SESSION_FORK = """
 
     def hooked():
         if sys.version_info >= (3, 12):
-            return sys.monitoring.get_tool(sys.monitoring.PROFILER_ID) is not None
+            return "giltracer" in [sys.monitoring.get_tool(i) for i in range(6)]
         return sys.getprofile() is not None
 
     s = giltracer._core.Session(own_dir=os.path.dirname(giltracer.__file__), backend="hooks",

@@ -47,7 +47,7 @@ def sampled():
     with giltracer.trace(mode="sample", backend="hooks") as t:
         seen["profile"] = sys.getprofile()
         if sys.version_info >= (3, 12):
-            seen["tool"] = sys.monitoring.get_tool(sys.monitoring.PROFILER_ID)
+            seen["tool"] = [sys.monitoring.get_tool(i) for i in range(6)]
         for th in threads:
             th.start()
         for th in threads:
@@ -58,7 +58,7 @@ def sampled():
 def test_no_per_call_hook_runs(sampled):
     t, seen = sampled
     assert seen["profile"] is None
-    assert seen.get("tool") is None
+    assert "giltracer" not in seen.get("tool", [])
     assert t.mode == "sample"
 
 
@@ -271,3 +271,51 @@ def test_auto_samples_with_the_hooks_even_as_root():
     assert t.backend == "hooks", t.backend_reason
     assert "sampling mode keeps its cost low" in t.backend_reason, t.backend_reason
 
+
+
+FAILED_START = textwrap.dedent("""
+    import resource, threading
+    import giltracer
+
+    def users_hook(frame, event, arg):
+        pass
+
+    threading.setprofile(users_hook)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    resource.setrlimit(resource.RLIMIT_NPROC, (1, hard))  # no thread can be made
+    try:
+        giltracer.trace(mode="sample", backend="hooks").start()
+    except RuntimeError as e:
+        print("start failed:", e)
+    else:
+        print("started")
+    print("hook after the failed start:", threading._profile_hook is users_hook)
+    resource.setrlimit(resource.RLIMIT_NPROC, (soft, hard))
+    with giltracer.trace(mode="sample", backend="hooks") as t:
+        threading.Thread(target=lambda: None).start()
+    print("hook after a later trace:", threading._profile_hook is users_hook,
+          threading.getprofile() is users_hook)
+""")
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not os.path.exists("/usr/bin/setpriv"),
+                    reason="as root, RLIMIT_NPROC needs setpriv to an unprivileged user")
+def test_a_failed_sampler_start_leaves_the_users_thread_hook():
+    # The sampler's thread cannot be made (RLIMIT_NPROC: only an unprivileged user is
+    # held to it): the start fails, and the program's threading.setprofile hook stays,
+    # then and after a later trace.
+    as_user = []
+    if os.geteuid() == 0:
+        as_user = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    env = dict(os.environ, HOME="/", PYTHONDONTWRITEBYTECODE="1")
+    if subprocess.run([*as_user, sys.executable, "-c", "import giltracer"], env=env, cwd="/",
+                      capture_output=True, timeout=120).returncode:
+        pytest.skip("this interpreter cannot run as user nobody (e.g. installed under /root)")
+    cmd = [*as_user, sys.executable, "-c", FAILED_START]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd="/")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("start failed:"), r.stdout
+    assert "Resource temporarily unavailable" in lines[0], r.stdout
+    assert lines[1:] == ["hook after the failed start: True",
+                         "hook after a later trace: True True"], r.stdout

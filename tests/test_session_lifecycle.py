@@ -27,7 +27,7 @@ def hooks_gone():
     """No profile function or monitoring tool of giltracer's is left on this thread,
     and threading's hook for new threads is back to what it was (None here)."""
     if sys.version_info >= (3, 12):
-        assert sys.monitoring.get_tool(sys.monitoring.PROFILER_ID) is None
+        assert "giltracer" not in [sys.monitoring.get_tool(i) for i in range(6)]
     else:
         assert sys.getprofile() is None
     assert getattr(threading, "_profile_hook", None) is None
@@ -316,3 +316,63 @@ def test_reused_tid_gets_its_own_thread_record():
     same = [x for x in t.threads if x.tid == reused]
     assert len(same) == 2, same
     assert same[0].end_ns < t.result.t1_ns  # ended (superseded), not running to t1
+
+
+def test_a_failure_in_stop_leaves_no_plumbing_behind(monkeypatch):
+    # Reading the lock-kind probe fails at stop: the gc callback (free-threaded builds'),
+    # GILTRACER_CHILD and the fork hook (follow_children) go all the same, and the
+    # trace is finished (no session stays active).
+    import _giltracer_boot as boot
+    from giltracer import api
+    from giltracer.lockkinds import LockKinds
+
+    def broken_stop(self):
+        raise UnicodeDecodeError("utf-8", b"\xc3", 0, 1, "unexpected end of data")
+
+    monkeypatch.setattr(api, "FREE_THREADED", True)  # the gc callback on any build
+    monkeypatch.setattr(LockKinds, "stop", broken_stop)
+    monkeypatch.delenv("GILTRACER_CHILD", raising=False)
+    callbacks = list(gc.callbacks)
+    t = giltracer.trace(functions=False, follow_children=True).start()
+    assert os.environ.get("GILTRACER_CHILD") and boot._following is not None
+    with pytest.raises(UnicodeDecodeError):
+        t.stop()
+    assert gc.callbacks == callbacks
+    assert "GILTRACER_CHILD" not in os.environ
+    assert boot._following is None
+    assert not giltracer.stop_active()
+    monkeypatch.undo()
+    with giltracer.trace(functions=False) as again:
+        work()
+    assert again.duration_ns > 0
+
+
+def test_a_start_that_fails_leaves_no_plumbing_behind(monkeypatch):
+    # The lock-kind probe's start fails after the gc callback went in and the children's
+    # variable was set: the start undoes both (and the followed children's folder).
+    import _giltracer_boot as boot
+    from giltracer import _child, api
+    from giltracer.lockkinds import LockKinds
+
+    def broken_start(self):
+        raise OSError("the probe failed")
+
+    folders = []
+    made = _child.Children.__init__
+
+    def init(self, options):
+        made(self, options)
+        folders.append(self.folder)
+
+    monkeypatch.setattr(api, "FREE_THREADED", True)  # the gc callback on any build
+    monkeypatch.setattr(LockKinds, "start", broken_start)
+    monkeypatch.setattr(_child.Children, "__init__", init)
+    monkeypatch.setenv("GILTRACER_CHILD", "the-parents-value")  # as in a followed child
+    callbacks = list(gc.callbacks)
+    with pytest.raises(OSError, match="the probe failed"):
+        giltracer.trace(functions=False, follow_children=True).start()
+    assert gc.callbacks == callbacks
+    assert os.environ["GILTRACER_CHILD"] == "the-parents-value"
+    assert boot._following is None
+    assert folders and not os.path.exists(folders[0])
+    assert not giltracer.stop_active()

@@ -401,22 +401,6 @@ def test_one_session_at_a_time():
     assert outer.event_count > 0
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
-def test_monitoring_tool_conflict_is_a_clear_error():
-    import cProfile
-
-    p = cProfile.Profile()
-    p.enable()
-    try:
-        with pytest.raises(RuntimeError, match="in use"):
-            giltracer.trace().start()
-    finally:
-        p.disable()
-    with giltracer.trace() as t:  # and it works once the other profiler is gone
-        f()
-    assert named(t.spans(me()), "f")
-
-
 def _child_traces_itself(n):
     import os
 

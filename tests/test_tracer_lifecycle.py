@@ -194,30 +194,30 @@ def test_profiler_running_around_the_trace_is_paused_and_resumed():
     assert any(note in str(w.message) for w in caught)
 
 
-@pytest.mark.skipif(not MONITORING, reason="3.12+: sys.monitoring's profiler tool id")
-def test_profiler_running_around_the_trace_refuses_it_and_keeps_counting():
+@pytest.mark.skipif(not MONITORING, reason="3.12+: sys.monitoring's tool ids")
+def test_profiler_running_around_the_trace_keeps_counting_and_both_record():
     pr = cProfile.Profile()
     pr.enable()
     try:
         call_leaf(50)
-        with pytest.raises(RuntimeError, match="tool id 2 .* is in use"):
-            giltracer.trace().start()
-        call_leaf(70)
+        with giltracer.trace() as t:  # another tool id than the profiler's
+            call_leaf(70)
+        call_leaf(30)
     finally:
         pr.disable()
-    assert profiled_calls(pr, "leaf") == 120
-    with giltracer.trace() as t:  # nothing left behind
-        call_leaf(3)
-    assert calls_of("leaf", t) == 3
+    assert profiled_calls(pr, "leaf") == 150
+    assert calls_of("leaf", t) == 70
+    assert not t.result.tracer_note
 
 
-@pytest.mark.skipif(not MONITORING, reason="3.12+: sys.monitoring's profiler tool id")
-def test_profiler_started_inside_the_trace_is_refused():
+@pytest.mark.skipif(not MONITORING, reason="3.12+: sys.monitoring's tool ids")
+def test_profiler_started_inside_the_trace_runs_and_both_record():
     with giltracer.trace() as t:
         pr = cProfile.Profile()
-        with pytest.raises(ValueError):
-            pr.enable()
+        pr.enable()
         call_leaf(4)
+        pr.disable()
+    assert profiled_calls(pr, "leaf") == 4
     assert calls_of("leaf", t) == 4
     assert not t.result.tracer_note
 

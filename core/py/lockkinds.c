@@ -52,7 +52,9 @@ PyObject *gt_py__lock_kinds_start(PyObject *m, PyObject *noargs)
 
 static int add_event(void *ctx, const struct gt_lock_event *e)
 {
-    PyObject *t = Py_BuildValue("(KKIHHs)", (unsigned long long)e->ts,
+    /* tname as bytes: the probe cut it at a fixed length, maybe inside a character
+     * (lockkinds.type_name decodes it) */
+    PyObject *t = Py_BuildValue("(KKIHHy)", (unsigned long long)e->ts,
                                 (unsigned long long)e->addr, (unsigned int)e->tid,
                                 (unsigned short)e->kind, (unsigned short)e->flags, e->tname);
     int rc = t ? PyList_Append((PyObject *)ctx, t) : -1;

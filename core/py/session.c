@@ -50,6 +50,7 @@ struct gt_session {
     unsigned char *service; /* per alive_tids entry: the host's own machinery (below) */
     size_t nalive;
     int park_started; /* the park probe records for this session */
+    int tracer_started; /* a failed start stops the tracer it started (its hooks) */
     struct gt_sampler *sampler; /* sampling mode, while recording */
     PyInterpreterState *interp; /* ... the interpreter it samples */
     PyThreadState *sampler_ts;  /* ... its own thread state (made on its thread) */
@@ -812,8 +813,8 @@ static int start_sampler(struct gt_session *s)
     s->interp = PyThreadState_Get()->interp;
     int err = gt_sampler__start(&s->sampler, s->o.sample_ns, &ops);
     if (err < 0) {
-        errno = -err;
-        PyErr_SetFromErrno(PyExc_RuntimeError);
+        PyErr_Format(PyExc_RuntimeError, "giltracer: the sampler thread could not start (%s)",
+                     strerror(-err));
         return -1;
     }
     return 0;
@@ -944,6 +945,7 @@ static int start_recorders(struct gt_session *s, PyObject *threads)
     };
     if (gt_tracer__start(&to, s->t0_ticks, threads) < 0)
         return -1;
+    s->tracer_started = 1;
     if (s->check_bpf) {
         if (start_bpf(1) < 0)
             return -1;
@@ -997,6 +999,16 @@ int gt_session__start(struct gt_session *s, PyObject *threads)
     s->state = GT_SESSION_RECORDING;
     return 0;
 fail:
+    if (s->tracer_started) {
+        /* Its hooks (threading.setprofile's, sys.monitoring's) go: a failed start leaves
+         * the program's own in place. The start's exception is the one reported. */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        gt_tracer__stop();
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+        s->tracer_started = 0;
+    }
     gt_interps__stop();
     stop_probes(s);
     release_probes(s);

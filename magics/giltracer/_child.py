@@ -47,15 +47,20 @@ class Children:
         self.prefix = os.path.join(self.folder, self.token + "-")
         self.value = boot.encode(self.prefix, options)
         self._saved: Optional[str] = None
+        self._begun = False
         self.commands: Dict[int, str] = {}
 
     def begin(self) -> None:
         self._saved = os.environ.get(ENV)
+        self._begun = True
         os.environ[ENV] = self.value
         boot.follow(self.value)
 
     def end(self) -> None:
-        """No more children join (called at stop)."""
+        """No more children join (called at stop, and by a start that failed)."""
+        if not self._begun:  # (the variable may be a parent's: this process is followed)
+            return
+        self._begun = False
         boot.follow(None)
         if self._saved is None:
             os.environ.pop(ENV, None)

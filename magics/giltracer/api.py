@@ -638,31 +638,47 @@ class Trace:
         children = None
         if self._follow:
             children = self._children = _child.Children(self._child_options())
-        session = self._session = _core.Session(
-            own_dir=_PACKAGE_DIR, children=children.prefix if children else None, **self.options)
-        threads = [(t.ident, t.native_id, self._is_host_thread(t))
-                   for t in threading.enumerate() if t.ident is not None]
-        self._ended_before = _ended_threads()
-        # Names of the threads running now: one that ends during the session and whose
-        # Thread object is gone by stop is otherwise nameless.
-        self._names_at_start = {t.native_id: t.name for t in threading.enumerate()
-                                if t.native_id is not None}
-        if children is not None:
-            children.begin()
-        if FREE_THREADED:
-            # Registered before the start and removed after the stop: the tracer would
-            # record the list's append and remove as calls of the traced code.
-            self._gc = _GcWindows()
-            gc.callbacks.append(self._gc)
-            self._locks = LockKinds().start()
         try:
+            session = self._session = _core.Session(
+                own_dir=_PACKAGE_DIR, children=children.prefix if children else None,
+                **self.options)
+            threads = [(t.ident, t.native_id, self._is_host_thread(t))
+                       for t in threading.enumerate() if t.ident is not None]
+            self._ended_before = _ended_threads()
+            # Names of the threads running now: one that ends during the session and whose
+            # Thread object is gone by stop is otherwise nameless.
+            self._names_at_start = {t.native_id: t.name for t in threading.enumerate()
+                                    if t.native_id is not None}
+            if children is not None:
+                children.begin()
+            if FREE_THREADED:
+                # Registered before the start and removed after the stop: the tracer would
+                # record the list's append and remove as calls of the traced code.
+                self._gc = _GcWindows()
+                gc.callbacks.append(self._gc)
+                self._locks = LockKinds().start()
             session.start(threads)
         except BaseException:
-            self._stop_locks()
-            self._unregister_gc()
-            self._end_children()
+            # Whatever failed, the program is left as it was (and the children's folder
+            # removed).
+            try:
+                self._end_plumbing()
+            finally:
+                self._collect_children()
             raise
         return self
+
+    def _end_plumbing(self) -> None:
+        """The lock-kind probe stopped (its events read), the gc callback removed, no
+        child joins any more: each whatever happened to the one before (a failure in
+        reading the probe must leave nothing of the trace's behind)."""
+        try:
+            self._stop_locks()
+        finally:
+            try:
+                self._unregister_gc()
+            finally:
+                self._end_children()
 
     def _stop_locks(self) -> None:
         if self._locks is not None:
@@ -719,9 +735,7 @@ class Trace:
             try:
                 session.stop()
             finally:  # after the stop: the tracer does not record this plumbing
-                self._stop_locks()
-                self._unregister_gc()
-                self._end_children()
+                self._end_plumbing()
         finally:
             # Finished whatever happens here (e.g. a KeyboardInterrupt while naming the
             # threads): a session stays the active one until it is finished.

@@ -9,6 +9,7 @@ being the GC's. A label is given only where one is known: an interval that no pr
 park contains stays unlabelled ("")."""
 
 import bisect
+import codecs
 import os
 import sysconfig
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -21,6 +22,13 @@ STW_GC = "stop-the-world (GC)"
 STW = "stop-the-world"
 
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def type_name(raw: bytes) -> str:
+    """A type's tp_name as the probe read it: its first GTL_TNAME_LEN - 1 bytes, so a long
+    name can end in part of a character, which is left out (bytes that are no UTF-8
+    become U+FFFD: a name is a label, never a reason to fail)."""
+    return codecs.getincrementaldecoder("utf-8")("replace").decode(raw, final=False)
 
 
 class LockKinds:
@@ -59,12 +67,13 @@ class LockKinds:
             return
         from . import _core
 
-        events, self.lost = _core._lock_kinds_stop()
-        if events is None:
+        raw, self.lost = _core._lock_kinds_stop()
+        if raw is None:
             self.running = False
             self.reason = "lock kinds: the probe belongs to another process"
             return
-        self._build(events)
+        self._build([(ts, addr, tid, kind, flags, type_name(tname))
+                     for ts, addr, tid, kind, flags, tname in raw])
 
     def _build(self, events: Iterable[Tuple[int, int, int, int, int, str]]) -> None:
         events = sorted(events)

@@ -35,7 +35,6 @@
 #define FID_UNREF 0x20000000u    /* seen after the thread's call budget was spent: interned
                                   * without a reference, its events only counted as dropped */
 #define FID_FLAGS (FID_EXCLUDED | FID_FOLLOW | FID_UNREF)
-#define TOOL_ID 2 /* sys.monitoring.PROFILER_ID: we are a profiler */
 #define INITIAL_SLOTS 1024u
 
 enum entry_kind { ENTRY_CODE = 0, ENTRY_CFUNC = 1 };
@@ -105,6 +104,12 @@ static struct {
 #if GT_USE_MONITORING
     PyObject *monitoring; /* strong: sys.monitoring */
     PyObject *callbacks;  /* strong: list of callback functions (kept alive) */
+    int tool_id;          /* the sys.monitoring tool id held (monitoring.inc), or -1 */
+    PyObject *use_tool_id; /* strong: sys.monitoring.use_tool_id while ours stands in */
+    PyObject *use_tool_id_hook; /* strong: ours (a program asking for our id gets it) */
+    char tools_taken[200]; /* no tool id was free at start: who held them */
+    int stepped_aside;     /* the program took our id and no other was free */
+    uint64_t stepped_aside_ticks;
 #else
     struct saved_profile *saved;
     size_t nsaved;
@@ -836,17 +841,32 @@ static int threading_setprofile(PyObject *func)
     return 0;
 }
 
+/* Is `f` giltracer's threading.setprofile() target (this module's, or a copy's)? */
+static int is_bootstrap(PyObject *f)
+{
+    return f == tr.bootstrap ||
+           (PyCFunction_Check(f) &&
+            strcmp(((PyCFunctionObject *)f)->m_ml->ml_name, bootstrap_def.ml_name) == 0);
+}
+
 static int watch_new_threads(void)
 {
     PyObject *threading = PyImport_ImportModule("threading");
     if (!threading)
         return -1;
-    Py_XSETREF(tr.saved_threading_hook, PyObject_GetAttrString(threading, "_profile_hook"));
+    PyObject *hook = PyObject_GetAttrString(threading, "_profile_hook");
     Py_DECREF(threading);
-    if (!tr.saved_threading_hook) {
+    if (!hook) {
         PyErr_Clear();
-        tr.saved_threading_hook = Py_NewRef(Py_None);
+        hook = Py_NewRef(Py_None);
     }
+    /* Our own bootstrap (left by a session that could not remove it) is never the
+     * program's hook to restore: the one saved before it is, if known. */
+    if (is_bootstrap(hook)) {
+        Py_DECREF(hook);
+        hook = tr.saved_threading_hook ? Py_NewRef(tr.saved_threading_hook) : Py_NewRef(Py_None);
+    }
+    Py_XSETREF(tr.saved_threading_hook, hook);
     if (!tr.bootstrap && !(tr.bootstrap = PyCFunction_New(&bootstrap_def, NULL)))
         return -1;
     return threading_setprofile(tr.bootstrap);
@@ -1071,6 +1091,11 @@ int gt_tracer__start(const struct gt_tracer_opts *o, uint64_t start_ticks, PyObj
     __atomic_store_n(&tr.active, o->functions, __ATOMIC_RELAXED);
     atomic_store(&ft_open, 1); /* also for thread_bootstrap, which names threads */
 #endif
+#if GT_USE_MONITORING
+    tr.tool_id = -1;
+    tr.tools_taken[0] = '\0';
+    tr.stepped_aside = 0;
+#endif
     if (o->functions && install() < 0) {
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
@@ -1158,7 +1183,7 @@ int gt_tracer__untraced_note(char *buf, size_t len)
     if (!len)
         return 0;
     buf[0] = '\0';
-#if !GT_USE_MONITORING /* sys.monitoring sees every thread, and shares with no profiler */
+#if !GT_USE_MONITORING /* sys.monitoring sees every thread, its tools run side by side */
     if (tr.attached_running)
         gt_note__add(buf, len, "%llu thread(s) started by C code ran Python code before the "
                  "function tracer could attach to them: their first calls are missing",
@@ -1180,6 +1205,20 @@ int gt_tracer__untraced_note(char *buf, size_t len)
                  "trace (the first %.1f ms after start): their calls from then on are "
                  "missing%s", tr.displaced_by, (unsigned long long)tr.displaced, ms,
                  tr.left_running ? " (that profiler still ran at stop and was left running)" : "");
+    }
+#else
+    if (tr.tools_taken[0])
+        gt_note__add(buf, len, "every sys.monitoring tool id was in use when the trace started "
+                     "(%s): no call was recorded (the GIL was probed); free one to trace calls",
+                     tr.tools_taken);
+    if (tr.stepped_aside) {
+        struct gt_clock_fit fit;
+        gt_clock__fit(&fit);
+        double ms = (double)(gt_clock__to_ns(&fit, tr.stepped_aside_ticks) -
+                             gt_clock__to_ns(&fit, tr.start_ticks)) / 1e6;
+        gt_note__add(buf, len, "the traced program asked for the sys.monitoring tool id the "
+                     "function tracer held and no other was free: the tracer gave it up %.1f ms "
+                     "after start, calls from then on are missing", ms);
     }
 #endif
     if (tr.include_unmatched[0])
