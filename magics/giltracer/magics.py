@@ -215,12 +215,43 @@ def await_cells(lines: List[str]) -> List[str]:
     name, body = str(args[0]), str(args[2])
     if name not in ("giltracer", "gilprofile"):
         return lines
+    shell = InteractiveShell.instance() if InteractiveShell.initialized() else None
+    if shell is not None and not shell.autoawait:
+        return lines  # IPython would not await it: the magic says why it cannot run
     try:
-        if not awaits(compile(body, "<cell>", "exec", flags=_TOP_LEVEL_AWAIT, dont_inherit=True)):
+        # As the magic compiles it: its IPython syntax (!cmd, %time) made Python first.
+        source = shell.transform_cell(body) if shell is not None else body
+        if not awaits(compile(source, "<cell>", "exec", flags=_TOP_LEVEL_AWAIT, dont_inherit=True)):
             return lines
     except (SyntaxError, ValueError):
-        return lines  # IPython syntax in the body (say !cmd): compiled, and reported, by the magic
+        return lines  # not Python even so: compiled, and reported, by the magic
     return ["await " + text.lstrip()]
+
+
+def caller_awaits() -> bool:
+    """Whether the code that called the magic (the nearest frame outside IPython and
+    giltracer) runs as a coroutine, so it can await what the magic returns: a cell that
+    await_cells rewrote, or an async function. A plain call would get a coroutine it
+    never awaits, and the cell would silently not run."""
+    frame: Optional[FrameType] = sys._getframe(1)
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if (module.split(".", 1)[0] not in ("IPython", "giltracer", "decorator")
+                and not frame.f_code.co_filename.startswith("<decorator-gen")):
+            return awaits(frame.f_code)
+        frame = frame.f_back
+    return False
+
+
+def check_awaited(magic: str) -> None:
+    """A cell with a top-level await that nothing would await is a UsageError (before it
+    runs), not a coroutine lost."""
+    if not caller_awaits():
+        raise UsageError(
+            f"%%{magic}: the cell awaits at the top level, but what ran it does not await "
+            "it (IPython awaits such a cell when it is the notebook's own cell with "
+            "%autoawait on; from code, use await get_ipython().run_cell_magic(...) in an "
+            "async function); nothing ran")
 
 
 def cell_numbers(shell: InteractiveShell) -> Dict[str, Any]:
@@ -384,6 +415,8 @@ class GilTracerMagics(Magics):
         t.host_thread = host_thread
         ns = self._shell.user_ns  # fetched before the trace: a property, a call of its own
         run = api.code_runner()
+        if awaits(code):
+            check_awaited("giltracer")
         live = make_live(self._shell, args, t)
         if awaits(code):
             return self._await(t, args, lambda: run(code, ns), ns, "cell",
@@ -420,6 +453,8 @@ class GilTracerMagics(Magics):
         t.file_labels = lambda: cell_labels(self._shell)
         t.host_thread = host_thread
         run = api.code_runner()
+        if cell is not None and awaits(code):
+            check_awaited("gilprofile")
         live = make_live(self._shell, args, t)
         if cell is not None and awaits(code):
             return self._await(t, args, lambda: run(code, ns), ns, "cell",
