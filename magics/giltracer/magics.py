@@ -180,8 +180,9 @@ def make_live(shell: InteractiveShell, args: Any, t: Trace) -> Optional["live_me
 
 
 def host_thread(t: threading.Thread) -> bool:
-    """The kernel's threads and the live meter's: background in every view."""
-    return kernel_thread(t) or live_meter.service_thread(t)
+    """The kernel's threads: background in every view. (The live meter's is giltracer's
+    own, which the trace leaves out of every view by itself.)"""
+    return kernel_thread(t)
 
 
 # CO_COROUTINE: what a code object compiled with PyCF_ALLOW_TOP_LEVEL_AWAIT is flagged with
