@@ -1480,15 +1480,15 @@ static void describe_tool(const struct gt_session *s, struct gt_run *run)
     else if (s->used == USED_PARK)
         snprintf(run->tool_note, sizeof(run->tool_note),
                  "giltracer's own threads (%s) ran %.3f ms (not parked) and woke other "
-                 "threads' parks of %.3f ms (%llu parks); they are left out of every table",
+                 "threads' parks of %.3f ms (%llu park%s); they are left out of every table",
                  names, (double)held / 1e6, (double)tc->caused_ns / 1e6,
-                 (unsigned long long)tc->caused_waits);
+                 (unsigned long long)tc->caused_waits, tc->caused_waits == 1 ? "" : "s");
     else
         snprintf(run->tool_note, sizeof(run->tool_note),
                  "giltracer's own threads (%s) held the GIL %.3f ms and made other threads "
-                 "wait %.3f ms for it (%llu waits); they are left out of every table",
+                 "wait %.3f ms for it (%llu wait%s); they are left out of every table",
                  names, (double)held / 1e6, (double)tc->caused_ns / 1e6,
-                 (unsigned long long)tc->caused_waits);
+                 (unsigned long long)tc->caused_waits, tc->caused_waits == 1 ? "" : "s");
     run->meta.tool_note = run->tool_note;
 }
 
