@@ -68,7 +68,8 @@ CELLS = [
     "print(json.dumps(dict(note=g.tool_note, own=[s.name for s in g.tool_threads],\n"
     "    blame=[[b.waiter, b.holder] for b in g.blame(all_threads=True)],\n"
     "    tids=[s.tid for s in g.summary(all_threads=True)], text=g.profile_text(all_threads=True),\n"
-    "    payload=[th['name'] for th in json.loads(g.result.payload())['threads']])))",  # 13
+    "    payload=[th['name'] for th in json.loads(g.result.payload())['threads']],\n"
+    "    funcs=[r.name for r in g.functions(outer_frames=True)])))",  # 13
 ]
 RAISES = (9, 10)
 
@@ -182,6 +183,8 @@ def test_a_statement_does_not_blame_the_meter(run):
         assert not [ln for ln in rows if "giltracer-live" in ln], text
     assert "giltracer-live" not in facts["payload"], facts["payload"]
     assert facts["blame"] == [b for b in facts["blame"] if set(b) <= set(facts["tids"])], facts
+    # Nor are the meter's start and end (an Event set, a join) the statement's calls.
+    assert not {"Event.set", "Thread.join", "Event.wait"} & set(facts["funcs"]), facts["funcs"]
 
 
 @pytest.mark.parametrize("backend", ["hooks", "auto"])

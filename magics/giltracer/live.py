@@ -155,8 +155,9 @@ def html_meter(p: Progress, names: Dict[int, str], max_events: Optional[int] = N
 
 class Meter:
     """Calls show(progress) every `interval` s while `trace` records, from a thread of its
-    own. Made before the trace starts (its thread then exists: the trace folds it as
-    the host's); begin() once it records, end() before it stops (joins the thread)."""
+    own. Made before the trace starts (its thread then exists: the trace knows it as
+    giltracer's own); begin() before or once it records, end() before or after it stops
+    (joins the thread): it redraws while the trace records."""
 
     def __init__(self, trace: Any, show: Callable[[Progress], None],
                  interval: float = INTERVAL) -> None:
@@ -180,12 +181,16 @@ class Meter:
 
     def _run(self) -> None:
         self._go.wait()
+        recorded = False
         while not self._done.wait(self.interval):
             t0 = time.perf_counter()
             try:
                 p = self.trace.progress()
                 if p is None:
-                    return
+                    if recorded:  # the trace has ended
+                        return
+                    continue  # not recording yet (begun before the trace started)
+                recorded = True
                 self.show(p)
                 self.updates += 1
             except Exception:  # a meter that cannot draw is no reason to disturb the code

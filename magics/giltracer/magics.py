@@ -114,28 +114,31 @@ def end_trace(t: Trace, error: Optional[BaseException]) -> None:
 
 
 def start_live(t: Trace, live: Optional["live_meter.NotebookMeter"]) -> None:
-    """start_trace(), then the live meter's redraws (a trace that cannot start clears it)."""
+    """The live meter's redraws, then start_trace() (a trace that cannot start clears it).
+    Begun before the trace: waking the meter's thread is giltracer's doing, not the cell's
+    (in the trace it is calls of the cell's thread and a GIL wait on the meter)."""
+    if live is not None:
+        live.begin()
     try:
         start_trace(t)
     except BaseException:
         if live is not None:
             live.close()
         raise
-    if live is not None:
-        live.begin()
 
 
 def end_live(t: Trace, error: Optional[BaseException],
              live: Optional["live_meter.NotebookMeter"]) -> None:
-    """The live meter's last redraw, then end_trace() (a trace that cannot end clears it)."""
-    if live is not None:
-        live.end()
+    """end_trace(), then the meter's end (after the trace, as its begin was before it;
+    a trace that cannot end clears it)."""
     try:
         end_trace(t, error)
     except BaseException:
         if live is not None:
             live.close()
         raise
+    if live is not None:
+        live.end()
 
 
 def run_traced(t: Trace, run: Any, live: Optional["live_meter.NotebookMeter"] = None
