@@ -152,7 +152,7 @@ def _begin(value: str) -> None:
                            **options)
     spooler = _start_spooler(session)
     # The child's only thread is this one (in a fork: the thread that forked), and the
-    # spooler, giltracer's own (a service thread). Not threading.enumerate(): before 3.11
+    # spooler, giltracer's own (kind 2: in no view). Not threading.enumerate(): before 3.11
     # a forked child's MainThread may still carry the parent's native id there, which
     # became a phantom thread of the child.
     session.start([(_thread.get_ident(), _thread.get_native_id())] + spooler)
@@ -161,19 +161,19 @@ def _begin(value: str) -> None:
     _install_exits()
 
 
-def _start_spooler(session: Any) -> List[Tuple[int, int, bool]]:
+def _start_spooler(session: Any) -> List[Tuple[int, int, int]]:
     """Starts the thread that checkpoints `session` (Session.spool), which waits for its
-    start without the GIL; returns its (ident, native id, service) for start(), or []."""
+    start without the GIL; returns its (ident, native id, kind 2) for start(), or []."""
     import _thread
 
     ready = _thread.allocate_lock()
     ready.acquire()
-    me: List[Tuple[int, int, bool]] = []
+    me: List[Tuple[int, int, int]] = []
 
     def run() -> None:
         global _spooler_tid
         _spooler_tid = _thread.get_native_id()
-        me.append((_thread.get_ident(), _spooler_tid, True))
+        me.append((_thread.get_ident(), _spooler_tid, 2))  # giltracer's own: in no view
         try:
             # (releases `ready` first: its starter goes on while it waits without the GIL)
             rc = session.spool(_names, int(SPOOL_EVERY * 1000), ready)

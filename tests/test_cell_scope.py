@@ -120,3 +120,60 @@ def test_blame_leaves_out_background_waiters():
     assert not any(b.waiter == poll.tid for b in t.blame())
     assert f"  poller ({poll.tid}) waited" not in t.summary_text(top=1000)
     assert f"  poller ({poll.tid}) waited" in t.summary_text(top=1000, all_threads=True)
+
+
+class ToolThread(threading.Thread):
+    """A thread of giltracer's own, as the live meter's is (giltracer_service)."""
+
+    giltracer_service = True
+
+
+def tool_spin(stop):
+    while not stop.is_set():
+        cpu(1000)
+
+
+def test_giltracers_own_threads_are_in_no_view_and_their_cost_is_a_note(tmp_path):
+    """A thread of giltracer's own that takes the GIL from the traced code (a live meter
+    redrawing) is no holder, waiter or row anywhere, even with all_threads; the wait it
+    caused is its cost, counted once in the note."""
+    from conftest import FREE_THREADED
+
+    stop = threading.Event()
+    tool = ToolThread(target=tool_spin, args=(stop,), name="own-meter", daemon=True)
+    tool.start()
+    try:
+        with giltracer.trace() as t:
+            with ThreadPoolExecutor(1, thread_name_prefix="pool") as ex:
+                list(ex.map(cpu, [300_000] * 4))
+            cpu(1_000_000)
+    finally:
+        stop.set()
+        tool.join()
+    tid = tool.native_id
+    assert tid not in {x.tid for x in t.threads}
+    assert tid not in {s.tid for s in t.summary(all_threads=True)}
+    assert not [b for b in t.blame(all_threads=True) if tid in (b.waiter, b.holder)]
+    assert "tool_spin" not in {r.name for r in t.functions(all_threads=True, outer_frames=True)}
+    assert "tool_spin" not in [n.name for n in t.profile(all_threads=True, outer_frames=True).walk()]
+    payload = json.loads(t.result.payload())
+    assert "own-meter" not in [th["name"] for th in payload["threads"]]
+    for text in (t.summary_text(top=1000, all_threads=True), t.profile_text(all_threads=True)):
+        rest = [ln for ln in text.splitlines() if not ln.startswith("Note: giltracer's own")]
+        assert not [ln for ln in rest if "own-meter" in ln or str(tid) in ln], text
+    t.save(str(tmp_path / "t.json"))
+    assert f'"tid":{tid}' not in (tmp_path / "t.json").read_text().replace(" ", "")
+    # Its figures and cost: once, in the note (text, viewer) and Trace.tool_threads.
+    (own,) = t.tool_threads
+    assert own.tid == tid and own.name == "own-meter"
+    cost = t.result.tool()
+    note = t.tool_note
+    assert note and note.startswith("giltracer's own threads (own-meter) ") and "left out" in note
+    assert payload["meta"]["tool_note"] == note
+    assert f"Note: {note}" in t.summary_text()
+    if not FREE_THREADED:
+        # Two CPU-bound threads and the spinner share one GIL: they waited for it.
+        assert own.held_ns > 0 and cost["caused_ns"] > 0 and cost["caused_waits"] > 0, cost
+        assert f"held the GIL {own.held_ns / 1e6:.3f} ms" in note, note
+        waited = sum(s.wait_ns for s in t.summary(all_threads=True))
+        assert cost["caused_ns"] <= waited, (cost, waited)

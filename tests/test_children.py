@@ -78,7 +78,10 @@ POOL_SCRIPT = HELD_IN_WORK + textwrap.dedent(f"""
                               names={{str(k): v for k, v in names.items()}},
                               t0=t.result.t0_ns, t1=t.result.t1_ns, note=t.result.tracer_note,
                               text=t.summary_text(),
-                              payload=json.loads(t.result.payload())["meta"].get("processes"))))
+                              payload=json.loads(t.result.payload())["meta"].get("processes"),
+                              every=[s.name for s in t.summary(all_threads=True)],
+                              own=[[s.pid, s.name] for s in t.tool_threads],
+                              own_note=t.tool_note)))
 """)
 
 
@@ -112,6 +115,12 @@ def test_a_process_pool_shows_four_children_holding_their_own_gil(tmp_path, meth
         # The text table has a block per process; the viewer's payload names each child.
         assert f" pid {c['pid']} (child process: " in facts["text"], facts["text"]
     assert [p["pid"] for p in facts["payload"]] == [c["pid"] for c in children]
+    # Each child's spooler is giltracer's own: in no view, its cost the note's.
+    assert "giltracer spool" not in facts["every"], facts["every"]
+    assert {name for _, name in facts["own"]} <= {"giltracer spool"}, facts["own"]
+    assert {pid for pid, _ in facts["own"]} <= {c["pid"] for c in children}, facts["own"]
+    if facts["own"]:
+        assert facts["own_note"].startswith("giltracer's own threads (giltracer spool) ")
     assert f" pid {parent['pid']} (the traced process)" in facts["text"]
     # The parent waits for its workers: its main thread holds its GIL little of the time.
     # (A free-threaded build has no GIL to release: the wait is parked or a blocking read.)

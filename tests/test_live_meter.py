@@ -53,16 +53,23 @@ CELLS = [
     "%%gilprofile --var p\n" + CELL,                              # 3
     "%%giltracer --var b --max-events 20000\n" + CELL,            # 4: the budget is spent early
     "%%giltracer --var n --no-live\n" + CELL,                     # 5
-    "print(sorted((s.name, s.background) for s in t.summary(all_threads=True)))",  # 6
+    "print(sorted((s.name, s.background) for s in t.summary(all_threads=True)), "
+    "[s.name for s in t.tool_threads], t.tool_note)",  # 6
     "%%giltracer --var m\n" + CELL,                               # 7
     "from giltracer import live\n"
-    "me = [s for s in m.summary(all_threads=True) if s.name == 'giltracer-live']\n"
+    "me = [s for s in m.tool_threads if s.name == 'giltracer-live']\n"
     "held = [s.held_ns / 1e9 for s in me]\n"
     "cpu = [(s.wall_ns - s.off_cpu_ns) / 1e9 for s in me if (s.off_cpu_ns or -1) >= 0]\n"
     "print(json.dumps(dict(live.last, held=held, cpu=cpu, wall=m.duration_ns / 1e9)))",  # 8
     "%%giltracer\nspin(1.2)\nraise ValueError('the cell fails')",            # 9
     "%%gilprofile\nspin(1.2)\nraise KeyboardInterrupt",                      # 10
     "%%giltracer\nimport asyncio\nawait asyncio.sleep(1.2)",                 # 11
+    "%gilprofile --var g sum(i * i for i in range(300_000))",              # 12
+    "print(json.dumps(dict(note=g.tool_note, own=[s.name for s in g.tool_threads],\n"
+    "    blame=[[b.waiter, b.holder] for b in g.blame(all_threads=True)],\n"
+    "    tids=[s.tid for s in g.summary(all_threads=True)], text=g.profile_text(all_threads=True),\n"
+    "    payload=[th['name'] for th in json.loads(g.result.payload())['threads']],\n"
+    "    funcs=[r.name for r in g.functions(outer_frames=True)])))",  # 13
 ]
 RAISES = (9, 10)
 
@@ -154,10 +161,30 @@ def test_no_live_shows_no_meter(run):
     assert len(messages(run, 5, "display_data")) == 1  # the viewer only
 
 
-def test_the_meter_thread_is_background(run):
+def test_the_meter_thread_is_giltracers_own(run):
+    """In no view, even with all_threads; its cost is the note's."""
     text = "".join(o.get("text", "") for o in run[0].cells[6].outputs if o.get("name") == "stdout")
-    assert "('giltracer-live', True)" in text, text
+    assert "giltracer-live'," not in text.split("] ")[0], text
     assert "('spinner-0', False)" in text, text
+    assert "['giltracer-live'] giltracer's own threads (giltracer-live) " in text, text
+
+
+def test_a_statement_does_not_blame_the_meter(run):
+    """%gilprofile of a short statement: the meter's thread wakes as the trace starts and
+    takes the GIL for a moment; that is giltracer's cost, in the note, never a row."""
+    shown = "".join(o["data"]["text/plain"] for o in run[0].cells[12].outputs
+                    if o.get("output_type") == "display_data")
+    facts = json.loads("".join(o.get("text", "") for o in run[0].cells[13].outputs
+                               if o.get("name") == "stdout"))
+    assert facts["own"] == ["giltracer-live"], facts
+    assert facts["note"] and facts["note"].startswith("giltracer's own threads (giltracer-live) ")
+    for text in (shown, facts["text"]):
+        rows = [ln for ln in text.splitlines() if not ln.startswith("Note: giltracer's own")]
+        assert not [ln for ln in rows if "giltracer-live" in ln], text
+    assert "giltracer-live" not in facts["payload"], facts["payload"]
+    assert facts["blame"] == [b for b in facts["blame"] if set(b) <= set(facts["tids"])], facts
+    # Nor are the meter's start and end (an Event set, a join) the statement's calls.
+    assert not {"Event.set", "Thread.join", "Event.wait"} & set(facts["funcs"]), facts["funcs"]
 
 
 @pytest.mark.parametrize("backend", ["hooks", "auto"])

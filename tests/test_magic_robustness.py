@@ -138,3 +138,54 @@ def test_trace_that_cannot_start_is_a_usage_error_and_the_cell_does_not_run(ip, 
     finally:
         held.stop()
     assert ip.user_ns["ran"] is False and outputs == []
+
+
+# --- a cell with a top-level await runs, or says why it cannot ------------------------------
+
+ASYNC_BODY = "import asyncio\nheard = !echo hi\n%time hi = heard\nawait asyncio.sleep(0.01)\n" \
+             "async_ran = True\n"
+
+
+@pytest.mark.parametrize("magic", ["giltracer", "gilprofile"])
+def test_an_awaiting_cell_with_ipython_syntax_runs_traced(ip, outputs, magic):
+    """IPython syntax (!cmd, %time) beside a top-level await: the cell is awaited as a plain
+    cell would be, its code run under the trace."""
+    ip.user_ns.pop("async_ran", None)
+    result = ip.run_cell(f"%%{magic} --var async_trace\n" + ASYNC_BODY)
+    assert result.error_in_exec is None and result.result is None, result
+    assert ip.user_ns.get("async_ran") is True and ip.user_ns["hi"] == ["hi"]
+    assert len(outputs) == 1  # the viewer, shown once
+    t = ip.user_ns["async_trace"]
+    assert any(r.name == "sleep" and r.file.endswith("tasks.py") for r in t.functions()), \
+        [r.name for r in t.functions()]
+
+
+def never_awaited(warned):
+    return [w for w in warned if "never awaited" in str(w.message)]
+
+
+@pytest.mark.parametrize("magic", ["giltracer", "gilprofile"])
+def test_an_awaiting_cell_nothing_awaits_is_a_usage_error(ip, outputs, magic):
+    """Called from code that does not await it, or with %autoawait off, the magic says so
+    before the cell runs: never a coroutine lost with the cell's code in it."""
+    import gc
+    import warnings
+
+    ip.user_ns.pop("async_ran", None)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        with pytest.raises(UsageError, match="awaits at the top level.*nothing ran"):
+            ip.run_cell_magic(magic, "", ASYNC_BODY)
+        ip.run_cell(f"def call_it():\n    return get_ipython().run_cell_magic({magic!r}, '', "
+                    f"{ASYNC_BODY!r})\n")
+        result = ip.run_cell("call_it()")
+        assert isinstance(result.error_in_exec, UsageError), result
+        ip.run_line_magic("autoawait", "False")
+        try:
+            result = ip.run_cell(f"%%{magic}\n" + ASYNC_BODY)
+        finally:
+            ip.run_line_magic("autoawait", "True")
+        assert isinstance(result.error_in_exec, UsageError), result
+        gc.collect()
+    assert "async_ran" not in ip.user_ns and outputs == []
+    assert not never_awaited(warned), [str(w.message) for w in warned]

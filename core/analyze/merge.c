@@ -1116,19 +1116,35 @@ static int build_blame(const struct gt_trace_input *in, struct gt_result *r)
     /* Holder-major so only one holder's segment list exists at a time. */
     for (size_t hi = 0; hi < r->nthreads; hi++) {
         const struct gt_thread_result *h = &r->threads[hi];
+        int tool = (in->threads[hi].flags & GT_THREAD_TOOL) != 0;
         size_t nseg = 0;
         if (h->summary.held_ns == 0)
             continue;
-        if ((err = build_segs(h, in->threads[hi].calls_truncated_at, in->threads[hi].calls_more,
-                              &sg, &sg_cap, &nseg, &st, &st_cap)))
+        if (tool) { /* no rows: one segment, its sum the tool's cost */
+            if ((err = grow(&sg, &sg_cap, 1, sizeof(*sg))))
+                goto cleanup;
+            sg[0] = (struct seg){h->start_ns, GT_NO_FUNC};
+            nseg = 1;
+        } else if ((err = build_segs(h, in->threads[hi].calls_truncated_at,
+                                     in->threads[hi].calls_more, &sg, &sg_cap, &nseg, &st,
+                                     &st_cap)))
             goto cleanup;
         for (size_t wi = 0; wi < r->nthreads; wi++) {
             const struct gt_thread_result *w = &r->threads[wi];
-            /* Each process has its own GIL. */
-            if (wi == hi || w->pid != h->pid || w->summary.wait_ns == 0)
+            /* Each process has its own GIL; giltracer's own waits are its own cost. */
+            if (wi == hi || w->pid != h->pid || w->summary.wait_ns == 0 ||
+                (in->threads[wi].flags & GT_THREAD_TOOL))
                 continue;
             a.ntouched = 0;
             blame_pair(&a, in, w, h, sg, nseg, ++pair, &wait);
+            if (tool) {
+                for (size_t t = 0; t < a.ntouched; t++) {
+                    size_t fi = acc_index(in, a.touched[t]);
+                    r->tool.caused_ns += a.ns[fi];
+                    r->tool.caused_waits += a.count[fi];
+                }
+                continue;
+            }
             if ((err = grow(&rows, &rows_cap, nrows + a.ntouched, sizeof(*rows))))
                 goto cleanup;
             for (size_t t = 0; t < a.ntouched; t++) {
@@ -1272,7 +1288,7 @@ static void outer_frames(const struct gt_result *r, struct gt_thread_result *t)
 static int is_background(const struct gt_result *r, const struct gt_thread_input *ti,
                          const struct gt_thread_result *t)
 {
-    if (ti->flags & GT_THREAD_SERVICE)
+    if (ti->flags & (GT_THREAD_SERVICE | GT_THREAD_TOOL))
         return 1; /* the host's own machinery, by the host's word (IOPub sends the cell's
                      output and may hold the GIL for milliseconds doing it) */
     if (t->nspans && !(t->spans[0].flags & GT_SPAN_CLIPPED_START))
@@ -1307,6 +1323,28 @@ static void scope_threads(const struct gt_trace_input *in, struct gt_result *r)
     }
     for (size_t i = 0; !kept && i < r->nthreads; i++)
         r->threads[i].background = 0;
+}
+
+/* giltracer's own threads (GT_THREAD_TOOL) leave r->threads for r->tool (after the
+ * blame and the scope, which read the input beside r->threads by index). */
+static int split_tool(const struct gt_trace_input *in, struct gt_result *r)
+{
+    size_t ntool = 0, kept = 0;
+    for (size_t i = 0; i < r->nthreads; i++)
+        ntool += (in->threads[i].flags & GT_THREAD_TOOL) != 0;
+    if (!ntool)
+        return 0;
+    r->tool.threads = malloc(ntool * sizeof(*r->tool.threads));
+    if (!r->tool.threads)
+        return -ENOMEM;
+    for (size_t i = 0; i < r->nthreads; i++) {
+        if (in->threads[i].flags & GT_THREAD_TOOL)
+            r->tool.threads[r->tool.nthreads++] = r->threads[i];
+        else
+            r->threads[kept++] = r->threads[i];
+    }
+    r->nthreads = kept;
+    return 0;
 }
 
 int gt_merge__run(const struct gt_trace_input *in, struct gt_result **out)
@@ -1365,6 +1403,8 @@ int gt_merge__run(const struct gt_trace_input *in, struct gt_result **out)
     if (in->gil_known && (err = build_blame(in, r)))
         goto cleanup;
     scope_threads(in, r);
+    if ((err = split_tool(in, r)))
+        goto cleanup;
     *out = r;
     r = NULL;
 cleanup:
@@ -1377,17 +1417,23 @@ cleanup:
     return err;
 }
 
+static void free_threads(struct gt_thread_result *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++) {
+        free(t[i].spans);
+        free(t[i].gil);
+        free(t[i].os);
+        free(t[i].calls_more);
+    }
+    free(t);
+}
+
 void gt_result__free(struct gt_result *r)
 {
     if (!r)
         return;
-    for (size_t i = 0; r->threads && i < r->nthreads; i++) {
-        free(r->threads[i].spans);
-        free(r->threads[i].gil);
-        free(r->threads[i].os);
-        free(r->threads[i].calls_more);
-    }
-    free(r->threads);
+    free_threads(r->threads, r->nthreads);
+    free_threads(r->tool.threads, r->tool.nthreads);
     free(r->blame);
     free(r);
 }

@@ -28,6 +28,7 @@ struct gt_emit_meta {
     int32_t scope_tid;       /* the thread that started the trace, 0 = unknown */
     int all_threads;         /* text: list background threads too (else one line names them) */
     const char *sampling;    /* sampling mode: interval, samples, the sampler's GIL use; NULL */
+    const char *tool_note;   /* what giltracer's own threads (in no view) cost; NULL: none */
     uint64_t gil_aggregated;   /* GIL events past max_events kept as aggregates (exact totals) */
     uint64_t sched_aggregated; /* scheduler records past max_events kept as aggregates */
     uint64_t calls_aggregated; /* call events past max_events kept as call trees */

@@ -126,6 +126,8 @@ static void text_headline(struct sbuf *b, const struct gt_result *r, const struc
         sb_printf(b, "WARNING: %s\n", m->tracer_note);
     if (m->sampling)
         sb_printf(b, "Sampling: %s\n", m->sampling);
+    if (m->tool_note)
+        sb_printf(b, "Note: %s\n", m->tool_note);
     if (!r->gil_known)
         sb_printf(b, "GIL columns n/a: no GIL probe ran (%s)\n",
                   m->backend_reason && m->backend_reason[0] ? m->backend_reason : "no reason given");

@@ -347,6 +347,8 @@ json_t *meta_object(const struct gt_result *r, const struct gt_emit_meta *m)
         bad = json_object_set_new(o, "scope_tid", json_integer(m->scope_tid)) < 0;
     if (!bad && m->sampling)
         bad = json_object_set_new(o, "sampling", json_string(m->sampling)) < 0;
+    if (!bad && m->tool_note)
+        bad = json_object_set_new(o, "tool_note", json_string(m->tool_note)) < 0;
     if (!bad && m->nprocesses) { /* child processes followed: pid -> command */
         json_t *procs = json_array();
         bad = !procs || json_object_set_new(o, "processes", procs) < 0;

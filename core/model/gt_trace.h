@@ -38,6 +38,8 @@ enum gt_thread_input_flags {
                                        (its life still starts at its first event) */
     GT_THREAD_SERVICE = 32,         /* the host's own machinery (a notebook kernel's IOPub,
                                        shell channel, heartbeat): background */
+    GT_THREAD_TOOL = 64,            /* giltracer's own (the live meter, the sampler, a
+                                       child's spooler): in no view, its cost in gt_result.tool */
 };
 
 /* A thread's GIL or OS states past its stream's budget, as the aggregate stage kept them
@@ -239,14 +241,25 @@ struct gt_blame {
     uint64_t wait_ns;
 };
 
+/* What giltracer's own threads (GT_THREAD_TOOL) cost the traced code: they are in no
+ * view (not in gt_result.threads, no blame row holds or waits on them), so their use
+ * of the GIL is counted here, once. */
+struct gt_tool_cost {
+    struct gt_thread_result *threads; /* their results, in input order */
+    size_t nthreads;
+    uint64_t caused_ns; /* other threads' GIL wait (parks they woke) while one held it */
+    uint64_t caused_waits; /* those waits, one per (wait, tool thread) that overlapped */
+};
+
 struct gt_result {
     uint64_t t0, t1;
     const struct gt_func *funcs; /* borrowed from the input */
     uint32_t nfuncs;
-    struct gt_thread_result *threads; /* in input order */
+    struct gt_thread_result *threads; /* in input order, giltracer's own left out (tool) */
     size_t nthreads;
     struct gt_blame *blame; /* sorted by wait_ns, largest first */
     size_t nblame;
+    struct gt_tool_cost tool; /* giltracer's own threads, out of `threads` and `blame` */
     int gil_known;
     int free_threaded; /* as in the input: the GIL intervals are park intervals */
 };

@@ -443,11 +443,12 @@ static int park_keys(PyObject *d, const struct gt_summary *s)
     return err;
 }
 
-static PyObject *summaries(const struct gt_result *r)
+static PyObject *thread_summaries(const struct gt_result *r, const struct gt_thread_result *threads,
+                                  size_t n)
 {
-    PyObject *out = PyList_New((Py_ssize_t)r->nthreads);
-    for (size_t i = 0; out && i < r->nthreads; i++) {
-        const struct gt_thread_result *t = &r->threads[i];
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        const struct gt_thread_result *t = &threads[i];
         const struct gt_summary *s = &t->summary;
         PyObject *d = Py_BuildValue(
             "{s:i,s:i,s:K,s:N,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:K,s:K,s:d,s:d,s:d,s:n,s:O,s:I}", "tid",
@@ -467,6 +468,22 @@ static PyObject *summaries(const struct gt_result *r)
             break;
     }
     return out;
+}
+
+static PyObject *summaries(const struct gt_result *r)
+{
+    return thread_summaries(r, r->threads, r->nthreads);
+}
+
+/* giltracer's own threads (in no view): their summaries and the waits they caused. */
+static PyObject *Result_tool(ResultObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    const struct gt_result *r = R(self);
+    return Py_BuildValue("{s:N,s:K,s:K}", "threads",
+                         thread_summaries(r, r->tool.threads, r->tool.nthreads), "caused_ns",
+                         (unsigned long long)r->tool.caused_ns, "caused_waits",
+                         (unsigned long long)r->tool.caused_waits);
 }
 
 static PyObject *Result_summary(ResultObject *self, PyObject *noargs)
@@ -982,6 +999,14 @@ static PyObject *Result_get_sampling(ResultObject *self, void *c)
     return PyUnicode_FromString(self->run->sampling);
 }
 
+static PyObject *Result_get_tool_note(ResultObject *self, void *c)
+{
+    (void)c;
+    if (!self->run->tool_note[0])
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(self->run->tool_note);
+}
+
 /* Sampling mode's own figures, or None: the sampler's GIL use is not the user's. */
 static PyObject *Result_get_sampler(ResultObject *self, void *c)
 {
@@ -1052,6 +1077,8 @@ static PyGetSetDef Result_getset[] = {
                        "(held = running, wait = parked, blame = waiter <- waker)"),
     GET(tracer_note, "threads the function tracer missed (a sentence), or None"),
     GET(sampling, "sampling mode: interval, samples and the sampler's GIL use (a sentence), or None"),
+    GET(tool_note, "what giltracer's own threads (in no view) cost the traced code (a sentence), "
+                   "or None"),
     GET(sampler, "sampling mode: the sampler's figures (dict: interval_ns, samples, skipped, "
                  "failed, held_ns, max_held_ns, waited_ns, tid), or None"),
     {NULL, NULL, NULL, NULL, NULL},
@@ -1060,6 +1087,8 @@ static PyGetSetDef Result_getset[] = {
 static PyMethodDef Result_methods[] = {
     {"threads", (PyCFunction)Result_threads, METH_NOARGS, "per-thread identity and counts"},
     {"summary", (PyCFunction)Result_summary, METH_NOARGS, "per-thread GIL and OS summary"},
+    {"tool", (PyCFunction)Result_tool, METH_NOARGS,
+     "giltracer's own threads, in no view: {threads: their summaries, caused_ns, caused_waits}"},
     {"blame", (PyCFunction)Result_blame, METH_NOARGS, "GIL blame rows, largest first"},
     {"crosscheck", (PyCFunction)Result_crosscheck, METH_NOARGS,
      "per-thread summary from the bpf probe's view (crosscheck=True), else None"},

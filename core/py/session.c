@@ -74,10 +74,11 @@ struct gt_session {
 static void ck_names_free(struct gt_session *s);
 
 /* The native ids of start()'s (ident, native_id[, service]) items; an item it cannot read
- * is left out (the tracer reports it). service is true for a thread of the host's own
+ * is left out (the tracer reports it). service is 1 (True) for a thread of the host's own
  * machinery (a notebook kernel's IOPub, shell channel, heartbeat: the magics know them),
- * which the merge folds as background whatever it did with the GIL. Returns 0 or -1 (no
- * memory) with an exception set. */
+ * which the merge folds as background whatever it did with the GIL, and 2 for one of
+ * giltracer's own (the live meter, a child's spooler), which is in no view: its cost is a
+ * note. Returns 0 or -1 (no memory) with an exception set. */
 static int note_alive(struct gt_session *s, PyObject *threads)
 {
     Py_ssize_t n = threads && threads != Py_None ? PySequence_Size(threads) : 0;
@@ -95,7 +96,7 @@ static int note_alive(struct gt_session *s, PyObject *threads)
         unsigned long ident = 0;
         long native = 0;
         int service = 0;
-        if (pair && PyArg_ParseTuple(pair, "kl|p", &ident, &native, &service)) {
+        if (pair && PyArg_ParseTuple(pair, "kl|i", &ident, &native, &service)) {
             s->service[s->nalive] = (unsigned char)service;
             s->alive_tids[s->nalive++] = (int32_t)native;
         }
@@ -106,12 +107,15 @@ static int note_alive(struct gt_session *s, PyObject *threads)
     return 0;
 }
 
-/* GT_THREAD_ALIVE_AT_START, and GT_THREAD_SERVICE for the host's own threads. */
+/* GT_THREAD_ALIVE_AT_START, and GT_THREAD_SERVICE for the host's own threads,
+ * GT_THREAD_TOOL for giltracer's. */
 static unsigned alive_flags(const struct gt_session *s, int32_t tid)
 {
     for (size_t i = 0; i < s->nalive; i++)
         if (s->alive_tids[i] == tid)
-            return GT_THREAD_ALIVE_AT_START | (s->service[i] ? GT_THREAD_SERVICE : 0);
+            return GT_THREAD_ALIVE_AT_START | (s->service[i] == 1   ? GT_THREAD_SERVICE
+                                               : s->service[i] > 1 ? GT_THREAD_TOOL
+                                                                   : 0);
     return 0;
 }
 
@@ -834,7 +838,7 @@ static void stop_sampler(struct gt_session *s)
 }
 
 /* The sampling line every output shows: the interval, the samples, and the sampler's
- * own use of the GIL (its thread is a background row; its time is not the user's). */
+ * own use of the GIL as it measured it (its thread is in no view: giltracer's own). */
 static void describe_sampling(const struct gt_session *s, uint64_t wall_ns, char *buf, size_t len)
 {
     const struct gt_sampler_stats *st = &s->sampler_stats;
@@ -1350,7 +1354,7 @@ static int fill_input(const struct gt_session *s, PyObject *names, struct gt_thr
     in->flags = t->flags;
     in->flags |= alive_flags(s, t->tid);
     if (s->sampled && t->tid == s->sampler_stats.tid)
-        in->flags |= GT_THREAD_SERVICE; /* giltracer's own: background, not the cell's */
+        in->flags |= GT_THREAD_TOOL; /* giltracer's own: in no view, its cost a note */
     in->interp = t->interp;
     if ((s->sched && t->sched_state) || (s->used == USED_BPF && s->o.sched))
         in->flags |= GT_THREAD_HAS_SCHED;
@@ -1462,6 +1466,44 @@ static int merge_check(struct gt_thread *threads, struct gt_thread_input *inputs
     return gt_merge__run(ti, &run->check);
 }
 
+/* What giltracer's own threads cost the traced code (they are in no view), or "": their
+ * names, the GIL they held (free-threaded: their time not parked) and the waits they
+ * caused. */
+static void describe_tool(const struct gt_session *s, struct gt_run *run)
+{
+    const struct gt_tool_cost *tc = &run->result->tool;
+    char names[160] = "";
+    uint64_t held = 0;
+    if (!tc->nthreads)
+        return;
+    for (size_t i = 0; i < tc->nthreads; i++) {
+        const char *nm = tc->threads[i].name ? tc->threads[i].name : "unnamed";
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = strcmp(nm, tc->threads[j].name ? tc->threads[j].name : "unnamed") == 0;
+        size_t n = strlen(names);
+        if (!seen && n + 1 < sizeof(names))
+            snprintf(names + n, sizeof(names) - n, "%s%s", n ? ", " : "", nm);
+        held += tc->threads[i].summary.held_ns;
+    }
+    if (!run->result->gil_known)
+        snprintf(run->tool_note, sizeof(run->tool_note),
+                 "giltracer's own threads (%s) are left out of every table", names);
+    else if (s->used == USED_PARK)
+        snprintf(run->tool_note, sizeof(run->tool_note),
+                 "giltracer's own threads (%s) ran %.3f ms (not parked) and woke other "
+                 "threads' parks of %.3f ms (%llu park%s); they are left out of every table",
+                 names, (double)held / 1e6, (double)tc->caused_ns / 1e6,
+                 (unsigned long long)tc->caused_waits, tc->caused_waits == 1 ? "" : "s");
+    else
+        snprintf(run->tool_note, sizeof(run->tool_note),
+                 "giltracer's own threads (%s) held the GIL %.3f ms and made other threads "
+                 "wait %.3f ms for it (%llu wait%s); they are left out of every table",
+                 names, (double)held / 1e6, (double)tc->caused_ns / 1e6,
+                 (unsigned long long)tc->caused_waits, tc->caused_waits == 1 ? "" : "s");
+    run->meta.tool_note = run->tool_note;
+}
+
 /* The run's description: backend, title, Python, counts, notes, sampling. */
 static void describe_run(const struct gt_session *s, struct gt_run *run,
                          const char *title, const struct run_counts *c,
@@ -1507,6 +1549,7 @@ static void describe_run(const struct gt_session *s, struct gt_run *run,
         describe_sampling(s, wall_ns, run->sampling, sizeof(run->sampling));
         run->meta.sampling = run->sampling;
     }
+    describe_tool(s, run);
 }
 
 static void free_inputs(struct gt_thread_input *inputs, const void **more,
@@ -1752,6 +1795,15 @@ static int progress_ft_names(PyObject *d)
     return 0;
 }
 
+/* Whether a live thread is the host's or giltracer's own, not the user's (a live meter
+ * leaves it out, as every view does). */
+static int not_users(const struct gt_session *s, const struct gt_live_thread *t)
+{
+    return (t->flags & (GT_THREAD_SERVICE | GT_THREAD_TOOL)) ||
+           (alive_flags(s, t->tid) & (GT_THREAD_SERVICE | GT_THREAD_TOOL)) ||
+           (s->sampler && t->tid == gt_sampler__tid(s->sampler));
+}
+
 PyObject *gt_session__progress(struct gt_session *s)
 {
     if (forked_copy(s) || s->released || s->state != GT_SESSION_RECORDING)
@@ -1793,8 +1845,8 @@ PyObject *gt_session__progress(struct gt_session *s)
         int st = t->gil_live >= 0 && t->gil_live < GT_GIL_LIVE_NSTATES ? t->gil_live : 0;
         PyObject *d = Py_BuildValue(
             "{s:i,s:K,s:O,s:K,s:K,s:K,s:s}", "native_id", (int)t->tid, "ident",
-            (unsigned long long)t->ident, "service",
-            (t->flags & GT_THREAD_SERVICE) ? Py_True : Py_False, "held_ns",
+            (unsigned long long)t->ident, "service", not_users(s, t) ? Py_True : Py_False,
+            "held_ns",
             (unsigned long long)((double)ticks[GT_GIL_LIVE_HELD] * rate), "wait_ns",
             (unsigned long long)((double)ticks[GT_GIL_LIVE_WAITING] * rate), "released_ns",
             (unsigned long long)((double)ticks[GT_GIL_LIVE_RELEASED] * rate), "state",

@@ -42,6 +42,7 @@ struct gt_run {
     int sampled;             /* sampling mode ran: `sampler` holds its stats */
     struct gt_sampler_stats sampler;
     char sampling[384];      /* sampling mode: the interval, samples, the sampler's GIL use */
+    char tool_note[384];     /* what giltracer's own threads cost, or "" */
     /* Child processes merged in: their spools (the strings their functions point to) and
      * the function table of all processes the result uses. */
     struct gt_spool **spools;

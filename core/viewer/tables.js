@@ -46,6 +46,7 @@ function buildHeader() {
   var ga = num(meta.gil_aggregated, 0) + num(meta.sched_aggregated, 0);
   if (ga > 0) banner('gt-note', '\u2139 ' + fmtInt(ga) + ' GIL and scheduler events past max_events were aggregated:',
     'the table is exact; the end of each such thread\'s GIL and OS strips is coalesced (at most 2048 tiles, each drawn as held, waiting, released) and not in the blame.');
+  if (meta.tool_note) banner('gt-note', '\u2139 giltracer\'s own cost:', String(meta.tool_note) + '.');
   if (meta.tracer_note) banner('gt-warn', '\u26a0 Some threads were not fully traced:', String(meta.tracer_note));
   if (sl > 0) banner('gt-warn', '\u26a0 ' + fmtInt(sl) + ' scheduler records were lost' + why, 'OS states may have gaps.');
   if (freeThreaded) banner('gt-note', '\u2139 free-threaded build: no GIL; showing lock contention.',

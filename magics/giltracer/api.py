@@ -642,7 +642,7 @@ class Trace:
             session = self._session = _core.Session(
                 own_dir=_PACKAGE_DIR, children=children.prefix if children else None,
                 **self.options)
-            threads = [(t.ident, t.native_id, self._is_host_thread(t))
+            threads = [(t.ident, t.native_id, self._thread_kind(t))
                        for t in threading.enumerate() if t.ident is not None]
             self._ended_before = _ended_threads()
             # Names of the threads running now: one that ends during the session and whose
@@ -714,11 +714,14 @@ class Trace:
             self._commands = self._children.collect()
             self._children = None
 
-    def _is_host_thread(self, t: threading.Thread) -> bool:
+    def _thread_kind(self, t: threading.Thread) -> int:
+        """2: giltracer's own (a live meter's: in no view), 1: the host's (background), 0."""
+        if getattr(t, "giltracer_service", False):
+            return 2
         try:
-            return bool(self.host_thread is not None and self.host_thread(t))
+            return int(bool(self.host_thread is not None and self.host_thread(t)))
         except Exception:  # a guess that fails is no reason to lose the trace
-            return False
+            return 0
 
     def stop(self) -> "Trace":
         if self._result is not None:
@@ -894,6 +897,18 @@ class Trace:
                 elif self._gc is not None:
                     d["stop_the_world_ns"] = self._gc.parked_in(d["tid"], parked)
         return [ThreadSummary(**d) for d in rows]
+
+    @property
+    def tool_threads(self) -> List[ThreadSummary]:
+        """giltracer's own threads (a live meter's, the sampler's, a followed child's
+        spooler): in no view (table, blame, profile, viewer), their cost in ``tool_note``."""
+        return [ThreadSummary(**d) for d in self.result.tool()["threads"]]
+
+    @property
+    def tool_note(self) -> Optional[str]:
+        """What giltracer's own threads cost the traced code: the GIL they held and the
+        waits they caused (a sentence, also under the text table and in the viewer), or None."""
+        return self.result.tool_note
 
     @property
     def processes(self) -> List[ProcessInfo]:

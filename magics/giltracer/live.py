@@ -5,7 +5,7 @@ output area (IPython display updates) or as one rewritten line on a terminal's s
 (the command line).
 
 The meter thread is started before the trace (so the trace knows it from the start as
-the host's own machinery, folded into the background like a kernel's threads) and reads
+giltracer's own, left out of every view, its GIL use a note: Trace.tool_note) and reads
 ``Session.progress()``, which takes no lock a traced thread takes. Each redraw holds the
 GIL for well under a millisecond (measured in tests/test_live_meter.py)."""
 
@@ -28,13 +28,14 @@ Progress = Dict[str, Any]
 
 
 class MeterThread(threading.Thread):
-    """The meter's thread: the trace folds it as the host's own (service_thread())."""
+    """The meter's thread: giltracer's own (a thread with ``giltracer_service`` true), which
+    a trace leaves out of every view, its cost a note (Trace.tool_note)."""
 
     giltracer_service = True
 
 
 def service_thread(t: threading.Thread) -> bool:
-    """Whether `t` is a live meter's thread (the host's machinery, not the user's)."""
+    """Whether `t` is a live meter's thread (giltracer's own, not the user's)."""
     return bool(getattr(t, "giltracer_service", False))
 
 
@@ -154,8 +155,9 @@ def html_meter(p: Progress, names: Dict[int, str], max_events: Optional[int] = N
 
 class Meter:
     """Calls show(progress) every `interval` s while `trace` records, from a thread of its
-    own. Made before the trace starts (its thread then exists: the trace folds it as
-    the host's); begin() once it records, end() before it stops (joins the thread)."""
+    own. Made before the trace starts (its thread then exists: the trace knows it as
+    giltracer's own); begin() before or once it records, end() before or after it stops
+    (joins the thread): it redraws while the trace records."""
 
     def __init__(self, trace: Any, show: Callable[[Progress], None],
                  interval: float = INTERVAL) -> None:
@@ -179,12 +181,16 @@ class Meter:
 
     def _run(self) -> None:
         self._go.wait()
+        recorded = False
         while not self._done.wait(self.interval):
             t0 = time.perf_counter()
             try:
                 p = self.trace.progress()
                 if p is None:
-                    return
+                    if recorded:  # the trace has ended
+                        return
+                    continue  # not recording yet (begun before the trace started)
+                recorded = True
                 self.show(p)
                 self.updates += 1
             except Exception:  # a meter that cannot draw is no reason to disturb the code

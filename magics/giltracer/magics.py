@@ -114,28 +114,31 @@ def end_trace(t: Trace, error: Optional[BaseException]) -> None:
 
 
 def start_live(t: Trace, live: Optional["live_meter.NotebookMeter"]) -> None:
-    """start_trace(), then the live meter's redraws (a trace that cannot start clears it)."""
+    """The live meter's redraws, then start_trace() (a trace that cannot start clears it).
+    Begun before the trace: waking the meter's thread is giltracer's doing, not the cell's
+    (in the trace it is calls of the cell's thread and a GIL wait on the meter)."""
+    if live is not None:
+        live.begin()
     try:
         start_trace(t)
     except BaseException:
         if live is not None:
             live.close()
         raise
-    if live is not None:
-        live.begin()
 
 
 def end_live(t: Trace, error: Optional[BaseException],
              live: Optional["live_meter.NotebookMeter"]) -> None:
-    """The live meter's last redraw, then end_trace() (a trace that cannot end clears it)."""
-    if live is not None:
-        live.end()
+    """end_trace(), then the meter's end (after the trace, as its begin was before it;
+    a trace that cannot end clears it)."""
     try:
         end_trace(t, error)
     except BaseException:
         if live is not None:
             live.close()
         raise
+    if live is not None:
+        live.end()
 
 
 def run_traced(t: Trace, run: Any, live: Optional["live_meter.NotebookMeter"] = None
@@ -180,8 +183,9 @@ def make_live(shell: InteractiveShell, args: Any, t: Trace) -> Optional["live_me
 
 
 def host_thread(t: threading.Thread) -> bool:
-    """The kernel's threads and the live meter's: background in every view."""
-    return kernel_thread(t) or live_meter.service_thread(t)
+    """The kernel's threads: background in every view. (The live meter's is giltracer's
+    own, which the trace leaves out of every view by itself.)"""
+    return kernel_thread(t)
 
 
 # CO_COROUTINE: what a code object compiled with PyCF_ALLOW_TOP_LEVEL_AWAIT is flagged with
@@ -215,12 +219,43 @@ def await_cells(lines: List[str]) -> List[str]:
     name, body = str(args[0]), str(args[2])
     if name not in ("giltracer", "gilprofile"):
         return lines
+    shell = InteractiveShell.instance() if InteractiveShell.initialized() else None
+    if shell is not None and not shell.autoawait:
+        return lines  # IPython would not await it: the magic says why it cannot run
     try:
-        if not awaits(compile(body, "<cell>", "exec", flags=_TOP_LEVEL_AWAIT, dont_inherit=True)):
+        # As the magic compiles it: its IPython syntax (!cmd, %time) made Python first.
+        source = shell.transform_cell(body) if shell is not None else body
+        if not awaits(compile(source, "<cell>", "exec", flags=_TOP_LEVEL_AWAIT, dont_inherit=True)):
             return lines
     except (SyntaxError, ValueError):
-        return lines  # IPython syntax in the body (say !cmd): compiled, and reported, by the magic
+        return lines  # not Python even so: compiled, and reported, by the magic
     return ["await " + text.lstrip()]
+
+
+def caller_awaits() -> bool:
+    """Whether the code that called the magic (the nearest frame outside IPython and
+    giltracer) runs as a coroutine, so it can await what the magic returns: a cell that
+    await_cells rewrote, or an async function. A plain call would get a coroutine it
+    never awaits, and the cell would silently not run."""
+    frame: Optional[FrameType] = sys._getframe(1)
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if (module.split(".", 1)[0] not in ("IPython", "giltracer", "decorator")
+                and not frame.f_code.co_filename.startswith("<decorator-gen")):
+            return awaits(frame.f_code)
+        frame = frame.f_back
+    return False
+
+
+def check_awaited(magic: str) -> None:
+    """A cell with a top-level await that nothing would await is a UsageError (before it
+    runs), not a coroutine lost."""
+    if not caller_awaits():
+        raise UsageError(
+            f"%%{magic}: the cell awaits at the top level, but what ran it does not await "
+            "it (IPython awaits such a cell when it is the notebook's own cell with "
+            "%autoawait on; from code, use await get_ipython().run_cell_magic(...) in an "
+            "async function); nothing ran")
 
 
 def cell_numbers(shell: InteractiveShell) -> Dict[str, Any]:
@@ -384,6 +419,8 @@ class GilTracerMagics(Magics):
         t.host_thread = host_thread
         ns = self._shell.user_ns  # fetched before the trace: a property, a call of its own
         run = api.code_runner()
+        if awaits(code):
+            check_awaited("giltracer")
         live = make_live(self._shell, args, t)
         if awaits(code):
             return self._await(t, args, lambda: run(code, ns), ns, "cell",
@@ -420,6 +457,8 @@ class GilTracerMagics(Magics):
         t.file_labels = lambda: cell_labels(self._shell)
         t.host_thread = host_thread
         run = api.code_runner()
+        if cell is not None and awaits(code):
+            check_awaited("gilprofile")
         live = make_live(self._shell, args, t)
         if cell is not None and awaits(code):
             return self._await(t, args, lambda: run(code, ns), ns, "cell",

@@ -204,7 +204,7 @@ void fz_trace__decode(const uint8_t *data, size_t size, int with_names, struct f
         th->pid = (fl & 0x80) ? (int32_t)(u8(&r) % 3) : 0;
         th->ident = u64(&r);
         th->name = name(&r, t, with_names, 1, "T");
-        th->flags = fl & 15;
+        th->flags = (fl & 15) | ((fl & 0x10) ? GT_THREAD_TOOL : 0);
         if (fl & 0x40)
             th->calls_truncated_at = t->in.t0 + (uint64_t)u16(&r) * unit;
         uint64_t base = t->in.t0 + (uint64_t)(u8(&r) % 4) * unit;
@@ -294,34 +294,60 @@ static void check_spans(const struct gt_result *r, const struct gt_thread_result
     }
 }
 
+/* giltracer's own threads (GT_THREAD_TOOL) left the threads for r->tool, both in input
+ * order: input i's result. */
+static const struct gt_thread_result *result_of(const struct gt_trace_input *in,
+                                                const struct gt_result *r, size_t i)
+{
+    size_t kept = 0, tool = 0;
+    for (size_t k = 0; k < i; k++) {
+        tool += (in->threads[k].flags & GT_THREAD_TOOL) != 0;
+        kept += !(in->threads[k].flags & GT_THREAD_TOOL);
+    }
+    return (in->threads[i].flags & GT_THREAD_TOOL) ? &r->tool.threads[tool] : &r->threads[kept];
+}
+
+static void check_thread(const struct gt_trace_input *in, const struct gt_result *r,
+                         const struct gt_thread_result *t)
+{
+    const struct gt_summary *s = &t->summary;
+    FZ_ASSERT(in->t0 <= t->start_ns && t->start_ns <= t->end_ns && t->end_ns <= in->t1);
+    FZ_ASSERT(s->wall_ns == t->end_ns - t->start_ns);
+    check_spans(r, t);
+    if (r->gil_known) {
+        FZ_ASSERT(s->held_ns + s->wait_ns + s->released_ns == s->wall_ns);
+        FZ_ASSERT(s->longest_wait_ns <= s->wait_ns);
+        check_contiguous(t->gil, t->ngil, t->start_ns, t->end_ns, GT_GIL_STATE_HELD);
+    } else {
+        FZ_ASSERT(t->ngil == 0 && r->nblame == 0);
+    }
+    if (t->has_sched) {
+        check_contiguous(t->os, t->nos, t->start_ns, t->end_ns, GT_OS_BLOCKED);
+        FZ_ASSERT(s->off_cpu_ns >= 0 && (uint64_t)s->off_cpu_ns <= s->wall_ns);
+        FZ_ASSERT(s->preempted_ns >= 0 && s->preempted_ns <= s->off_cpu_ns);
+    } else {
+        FZ_ASSERT(t->nos == 0 && s->off_cpu_ns == -1);
+    }
+}
+
 void fz_check_result(const struct gt_trace_input *in, const struct gt_result *r)
 {
-    FZ_ASSERT(r->nthreads == in->nthreads);
+    FZ_ASSERT(r->nthreads + r->tool.nthreads == in->nthreads);
     int unique_tids = 1;
-    for (size_t i = 0; i < r->nthreads; i++) {
-        const struct gt_thread_result *t = &r->threads[i];
-        const struct gt_summary *s = &t->summary;
+    uint64_t waited = 0;
+    for (size_t i = 0; i < in->nthreads; i++) {
+        const struct gt_thread_result *t = result_of(in, r, i);
         for (size_t j = 0; j < i; j++)
-            unique_tids &= r->threads[j].tid != t->tid;
+            unique_tids &= in->threads[j].tid != t->tid;
         FZ_ASSERT(t->tid == in->threads[i].tid);
-        FZ_ASSERT(in->t0 <= t->start_ns && t->start_ns <= t->end_ns && t->end_ns <= in->t1);
-        FZ_ASSERT(s->wall_ns == t->end_ns - t->start_ns);
-        check_spans(r, t);
-        if (r->gil_known) {
-            FZ_ASSERT(s->held_ns + s->wait_ns + s->released_ns == s->wall_ns);
-            FZ_ASSERT(s->longest_wait_ns <= s->wait_ns);
-            check_contiguous(t->gil, t->ngil, t->start_ns, t->end_ns, GT_GIL_STATE_HELD);
-        } else {
-            FZ_ASSERT(t->ngil == 0 && r->nblame == 0);
-        }
-        if (t->has_sched) {
-            check_contiguous(t->os, t->nos, t->start_ns, t->end_ns, GT_OS_BLOCKED);
-            FZ_ASSERT(s->off_cpu_ns >= 0 && (uint64_t)s->off_cpu_ns <= s->wall_ns);
-            FZ_ASSERT(s->preempted_ns >= 0 && s->preempted_ns <= s->off_cpu_ns);
-        } else {
-            FZ_ASSERT(t->nos == 0 && s->off_cpu_ns == -1);
-        }
+        check_thread(in, r, t);
+        if (!(in->threads[i].flags & GT_THREAD_TOOL))
+            waited += t->summary.wait_ns;
     }
+    /* What one tool thread caused is other threads' wait, overlapping its holds. */
+    FZ_ASSERT(r->gil_known || (r->tool.caused_ns == 0 && r->tool.caused_waits == 0));
+    if (r->tool.nthreads <= 1)
+        FZ_ASSERT(r->tool.caused_ns <= waited);
     for (size_t i = 0; i < r->nblame; i++) {
         const struct gt_blame *b = &r->blame[i];
         FZ_ASSERT(b->func < r->nfuncs || b->func == GT_NO_FUNC || b->func == GT_UNKNOWN_FUNC);
@@ -329,6 +355,9 @@ void fz_check_result(const struct gt_trace_input *in, const struct gt_result *r)
         FZ_ASSERT(b->waiter_tid != b->holder_tid || !unique_tids);
         if (i)
             FZ_ASSERT(r->blame[i - 1].wait_ns >= b->wait_ns);
+        for (size_t k = 0; unique_tids && k < r->tool.nthreads; k++)
+            FZ_ASSERT(b->waiter_tid != r->tool.threads[k].tid &&
+                      b->holder_tid != r->tool.threads[k].tid);
     }
     if (!unique_tids)
         return;

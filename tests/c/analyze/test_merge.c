@@ -1041,6 +1041,69 @@ static void test_blame(void)
     gt_result__free(r);
 }
 
+static void test_tool_threads(void)
+{
+    /* test_blame's run with B (tid 2) giltracer's own (a live meter): out of the threads
+     * and the blame, A's 30 ns of wait for it (one wait) its cost, its own waits for A
+     * nobody's row. A's figures are unchanged: it did wait. */
+    static const struct gt_call_event ca[] = {{5, F_F, GT_CALL}, {19, F_F, GT_RETURN}};
+    static const struct gt_call_event cb[] = {{25, F_K, GT_CALL}, {45, F_K, GT_RETURN}};
+    static const struct gt_gil_event gc[] = {{0, GT_GIL_WANT, 0}};
+    struct gt_chunk cha = calls_chunk(ca, N(ca)), chb = calls_chunk(cb, N(cb));
+    struct gt_chunk ga = {gil_a, N(gil_a)}, gb = {gil_b, N(gil_b)}, gcc = {gc, N(gc)};
+    struct gt_thread_input th[3] = {
+        {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START,
+         .calls = &cha, .ncalls = 1, .gil = &ga, .ngil = 1},
+        {.tid = 2, .flags = GT_THREAD_EXISTED_AT_START | GT_THREAD_TOOL, .calls = &chb,
+         .ncalls = 1, .gil = &gb, .ngil = 1},
+        {.tid = 3, .pid = 42, .flags = GT_THREAD_EXISTED_AT_START, .gil = &gcc, .ngil = 1},
+    };
+    struct gt_trace_input in = mk_input(0, 100, th, 3, 1);
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(r->nthreads == 2 && r->threads[0].tid == 1 && r->threads[1].tid == 3);
+    CHECK(r->threads[0].summary.wait_ns == 30 && !r->threads[0].background);
+    CHECK(r->nblame == 0);
+    CHECK(r->tool.nthreads == 1 && r->tool.threads && r->tool.threads[0].tid == 2);
+    if (r->tool.nthreads == 1)
+        CHECK(r->tool.threads[0].summary.held_ns == 50 && r->tool.threads[0].nspans == 1);
+    CHECK(r->tool.caused_ns == 30 && r->tool.caused_waits == 1);
+    gt_result__free(r);
+
+    /* Free-threaded (test_park_blame's parks, B giltracer's own): the parks B woke, C's
+     * 10 ns and A's 2 ns, are its cost; B's park that A woke is nobody's row. */
+    static const struct gt_gil_event pa[] = {{2, GT_PARK_END, 2}};
+    static const struct gt_gil_event pb[] = {{10, GT_PARK_BEGIN, 0}, {20, GT_PARK_END, 1}};
+    static const struct gt_gil_event pc[] = {{40, GT_PARK_BEGIN, 0}, {50, GT_PARK_END, 0},
+                                             {60, GT_PARK_BEGIN, 0}, {70, GT_PARK_END, 2}};
+    struct gt_chunk fa = {pa, N(pa)}, fb = {pb, N(pb)}, fc = {pc, N(pc)};
+    struct gt_thread_input ft[3] = {
+        {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START, .calls = &cha, .ncalls = 1,
+         .gil = &fa, .ngil = 1},
+        {.tid = 2, .flags = GT_THREAD_EXISTED_AT_START | GT_THREAD_TOOL, .gil = &fb, .ngil = 1},
+        {.tid = 3, .flags = GT_THREAD_EXISTED_AT_START, .gil = &fc, .ngil = 1},
+    };
+    in = mk_input(0, 100, ft, 3, 1);
+    in.free_threaded = 1;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(r->nthreads == 2 && r->threads[0].tid == 1 && r->threads[1].tid == 3);
+    CHECK(r->nblame == 0);
+    CHECK(r->tool.nthreads == 1 && r->tool.caused_ns == 12 && r->tool.caused_waits == 2);
+    gt_result__free(r);
+
+    /* Only giltracer's own thread: an empty result, nothing lost. */
+    in = mk_input(0, 100, th + 1, 1, 1);
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    CHECK(r->nthreads == 0 && r->tool.nthreads == 1 && r->nblame == 0);
+    gt_result__free(r);
+}
+
 static void test_park_blame(void)
 {
     /* Free-threaded: A (tid 1) runs f [5,15) g [15,30) and was parked at its start until
@@ -1449,6 +1512,7 @@ int main(void)
         T(test_blame_same_pid_third_waiter),
         T(test_blame_after_truncation),
         T(test_park_blame),
+        T(test_tool_threads),
         T(test_einval),
         T(test_einval_beyond_int64),
         T(test_timing),
