@@ -325,3 +325,23 @@ def test_a_terminated_fork_child_keeps_its_trace_under_follow_children(tmp_path)
     calls = [e for e in trace_events(out)
              if e.get("ph") == "X" and e.get("name", "").startswith("f ")]
     assert len(calls) == 500 and {e["pid"] for e in calls} == {pid}, len(calls)
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_note_of_the_trace_is_printed_once_as_a_line_not_as_a_python_warning(tmp_path, quiet):
+    # A followed child killed by SIGKILL leaves a note: the table says it (WARNING), so it
+    # is not also a RuntimeWarning pointing into cli.py; with -q (no table) it is one line.
+    script = tmp_path / "killed.py"
+    script.write_text(
+        "import os, signal\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "os.waitpid(pid, 0)\n")
+    out = tmp_path / "t.json"
+    p = run(*(["-q"] if quiet else []), "--follow-children", "-o", str(out), str(script),
+            cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("without writing its trace") == 1, p.stderr
+    assert "Warning" not in p.stderr and "cli.py" not in p.stderr, p.stderr
+    line = next(s for s in p.stderr.splitlines() if "without writing its trace" in s)
+    assert line.startswith("giltracer: " if quiet else "WARNING: "), line

@@ -1062,10 +1062,10 @@ class Trace:
                 event_ns: Union[None, float, str] = None,
                 parallel_speed: Union[None, float, str] = None) -> WhatIf:
         """Would free-threading help? The cell re-scheduled without the GIL on ``cpus``
-        CPUs (default: those this process may use: its affinity mask, capped by its cgroup's
-        CPU quota), each thread's GIL-holding work
-        taking ``ft_factor`` times as long (default: the free-threading cost measured on
-        the bench host, else 1.0, or ``GILTRACER_FT_FACTOR``; ``"measure"``: measured here
+        CPUs (default: those this process may use: its affinity mask, capped by its
+        cgroup's CPU quota), each thread's GIL-holding work taking ``ft_factor`` times as
+        long (default: the free-threading cost measured on the bench host, else 1.0, or
+        ``GILTRACER_FT_FACTOR``; ``"measure"``: measured here
         against this Python's free-threaded build, ``python3.Nt`` on PATH or
         ``GILTRACER_FT_PYTHON``, about 2 s once), its blocking kept and its hand-offs to
         other threads (locks, queues, joins) kept in order, a hand-off waited on costing

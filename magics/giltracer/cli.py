@@ -15,6 +15,7 @@ import sys
 import threading
 import traceback
 import types
+import warnings
 import zipfile
 from typing import Any, Dict, List, Optional, Tuple, cast
 
@@ -339,17 +340,21 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
             return EXIT_USAGE
         if meter is not None:
             meter.begin()
+        notes: List[str] = []
         try:
             status, signum = run_target(prepared, target, run_code, guard, meter)
         finally:
             try:
-                t.stop()
+                notes = stop_quietly(t)
             except Exception as e:
                 write(stderr, 2, f"giltracer: could not end the trace: {type(e).__name__}: {e}\n")
                 status = status or 1
                 t = None  # type: ignore[assignment]
         if t is not None:
             status = report(a, t, out, profile, status, signum, stdout, stderr)
+            if a.quiet:  # no table printed: its WARNING lines, one line each
+                for note in notes:
+                    write(stderr, 2, note + "\n")
         held = guard.pending  # a signal while the trace was stopped and written
         if held is not None and signum != held and signum != signal.SIGTERM:
             signum, status = held, 128 + held
@@ -370,6 +375,16 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
             write(stream, fd, "")
         os._exit(status)
     return status
+
+
+def stop_quietly(t: Trace) -> List[str]:
+    """t.stop(); the warnings it gives (losses, notes) as their messages: the report's table
+    has each as a WARNING or NOTE line, so they are not printed twice (the second time as a
+    Python warning pointing into this file)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t.stop()
+    return [str(w.message) for w in caught]
 
 
 def run_target(prepared: Any, target: str, run_code: Any, guard: SignalGuard,
