@@ -109,3 +109,46 @@ def test_a_child_still_running_at_stop_is_merged_and_stops_tracing(tmp_path):
     assert "it stops tracing" in note and f"{c['pid']} (~" in note, note
     # ... and once the parent's folder is gone it stops tracing (its session ends).
     assert facts["after"] == "untraced", facts
+
+
+# The spooler's own look (3.13+: once the main thread has not answered its pending look
+# for 3 s) names the threads with Python (threading.enumerate), which may let the GIL go;
+# the main thread, taking it, runs the pending look it was asked for. Here enumerate
+# waits for the main thread: a look that held giltracer's lock around the naming left the
+# main thread stuck on that lock with the GIL held, the child and its parent hung.
+NAMING_CHILD = textwrap.dedent("""
+    import threading
+    import _giltracer_boot as boot
+    in_names, go = threading.Event(), threading.Event()
+    real = threading.enumerate
+    def enumerate_waiting():
+        if threading.get_native_id() == boot._spooler_tid and not in_names.is_set():
+            in_names.set()
+            go.wait(20)  # (for the main thread, once it got the GIL)
+        return real()
+    threading.enumerate = enumerate_waiting
+    # (a blocking wait in C: the pending look stays pending until the spooler looks)
+    seen = in_names.wait(30)
+    go.set()
+    print("named" if seen else "no look", flush=True)
+""")
+
+NAMING_SCRIPT = textwrap.dedent("""
+    import json, subprocess, sys
+    import giltracer
+    with giltracer.trace(follow_children=True) as t:
+        try:
+            p = subprocess.run([sys.executable, "-c", sys.argv[1]], capture_output=True,
+                               text=True, timeout=60)
+            out = p.stdout.strip()
+        except subprocess.TimeoutExpired:
+            out = "hung"
+    print(json.dumps(dict(out=out, note=t.result.tracer_note)))
+""")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 13), reason="the main thread's pending look: 3.13+")
+def test_a_childs_look_naming_its_threads_never_hangs_its_main_thread(tmp_path):
+    from conftest import run_script
+    facts, _ = run_script(tmp_path, NAMING_SCRIPT, NAMING_CHILD, timeout=180)
+    assert facts["out"] == "named", facts
