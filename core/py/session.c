@@ -1439,7 +1439,7 @@ static int join_children(const struct gt_session *s, struct gt_run *run,
         gt_children__write_spool(s->spool, ti, &sm);
         ti->nthreads = 0;
     } else if (s->children) {
-        gt_children__read_spools(s->children, run, child_note, nlen);
+        gt_children__read_spools(s->children, run, ti->t0, ti->t1, child_note, nlen);
         if (run->nspools)
             err = gt_children__add(run, ti, &run->meta, all, maps);
         run->procs = calloc(run->nspools ? run->nspools : 1, sizeof(*run->procs));
@@ -1832,11 +1832,13 @@ PyObject *gt_session__progress(struct gt_session *s)
 }
 
 #ifndef Py_GIL_DISABLED /* (no checkpoints there: gt_session__spool) */
-/* A child's checkpoint (gt_session__spool): every thread's closed blocks, gathered
- * with the registry locked. */
+/* A child's checkpoint (gt_session__spool): what every thread recorded since the last
+ * one, its open (tail) blocks' published records included, gathered with the registry
+ * locked. */
 struct checkpoint {
     struct gt_thread_input *in;
-    struct gt_thread **th; /* in's threads, whose `spooled` advance once written */
+    struct gt_thread **th; /* in's threads, whose `spooled` advance once written ... */
+    struct gt_stream_pos (*pos)[3]; /* ... to these */
     struct gt_chunk *chunks; /* three runs per thread: calls, gil (copies), sched */
     size_t n, max, nchunks, maxchunks;
     const struct gt_clock_fit *fit;
@@ -1857,7 +1859,10 @@ static int checkpoint_room(struct checkpoint *c)
     struct gt_thread **th = realloc(c->th, cap * sizeof(*th));
     if (th)
         c->th = th;
-    if (!in || !th) {
+    struct gt_stream_pos(*pos)[3] = realloc(c->pos, cap * sizeof(*pos));
+    if (pos)
+        c->pos = pos;
+    if (!in || !th || !pos) {
         c->nomem = 1;
         return -ENOMEM;
     }
@@ -1894,8 +1899,8 @@ static void checkpoint_thread(struct gt_thread *t, void *ctx)
     memset(&c->in[c->n], 0, sizeof(c->in[c->n]));
     struct gt_stream *st[3] = {&t->calls, &t->gil, &t->sched};
     size_t need[3], total = 0;
-    for (int k = 0; k < 3; k++)
-        total += need[k] = gt_stream__closed_chunks(st[k], t->spooled[k], NULL, 0);
+    for (int k = 0; k < 3; k++) /* (at most: the tail's are published meanwhile) */
+        total += need[k] = gt_stream__closed_chunks(st[k], t->spooled[k].blocks, NULL, 0) + 1;
     if (c->nchunks + total > c->maxchunks) {
         size_t cap = 2 * (c->nchunks + total) + 16;
         struct gt_chunk *more = realloc(c->chunks, cap * sizeof(*more));
@@ -1908,6 +1913,7 @@ static void checkpoint_thread(struct gt_thread *t, void *ctx)
         c->maxchunks = cap;
     }
     c->th[c->n] = t;
+    struct gt_stream_pos *pos = c->pos[c->n];
     struct gt_thread_input *in = &c->in[c->n++];
     in->tid = t->tid;
     in->pid = t->pid;
@@ -1934,7 +1940,8 @@ static void checkpoint_thread(struct gt_thread *t, void *ctx)
     size_t at[3];
     for (int k = 0; k < 3; k++) {
         at[k] = c->nchunks;
-        gt_stream__closed_chunks(st[k], t->spooled[k], c->chunks + c->nchunks, need[k]);
+        need[k] = gt_stream__live_chunks(st[k], &t->spooled[k], c->chunks + c->nchunks, need[k],
+                                         &pos[k]);
         c->nchunks += need[k];
     }
     /* Offsets for now (realloc may move the array). */
@@ -2113,6 +2120,20 @@ static int ck_look_pending(void *arg)
 }
 #endif
 
+#if GT_CK_PENDING_LOOK
+#define GT_CK_ANSWER_NS 20000000u
+/* Whether the main thread answers the pending look within GT_CK_ANSWER_NS (it does at
+ * its next check of the eval breaker, unless it is away in C). */
+static int ck_answered(struct gt_session *s)
+{
+    for (uint64_t until = gt_now_ns() + GT_CK_ANSWER_NS;
+         __atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE) && gt_now_ns() < until &&
+         !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE);)
+        nanosleep(&(struct timespec){0, 200000}, NULL);
+    return !__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE);
+}
+#endif
+
 static void ck_probe(struct gt_thread *t, void *ctx)
 {
     size_t *c = ctx;
@@ -2159,6 +2180,10 @@ static int ck_write(struct gt_session *s, uint32_t interval_ms)
             struct gt_thread *tt = c.th[i];
             c.th[i] = c.th[c.n - 1 - i];
             c.th[c.n - 1 - i] = tt;
+            struct gt_stream_pos tp[3];
+            memcpy(tp, c.pos[i], sizeof(tp));
+            memcpy(c.pos[i], c.pos[c.n - 1 - i], sizeof(tp));
+            memcpy(c.pos[c.n - 1 - i], tp, sizeof(tp));
         }
         for (size_t i = 0; i < c.n; i++)
             c.in[i].name = ck_name(s, c.in[i].tid);
@@ -2175,11 +2200,8 @@ static int ck_write(struct gt_session *s, uint32_t interval_ms)
                                  .gil_dropped = c.gil_dropped};
         err = gt_children__write_checkpoint(s->spool, s->checkpoints, &ti, &m, interval_ms);
     }
-    for (size_t i = 0; !err && i < c.n; i++) { /* the next one writes only what follows */
-        c.th[i]->spooled[0] += c.in[i].ncalls;
-        c.th[i]->spooled[1] += c.in[i].ngil;
-        c.th[i]->spooled[2] += c.in[i].nsched;
-    }
+    for (size_t i = 0; !err && i < c.n; i++) /* the next one writes only what follows */
+        memcpy(c.th[i]->spooled, c.pos[i], sizeof(c.pos[i]));
     if (!err)
         s->checkpoints++;
     for (size_t i = 0; i < c.n; i++)
@@ -2194,6 +2216,7 @@ static int ck_write(struct gt_session *s, uint32_t interval_ms)
     free(c.chunks);
     free(c.in);
     free(c.th);
+    free(c.pos);
     return err;
 }
 
@@ -2214,10 +2237,13 @@ struct ck_loop {
 };
 
 /* A thread or a function new since the last look: a look again, made without making a
- * busy thread wait for the GIL: by this thread when the GIL is free, else (3.13+) by the
- * main thread, else (before 3.13, or the main thread away in C) by this thread once
- * GT_CK_LOOK_NS passed. Meanwhile the checkpoints write what the last look saw (a later
- * one's maps cover the earlier ones'). probe: ck_probe's counts. */
+ * busy thread wait for the GIL where it can: by this thread when the GIL is free, else
+ * (3.13+) by the main thread, else (before 3.13, or the main thread away in C) by this
+ * thread once GT_CK_LOOK_NS passed. Meanwhile the checkpoints write what the last look
+ * saw (a later one's maps cover the earlier ones'). But calls of functions no look has
+ * mapped would be written nameless (a child killed after this checkpoint keeps them so):
+ * then this thread looks before writing (3.13+: unless the main thread answers within
+ * GT_CK_ANSWER_NS), as long as functions are new. probe: ck_probe's counts. */
 static int ck_maybe_look(struct gt_session *s, PyObject *names_fn, struct ck_loop *l,
                          const size_t probe[2])
 {
@@ -2231,8 +2257,17 @@ static int ck_maybe_look(struct gt_session *s, PyObject *names_fn, struct ck_loo
         l->wanted = now;
 #if GT_CK_PENDING_LOOK
     int mine = now - l->wanted >= 3 * (uint64_t)GT_CK_LOOK_NS; /* (main thread away) */
+    if (!mine && !__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&s->ck_pending, 1, __ATOMIC_RELEASE);
+        if (Py_AddPendingCall(ck_look_pending, (void *)(uintptr_t)s->ck_gen) < 0)
+            __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
+        else
+            l->known = probe[0]; /* (its functions: the pending look maps them) */
+    }
+    if (!mine && probe[1] && !ck_answered(s))
+        mine = 1;
 #else
-    int mine = now - l->wanted >= GT_CK_LOOK_NS || ck_gil_free();
+    int mine = now - l->wanted >= GT_CK_LOOK_NS || ck_gil_free() || probe[1];
 #endif
     if (mine) {
         assert(!ck_lock_mine);
@@ -2242,15 +2277,6 @@ static int ck_maybe_look(struct gt_session *s, PyObject *names_fn, struct ck_loo
         l->known = probe[0];
         l->wanted = 0;
     }
-#if GT_CK_PENDING_LOOK
-    else if (!__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE)) {
-        __atomic_store_n(&s->ck_pending, 1, __ATOMIC_RELEASE);
-        if (Py_AddPendingCall(ck_look_pending, (void *)(uintptr_t)s->ck_gen) < 0)
-            __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
-        else
-            l->known = probe[0]; /* (its functions: the pending look maps them) */
-    }
-#endif
     return err;
 }
 
