@@ -4,6 +4,7 @@ checkpoint only (the note says when that was), and a child still running when th
 trace stops is merged up to its last write and stops tracing."""
 
 import json
+import random
 import re
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import sysconfig
 import textwrap
 
 import pytest
+
+from conftest import run_script
 
 # A checkpoint names the functions with the GIL held (no thread adds one meanwhile): a
 # free-threaded build's child writes its trace at its end only (Session.spool: -ENOTSUP).
@@ -166,8 +169,6 @@ KILLED_SCRIPT = textwrap.dedent("""
 
 
 def test_a_child_killed_at_any_point_keeps_every_call_up_to_its_last_checkpoint(tmp_path):
-    from conftest import run_script
-    import random
     seed = random.randrange(1 << 30)
     facts, _ = run_script(tmp_path, KILLED_SCRIPT, str(seed), timeout=240)
     spooled = 0
@@ -239,6 +240,5 @@ NAMING_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.skipif(sys.version_info < (3, 13), reason="the main thread's pending look: 3.13+")
 def test_a_childs_look_naming_its_threads_never_hangs_its_main_thread(tmp_path):
-    from conftest import run_script
     facts, _ = run_script(tmp_path, NAMING_SCRIPT, NAMING_CHILD, timeout=180)
     assert facts["out"] == "named", facts
