@@ -28,7 +28,8 @@ _session_pid = 0  # the process _session records (a fork's copy is not ours)
 _real_exit = os._exit
 _exits_installed = False
 # Every SPOOL_EVERY s a child writes what it recorded since to a checkpoint, so that a
-# child killed (SIGKILL) loses at most about that much (Session.spool: core/py/session.h).
+# child killed (SIGKILL) loses only what it did after the last (Session.spool:
+# core/py/session.h).
 SPOOL_EVERY = 0.25
 SPOOL_THREAD = "giltracer spool"
 _spooler_tid = 0  # its native id

@@ -124,6 +124,22 @@ static void list_add(char *list, size_t len, int count, long pid, uint64_t ms)
                  (unsigned long long)ms);
 }
 
+/* Adds "pid (+at ms; up to lost ms lost)" to a list of at most 6 (then "..."): a killed
+ * child's last checkpoint, from the trace's start, and the time from it to the trace's
+ * stop, in which the child died (its loss: what it recorded after that checkpoint). */
+static void cut_add(char *list, size_t len, int count, long pid, uint64_t at_ns,
+                    uint64_t lost_ns)
+{
+    if (count > 6)
+        return;
+    size_t l = strlen(list);
+    if (count == 6)
+        snprintf(list + l, len - l, ", ...");
+    else
+        snprintf(list + l, len - l, "%s%ld (+%.1f ms; up to %.1f ms lost)", l ? ", " : "",
+                 pid, (double)at_ns / 1e6, (double)lost_ns / 1e6);
+}
+
 static int by_start(const void *a, const void *b)
 {
     uint64_t x = (*(struct gt_spool *const *)a)->meta.t0, y = (*(struct gt_spool *const *)b)->meta.t0;
@@ -185,8 +201,10 @@ static int read_checkpoints(int dfd, const char *spool, struct gt_spool **out)
 /* What the parent learnt of its children, for the notes. */
 struct child_tally {
     int killed, unreadable, cut, alive;
-    char lost[160], cut_list[200], alive_list[200];
+    char lost[160], cut_list[360], alive_list[200];
     uint64_t stop_ns;
+    uint64_t t0, t1; /* the trace's bounds */
+    uint32_t every_ms; /* the longest interval between a killed child's checkpoints */
 };
 
 /* Adds child pid's spool (or its checkpoints joined) to run->spools, or counts the child
@@ -206,14 +224,18 @@ static void read_child(int dfd, const char *prefix, long pid, struct gt_run *run
             run->spools = more;
             run->spools[run->nspools++] = sp;
             /* Checkpoints only: the child still runs (it stops tracing once the
-             * folder is gone) or was killed within an interval of the last. */
+             * folder is gone) or was killed after its last one (each holds all that
+             * its threads had recorded then), when is not known: before the stop. */
             uint64_t t1 = sp->meta.t1;
-            if (sp->meta.partial && running(pid))
+            if (sp->meta.partial && running(pid)) {
                 list_add(t->alive_list, sizeof(t->alive_list), t->alive++, pid,
                          t->stop_ns > t1 ? (t->stop_ns - t1) / 1000000 : 0);
-            else if (sp->meta.partial)
-                list_add(t->cut_list, sizeof(t->cut_list), t->cut++, pid,
-                         sp->meta.interval_ms);
+            } else if (sp->meta.partial) {
+                cut_add(t->cut_list, sizeof(t->cut_list), t->cut++, pid,
+                        t1 > t->t0 ? t1 - t->t0 : 0, t->t1 > t1 ? t->t1 - t1 : 0);
+                if (sp->meta.interval_ms > t->every_ms)
+                    t->every_ms = sp->meta.interval_ms;
+            }
             return;
         }
     }
@@ -240,9 +262,12 @@ static void note_children(const struct child_tally *t, char *note, size_t nlen)
     if (cut)
         gt_note__add(note, nlen,
                     "%d child process%s killed (e.g. by SIGKILL): %s trace%s shown up to "
-                    "%s last spool, at most the last ~N ms lost (pid ~N): %s",
+                    "%s last checkpoint (one every ~%u ms while %s ran), what %s did after "
+                    "it is lost (pid (its last checkpoint, from this trace's start; at "
+                    "most the time from it to this trace's stop lost)): %s",
                     cut, cut > 1 ? "es" : "", cut > 1 ? "their" : "its",
-                    cut > 1 ? "s are" : " is", cut > 1 ? "their" : "its", t->cut_list);
+                    cut > 1 ? "s are" : " is", cut > 1 ? "their" : "its", t->every_ms,
+                    cut > 1 ? "they" : "it", cut > 1 ? "they" : "it", t->cut_list);
     if (alive)
         gt_note__add(note, nlen,
                     "%d child process%s still running when the trace stopped: %s trace%s "
@@ -260,7 +285,8 @@ static void note_children(const struct child_tally *t, char *note, size_t nlen)
 /* The parent: reads every child's spool in the session folder (only regular files of
  * this user, never through a link) into run->spools, and notes each child that started
  * (its "token-<pid>.born") but left no spool: killed (e.g. SIGKILL) or still running. */
-void gt_children__read_spools(const char *children, struct gt_run *run, char *note, size_t nlen)
+void gt_children__read_spools(const char *children, struct gt_run *run, uint64_t t0,
+                              uint64_t t1, char *note, size_t nlen)
 {
     char dir[4200];
     snprintf(dir, sizeof(dir), "%s", children);
@@ -280,7 +306,7 @@ void gt_children__read_spools(const char *children, struct gt_run *run, char *no
                     strerror(errno));
         return;
     }
-    struct child_tally tally = {.stop_ns = gt_now_ns()};
+    struct child_tally tally = {.stop_ns = gt_now_ns(), .t0 = t0, .t1 = t1};
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *name = e->d_name;

@@ -23,8 +23,11 @@ int gt_children__write_checkpoint(const char *spool, uint32_t seq,
 
 /* The parent: reads the spools "<children><pid>.spool" ("folder/token-") into run->spools
  * (in start order; only regular files of this user, never through a link) and says in
- * `note` which children started but left none (killed, e.g. SIGKILL, or still running). */
-void gt_children__read_spools(const char *children, struct gt_run *run, char *note, size_t nlen);
+ * `note` which children started but left none (killed, e.g. SIGKILL, or still running)
+ * and, for those shown up to their last checkpoint, when that was (from t0, the trace's
+ * start, ns) and how long before t1 (its stop). */
+void gt_children__read_spools(const char *children, struct gt_run *run, uint64_t t0,
+                              uint64_t t1, char *note, size_t nlen);
 
 /* The parent: `ti` plus every spool's threads, their functions after the parent's. Sets
  * *all and *maps (free both after the merge); returns 0 or -errno. */

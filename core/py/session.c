@@ -3,6 +3,7 @@
  * and stop the probes in a safe order, put every stream on one clock, merge. */
 #include "session.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -61,10 +62,17 @@ struct gt_session {
     int spooling;         /* it runs, the GIL let go, reading the session's blocks */
     int spool_stop;       /* stop asks it to end */
     uint32_t checkpoints; /* written so far (the next one's number) */
-    struct gt_functable ck_funcs; /* the functions its last look with the GIL saw */
-    struct ck_name *ck_names;     /* ... and the threads' names */
+    struct ck_table *ck_table; /* the functions the last look with the GIL saw */
+    struct ck_name *ck_names;  /* ... and the threads' names (the spooler's own) */
     size_t nck_names;
-    pthread_mutex_t ck_lock; /* the spooler's write against a look (ck_refresh) */
+    /* ck_lock guards ck_table and the threads' function maps, which a look rewrites
+     * (ck_refresh) and a checkpoint copies (ck_write). Lock order: the GIL, then ck_lock,
+     * then the registry's lock. Its holder never takes the GIL nor runs Python (which may
+     * let the GIL go): a thread holding the GIL and waiting for ck_lock (the main thread's
+     * pending look) would wait for a holder that waits for the GIL. It is held for a
+     * collect (C, the GC paused) or a copy, never for naming threads or writing a file
+     * (ck_lock_take: asserted where assert() is checked, e.g. -DGT_ASSERTS=ON). */
+    pthread_mutex_t ck_lock;
     int ck_lock_ok;
     int ck_pending;  /* 3.13+: a look waits for the main thread */
     uint64_t ck_gen; /* ... for this loop (its number) */
@@ -72,6 +80,21 @@ struct gt_session {
 };
 
 static void ck_names_free(struct gt_session *s);
+
+/* A look's function table, shared by the session and the checkpoints written with it
+ * (a later look replaces it while one is written). Counted under ck_lock. */
+struct ck_table {
+    struct gt_functable funcs;
+    unsigned refs;
+};
+
+static void ck_table_drop(struct ck_table *t)
+{
+    if (t && --t->refs == 0) {
+        gt_functable__free(&t->funcs);
+        free(t);
+    }
+}
 
 /* The native ids of start()'s (ident, native_id[, service]) items; an item it cannot read
  * is left out (the tracer reports it). service is 1 (True) for a thread of the host's own
@@ -1432,7 +1455,7 @@ static int join_children(const struct gt_session *s, struct gt_run *run,
         gt_children__write_spool(s->spool, ti, &sm);
         ti->nthreads = 0;
     } else if (s->children) {
-        gt_children__read_spools(s->children, run, child_note, nlen);
+        gt_children__read_spools(s->children, run, ti->t0, ti->t1, child_note, nlen);
         if (run->nspools)
             err = gt_children__add(run, ti, &run->meta, all, maps);
         run->procs = calloc(run->nspools ? run->nspools : 1, sizeof(*run->procs));
@@ -1679,7 +1702,7 @@ int gt_session__free(struct gt_session *s)
     Py_XDECREF(s->o.own_dir);
     free(s->spool);
     free(s->children);
-    gt_functable__free(&s->ck_funcs);
+    ck_table_drop(s->ck_table);
     ck_names_free(s);
     if (s->ck_lock_ok)
         pthread_mutex_destroy(&s->ck_lock);
@@ -1873,11 +1896,13 @@ PyObject *gt_session__progress(struct gt_session *s)
 }
 
 #ifndef Py_GIL_DISABLED /* (no checkpoints there: gt_session__spool) */
-/* A child's checkpoint (gt_session__spool): every thread's closed blocks, gathered
- * with the registry locked. */
+/* A child's checkpoint (gt_session__spool): what every thread recorded since the last
+ * one, its open (tail) blocks' published records included, gathered with the registry
+ * locked. */
 struct checkpoint {
     struct gt_thread_input *in;
-    struct gt_thread **th; /* in's threads, whose `spooled` advance once written */
+    struct gt_thread **th; /* in's threads, whose `spooled` advance once written ... */
+    struct gt_stream_pos (*pos)[3]; /* ... to these */
     struct gt_chunk *chunks; /* three runs per thread: calls, gil (copies), sched */
     size_t n, max, nchunks, maxchunks;
     const struct gt_clock_fit *fit;
@@ -1898,7 +1923,10 @@ static int checkpoint_room(struct checkpoint *c)
     struct gt_thread **th = realloc(c->th, cap * sizeof(*th));
     if (th)
         c->th = th;
-    if (!in || !th) {
+    struct gt_stream_pos(*pos)[3] = realloc(c->pos, cap * sizeof(*pos));
+    if (pos)
+        c->pos = pos;
+    if (!in || !th || !pos) {
         c->nomem = 1;
         return -ENOMEM;
     }
@@ -1925,6 +1953,8 @@ static int copy_gil_chunks(struct checkpoint *c, size_t at, size_t n)
     return 0;
 }
 
+static const uint32_t ck_no_map[1] = {GT_NO_FUNC};
+
 static void checkpoint_thread(struct gt_thread *t, void *ctx)
 {
     struct checkpoint *c = ctx;
@@ -1933,8 +1963,8 @@ static void checkpoint_thread(struct gt_thread *t, void *ctx)
     memset(&c->in[c->n], 0, sizeof(c->in[c->n]));
     struct gt_stream *st[3] = {&t->calls, &t->gil, &t->sched};
     size_t need[3], total = 0;
-    for (int k = 0; k < 3; k++)
-        total += need[k] = gt_stream__closed_chunks(st[k], t->spooled[k], NULL, 0);
+    for (int k = 0; k < 3; k++) /* (at most: the tail's are published meanwhile) */
+        total += need[k] = gt_stream__closed_chunks(st[k], t->spooled[k].blocks, NULL, 0) + 1;
     if (c->nchunks + total > c->maxchunks) {
         size_t cap = 2 * (c->nchunks + total) + 16;
         struct gt_chunk *more = realloc(c->chunks, cap * sizeof(*more));
@@ -1947,6 +1977,7 @@ static void checkpoint_thread(struct gt_thread *t, void *ctx)
         c->maxchunks = cap;
     }
     c->th[c->n] = t;
+    struct gt_stream_pos *pos = c->pos[c->n];
     struct gt_thread_input *in = &c->in[c->n++];
     in->tid = t->tid;
     in->pid = t->pid;
@@ -1956,16 +1987,25 @@ static void checkpoint_thread(struct gt_thread *t, void *ctx)
     if (c->s->checkpoints) /* (its GIL at the start is the first checkpoint's) */
         in->flags &= ~(uint32_t)GT_THREAD_HELD_GIL_AT_START;
     in->interp = t->interp;
-    if (c->s->o.functions) { /* the last refresh's (ck_refresh) */
-        static const uint32_t none[1] = {GT_NO_FUNC};
-        in->func_map = gt_tracer__func_map(t, &in->func_map_len);
-        if (!in->func_map) /* new since: its functions are named by the next */
-            in->func_map = none, in->func_map_len = 0;
+    if (c->s->o.functions) { /* the last refresh's (ck_refresh), copied: a look may
+                                redo it while the checkpoint is written */
+        size_t len;
+        const uint32_t *map = gt_tracer__func_map(t, &len);
+        uint32_t *copy = map ? malloc((len ? len : 1) * sizeof(*copy)) : NULL;
+        in->func_map = ck_no_map; /* new since: its functions are named by the next */
+        if (copy) {
+            memcpy(copy, map, len * sizeof(*copy));
+            in->func_map = copy;
+            in->func_map_len = len;
+        } else if (map) {
+            c->nomem = 1;
+        }
     }
     size_t at[3];
     for (int k = 0; k < 3; k++) {
         at[k] = c->nchunks;
-        gt_stream__closed_chunks(st[k], t->spooled[k], c->chunks + c->nchunks, need[k]);
+        need[k] = gt_stream__live_chunks(st[k], &t->spooled[k], c->chunks + c->nchunks, need[k],
+                                         &pos[k]);
         c->nchunks += need[k];
     }
     /* Offsets for now (realloc may move the array). */
@@ -2017,15 +2057,52 @@ static void ck_names_free(struct gt_session *s)
 #ifndef Py_GIL_DISABLED
 static int ck_names(struct gt_session *s, PyObject *names_fn);
 
+#ifndef NDEBUG
+static __thread int ck_lock_mine; /* this thread holds a session's ck_lock */
+#endif
+
+/* ck_lock (its order: at its definition). */
+static void ck_lock_take(struct gt_session *s)
+{
+    assert(!ck_lock_mine);
+    pthread_mutex_lock(&s->ck_lock);
+#ifndef NDEBUG
+    ck_lock_mine = 1;
+#endif
+}
+
+static void ck_lock_drop(struct gt_session *s)
+{
+    assert(ck_lock_mine);
+#ifndef NDEBUG
+    ck_lock_mine = 0;
+#endif
+    pthread_mutex_unlock(&s->ck_lock);
+}
+
 /* With the GIL: the functions and the thread names a checkpoint writes (the functions
- * a live collect maps; `names_fn()` a dict native id -> name). 0 or -ENOMEM. */
+ * a live collect maps; `names_fn()` a dict native id -> name, called by the spooler
+ * only, before ck_lock is taken: it runs Python). 0 or -ENOMEM. */
 static int ck_refresh(struct gt_session *s, PyObject *names_fn)
 {
-    struct gt_functable funcs = {0};
+    assert(!ck_lock_mine);
+    ck_names(s, names_fn);
+    struct ck_table *t = calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->refs = 1;
 #if PY_VERSION_HEX >= 0x030A0000
     int gc = PyGC_Disable(); /* (no finalizer runs, and is recorded, amid the look) */
 #endif
-    int err = s->o.functions ? gt_tracer__collect_live(gt_registry__threads(), &funcs) : 0;
+    ck_lock_take(s);
+    int err = s->o.functions ? gt_tracer__collect_live(gt_registry__threads(), &t->funcs) : 0;
+    if (!err) { /* (the checkpoint being written, if any, keeps the one it took) */
+        struct ck_table *old = s->ck_table;
+        s->ck_table = t;
+        t = old;
+    }
+    ck_table_drop(t);
+    ck_lock_drop(s);
 #if PY_VERSION_HEX >= 0x030A0000
     if (gc)
         PyGC_Enable();
@@ -2034,15 +2111,15 @@ static int ck_refresh(struct gt_session *s, PyObject *names_fn)
         PyErr_Clear();
         return -ENOMEM;
     }
-    gt_functable__free(&s->ck_funcs);
-    s->ck_funcs = funcs;
-    return ck_names(s, names_fn);
+    return 0;
 }
 
-/* With the GIL: the names of the threads (`names_fn()`: a dict native id -> name) for
- * the checkpoints. 0 (names it cannot read are left out). */
+/* With the GIL, on the spooler's thread (the names are its own): the names of the
+ * threads (`names_fn()`: a dict native id -> name; NULL: the last ones stay) for the
+ * checkpoints. 0 (names it cannot read are left out). */
 static int ck_names(struct gt_session *s, PyObject *names_fn)
 {
+    assert(!ck_lock_mine); /* (Python may let the GIL go) */
     PyObject *names = names_fn ? PyObject_CallObject(names_fn, NULL) : NULL;
     if (!names || !PyDict_Check(names)) {
         PyErr_Clear();
@@ -2101,11 +2178,23 @@ static int ck_look_pending(void *arg)
     if (!s || active.pid != getpid() || s->ck_gen != (uint64_t)(uintptr_t)arg ||
         !__atomic_load_n(&s->spooling, __ATOMIC_ACQUIRE) || s->state != GT_SESSION_RECORDING)
         return 0; /* that loop ended (its session may be gone) */
-    pthread_mutex_lock(&s->ck_lock);
     ck_refresh(s, NULL);
-    pthread_mutex_unlock(&s->ck_lock);
     __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
     return 0;
+}
+#endif
+
+#if GT_CK_PENDING_LOOK
+#define GT_CK_ANSWER_NS 20000000u
+/* Whether the main thread answers the pending look within GT_CK_ANSWER_NS (it does at
+ * its next check of the eval breaker, unless it is away in C). */
+static int ck_answered(struct gt_session *s)
+{
+    for (uint64_t until = gt_now_ns() + GT_CK_ANSWER_NS;
+         __atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE) && gt_now_ns() < until &&
+         !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE);)
+        nanosleep(&(struct timespec){0, 200000}, NULL);
+    return !__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE);
 }
 #endif
 
@@ -2118,9 +2207,11 @@ static void ck_probe(struct gt_thread *t, void *ctx)
 }
 
 /* Without the GIL (no Python here): writes checkpoint s->checkpoints, what every thread
- * recorded since the last, with the functions and names ck_refresh() saw last. */
+ * recorded since the last, with the functions and names ck_refresh() saw last (copied
+ * under ck_lock; the file is written without it, so that a look waits for no write). */
 static int ck_write(struct gt_session *s, uint32_t interval_ms)
 {
+    assert(!ck_lock_mine && !PyGILState_Check());
     struct gt_clock_pair now;
     gt_clock__pair(&now);
     uint64_t now_ticks = gt_ticks();
@@ -2130,7 +2221,12 @@ static int ck_write(struct gt_session *s, uint32_t interval_ms)
     else
         gt_clock__fit(&fit);
     struct checkpoint c = {.fit = &fit, .s = s};
+    ck_lock_take(s);
     int err = gt_registry__each_locked(checkpoint_thread, &c);
+    struct ck_table *table = s->ck_table;
+    if (table)
+        table->refs++;
+    ck_lock_drop(s);
     if (!err && c.nomem)
         err = -ENOMEM;
     for (size_t i = 0; i < c.n; i++) {
@@ -2148,14 +2244,18 @@ static int ck_write(struct gt_session *s, uint32_t interval_ms)
             struct gt_thread *tt = c.th[i];
             c.th[i] = c.th[c.n - 1 - i];
             c.th[c.n - 1 - i] = tt;
+            struct gt_stream_pos tp[3];
+            memcpy(tp, c.pos[i], sizeof(tp));
+            memcpy(c.pos[i], c.pos[c.n - 1 - i], sizeof(tp));
+            memcpy(c.pos[c.n - 1 - i], tp, sizeof(tp));
         }
         for (size_t i = 0; i < c.n; i++)
             c.in[i].name = ck_name(s, c.in[i].tid);
         struct gt_trace_input ti = {
             .t0 = gt_clock__to_ns(&fit, s->t0_ticks),
             .t1 = gt_clock__to_ns(&fit, now_ticks),
-            .funcs = s->ck_funcs.funcs,
-            .nfuncs = s->ck_funcs.n,
+            .funcs = table ? table->funcs.funcs : NULL,
+            .nfuncs = table ? table->funcs.n : 0,
             .threads = c.in,
             .nthreads = c.n,
             .gil_known = 1,
@@ -2164,19 +2264,23 @@ static int ck_write(struct gt_session *s, uint32_t interval_ms)
                                  .gil_dropped = c.gil_dropped};
         err = gt_children__write_checkpoint(s->spool, s->checkpoints, &ti, &m, interval_ms);
     }
-    for (size_t i = 0; !err && i < c.n; i++) { /* the next one writes only what follows */
-        c.th[i]->spooled[0] += c.in[i].ncalls;
-        c.th[i]->spooled[1] += c.in[i].ngil;
-        c.th[i]->spooled[2] += c.in[i].nsched;
-    }
+    for (size_t i = 0; !err && i < c.n; i++) /* the next one writes only what follows */
+        memcpy(c.th[i]->spooled, c.pos[i], sizeof(c.pos[i]));
     if (!err)
         s->checkpoints++;
     for (size_t i = 0; i < c.n; i++)
         for (size_t k = 0; k < c.in[i].ngil; k++)
             free((void *)c.in[i].gil[k].data);
+    for (size_t i = 0; i < c.n; i++)
+        if (c.in[i].func_map != ck_no_map)
+            free((void *)c.in[i].func_map);
+    ck_lock_take(s);
+    ck_table_drop(table);
+    ck_lock_drop(s);
     free(c.chunks);
     free(c.in);
     free(c.th);
+    free(c.pos);
     return err;
 }
 
@@ -2197,10 +2301,13 @@ struct ck_loop {
 };
 
 /* A thread or a function new since the last look: a look again, made without making a
- * busy thread wait for the GIL: by this thread when the GIL is free, else (3.13+) by the
- * main thread, else (before 3.13, or the main thread away in C) by this thread once
- * GT_CK_LOOK_NS passed. Meanwhile the checkpoints write what the last look saw (a later
- * one's maps cover the earlier ones'). probe: ck_probe's counts. */
+ * busy thread wait for the GIL where it can: by this thread when the GIL is free, else
+ * (3.13+) by the main thread, else (before 3.13, or the main thread away in C) by this
+ * thread once GT_CK_LOOK_NS passed. Meanwhile the checkpoints write what the last look
+ * saw (a later one's maps cover the earlier ones'). But calls of functions no look has
+ * mapped would be written nameless (a child killed after this checkpoint keeps them so):
+ * then this thread looks before writing (3.13+: unless the main thread answers within
+ * GT_CK_ANSWER_NS), as long as functions are new. probe: ck_probe's counts. */
 static int ck_maybe_look(struct gt_session *s, PyObject *names_fn, struct ck_loop *l,
                          const size_t probe[2])
 {
@@ -2214,27 +2321,26 @@ static int ck_maybe_look(struct gt_session *s, PyObject *names_fn, struct ck_loo
         l->wanted = now;
 #if GT_CK_PENDING_LOOK
     int mine = now - l->wanted >= 3 * (uint64_t)GT_CK_LOOK_NS; /* (main thread away) */
-#else
-    int mine = now - l->wanted >= GT_CK_LOOK_NS || ck_gil_free();
-#endif
-    if (mine) {
-        PyEval_RestoreThread(l->ts);
-        pthread_mutex_lock(&s->ck_lock);
-        err = ck_refresh(s, names_fn);
-        pthread_mutex_unlock(&s->ck_lock);
-        l->ts = PyEval_SaveThread();
-        l->known = probe[0];
-        l->wanted = 0;
-    }
-#if GT_CK_PENDING_LOOK
-    else if (!__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE)) {
+    if (!mine && !__atomic_load_n(&s->ck_pending, __ATOMIC_ACQUIRE)) {
         __atomic_store_n(&s->ck_pending, 1, __ATOMIC_RELEASE);
         if (Py_AddPendingCall(ck_look_pending, (void *)(uintptr_t)s->ck_gen) < 0)
             __atomic_store_n(&s->ck_pending, 0, __ATOMIC_RELEASE);
         else
             l->known = probe[0]; /* (its functions: the pending look maps them) */
     }
+    if (!mine && probe[1] && !ck_answered(s))
+        mine = 1;
+#else
+    int mine = now - l->wanted >= GT_CK_LOOK_NS || ck_gil_free() || probe[1];
 #endif
+    if (mine) {
+        assert(!ck_lock_mine);
+        PyEval_RestoreThread(l->ts);
+        err = ck_refresh(s, names_fn);
+        l->ts = PyEval_SaveThread();
+        l->known = probe[0];
+        l->wanted = 0;
+    }
     return err;
 }
 
@@ -2285,9 +2391,7 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         if (err)
             break;
         err = ck_maybe_look(s, names_fn, &l, probe);
-        pthread_mutex_lock(&s->ck_lock);
         err = ck_write(s, (uint32_t)(wait / 1000000u));
-        pthread_mutex_unlock(&s->ck_lock);
         if (err == -ENOENT) /* the parent's trace stopped: its folder is gone */
             break;
         err = 0; /* (e.g. a full disk: the next may do) */
@@ -2302,6 +2406,7 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
                     __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == GT_SESSION_RECORDING;
          i++)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
+    assert(!ck_lock_mine);
     PyEval_RestoreThread(l.ts);
     return err;
 #endif

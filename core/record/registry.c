@@ -616,14 +616,15 @@ void gt_stream__push_call_slow(struct gt_stream *s, uint64_t ts, uint32_t word)
             return;
         }
         struct gt_call_rec *p = s->cur;
-        s->cur = p + 1;
         if (hi != s->ts_hi) { /* (UINT32_MAX, a fresh block's, is no timestamp's) */
             *p = gt_call_rec__base(hi);
+            __atomic_store_n(&s->cur, (void *)(p + 1), __ATOMIC_RELEASE); /* (published) */
             s->ts_hi = hi;
             s->bases++;
             continue;
         }
         *p = (struct gt_call_rec){(uint32_t)ts, word};
+        __atomic_store_n(&s->cur, (void *)(p + 1), __ATOMIC_RELEASE);
         return;
     }
 }
@@ -664,6 +665,45 @@ size_t gt_stream__closed_chunks(const struct gt_stream *s, size_t skip, struct g
     /* A block is closed (its n final, its events no longer written) once the next one
      * is linked, which grow does under reg_lock, as the caller holds it. */
     return stream_chunks(s, 1, skip, out, max);
+}
+
+/* Records of the tail block `b` its producer has published (0 when `cur` is elsewhere,
+ * e.g. NULL once closed). reg_lock held: the tail and its block do not change. */
+static size_t tail_published(const struct gt_stream *s, struct gt_block *b)
+{
+    char *cur = __atomic_load_n((char *const *)&s->cur, __ATOMIC_ACQUIRE);
+    char *first = block_events(b);
+    if (b != s->tail || !cur || cur < first || cur > (char *)b + GT_BLOCK_BYTES)
+        return 0;
+    return (size_t)(cur - first) / s->rec_size;
+}
+
+size_t gt_stream__live_chunks(const struct gt_stream *s, const struct gt_stream_pos *at,
+                              struct gt_chunk *out, size_t max, struct gt_stream_pos *next)
+{
+    size_t k = 0, skip = at->blocks;
+    int first = 1;
+    *next = *at;
+    for (struct gt_block *b = s->head; b; b = b->next) {
+        size_t n = b->next ? b->n : tail_published(s, b);
+        if (b->next && n == 0)
+            continue; /* (as stream_chunks: not counted) */
+        if (skip) {
+            skip--;
+            continue;
+        }
+        size_t from = first ? at->recs : 0; /* (the tail read before, closed since or not) */
+        first = 0;
+        if (b->next) {
+            next->blocks++;
+            next->recs = 0;
+        } else {
+            next->recs = n > from ? n : from;
+        }
+        if (n > from && k < max)
+            out[k++] = (struct gt_chunk){block_events(b) + from * s->rec_size, n - from};
+    }
+    return k;
 }
 
 int gt_registry__each_locked(gt_thread_cb fn, void *ctx)

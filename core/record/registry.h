@@ -58,6 +58,14 @@ struct gt_stream {
 };
 
 
+/* A reader's place in a live stream (a child's checkpoints, gt_stream__live_chunks): the
+ * non-empty closed blocks it has read whole, and the records it has read of the next one
+ * (the tail's, read while it was the tail). */
+struct gt_stream_pos {
+    size_t blocks;
+    size_t recs;
+};
+
 #define GT_GIL_LIVE_NSTATES 4
 
 struct gt_thread {
@@ -87,7 +95,8 @@ struct gt_thread {
     int gil_live;                          /* enum gt_gil_live */
     uint64_t gil_since;                    /* ticks of its last change of state */
     uint64_t gil_ticks[GT_GIL_LIVE_NSTATES]; /* ticks spent in each state so far */
-    size_t spooled[3]; /* a child's checkpoints: closed blocks written (calls, gil, sched) */
+    struct gt_stream_pos spooled[3]; /* a child's checkpoints: written so far (calls, gil,
+                                        sched) */
 };
 
 /* Where a thread stands: with the GIL on a GIL build; on a free-threaded one (the park
@@ -317,6 +326,16 @@ size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t
 size_t gt_stream__closed_chunks(const struct gt_stream *s, size_t skip, struct gt_chunk *out,
                                 size_t max);
 
+/* While recording, with reg_lock held: the records after `*at`, those of the closed blocks
+ * and those of the tail its producer has published (a push stores `cur` with release
+ * once its record is written; read with acquire: never a record half written), as at
+ * most gt_stream__closed_chunks(s, at->blocks, NULL, 0) + 1 chunks. Fills up to `max`,
+ * returns how many it filled, sets *next to the place after them. Their records no
+ * longer change while the generation records (not for a stream that keeps its last
+ * events, whose oldest blocks are folded). */
+size_t gt_stream__live_chunks(const struct gt_stream *s, const struct gt_stream_pos *at,
+                              struct gt_chunk *out, size_t max, struct gt_stream_pos *next);
+
 /* Calls fn for every thread of the session with reg_lock held (no stream grows
  * meanwhile; fn must not wait for anything, e.g. the GIL). 0, or -ESRCH: no session. */
 int gt_registry__each_locked(gt_thread_cb fn, void *ctx);
@@ -365,7 +384,8 @@ static inline void gt_stream__push(struct gt_stream *s, uint64_t ts, uint32_t a,
     *(uint64_t *)p = ts;
     p[2] = a;
     p[3] = b;
-    s->cur = (char *)s->cur + 16;
+    /* (published: a checkpoint reads the tail up to `cur`; a plain store on x86) */
+    __atomic_store_n(&s->cur, (char *)p + 16, __ATOMIC_RELEASE);
 }
 
 /* Slow path of gt_stream__push_call: a new block or a new time base first. */
@@ -382,7 +402,7 @@ static inline void gt_stream__push_call(struct gt_stream *s, uint64_t ts, uint32
     uint32_t *p = (uint32_t *)s->cur;
     p[0] = (uint32_t)ts;
     p[1] = word;
-    s->cur = (char *)s->cur + 8;
+    __atomic_store_n(&s->cur, (char *)p + 8, __ATOMIC_RELEASE); /* (published) */
 }
 
 /* Registry-wide totals of call events recorded / dropped (after end). */

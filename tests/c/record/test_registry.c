@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "registry.h"
@@ -564,6 +566,98 @@ static void run_keep_last(void)
     gt_registry__set_recycle(GT_BUDGET_CALLS, NULL);
 }
 
+/* A child's checkpoints read a live stream while its producer pushes: every event once,
+ * in order, never one half written, the tail block's included (published with release,
+ * read with acquire: what ThreadSanitizer builds check too), the call stream's time bases
+ * carried from one read to the next. */
+enum { LIVE_N = 300000 };
+#define LIVE_BASE (((uint64_t)1 << 32) - LIVE_N / 2) /* (calls cross 2^32: a new time base) */
+static struct gt_thread *_Atomic live_thread;
+static atomic_int live_done;
+
+static void *live_pusher(void *arg)
+{
+    (void)arg;
+    struct gt_thread *t = gt_thread_current();
+    atomic_store(&live_thread, t);
+    for (uint64_t i = 1; i <= LIVE_N; i++) {
+        gt_stream__push(&t->gil, i, (uint32_t)i, (uint32_t)~i);
+        gt_stream__push_call(&t->calls, LIVE_BASE + i, (uint32_t)(i % 1000), GT_CALL);
+        if (i % 512 == 0) /* (reads land anywhere in a block, many times) */
+            nanosleep(&(struct timespec){0, 20000}, NULL);
+    }
+    atomic_store(&live_done, 1);
+    return NULL;
+}
+
+struct live_read {
+    struct gt_thread *t;
+    struct gt_stream_pos pos[2];
+    uint64_t gil_next, call_next, call_hi, bad, reads, bound_bad;
+};
+
+static void live_read_cb(struct gt_thread *t, void *ctx)
+{
+    struct live_read *r = ctx;
+    if (t != r->t)
+        return;
+    struct gt_chunk ch[64];
+    struct gt_stream_pos next;
+    struct gt_stream *st[2] = {&t->gil, &t->calls};
+    for (int k = 0; k < 2; k++) {
+        size_t most = gt_stream__closed_chunks(st[k], r->pos[k].blocks, NULL, 0) + 1;
+        size_t n = gt_stream__live_chunks(st[k], &r->pos[k], ch, 64, &next);
+        r->bound_bad += n > most;
+        for (size_t c = 0; c < n && c < 64; c++) {
+            for (size_t j = 0; j < ch[c].n; j++) {
+                if (k == 0) {
+                    const uint32_t *e = (const uint32_t *)ch[c].data + 4 * j;
+                    uint64_t ts = *(const uint64_t *)e;
+                    r->bad += ts != r->gil_next || e[2] != (uint32_t)ts || e[3] != (uint32_t)~ts;
+                    r->gil_next = ts + 1;
+                } else {
+                    struct gt_call_event e;
+                    if (!gt_call_rec__decode(((const struct gt_call_rec *)ch[c].data)[j],
+                                             &r->call_hi, &e))
+                        continue;
+                    r->bad += e.ts != r->call_next || e.func != (uint32_t)((e.ts - LIVE_BASE) % 1000);
+                    r->call_next = e.ts + 1;
+                }
+            }
+        }
+        r->pos[k] = next;
+    }
+    r->reads++;
+}
+
+static void run_live_chunks(void)
+{
+    atomic_store(&live_thread, NULL);
+    atomic_store(&live_done, 0);
+    CHECK(gt_registry__begin(0, NULL, NULL) == 0, "begin");
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, live_pusher, NULL) == 0, "pusher");
+    while (!atomic_load(&live_thread))
+        sched_yield();
+    struct live_read r = {.t = atomic_load(&live_thread), .gil_next = 1,
+                          .call_next = LIVE_BASE + 1};
+    while (!atomic_load(&live_done)) {
+        r.bad += gt_registry__each_locked(live_read_cb, &r) != 0;
+        sched_yield();
+    }
+    pthread_join(th, NULL);
+    CHECK(gt_registry__each_locked(live_read_cb, &r) == 0, "last read"); /* (all published) */
+    CHECK(r.bad == 0, "%llu events out of order or torn", (unsigned long long)r.bad);
+    CHECK(r.bound_bad == 0, "more chunks than closed_chunks + 1");
+    CHECK(r.gil_next == LIVE_N + 1, "every GIL event read once: up to %llu of %d",
+          (unsigned long long)r.gil_next - 1, LIVE_N);
+    CHECK(r.call_next == LIVE_BASE + LIVE_N + 1, "every call read once: %llu short",
+          (unsigned long long)(LIVE_BASE + LIVE_N + 1 - r.call_next));
+    printf("live chunks: %llu reads\n", (unsigned long long)r.reads);
+    gt_registry__end();
+    gt_registry__release(NULL);
+}
+
 int main(void)
 {
     run_tid_reuse();
@@ -576,6 +670,7 @@ int main(void)
     run_many_small_streams();
     run_push_maps_lazily();
     run_keep_last();
+    run_live_chunks();
     printf("test_registry: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
