@@ -27,6 +27,10 @@ _session: Any = None
 _session_pid = 0  # the process _session records (a fork's copy is not ours)
 _real_exit = os._exit
 _exits_installed = False
+# _begin() or end() is at work: a SIGTERM then waits for it (_term_pending), else a
+# Pool.terminate() arriving as a worker starts or ends its session (os._exit) lost its trace.
+_busy = False
+_term_pending = False
 # Every SPOOL_EVERY s a child writes what it recorded since to a checkpoint, so that a
 # child killed (SIGKILL) loses only what it did after the last (Session.spool:
 # core/py/session.h).
@@ -136,30 +140,65 @@ def _cmdline() -> bytes:
 
 
 def _begin(value: str) -> None:
-    global _session, _session_pid
+    global _session, _session_pid, _busy
     prefix, options = decode(value)
+    check_folder(os.path.dirname(prefix))
     pid = os.getpid()
-    fd = os.open(f"{prefix}{pid}.born", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                 | os.O_CLOEXEC, 0o600)
+    _write_new(f"{prefix}{pid}.born", _cmdline().replace(b"\0", b" ").strip())
+    # A SIGTERM while the session starts (a pool terminate()d at once) waits for the start:
+    # the child then ends as any terminated child does, its trace written.
+    _busy = True
+    _install_exits()
     try:
-        os.write(fd, _cmdline().replace(b"\0", b" ").strip())
+        import _thread
+
+        core = _core()
+        own_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "giltracer") + os.sep
+        session = core.Session(own_dir=own_dir, backend="hooks", spool=f"{prefix}{pid}.spool",
+                               **options)
+        spooler = _start_spooler(session)
+        # The child's only thread is this one (in a fork: the thread that forked), and the
+        # spooler, giltracer's own (kind 2: in no view). Not threading.enumerate(): before
+        # 3.11 a forked child's MainThread may still carry the parent's native id there,
+        # which became a phantom thread of the child.
+        session.start([(_thread.get_ident(), _thread.get_native_id())] + spooler)
+        _session, _session_pid = session, pid
+        follow(value)
+    except Exception as e:  # the parent says this child could not be traced, and why
+        try:
+            why = f"{type(e).__name__}: {e}".encode("utf-8", "replace")
+            _write_new(f"{prefix}{pid}.failed", why)
+        except OSError:
+            pass
+        raise
+    finally:
+        _busy = False
+        if _term_pending:
+            _on_sigterm(0, None)
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """`data` in a new file of this user's at `path` (never through a link, never over one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
     finally:
         os.close(fd)
-    import _thread
 
-    core = _core()
-    own_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "giltracer") + os.sep
-    session = core.Session(own_dir=own_dir, backend="hooks", spool=f"{prefix}{pid}.spool",
-                           **options)
-    spooler = _start_spooler(session)
-    # The child's only thread is this one (in a fork: the thread that forked), and the
-    # spooler, giltracer's own (kind 2: in no view). Not threading.enumerate(): before 3.11
-    # a forked child's MainThread may still carry the parent's native id there, which
-    # became a phantom thread of the child.
-    session.start([(_thread.get_ident(), _thread.get_native_id())] + spooler)
-    _session, _session_pid = session, pid
-    follow(value)
-    _install_exits()
+
+def check_folder(folder: str) -> None:
+    """Raises PermissionError unless `folder` is a private folder of this process's user
+    (mode 0700, as the parent's mkdtemp made it) whose path has no link in it: the
+    variable is inherited, e.g. by a privileged process through `sudo -E`, and must not
+    steer its writes elsewhere. A set-user-id process is never followed."""
+    if os.getuid() != os.geteuid():
+        raise PermissionError("giltracer: a set-user-id process is not followed")
+    if os.path.realpath(folder) != os.path.normpath(os.path.abspath(folder)):
+        raise PermissionError(f"giltracer: the session folder's path has a link in it: {folder}")
+    st = os.lstat(folder)
+    if (st.st_mode & 0o170000) != 0o040000 or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise PermissionError(f"giltracer: the session folder is not this user's private "
+                              f"folder: {folder}")
 
 
 def _start_spooler(session: Any) -> List[Tuple[int, int, int]]:
@@ -214,12 +253,16 @@ def wait_spooler_gone(timeout: float = 2.0) -> None:
 
 
 def _stop_untraced(session: Any) -> None:
-    """The parent's trace has stopped: this child stops tracing (nothing to write to)."""
+    """The parent's trace has stopped: this child stops tracing (nothing to write to), and
+    the processes it starts from now on are not followed either."""
     global _session
     if _session is not session:
         return
     _session = None
+    value = _following
     follow(None)
+    if value is not None and os.environ.get(ENV) == value:
+        os.environ.pop(ENV, None)
     try:
         session.stop()
         session.finish()
@@ -247,16 +290,21 @@ def _install_exits() -> None:
 
 def end() -> None:
     """Ends this child's session: its streams go to the parent's folder."""
-    global _session
+    global _session, _busy
     session, _session = _session, None
     if session is None or getattr(session, "state", "") != "recording":
         return
+    was, _busy = _busy, True
     try:
         names = _names()
         session.stop()
         session.finish(names)
     except Exception:
         pass
+    finally:
+        _busy = was
+    if not _busy and _term_pending:  # a SIGTERM came meanwhile: as it would have
+        _die_of_sigterm()
 
 
 def _end_at_exit() -> None:
@@ -274,7 +322,15 @@ def _exit(status: int) -> "NoReturn":
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    _signal: Any = __import__("_signal")
+    global _term_pending
+    if _busy:
+        _term_pending = True
+        return
     end()
+    _die_of_sigterm()
+
+
+def _die_of_sigterm() -> None:
+    _signal: Any = __import__("_signal")
     _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
     os.kill(os.getpid(), _signal.SIGTERM)

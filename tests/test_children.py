@@ -422,3 +422,161 @@ def test_a_followed_child_can_run_its_own_cprofile(tmp_path):
     assert facts["children"] == 3, facts
     assert facts["leaf"], facts
     assert facts["note"] is None, facts
+
+
+FAILED_START = textwrap.dedent("""
+    import json, os, subprocess, sys
+    import giltracer
+    with giltracer.trace(follow_children=True) as t:
+        # A child whose session cannot start (an option its core refuses): it runs untraced
+        # and says why.
+        bad = os.environ["GILTRACER_CHILD"] + "\\x1f" + "no_such_option=I1"
+        p = subprocess.run([sys.executable, "-c", "print('ran')"], check=True,
+                           env=dict(os.environ, GILTRACER_CHILD=bad), capture_output=True, text=True)
+    print(json.dumps(dict(out=p.stdout, pid_note=t.result.tracer_note,
+                          procs=[q.pid for q in t.processes])))
+""")
+
+
+def test_a_child_whose_session_did_not_start_is_reported_so_not_as_killed(tmp_path):
+    facts, _ = run_script(tmp_path, FAILED_START)
+    assert facts["out"] == "ran\n"  # it ran, untraced
+    note = facts["pid_note"]
+    assert "1 child process could not be traced (its session did not start" in note, note
+    assert "no_such_option" in note, note  # why
+    assert "killed" not in note, note
+    assert len(facts["procs"]) == 1  # the parent only
+
+
+def _follow_env(prefix):
+    options = dict(functions=False, gil=True, sched=False)
+    return dict(os.environ, GILTRACER_CHILD=_giltracer_boot.encode(prefix, options))
+
+
+@pytest.mark.parametrize("how", ["link", "shared"])
+def test_a_child_writes_only_into_a_private_folder_of_its_user_reached_through_no_link(
+        tmp_path, how):
+    # The variable is inherited (e.g. by a privileged process through `sudo -E`): a folder
+    # reached through a link, or one others may write to, must not take the child's files.
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    if how == "link":
+        (tmp_path / "link").symlink_to(real)
+        prefix = str(tmp_path / "link" / "token-")
+    else:
+        real.chmod(0o777)
+        prefix = str(real / "token-")
+    p = subprocess.run([sys.executable, "-c", "print('ran')"], env=_follow_env(prefix),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == "ran\n", p.stderr
+    assert os.listdir(real) == []
+
+
+def test_a_private_folder_reached_directly_is_followed(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    p = subprocess.run([sys.executable, "-c", "print('ran')"],
+                       env=_follow_env(str(real / "token-")), capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert sorted(n.rsplit(".", 1)[1] for n in os.listdir(real)) == ["born", "spool"]
+
+
+OUTLIVES = textwrap.dedent("""
+    import json, os, subprocess, sys, time
+    import giltracer
+    child = ("import os, sys, time\\n"
+             "sys.stdin.readline()\\n"  # the parent's trace has stopped
+             "end = time.monotonic() + 20\\n"
+             "while 'GILTRACER_CHILD' in os.environ and time.monotonic() < end:\\n"
+             "    time.sleep(0.05)\\n"
+             "print('GILTRACER_CHILD' in os.environ, flush=True)\\n")
+    with giltracer.trace(follow_children=True, functions=False) as t:
+        p = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)  # born and tracing
+    out, _ = p.communicate("stopped\\n", timeout=60)
+    print(json.dumps(dict(still_set=out.strip())))
+""")
+
+
+def test_a_child_that_outlives_the_trace_stops_passing_the_variable_on(tmp_path):
+    # Once the parent's trace has stopped (its folder is gone), what the child starts from
+    # then on is not followed: the variable leaves its environment.
+    facts, _ = run_script(tmp_path, OUTLIVES)
+    assert facts["still_set"] == "False", facts
+
+
+def test_the_session_folder_goes_even_while_a_late_child_writes_into_it(tmp_path):
+    import threading
+
+    left = []
+    for _ in range(20):
+        folder = tempfile_folder(tmp_path)
+        stop = threading.Event()
+
+        def late_child():  # keeps creating files, as a child still writing its spool would
+            i = 0
+            while not stop.is_set():
+                try:
+                    with open(os.path.join(folder, f"x{i}"), "w"):
+                        pass
+                except OSError:
+                    pass
+                i += 1
+
+        th = threading.Thread(target=late_child)
+        th.start()
+        time.sleep(0.005)
+        giltracer._child.remove_folder(folder)
+        stop.set()
+        th.join()
+        left += [f for f in (folder, folder + ".gone") if os.path.exists(f)]
+    assert not left, left
+
+
+def tempfile_folder(tmp_path):
+    import tempfile
+
+    return tempfile.mkdtemp(dir=tmp_path)
+
+
+TERMINATED_POOL = textwrap.dedent("""
+    import json, multiprocessing as mp, os
+    import _giltracer_boot
+    import giltracer
+    _giltracer_boot.SPOOL_EVERY = 3600  # no checkpoint: only each worker's end writes
+
+    def f(i):
+        return i * i
+
+    def work(n):
+        [f(i) for i in range(300)]
+        return os.getpid()
+
+    if __name__ == "__main__":
+        ctx = mp.get_context("fork")
+        workers = set()
+        with giltracer.trace(follow_children=True) as t:
+            for _ in range(3):
+                pool = ctx.Pool(3)
+                workers |= set(pool.map(work, range(3), chunksize=1))
+                pool.terminate()  # at once: workers still starting, idle, or leaving
+                pool.join()
+        calls = {p.pid: sum(1 for th in t.threads if th.pid == p.pid
+                            for s in t.spans(th.tid) if s[2].split()[0] == "f")
+                 for p in t.processes}
+        print(json.dumps(dict(note=t.result.tracer_note, workers=sorted(workers),
+                              procs=[p.pid for p in t.processes], calls=calls)))
+""")
+
+
+def test_a_pool_terminated_at_once_keeps_every_workers_trace(tmp_path):
+    # Pool.terminate() sends SIGTERM to workers that may be starting their session, or
+    # leaving through os._exit while ending it: the signal waits for that, then each
+    # worker ends as a terminated worker does, its trace written.
+    facts, _ = run_script(tmp_path, TERMINATED_POOL)
+    assert facts["note"] is None, facts["note"]
+    assert len(facts["procs"]) == 1 + 9, facts
+    for pid in facts["workers"]:  # those that ran work: all 300 calls of each task
+        assert facts["calls"][str(pid)] % 300 == 0 and facts["calls"][str(pid)] > 0, facts

@@ -200,15 +200,50 @@ static int read_checkpoints(int dfd, const char *spool, struct gt_spool **out)
 
 /* What the parent learnt of its children, for the notes. */
 struct child_tally {
-    int killed, unreadable, cut, alive;
-    char lost[160], cut_list[360], alive_list[200];
+    int killed, unreadable, cut, alive, failed;
+    char lost[160], cut_list[360], alive_list[200], failed_list[400];
     uint64_t stop_ns;
     uint64_t t0, t1; /* the trace's bounds */
     uint32_t every_ms; /* the longest interval between a killed child's checkpoints */
 };
 
+/* Why child pid's session did not start ("<prefix><pid>.failed", written by the child:
+ * magics/_giltracer_boot.py) into why[len]; 0, or -errno (-ENOENT: it did start). */
+static int read_failure(int dfd, const char *prefix, long pid, char *why, size_t len)
+{
+    char name[300];
+    snprintf(name, sizeof(name), "%s%ld.failed", prefix, pid);
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    ssize_t n = -1;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+        n = read(fd, why, len - 1);
+    close(fd);
+    if (n < 0)
+        return -EINVAL;
+    why[n] = '\0';
+    for (char *c = why; *c; c++) /* one line in the note */
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    return 0;
+}
+
+/* Adds "pid (why)" to the failed list (at most 4, then "..."). */
+static void failed_add(struct child_tally *t, long pid, const char *why)
+{
+    size_t l = strlen(t->failed_list), len = sizeof(t->failed_list);
+    if (t->failed > 4)
+        return;
+    if (t->failed == 4)
+        snprintf(t->failed_list + l, len - l, "; ...");
+    else
+        snprintf(t->failed_list + l, len - l, "%s%ld (%.80s)", l ? "; " : "", pid, why);
+}
+
 /* Adds child pid's spool (or its checkpoints joined) to run->spools, or counts the child
- * as killed (no spool) or unreadable. */
+ * as failed to start (it said why), killed (no spool) or unreadable. */
 static void read_child(int dfd, const char *prefix, long pid, struct gt_run *run,
                        struct child_tally *t)
 {
@@ -240,7 +275,11 @@ static void read_child(int dfd, const char *prefix, long pid, struct gt_run *run
         }
     }
     gt_spool__free(sp);
-    if (err == -ENOENT) {
+    char why[200];
+    if (err == -ENOENT && read_failure(dfd, prefix, pid, why, sizeof(why)) == 0) {
+        failed_add(t, pid, why);
+        t->failed++;
+    } else if (err == -ENOENT) {
         if (t->killed++ < 6) {
             size_t l = strlen(t->lost);
             snprintf(t->lost + l, sizeof(t->lost) - l, "%s%ld", l ? ", " : "", pid);
@@ -253,6 +292,12 @@ static void read_child(int dfd, const char *prefix, long pid, struct gt_run *run
 static void note_children(const struct child_tally *t, char *note, size_t nlen)
 {
     int killed = t->killed, cut = t->cut, alive = t->alive, unreadable = t->unreadable;
+    if (t->failed)
+        gt_note__add(note, nlen,
+                    "%d child process%s could not be traced (%s session did not start; %s "
+                    "ran untraced): %s", t->failed, t->failed > 1 ? "es" : "",
+                    t->failed > 1 ? "their" : "its", t->failed > 1 ? "they" : "it",
+                    t->failed_list);
     if (killed)
         gt_note__add(note, nlen,
                     "%d child process%s (pid %s%s) ended without writing its trace (killed, "

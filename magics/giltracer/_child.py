@@ -39,7 +39,8 @@ class Children:
     """The parent's session folder, token and environment while it records."""
 
     def __init__(self, options: Dict[str, Any]) -> None:
-        self.folder = tempfile.mkdtemp(prefix="giltracer-children-")
+        # Its real path: a child refuses a folder reached through a link (check_folder).
+        self.folder = os.path.realpath(tempfile.mkdtemp(prefix="giltracer-children-"))
         # (os.urandom, not secrets: that imports hashlib, whose libcrypto exit handlers
         # keep a 3.9/3.10 process alive after the interpreter is freed, long enough for a
         # daemon thread in take_gil to touch it: a crash at exit, CPython gh-96387's fix.)
@@ -78,5 +79,17 @@ class Children:
                         self.commands[pid] = f.read(4096).decode("utf-8", "replace")
                 except (ValueError, OSError):
                     continue
-        shutil.rmtree(self.folder, ignore_errors=True)
+        remove_folder(self.folder)
         return self.commands
+
+
+def remove_folder(folder: str) -> None:
+    """Removes the session folder, which a child may still write to: renamed away first, so
+    that a child's write from then on fails (it then stops tracing) instead of putting a
+    file back between the removal of the files and of the folder (which then stayed)."""
+    gone = f"{folder}.gone"
+    try:
+        os.rename(folder, gone)
+    except OSError:
+        gone = folder
+    shutil.rmtree(gone, ignore_errors=True)

@@ -1012,6 +1012,118 @@ def _():
     '''
 
 
+@case("cli-terminated-fork-children", "the CLI with --follow-children; a fork Pool's workers "
+      "each call f() 300 times, then the pool is terminate()d (SIGTERM), 3 rounds: every "
+      "worker's calls are in the trace, none reported without its trace")
+def _():
+    return r'''
+    import subprocess, tempfile
+    d = tempfile.mkdtemp(prefix="gt-stress-")
+    import atexit, shutil
+    atexit.register(shutil.rmtree, d, True)
+    script, out = os.path.join(d, "pools.py"), os.path.join(d, "t.json")
+    with open(script, "w") as f:
+        f.write("import multiprocessing as mp, os\n"
+                "import _giltracer_boot\n"
+                "_giltracer_boot.SPOOL_EVERY = 3600  # only the child's end writes its trace\n"
+                "def f(i):\n    return i * i\n"
+                "def work(n):\n    [f(i) for i in range(300)]\n    return os.getpid()\n"
+                "if __name__ == '__main__':\n"
+                "    ctx = mp.get_context('fork')\n"
+                "    for _ in range(3):\n"
+                "        pool = ctx.Pool(3)\n"
+                "        pids = set(pool.map(work, range(3), chunksize=1))\n"
+                "        print(*sorted(pids), flush=True)\n"
+                "        pool.terminate()\n        pool.join()\n")
+    p = subprocess.run([sys.executable, "-m", "giltracer", "-q", "--follow-children", "-o", out,
+                        script], capture_output=True, text=True, timeout=240)
+    if p.returncode != 0:
+        problems.append(f"exit status {p.returncode}: {p.stderr[-300:]}")
+    workers = {int(x) for line in p.stdout.splitlines()[:-1] for x in line.split()}
+    if "without writing its trace" in p.stderr:
+        problems.append("a terminated worker was reported without its trace: " + p.stderr[-300:])
+    calls = {}
+    if os.path.exists(out):
+        for e in json.load(open(out))["traceEvents"]:
+            if e.get("ph") == "X" and e.get("name", "").startswith("f "):
+                calls[e["pid"]] = calls.get(e["pid"], 0) + 1
+    short = {pid: calls.get(pid, 0) for pid in workers if calls.get(pid, 0) < 300}
+    if not workers or short:
+        problems.append(f"workers whose 300 calls are not all in the trace: {short or 'none seen'}")
+    report(workers=len(workers), traced_workers=len(calls), calls=sum(calls.values()))
+    '''
+
+
+@case("magic-awaiting-cells", "%%giltracer and %%gilprofile cells mixing IPython syntax (!cmd, "
+      "%time) with a top-level await, 10 of each in one shell: every cell runs, traced")
+def _():
+    return r'''
+    import asyncio
+    from IPython.core.interactiveshell import InteractiveShell
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "giltracer")
+    shell.user_ns["ran"] = 0
+    failed = []
+    for i in range(10):
+        for magic in ("giltracer", "gilprofile"):
+            cell = (f"%%{magic} -q --no-sched --var t\n"
+                    "!true\n"
+                    "%time x = sum(range(1000))\n"
+                    "import asyncio\n"
+                    "await asyncio.sleep(0.001)\n"
+                    "ran += 1\n")
+            r = shell.run_cell(cell)
+            if not r.success or asyncio.iscoroutine(r.result):
+                failed.append(f"{magic} #{i}: {r.error_in_exec or r.error_before_exec or r.result!r}")
+    if failed:
+        problems.append("cells that did not run: " + "; ".join(failed[:3]))
+    if shell.user_ns["ran"] != 20:
+        problems.append(f"{shell.user_ns['ran']} of 20 cells ran their code")
+    t = shell.user_ns.get("t")
+    report(ran=shell.user_ns["ran"], last_threads=len(t.threads) if t is not None else None)
+    '''
+
+
+@case("pids-limit-sample-start", "a pids cgroup allowing 1 task while mode='sample' starts "
+      "(its sampler thread cannot start), 5 times; the user's threading.setprofile hook is the "
+      "user's after each failed start and after a later trace", pids_max=64)
+def _():
+    return r'''
+    cgroup = os.environ["GT_STRESS_CGROUP"]
+    def pids_max(v):
+        with open(os.path.join(cgroup, "pids.max"), "w") as f:
+            f.write(str(v))
+    def users_hook(frame, event, arg):
+        return None
+    threading.setprofile(users_hook)
+    errors = []
+    for i in range(5):
+        t = giltracer.trace(backend=BACKEND, mode="sample")
+        pids_max(1)
+        try:
+            t.start()
+            errors.append(None)
+            t.stop()
+        except Exception as e:
+            errors.append(f"{type(e).__name__}: {e}")
+        finally:
+            pids_max("max")
+        if threading.getprofile() is not users_hook:
+            problems.append(f"round {i}: the user's thread hook is gone after the start: "
+                            f"{threading.getprofile()!r}")
+        with giltracer.trace(backend=BACKEND) as t2:
+            th = threading.Thread(target=spin, args=(1000,))
+            th.start()
+            th.join()
+        if threading.getprofile() is not users_hook:
+            problems.append(f"round {i}: the user's thread hook is gone after a later trace")
+    if all(e is None for e in errors):
+        problems.append("the pids limit did not bite (every sampling start succeeded)")
+    threading.setprofile(None)
+    report(failed_starts=sum(e is not None for e in errors), error=next(filter(None, errors), None))
+    '''
+
+
 def _bpf_skip() -> Optional[str]:
     if os.geteuid() != 0:
         return "the bpf backend needs root (or CAP_BPF+CAP_PERFMON)"
