@@ -1012,6 +1012,96 @@ def _():
     '''
 
 
+@case("child-checkpoints-busy", "4 followed fork children, each starting and ending 8 "
+      "threads calling functions for 1.5 s, checkpointing every 20 ms (the spooler names "
+      "threads while the main thread answers looks): none hangs, each child's calls arrive")
+def _():
+    return r'''
+    import multiprocessing as mp
+    import _giltracer_boot
+    _giltracer_boot.SPOOL_EVERY = 0.02
+    def g(i):
+        return i * 2
+    def churn(end):
+        while time.monotonic() < end:
+            ths = [threading.Thread(target=lambda: [g(i) for i in range(200)]) for _ in range(8)]
+            for th in ths:
+                th.start()
+            for th in ths:
+                th.join()
+    ctx = mp.get_context("fork")
+    hung = []
+    with giltracer.trace(follow_children=True, sched=False) as t:
+        ps = [ctx.Process(target=churn, args=(time.monotonic() + 1.5,)) for _ in range(4)]
+        for p in ps:
+            p.start()
+        for p in ps:
+            p.join(60)
+            if p.is_alive():
+                hung.append(p.pid)
+                p.kill()
+    if hung:
+        problems.append(f"children hung: {hung}")
+    calls = {p.pid: sum(1 for th in t.threads if th.pid == p.pid for s in t.spans(th.tid)
+                        if s[2].split()[0] == "g") for p in t.processes}
+    short = [p.pid for p in ps if calls.get(p.pid, 0) < 200]
+    if short:
+        problems.append(f"children whose calls did not arrive: {short}")
+    report(children=len(ps), calls=sum(calls.values()), note=t.result.tracer_note)
+    '''
+
+
+@case("child-sigkill-at-random", "12 followed fork children checkpointing every 50 ms, each "
+      "SIGKILLed at a random point (0.02-0.6 s): every one that lived past a checkpoint keeps "
+      "its calls up to it, and the note names each with what was lost")
+def _():
+    return r'''
+    import multiprocessing as mp, random, re, signal
+    import _giltracer_boot
+    _giltracer_boot.SPOOL_EVERY = 0.05
+    def h(i):
+        return i + 1
+    def busy():
+        i = 0
+        while True:
+            h(i)
+            i += 1
+            if i % 200 == 0:
+                time.sleep(0.001)
+    rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    ctx = mp.get_context("fork")
+    with giltracer.trace(follow_children=True, sched=False) as t:
+        ps = []
+        for _ in range(12):
+            p = ctx.Process(target=busy)
+            p.start()
+            ps.append((p, rng.uniform(0.02, 0.6)))
+        born = time.monotonic()
+        for p, at in sorted(ps, key=lambda x: x[1]):
+            time.sleep(max(0.0, born + at - time.monotonic()))
+            os.kill(p.pid, signal.SIGKILL)
+        for p, _ in ps:
+            p.join(30)
+    note = t.result.tracer_note or ""
+    calls = {p.pid: sum(1 for th in t.threads if th.pid == p.pid for s in t.spans(th.tid)
+                        if s[2].split()[0] == "h") for p in t.processes}
+    cut = {int(m.group(1)) for m in re.finditer(r"(\d+) \(\+[0-9.]+ ms; up to [0-9.]+ ms lost\)", note)}
+    for p, at in ps:
+        if p.pid in cut and calls.get(p.pid, 0) == 0:
+            problems.append(f"child {p.pid} killed at {at:.2f} s: a checkpoint but no calls")
+    # Every child is counted in the note (which names at most 6 of a kind): with its last
+    # checkpoint, or as having written none.
+    def count(pattern):
+        m = re.search(pattern, note)
+        return int(m.group(1)) if m else 0
+    counted = (count(r"(\d+) child process(?:es)? killed \(e\.g\. by SIGKILL\)")
+               + count(r"(\d+) child process(?:es)? \(pid [^)]*\) ended without writing"))
+    if counted != len(ps):
+        problems.append(f"the note counts {counted} of {len(ps)} killed children: {note[:300]}")
+    report(children=len(ps), with_checkpoint=len(cut), calls=sum(calls.values()))
+    '''
+
+
 @case("cli-terminated-fork-children", "the CLI with --follow-children; a fork Pool's workers "
       "each call f() 300 times, then the pool is terminate()d (SIGTERM), 3 rounds: every "
       "worker's calls are in the trace, none reported without its trace")
