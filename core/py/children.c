@@ -111,33 +111,33 @@ static int running(long pid)
     return p && p[1] == ' ' && p[2] && p[2] != 'Z' && p[2] != 'X';
 }
 
-/* Adds "pid (~ms)" to a list of at most 6 (then "..."). */
-static void list_add(char *list, size_t len, int count, long pid, uint64_t ms)
+/* Appends `item` to a list of at most 6 (then "..."): count is how many it holds. */
+static void item_add(char *list, size_t len, int count, const char *item)
 {
     if (count > 6)
         return;
     size_t l = strlen(list);
-    if (count == 6)
-        snprintf(list + l, len - l, ", ...");
-    else
-        snprintf(list + l, len - l, "%s%ld (~%llu ms)", l ? ", " : "", pid,
-                 (unsigned long long)ms);
+    snprintf(list + l, len - l, "%s%s", l ? ", " : "", count == 6 ? "..." : item);
 }
 
-/* Adds "pid (+at ms; up to lost ms lost)" to a list of at most 6 (then "..."): a killed
- * child's last checkpoint, from the trace's start, and the time from it to the trace's
- * stop, in which the child died (its loss: what it recorded after that checkpoint). */
+/* Adds "pid (~ms)" to a list of at most 6. */
+static void list_add(char *list, size_t len, int count, long pid, uint64_t ms)
+{
+    char item[64];
+    snprintf(item, sizeof(item), "%ld (~%llu ms)", pid, (unsigned long long)ms);
+    item_add(list, len, count, item);
+}
+
+/* Adds "pid (+at ms; up to lost ms lost)" to a list of at most 6: a killed child's last
+ * checkpoint, from the trace's start, and the time from it to the trace's stop, in which
+ * the child died (its loss: what it recorded after that checkpoint). */
 static void cut_add(char *list, size_t len, int count, long pid, uint64_t at_ns,
                     uint64_t lost_ns)
 {
-    if (count > 6)
-        return;
-    size_t l = strlen(list);
-    if (count == 6)
-        snprintf(list + l, len - l, ", ...");
-    else
-        snprintf(list + l, len - l, "%s%ld (+%.1f ms; up to %.1f ms lost)", l ? ", " : "",
-                 pid, (double)at_ns / 1e6, (double)lost_ns / 1e6);
+    char item[96];
+    snprintf(item, sizeof(item), "%ld (+%.1f ms; up to %.1f ms lost)", pid, (double)at_ns / 1e6,
+             (double)lost_ns / 1e6);
+    item_add(list, len, count, item);
 }
 
 static int by_start(const void *a, const void *b)

@@ -81,6 +81,13 @@ PRELUDE = textwrap.dedent(
     def report(**kw):
         kw["problems"] = problems
         print("RESULT " + json.dumps(kw), flush=True)
+
+    def scratch_dir():
+        """A temporary folder, removed when the case's process exits."""
+        import atexit, shutil, tempfile
+        d = tempfile.mkdtemp(prefix="gt-stress-")
+        atexit.register(shutil.rmtree, d, True)
+        return d
     '''
 )
 
@@ -923,10 +930,8 @@ def _():
       "printed ready: exit 143 within 30 s, a complete OUT.html, stderr says it was interrupted")
 def _():
     return r'''
-    import re, select, signal, subprocess, tempfile
-    d = tempfile.mkdtemp(prefix="gt-stress-")
-    import atexit, shutil
-    atexit.register(shutil.rmtree, d, True)
+    import re, select, signal, subprocess
+    d = scratch_dir()
     script, out = os.path.join(d, "forever.py"), os.path.join(d, "OUT.html")
     with open(script, "w") as f:
         f.write("import threading\n"
@@ -981,9 +986,7 @@ def _():
         if p.returncode != 0:
             problems.append(f"{name}: exit status {p.returncode}")
         return p
-    d = tempfile.mkdtemp(prefix="gt-stress-")
-    import atexit, shutil
-    atexit.register(shutil.rmtree, d, True)
+    d = scratch_dir()
     p = run("json.tool", ["-q", "-m", "json.tool"], d, input='{"a":1}\n')
     if '"a": 1' not in p.stdout:
         problems.append(f"json.tool: the JSON is not on stdout: {p.stdout[:200]!r}")
@@ -1114,10 +1117,8 @@ def _():
       "worker's calls are in the trace, none reported without its trace")
 def _():
     return r'''
-    import subprocess, tempfile
-    d = tempfile.mkdtemp(prefix="gt-stress-")
-    import atexit, shutil
-    atexit.register(shutil.rmtree, d, True)
+    import subprocess
+    d = scratch_dir()
     script, out = os.path.join(d, "pools.py"), os.path.join(d, "t.json")
     with open(script, "w") as f:
         f.write("import multiprocessing as mp, os\n"
