@@ -156,6 +156,35 @@ print(json.dumps({
 
 @needs_cc
 @needs_glibc
+def test_calls_traced_exactly_where_static_tls_is_full(tmp_path):
+    """The call tracer through the fallback build's thread-locals (on 3.12+ each event
+    finds its thread's record through one), free-threaded builds included: every call of
+    a function in two threads, counted exactly, per thread."""
+    out = run_full(tmp_path, '''
+import json, threading
+import giltracer, giltracer._core
+def leaf(i):
+    return i + 1
+def work():
+    for i in range(5000):
+        leaf(i)
+threads = [threading.Thread(target=work, name="w%d" % k) for k in range(2)]
+with giltracer.trace(backend="hooks", c_calls=False) as t:
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+print(json.dumps({"used": used, "tls_model": giltracer._core.probe_info()["tls_model"],
+                  "calls": [sum(r.calls for r in t.functions(th.native_id) if r.name == "leaf")
+                            for th in threads]}))
+''')
+    assert out["used"] > 0, out
+    assert out["tls_model"] == "global-dynamic", out
+    assert out["calls"] == [5000, 5000], out
+
+
+@needs_cc
+@needs_glibc
 def test_other_import_errors_are_not_hidden_by_the_fallback(tmp_path):
     """Only the full static TLS block makes the loader try the fallback build: the
     initial-exec build's own error otherwise stays the error (here: not an ELF file)."""
