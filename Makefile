@@ -24,7 +24,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-sample-sid bench-churn-cost bench-bytes bench-deflate bench-gil-event readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-sample-sid bench-churn-cost bench-bytes bench-deflate bench-gil-event bench-tls readme-picture bench-matrix clean \
         pythons test-sid test-sid-lessons-busy bench-sid pythons-ft test-ft test-ft-ci test-tsan-ft bench-ft \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
         test-loop
@@ -523,6 +523,15 @@ bench-deflate: setup
 # -> bench/results/gil-event.md. ~5 s.
 bench-gil-event: deps venv
 	$(PY) bench/gil_event_bench.py
+
+# The core's thread-locals per TLS model (initial-exec, the fallback build's global-dynamic,
+# TLS descriptors; each also with a full static TLS block): ns per GIL event of the hooks
+# and per call event of the tracer (bench/results/tls-<version>.md). ~4 min. The builds
+# are its own; the Python side is the venv's giltracer (make install, or another venv's:
+# make bench-tls PY=/tmp/giltracer-matrix/pyenv-3.13/bin/python).
+TLS_RUNS ?= 7
+bench-tls: deps
+	$(PY) bench/tls_cost.py --runs $(TLS_RUNS)
 
 # Where a GIL-only or sampling session's cost goes on churn2 (a GIL hand-off at every
 # call): the OS states, the GIL probe, its floor (the hooks decode, record nothing), the

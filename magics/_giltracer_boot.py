@@ -67,22 +67,70 @@ def decode(value: str) -> Tuple[str, Dict[str, Any]]:
     return parts[0], options
 
 
+# The fallback build of the core (CMakeLists.txt: _core_dyn), in this folder of the package.
+TLS_DYNAMIC_DIR = "_tls_dynamic"
+# Set to "dynamic": load the fallback build from the start, e.g. to leave the static TLS
+# surplus to a library loaded later that needs it (giltracer's build takes 56 bytes of it).
+TLS_ENV = "GILTRACER_TLS"
+
+
+def core_loader(path: str) -> Any:
+    """An ExtensionFileLoader of giltracer._core at `path` that falls back to the build in
+    TLS_DYNAMIC_DIR beside it when the process's static TLS block has no room left for the
+    core's initial-exec thread-locals (glibc's dlopen error "cannot allocate memory in
+    static TLS block": libraries loaded before used up the surplus it keeps for them).
+    The fallback reaches them through __tls_get_addr (probe_info()["tls_model"])."""
+    from importlib.machinery import ExtensionFileLoader
+
+    class CoreLoader(ExtensionFileLoader):
+        def create_module(self, spec: Any) -> Any:
+            dyn = os.path.join(os.path.dirname(self.path), TLS_DYNAMIC_DIR,
+                               os.path.basename(self.path))
+            if os.environ.get(TLS_ENV) == "dynamic":
+                self.path = spec.origin = dyn
+            try:
+                return super().create_module(spec)
+            except ImportError as e:
+                if "static TLS" not in str(e) or self.path == dyn or not os.path.exists(dyn):
+                    raise
+            self.path = spec.origin = dyn  # the module's __file__ says which build loaded
+            return super().create_module(spec)
+
+    return CoreLoader("giltracer._core", path)
+
+
+class CoreFinder:
+    """The finder of giltracer._core (the package puts it first in sys.meta_path): the
+    path finder's spec with core_loader()'s loader."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "giltracer._core":
+            return None
+        from importlib.machinery import ExtensionFileLoader, PathFinder
+
+        spec = PathFinder.find_spec(name, path)
+        if spec is not None and spec.origin and type(spec.loader) is ExtensionFileLoader:
+            spec.loader = core_loader(spec.origin)
+        return spec
+
+
 def _core() -> Any:
     """giltracer._core, loaded without running the package's __init__ (a later
     ``import giltracer`` finds and uses this same module)."""
     mod = sys.modules.get("giltracer._core")
     if mod is not None:
         return mod
-    from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec
+    from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "giltracer")
     for suffix in EXTENSION_SUFFIXES:
         path = os.path.join(here, "_core" + suffix)
         if os.path.exists(path):
-            loader = ExtensionFileLoader("giltracer._core", path)
+            loader = core_loader(path)
             spec = ModuleSpec("giltracer._core", loader, origin=path)
             mod = loader.create_module(spec)
-            mod.__spec__, mod.__loader__, mod.__file__ = spec, loader, path
+            mod.__spec__, mod.__loader__, mod.__file__ = spec, loader, spec.origin
             sys.modules["giltracer._core"] = mod
             loader.exec_module(mod)
             return mod

@@ -1789,7 +1789,7 @@ PyObject *gt_session__probe_info(void)
         return NULL;
     if (!whys)
         whys = Py_NewRef(Py_None);
-    return Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:O,s:s,s:O,s:s,s:N,s:N}", "hooks_ok",
+    return Py_BuildValue("{s:O,s:s,s:s,s:K,s:K,s:K,s:K,s:O,s:s,s:O,s:s,s:N,s:N,s:s}", "hooks_ok",
                          ok ? Py_True : Py_False, "hooks_why", hooks.ok ? "" : hooks.why,
                          "object", gt_gilhook__object_path(), "mutex",
                          (unsigned long long)(uintptr_t)hooks.addrs.mutex, "cond",
@@ -1799,7 +1799,8 @@ PyObject *gt_session__probe_info(void)
                          st.membarrier ? Py_True : Py_False, "take_record",
                          st.take_at_unlock ? "unlock" : "signal", "hooks_floor",
                          st.floor ? Py_True : Py_False, "clock",
-                         gt_clock__source(), "take_gil", ways, "take_gil_why", whys);
+                         gt_clock__source(), "take_gil", ways, "take_gil_why", whys,
+                         "tls_model", GT_TLS_MODEL);
 }
 
 /* Threads gt_session__progress() reports at most (a meter shows a few). */

@@ -21,7 +21,7 @@
 
 atomic_int gt_recording;
 _Atomic uint64_t gt_registry_gen;
-__thread struct gt_tls gt_tls __attribute__((tls_model("initial-exec")));
+__thread struct gt_tls gt_tls GT_TLS_HOT;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t last_gen;

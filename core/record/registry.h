@@ -236,10 +236,20 @@ struct gt_tls {
     struct gt_thread *thread;
     uint64_t gen;
 };
-/* Initial-exec: in the extension, a dlopen()ed module, the default model costs a
- * __tls_get_addr call per access, i.e. per GIL event of the hooks (16 bytes of the
- * static TLS that glibc keeps for such modules). */
-extern __thread struct gt_tls gt_tls __attribute__((tls_model("initial-exec")));
+/* The hot paths' thread-locals (this one, the hooks' and the tracer's) are initial-exec:
+ * in the extension, a dlopen()ed module, the default model costs a __tls_get_addr call
+ * per access, i.e. per GIL event of the hooks. Initial-exec needs room in the static TLS
+ * block that glibc keeps for such modules (the extension's 56 bytes); where other
+ * libraries used it up the module cannot load, and the fallback build of it (compiled
+ * with GT_TLS_DYNAMIC, see magics/giltracer/__init__.py) uses the default model. */
+#ifdef GT_TLS_DYNAMIC
+#define GT_TLS_HOT __attribute__((tls_model("global-dynamic")))
+#define GT_TLS_MODEL "global-dynamic"
+#else
+#define GT_TLS_HOT __attribute__((tls_model("initial-exec")))
+#define GT_TLS_MODEL "initial-exec"
+#endif
+extern __thread struct gt_tls gt_tls GT_TLS_HOT;
 extern _Atomic uint64_t gt_registry_gen; /* 0 = no active generation */
 
 static inline struct gt_thread *gt_thread_current(void)

@@ -8,7 +8,14 @@
     t.save("trace.html")
 """
 
+import sys
 from typing import Any
+
+import _giltracer_boot
+
+# giltracer._core, or its fallback build where the static TLS block is full (see there).
+if not any(f is _giltracer_boot.CoreFinder for f in sys.meta_path):
+    sys.meta_path.insert(0, _giltracer_boot.CoreFinder)
 
 from .api import (BlameRow, FunctionRow, ProcessInfo, ProfileNode, ThreadInfo, ThreadSummary, Trace, last,
                   stop_active, trace)

@@ -234,21 +234,21 @@ static inline void hot_fence(void)
 }
 
 static _Atomic(struct hook_slot *) hook_slots;
-/* Initial-exec, as gt_tls (registry.h): read per GIL event. */
-static __thread struct hook_slot *my_slot __attribute__((tls_model("initial-exec")));
+/* GT_TLS_HOT, as gt_tls (registry.h): read per GIL event. */
+static __thread struct hook_slot *my_slot GT_TLS_HOT;
 /* A take of the GIL this thread made (signal_slow), recorded once it unlocks that GIL's
  * mutex (hook_unlock): in generation `gen` (0: none pending). */
 static __thread struct {
     uint64_t gen;
     struct gh_gil *gil;
-} take_pending __attribute__((tls_model("initial-exec")));
+} take_pending GT_TLS_HOT;
 /* The calling thread's GIL state as record() left it (t->gil_held), valid in generation
  * `gen` once the state is known: the lock hook skips record() where it would record
  * nothing (see lock_slow). Thread-local, not the registry's: read outside the section. */
 static __thread struct {
     uint64_t gen;
     int held;
-} gil_hint __attribute__((tls_model("initial-exec")));
+} gil_hint GT_TLS_HOT;
 static pthread_key_t slot_key;
 static int slot_key_ok;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
