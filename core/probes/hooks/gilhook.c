@@ -653,8 +653,10 @@ static atomic_int nwait_types;
  * semaphore a few frames up this stack: a heap one (PyThread locks) is no park. The
  * only other semaphore there is a raw mutex's entry {next, sema}: its `next` is another
  * waiting thread's entry (on a live stack) or NULL. ob_type is read only on the
- * parked-on word's own page. */
-static int waits_for_thread(const sem_t *s)
+ * parked-on word's own page. These reads are guesses checked by an address compare, so
+ * out of the sanitizers' sight: a word before a global is its neighbour's redzone, one
+ * on another waiter's stack may be written meanwhile. */
+__attribute__((no_sanitize("address", "thread"))) static int waits_for_thread(const sem_t *s)
 {
     int n = atomic_load_explicit(&nwait_types, memory_order_acquire);
     if (!n)
