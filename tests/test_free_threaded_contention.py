@@ -243,3 +243,19 @@ def test_a_get_on_an_empty_simple_queue_is_released_not_parked():
     q = queue.SimpleQueue()
     t, tid, span = idle_waiter(q.get, lambda: q.put(1), True)
     assert_released_not_parked(t, tid, span, "_queue.SimpleQueue.get")
+
+
+@pytest.mark.parametrize("kind", ["Lock", "RLock"])
+def test_a_blocking_acquire_of_a_held_lock_is_released_not_parked(kind):
+    # The rule, whatever the lock guards: a blocking acquire of a Python-level lock waits for
+    # its holder to release it, as on a GIL build (released there too). Critical sections
+    # and the interpreter's own locks stay parked (the shared-list tests above).
+    lock = getattr(threading, kind)()
+    lock.acquire()
+
+    def wait():
+        lock.acquire()
+        lock.release()
+
+    t, tid, span = idle_waiter(wait, lock.release, True)
+    assert_released_not_parked(t, tid, span, f"{type(lock).__module__}.{type(lock).__name__}.acquire")
