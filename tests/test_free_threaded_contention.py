@@ -7,6 +7,7 @@ On a GIL build these are skipped: tests/test_park.py runs the same probe and vie
 """
 import gc
 import os
+import queue
 import sys
 import sysconfig
 import threading
@@ -164,3 +165,97 @@ def test_forced_gc_collect_loop_parks_the_other_threads():
     assert sum(r.stop_the_world_ns for r in rows) > 0, rows
     assert all(r.stop_the_world_ns <= r.parked_ns for r in rows), rows
     assert any(b.holder == collector[0] for b in t.blame() if b.waiter in allocs), t.blame()[:5]
+
+
+# A thread blocked on a threading primitive waits for another thread to act (put, set):
+# on a GIL build that is "released" (the GIL is dropped in a blocking acquire), and so
+# here: not lock contention, not parked, no blame, released in the profile split. The
+# park probe tells it by the object parked on, so it holds with functions=False too.
+IDLE_S = 0.5
+
+
+def idle_waiter(wait, wake, functions):
+    """A thread in `wait()` (on an empty queue, an unset event) for about IDLE_S until the
+    main thread calls `wake()`; returns (trace, waiter's tid, (its wait's start, end))."""
+    span = []
+
+    def body():
+        start = time.monotonic_ns()
+        wait()
+        span[:] = [start, time.monotonic_ns()]
+
+    with giltracer.trace(functions=functions) as t:
+        th = threading.Thread(target=body, name="idle")
+        th.start()
+        time.sleep(IDLE_S)
+        wake()
+        th.join()
+    return t, th.native_id, span
+
+
+def assert_released_not_parked(t, tid, span, leaf):
+    assert t.free_threaded, t.backend_reason
+    (row,) = [r for r in t.summary() if r.tid == tid]
+    lo, hi = span
+    assert hi - lo >= 0.8 * IDLE_S * 1e9, (span, row)
+    # Summary: a few ms of start-up at most parked; the idle wait released.
+    assert row.parked_ns < 0.05 * row.wall_ns, row
+    assert row.released_ns >= 0.7 * (hi - lo), row
+    assert abs(row.running_ns + row.parked_ns + row.released_ns - row.wall_ns) <= 1000, row
+    # The strips' intervals: the wait is released, not parked.
+    ivs = t.gil_intervals(tid)
+    inside = {s: sum(max(0, min(b, hi) - max(a, lo)) for a, b, q in ivs if q == s)
+              for s in ("released", "parked", "running")}
+    assert inside["parked"] < 0.05 * (hi - lo) and inside["released"] >= 0.8 * (hi - lo), inside
+    # Blame: no park of the idle thread, so nobody is blamed for its wait.
+    assert sum(b.wait_ns for b in t.blame(all_threads=True) if b.waiter == tid) < 0.05 * (hi - lo)
+    # Text: its row's percentages (run, parked, released, off-cpu) say released.
+    line = next(ln for ln in t.summary_text().splitlines() if ln.split()[:1] == [str(tid)])
+    pct = [float(w.rstrip("%")) for w in line.split() if w.endswith("%")]
+    assert pct[1] < 5 and pct[2] >= 70 * (hi - lo) / row.wall_ns, line
+    if leaf is None:
+        return
+    # The profile's split: the blocking C call's time is released.
+    nodes = [n for n in t.profile(tid).walk() if n.name == leaf]
+    assert nodes, [n.name for n in t.profile(tid).walk()]
+    total = sum(n.total_ns for n in nodes)
+    assert total >= 0.8 * (hi - lo), nodes
+    assert sum(n.states["released"] for n in nodes) >= 0.8 * total, nodes
+    assert sum(n.states["waiting"] for n in nodes) < 0.05 * total, nodes
+
+
+@pytest.mark.parametrize("functions", [True, False])
+def test_a_consumer_idle_on_an_empty_queue_is_released_not_parked(functions):
+    q = queue.Queue()
+    t, tid, span = idle_waiter(q.get, lambda: q.put(1), functions)
+    # Queue.get waits in Condition.wait: the acquire of its waiter lock.
+    assert_released_not_parked(t, tid, span, "_thread.lock.acquire" if functions else None)
+
+
+@pytest.mark.parametrize("functions", [True, False])
+def test_an_event_wait_is_released_not_parked(functions):
+    ev = threading.Event()
+    t, tid, span = idle_waiter(ev.wait, ev.set, functions)
+    assert_released_not_parked(t, tid, span, "_thread.lock.acquire" if functions else None)
+
+
+def test_a_get_on_an_empty_simple_queue_is_released_not_parked():
+    q = queue.SimpleQueue()
+    t, tid, span = idle_waiter(q.get, lambda: q.put(1), True)
+    assert_released_not_parked(t, tid, span, "_queue.SimpleQueue.get")
+
+
+@pytest.mark.parametrize("kind", ["Lock", "RLock"])
+def test_a_blocking_acquire_of_a_held_lock_is_released_not_parked(kind):
+    # The rule, whatever the lock guards: a blocking acquire of a Python-level lock waits for
+    # its holder to release it, as on a GIL build (released there too). Critical sections
+    # and the interpreter's own locks stay parked (the shared-list tests above).
+    lock = getattr(threading, kind)()
+    lock.acquire()
+
+    def wait():
+        lock.acquire()
+        lock.release()
+
+    t, tid, span = idle_waiter(wait, lock.release, True)
+    assert_released_not_parked(t, tid, span, f"{type(lock).__module__}.{type(lock).__name__}.acquire")

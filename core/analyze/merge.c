@@ -674,9 +674,12 @@ static int build_gil(const struct gt_thread_input *ti, struct gt_thread_result *
     return err;
 }
 
-/* A free-threaded build's park events -> running (HELD) / parked (WAIT) intervals, the
- * parked ones' aux the waker's tid (known at the END, set before the interval is
- * flushed). A thread whose first park event is an END was parked at its start. */
+/* A free-threaded build's park events -> running (HELD) / parked (WAIT) / released
+ * intervals, the parked ones' aux the waker's tid (known at the END, set before the
+ * interval is flushed). Released: a blocking wait on a Python-level primitive (the
+ * GT_PARK_WAIT_* pair), which waits for another thread as a GIL build's thread does with
+ * the GIL released: no contention, no park, no blame. A thread whose first park event
+ * is an END was in that wait at its start. */
 static int build_park(const struct gt_thread_input *ti, struct gt_thread_result *tr)
 {
     uint64_t start = tr->start_ns, end = tr->end_ns, last = start;
@@ -687,9 +690,13 @@ static int build_park(const struct gt_thread_input *ti, struct gt_thread_result 
     for (size_t c = 0, found = 0; c < ti->ngil && !found; c++) {
         const struct gt_gil_event *ev = ti->gil[c].data;
         for (size_t i = 0; i < ti->gil[c].n && !found; i++) {
-            found = ev[i].kind == GT_PARK_BEGIN || ev[i].kind == GT_PARK_END;
-            if (ev[i].kind == GT_PARK_END)
+            uint32_t k = ev[i].kind;
+            found = k == GT_PARK_BEGIN || k == GT_PARK_END || k == GT_PARK_WAIT_BEGIN ||
+                    k == GT_PARK_WAIT_END;
+            if (k == GT_PARK_END)
                 init = GT_GIL_STATE_WAIT;
+            else if (k == GT_PARK_WAIT_END)
+                init = GT_GIL_STATE_RELEASED;
         }
     }
     struct ivb b = {.since = start, .state = init};
@@ -702,8 +709,12 @@ static int build_park(const struct gt_thread_input *ti, struct gt_thread_result 
                 if (raw >= start && raw <= end)
                     s->acquisitions++; /* parks */
                 err = ivb_set_aux(&b, ts, GT_GIL_STATE_WAIT, 0);
+            } else if (ev[i].kind == GT_PARK_WAIT_BEGIN) {
+                err = ivb_set_aux(&b, ts, GT_GIL_STATE_RELEASED, 0);
             } else if (ev[i].kind == GT_PARK_END && b.state == GT_GIL_STATE_WAIT) {
                 b.aux = ev[i].aux;
+                err = ivb_set_aux(&b, ts, GT_GIL_STATE_HELD, 0);
+            } else if (ev[i].kind == GT_PARK_WAIT_END && b.state == GT_GIL_STATE_RELEASED) {
                 err = ivb_set_aux(&b, ts, GT_GIL_STATE_HELD, 0);
             }
             if (err)

@@ -20,8 +20,10 @@
 /* ---- Chrome Trace Event JSON -------------------------------------------- */
 
 static const char *const gil_names[3] = {"released", "waiting for GIL", "held"};
-/* A free-threaded build's strip: the park probe's states (no GIL). */
-static const char *const park_names[3] = {"released", "parked (lock contention)", "running"};
+/* A free-threaded build's strip: the park probe's states (no GIL). Released: a blocking
+ * wait on a threading primitive (a lock's acquire, an event, a queue). */
+static const char *const park_names[3] = {"released (waiting for another thread)",
+                                          "parked (lock contention)", "running"};
 static const char *const os_names[3] = {"on-cpu", "preempted", "blocked"};
 
 /* Closing part of a span event by (flags & 7): clip and exception notes. */
@@ -281,7 +283,7 @@ static void thread_events(struct chrome *c, const struct gt_result *r,
         int32_t base = kind ? GT_OS_ID_BASE : GT_GIL_ID_BASE;
         char sp[160];
         size_t spl[3];
-        char sts[3][48];
+        char sts[3][96]; /* the longest name: park_names[0] */
         for (int st = 0; st < 3; st++)
             spl[st] = (size_t)snprintf(sts[st], sizeof(sts[st]), ",\"name\":\"%s\",\"cat\":\"%s\"",
                                        names[st], kind ? "os" : "gil");

@@ -179,7 +179,9 @@ static void text_table(struct sbuf *b, const struct gt_result *r, const struct g
     int ft = r->free_threaded; /* the GIL columns are the park probe's */
     if (ft)
         sb_str(b, "free-threaded build: no GIL; showing lock contention (run = not "
-                  "parked, parked = waiting for a lock, stop-the-world or join)\n");
+                  "parked, parked = waiting for a contended lock, stop-the-world or join, "
+                  "released = waiting for another thread: a lock's acquire, an event, a "
+                  "queue)\n");
     sb_printf(b, ROW_FMT, "tid", namew, "name", "wall", ft ? "run" : "held",
               ft ? "parked" : "wait", "released", "off-cpu", ft ? "parks" : "acq",
               ft ? "longest park" : "longest wait");

@@ -88,6 +88,12 @@ enum gt_gil_kind {
     GT_PARK_END = 7,   /* the wait returned: aux = the tid that posted (woke) it, 0 if
                           unknown or timed out */
     GT_PARK_WAKE = 8,  /* recorder-internal (a post): never in a stream */
+    /* A park in a blocking wait on a Python-level primitive (the acquire of a
+     * _thread.lock or _thread.RLock, SimpleQueue.get): the thread waits for another one
+     * to act (release, set, put), as a GIL build's thread waits with the GIL released,
+     * so it reads released, not parked (gt_gilhook__set_park_waits). */
+    GT_PARK_WAIT_BEGIN = 9,
+    GT_PARK_WAIT_END = 10, /* its wait returned: aux as GT_PARK_END's */
 };
 
 struct gt_gil_event {

@@ -534,6 +534,37 @@ static int park_build(void)
 #endif
 }
 
+/* The types whose parks are waits for another thread (gt_gilhook__set_park_waits):
+ * objects that park on the word right after their header, in 3.13's and 3.14's layouts
+ * (_thread.RLock holds its mutex inline from 3.14 on); none elsewhere (a GIL build's
+ * test mode, an unknown layout): every park is then contention. Never fails. */
+static void set_park_waits(void)
+{
+    const void *types[3];
+    size_t n = 0;
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030F0000
+    static const struct {
+        const char *mod, *attr;
+    } kinds[] = {
+        {"_thread", "LockType"},
+#if PY_VERSION_HEX >= 0x030E0000
+        {"_thread", "RLock"},
+#endif
+        {"_queue", "SimpleQueue"},
+    };
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        PyObject *m = PyImport_ImportModule(kinds[i].mod);
+        PyObject *t = m ? PyObject_GetAttrString(m, kinds[i].attr) : NULL;
+        if (t && PyType_Check(t))
+            types[n++] = t; /* a builtin module's type: lives as long as the interpreter */
+        Py_XDECREF(t);
+        Py_XDECREF(m);
+        PyErr_Clear();
+    }
+#endif
+    gt_gilhook__set_park_waits(types, n);
+}
+
 /* The park probe as the backend. Returns 0, or -1 with a Python exception when an
  * explicitly requested backend cannot run. */
 static int choose_park(struct gt_session *s)
@@ -558,6 +589,7 @@ static int choose_park(struct gt_session *s)
         return 0;
     }
     s->used = USED_PARK;
+    set_park_waits();
     snprintf(s->backend_reason, sizeof(s->backend_reason),
              "free-threaded build: no GIL; showing lock contention (hooks: in-process "
              "interposition of %s's parking-lot semaphore calls)",

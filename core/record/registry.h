@@ -153,7 +153,8 @@ int gt_registry__live(struct gt_live *sum, struct gt_live_thread *out, size_t ma
 
 /* The state a GIL or park event (gt_gil_kind) puts a thread in, from the state `st` it
  * is in, as merge decodes the streams (analyze/merge.c build_gil, build_park): a want
- * while holding keeps it held; a forced switch's end leaves a waiter released. */
+ * while holding keeps it held; a forced switch's end leaves a waiter released; a
+ * blocking wait on a Python-level primitive is released, as on a GIL build. */
 static inline int gt_gil_live__after(int st, uint32_t kind)
 {
     switch (kind) {
@@ -161,8 +162,10 @@ static inline int gt_gil_live__after(int st, uint32_t kind)
         return st == GT_GIL_LIVE_HELD ? st : GT_GIL_LIVE_WAITING;
     case GT_GIL_ACQUIRED:
     case GT_PARK_END:
+    case GT_PARK_WAIT_END:
         return GT_GIL_LIVE_HELD;
     case GT_GIL_RELEASED:
+    case GT_PARK_WAIT_BEGIN:
         return GT_GIL_LIVE_RELEASED;
     case GT_GIL_SWITCH_DONE:
         return st == GT_GIL_LIVE_WAITING ? GT_GIL_LIVE_RELEASED : st;

@@ -51,7 +51,8 @@ function buildHeader() {
   if (sl > 0) banner('gt-warn', '\u26a0 ' + fmtInt(sl) + ' scheduler records were lost' + why, 'OS states may have gaps.');
   if (freeThreaded) banner('gt-note', '\u2139 free-threaded build: no GIL; showing lock contention.',
     'The strip is running / parked (waiting in the parking lot for a contended lock, a stop-the-world ' +
-    'pause or a join); blame is parked waiter \u2190 the thread that woke it, in its function.');
+    'pause or a join) / released (waiting for another thread: a lock\'s acquire, an event, a queue, as ' +
+    'on a GIL build); blame is parked waiter \u2190 the thread that woke it, in its function.');
   if (!gilKnown) banner('gt-note', '\u2139 GIL state unknown.',
     (meta.backend_reason ? String(meta.backend_reason) + '. ' : '') + 'No GIL strips or GIL percentages; calls' +
     (hasOS ? ' and OS states' : '') + ' are shown.');
@@ -74,8 +75,8 @@ function gilBar(parent, s) {
     var i = el('i', 'gt-b' + p[0], null, bar);
     i.style.width = Math.max(0, Math.min(100, 100 * num(p[1], 0) / w)) + '%';
   });
-  bar.title = freeThreaded ? 'running ' + fmtPct(s.held_pct) + ', parked ' + fmtPct(s.wait_pct)
-    : 'held ' + fmtPct(s.held_pct) + ', waiting ' + fmtPct(s.wait_pct) + ', released ' + fmtPct(s.released_pct);
+  bar.title = freeThreaded ? 'running ' + fmtPct(s.held_pct) + ', parked ' + fmtPct(s.wait_pct) +
+    ', released ' + fmtPct(s.released_pct) : 'held ' + fmtPct(s.held_pct) + ', waiting ' + fmtPct(s.wait_pct) + ', released ' + fmtPct(s.released_pct);
 }
 var sumRows = [];
 function buildSummary() {
@@ -215,7 +216,7 @@ function buildLegend() {
     if (col) w.style.backgroundColor = col;
     s.appendChild(D.createTextNode(text));
   }
-  if (gilKnown && freeThreaded) { group('No GIL'); sw(GIL_COL[2], 'running'); sw(GIL_COL[1], 'parked (lock contention)', 'gt-swwait'); }
+  if (gilKnown && freeThreaded) { group('No GIL'); sw(GIL_COL[2], 'running'); sw(GIL_COL[1], 'parked (lock contention)', 'gt-swwait'); sw(GIL_COL[0], 'released (waiting for another thread)'); }
   else if (gilKnown) { group('GIL'); sw(GIL_COL[2], 'held'); sw(GIL_COL[1], 'waiting', 'gt-swwait'); sw(GIL_COL[0], 'released'); }
   if (hasOS) { group('OS'); sw(OS_COL[0], 'on CPU'); sw(OS_COL[1], 'preempted'); sw(OS_COL[2], 'blocked'); }
   group('Calls'); sw(null, 'Python (color = function)', 'gt-swp'); sw(null, 'C function', 'gt-swc');

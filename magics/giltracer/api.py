@@ -33,7 +33,8 @@ from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_S
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 GIL_STATES = ("released", "wait", "held")
-# A free-threaded build's "GIL" intervals: the park probe's (no released state there).
+# A free-threaded build's "GIL" intervals: the park probe's; released = a blocking wait on a
+# threading primitive (a lock's acquire, an event, a queue): waiting for another thread.
 PARK_STATES = ("released", "parked", "running")
 OS_STATES = ("on-cpu", "preempted", "blocked")
 # Where each slice of a thread's time went (core/profile.h): GIL held and on CPU (or
@@ -152,7 +153,9 @@ class ThreadSummary:
     interp: int = 0  # as in ThreadInfo
     # Free-threaded builds only (else None): the same figures named for lock contention.
     # running = held_ns (not parked), parked = wait_ns (waiting in the parking lot for a
-    # contended lock, a stop-the-world or a join), parks = acquisitions.
+    # contended lock, a stop-the-world or a join), parks = acquisitions. released_ns: waits
+    # for another thread (the blocking acquire of a Lock or RLock, which Condition, Event,
+    # Queue, Barrier and Semaphore wait in; SimpleQueue.get), as a GIL build shows them.
     running_ns: Optional[int] = None
     parked_ns: Optional[int] = None
     parks: Optional[int] = None
@@ -989,7 +992,7 @@ class Trace:
 
     def gil_intervals(self, thread: Union[int, str, threading.Thread]) -> List[Tuple[int, int, str]]:
         """[(start_ns, end_ns, state)]: released / wait / held; on a free-threaded build
-        running / parked."""
+        running / parked / released (waiting for another thread)."""
         names = PARK_STATES if self.result.free_threaded else GIL_STATES
         return [(a, b, names[s]) for a, b, s in self.result.gil_intervals(self._tid(thread))]
 

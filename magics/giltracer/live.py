@@ -41,7 +41,8 @@ def service_thread(t: threading.Thread) -> bool:
 
 # The words of each state (held_ns, wait_ns, released_ns) by build kind: a free-threaded
 # build has no GIL, its account is the park probe's (running = not parked, parked =
-# waiting on a contended lock, a stop-the-world pause or a join).
+# waiting on a contended lock, a stop-the-world pause or a join, released = waiting for
+# another thread: a lock's acquire, an event, a queue).
 GIL_WORDS = ("held", "waiting", "released")
 FT_WORDS = ("running", "parked", "released")
 

@@ -100,7 +100,7 @@ def svg(t: "Trace", max_lanes: int = MAX_LANES) -> str:
            f'<rect width="{width}" height="{height}" fill="#fff"/>',
            f'<g style="{FONT};font-size:11px" fill="#1f2328">']
     probe = f"GIL probe: {r.backend}" if r.gil_known else "GIL state unknown"
-    ft = r.free_threaded  # the strip is running / parked: lock contention, no GIL
+    ft = r.free_threaded  # the strip is running / parked / released: lock contention, no GIL
     if ft:
         probe = "free-threaded build: no GIL; showing lock contention"
     out.append(f'<text x="8" y="16" style="font-weight:700;font-size:13px">{_esc(r.title, 60)}</text>'
@@ -109,7 +109,7 @@ def svg(t: "Trace", max_lanes: int = MAX_LANES) -> str:
     hy = HEAD_H - 8
     out.append(f'<text x="8" y="{hy}" fill="#656d76">thread</text>'
                f'<text x="{x_strip}" y="{hy}" fill="#656d76">{"parked" if ft else "GIL"} over time \u2192</text>')
-    for k, name in enumerate(("running", "parked", "") if ft else ("held", "waiting", "released")):
+    for k, name in enumerate(("running", "parked", "released") if ft else ("held", "waiting", "released")):
         out.append(f'<text x="{x_num + (k + 1) * NUM_W - 6}" y="{hy}" text-anchor="end" fill="#656d76">{name}</text>')
     xo = x_num + 3 * NUM_W
     out.append(f'<text x="{xo + NUM_W}" y="{hy}" text-anchor="end" fill="#656d76">off CPU</text>'
@@ -136,13 +136,14 @@ def svg(t: "Trace", max_lanes: int = MAX_LANES) -> str:
         y += ROW_H
     ly = y + 20
     x = 8.0
-    legend = (((HELD, "running"), (WAIT, "parked (lock contention)")) if ft else
+    legend = (((HELD, "running"), (WAIT, "parked (lock contention)"),
+               (RELEASED, "released (waiting for another thread)")) if ft else
               ((HELD, "GIL held"), (WAIT, "waiting for the GIL"), (RELEASED, "released")))
     for col, name in legend:
         out.append(f'<rect x="{x:g}" y="{ly - 9}" width="12" height="10" fill="{col}"/>'
                    f'<text x="{x + 16:g}" y="{ly}">{name}</text>')
         x += 30 + 6.5 * len(name)
-    parts = "running + parked" if ft else "held + waiting + released"
+    parts = "running + parked + released" if ft else "held + waiting + released"
     out.append(f'<text x="{x + 8:g}" y="{ly}" fill="#656d76">{parts} = the thread\'s time; '
                'off CPU (OS) overlaps them</text>')
     out.append("</g></svg>")

@@ -79,6 +79,7 @@ def profile_text(t: Trace, top: int = 10, sort: str = "wait", all_threads: bool 
         out[0] = (f"Contention profile of {t.result.title} (ms): free-threaded build: no GIL; "
                   "running = not parked, held-off = off CPU not parked (released to the OS), "
                   "waiting = parked on a contended lock, a stop-the-world pause or a join; "
+                  "released = waiting for another thread (a lock's acquire, an event, a queue); "
                   "caused = other threads' parked time while it ran")
     return "\n".join(out) + "\n" + t.summary_text(top, all_threads) + what_if_section(t)
 

@@ -629,6 +629,51 @@ static struct waker *waker_slot(const void *sem, int claim)
     return NULL;
 }
 
+/* Waits for another thread. A blocking acquire of a _thread.lock or RLock (what
+ * Condition, Event, Queue, Barrier and Semaphore wait in) and SimpleQueue.get park on
+ * the word right after their object's header; that thread waits for another one to
+ * release, set or put, as a GIL build's waits with the GIL released, whatever the lock
+ * guards: released, not contention. The types whose object that is (set per session,
+ * none = every park is contention). Compared as addresses only, never dereferenced, so
+ * no reference is kept: a type freed meanwhile can only miss. */
+#define WAIT_TYPES 4
+static _Atomic(const void *) wait_types[WAIT_TYPES];
+static atomic_int nwait_types;
+
+/* A free-threaded PyObject's header: ob_tid (8), ob_flags (2), ob_mutex (1), ob_gc_bits
+ * (1), ob_ref_local (4), ob_ref_shared (8), ob_type (8): the word parked on is at +32,
+ * its ob_type 8 bytes before it. */
+#define PARKED_WORD_OFF 32
+#define OB_TYPE_OFF 24
+
+/* Whether the semaphore wait on `s` is a park on such an object. The parking lot's
+ * semaphore is the `sema` of its struct wait_entry {park_arg, addr, sema, ...} on the
+ * parking thread's stack (Python/parking_lot.c, 3.13 and 3.14), the word before it the
+ * address parked on, which the parking lot just read (mapped). Read only for a
+ * semaphore a few frames up this stack: a heap one (PyThread locks) is no park. The
+ * only other semaphore there is a raw mutex's entry {next, sema}: its `next` is another
+ * waiting thread's entry (on a live stack) or NULL. ob_type is read only on the
+ * parked-on word's own page. These reads are guesses checked by an address compare, so
+ * out of the sanitizers' sight: a word before a global is its neighbour's redzone, one
+ * on another waiter's stack may be written meanwhile. */
+__attribute__((no_sanitize("address", "thread"))) static int waits_for_thread(const sem_t *s)
+{
+    int n = atomic_load_explicit(&nwait_types, memory_order_acquire);
+    if (!n)
+        return 0;
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0), at = (uintptr_t)s;
+    if (at <= here || at - here > 16384)
+        return 0;
+    uintptr_t addr = ((const uintptr_t *)(const void *)s)[-1];
+    if (addr < 4096 || (addr & 7) || (addr & 4095) < PARKED_WORD_OFF - OB_TYPE_OFF)
+        return 0;
+    const void *tp = *(const void *const *)(addr - (PARKED_WORD_OFF - OB_TYPE_OFF));
+    for (int i = 0; i < n && i < WAIT_TYPES; i++)
+        if (tp && tp == atomic_load_explicit(&wait_types[i], memory_order_relaxed))
+            return 1;
+    return 0;
+}
+
 /* One park event of the calling thread, inside the recording section (see record()). */
 static void record_park(uint32_t kind, const sem_t *sem, int rc)
 {
@@ -643,7 +688,7 @@ static void record_park(uint32_t kind, const sem_t *sem, int rc)
                 atomic_store_explicit(&w->tid, t->tid, memory_order_release);
         } else if (t) {
             uint32_t aux = 0;
-            if (kind == GT_PARK_END) {
+            if (kind == GT_PARK_END || kind == GT_PARK_WAIT_END) {
                 struct waker *w = waker_slot(sem, 0);
                 int32_t by = w ? atomic_exchange_explicit(&w->tid, 0, memory_order_acquire) : 0;
                 aux = rc == 0 && by > 0 && by != t->tid ? (uint32_t)by : 0;
@@ -662,9 +707,10 @@ static int hook_sem_clockwait(sem_t *s, clockid_t clock, const struct timespec *
 {
     if (!PARKING())
         return NEXT(SEM_CLOCKWAIT, sem_clockwait_fn)(s, clock, abstime);
-    record_park(GT_PARK_BEGIN, s, 0);
+    int w = waits_for_thread(s);
+    record_park(w ? GT_PARK_WAIT_BEGIN : GT_PARK_BEGIN, s, 0);
     int rc = NEXT(SEM_CLOCKWAIT, sem_clockwait_fn)(s, clock, abstime);
-    record_park(GT_PARK_END, s, rc);
+    record_park(w ? GT_PARK_WAIT_END : GT_PARK_END, s, rc);
     return rc;
 }
 
@@ -672,9 +718,10 @@ static int hook_sem_timedwait(sem_t *s, const struct timespec *abstime)
 {
     if (!PARKING())
         return NEXT(SEM_TIMEDWAIT, sem_timedwait_fn)(s, abstime);
-    record_park(GT_PARK_BEGIN, s, 0);
+    int w = waits_for_thread(s);
+    record_park(w ? GT_PARK_WAIT_BEGIN : GT_PARK_BEGIN, s, 0);
     int rc = NEXT(SEM_TIMEDWAIT, sem_timedwait_fn)(s, abstime);
-    record_park(GT_PARK_END, s, rc);
+    record_park(w ? GT_PARK_WAIT_END : GT_PARK_END, s, rc);
     return rc;
 }
 
@@ -682,9 +729,10 @@ static int hook_sem_wait(sem_t *s)
 {
     if (!PARKING())
         return NEXT(SEM_WAIT, sem_wait_fn)(s);
-    record_park(GT_PARK_BEGIN, s, 0);
+    int w = waits_for_thread(s);
+    record_park(w ? GT_PARK_WAIT_BEGIN : GT_PARK_BEGIN, s, 0);
     int rc = NEXT(SEM_WAIT, sem_wait_fn)(s);
-    record_park(GT_PARK_END, s, rc);
+    record_park(w ? GT_PARK_WAIT_END : GT_PARK_END, s, rc);
     return rc;
 }
 
@@ -1209,6 +1257,16 @@ void gt_gilhook__set_park(int on)
     }
     atomic_store(&gh.park, 0);
     quiesce();
+}
+
+void gt_gilhook__set_park_waits(const void *const *types, size_t n)
+{
+    if (n > WAIT_TYPES)
+        n = WAIT_TYPES;
+    atomic_store(&nwait_types, 0);
+    for (size_t i = 0; i < n; i++)
+        atomic_store(&wait_types[i], types[i]);
+    atomic_store(&nwait_types, (int)n);
 }
 
 int gt_gilhook__can_park(void)

@@ -90,12 +90,22 @@ void gt_gilhook__set_recording(int on);
 /**
  * gt_gilhook__set_park() - start/stop the park probe: the parking lot's semaphore
  * waits (sem_clockwait/sem_timedwait/sem_wait) of the hooked object become
- * GT_PARK_BEGIN/GT_PARK_END events in the calling thread's GIL stream, the END's aux
+ * GT_PARK_BEGIN/GT_PARK_END events (GT_PARK_WAIT_* for a wait for another thread, see
+ * set_park_waits) in the calling thread's GIL stream, the END's aux
  * the tid whose sem_post on that semaphore woke it. Meant for free-threaded builds
  * (no GIL events then share the stream); independent of set_recording. Stopping
  * waits for hooks in flight, as set_recording(0) does.
  */
 void gt_gilhook__set_park(int on);
+
+/**
+ * gt_gilhook__set_park_waits() - the types (up to 4, addresses only) of the objects
+ * whose park is a wait for another thread (a free-threaded build's _thread.lock,
+ * _thread.RLock, _queue.SimpleQueue: each parks on the word after its header): their
+ * parks become GT_PARK_WAIT_BEGIN/GT_PARK_WAIT_END, released rather than parked.
+ * n = 0: every park is contention. Call before set_park(1).
+ */
+void gt_gilhook__set_park_waits(const void *const *types, size_t n);
 
 /** gt_gilhook__can_park() - installed, with sem_post and a semaphore wait hooked. */
 int gt_gilhook__can_park(void);

@@ -1154,6 +1154,45 @@ static void test_park_blame(void)
     gt_result__free(r);
 }
 
+static void test_park_waits_for_another_thread(void)
+{
+    /* Free-threaded: A (tid 1) waits on a Python-level primitive [10,40) woken by B
+     * (released: no park, no blame), then parks on a contended lock [50,60) woken by B
+     * (parked, blamed). C (tid 3) was in such a wait at its start until 5. */
+    static const struct gt_gil_event pa[] = {{10, GT_PARK_WAIT_BEGIN, 0}, {40, GT_PARK_WAIT_END, 2},
+                                             {50, GT_PARK_BEGIN, 0}, {60, GT_PARK_END, 2}};
+    static const struct gt_gil_event pc[] = {{5, GT_PARK_WAIT_END, 2}};
+    struct gt_chunk ga = {pa, N(pa)}, gc = {pc, N(pc)};
+    struct gt_thread_input th[3] = {
+        {.tid = 1, .flags = GT_THREAD_EXISTED_AT_START, .gil = &ga, .ngil = 1},
+        {.tid = 2, .flags = GT_THREAD_EXISTED_AT_START},
+        {.tid = 3, .flags = GT_THREAD_EXISTED_AT_START, .gil = &gc, .ngil = 1},
+    };
+    struct gt_trace_input in = mk_input(0, 100, th, 3, 1);
+    in.free_threaded = 1;
+    struct gt_result *r = NULL;
+    CHECK(gt_merge__run(&in, &r) == 0);
+    if (!r)
+        return;
+    const struct gt_thread_result *a = &r->threads[0], *c = &r->threads[2];
+    CHECK(a->ngil == 5);
+    if (a->ngil == 5) {
+        CHECK_IV(&a->gil[0], 0, 10, GT_GIL_STATE_HELD);
+        CHECK_IV(&a->gil[1], 10, 40, GT_GIL_STATE_RELEASED);
+        CHECK_IV(&a->gil[2], 40, 50, GT_GIL_STATE_HELD);
+        CHECK_IV(&a->gil[3], 50, 60, GT_GIL_STATE_WAIT);
+        CHECK_IV(&a->gil[4], 60, 100, GT_GIL_STATE_HELD);
+    }
+    CHECK(a->summary.released_ns == 30 && a->summary.wait_ns == 10 &&
+          a->summary.held_ns == 60 && a->summary.acquisitions == 1 &&
+          a->summary.longest_wait_ns == 10);
+    CHECK(c->ngil == 2 && c->summary.released_ns == 5 && c->summary.wait_ns == 0);
+    CHECK(r->nblame == 1);
+    if (r->nblame == 1)
+        CHECK_BLAME(&r->blame[0], 1, 2, GT_NO_FUNC, 1, 10);
+    gt_result__free(r);
+}
+
 static void test_blame_same_pid_third_waiter(void)
 {
     /* Holder H (tid 10) runs f [0,100] holding throughout; W1 and W2 each wait twice
@@ -1512,6 +1551,7 @@ int main(void)
         T(test_blame_same_pid_third_waiter),
         T(test_blame_after_truncation),
         T(test_park_blame),
+        T(test_park_waits_for_another_thread),
         T(test_tool_threads),
         T(test_einval),
         T(test_einval_beyond_int64),

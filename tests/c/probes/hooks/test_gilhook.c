@@ -394,6 +394,77 @@ static void test_park(void)
     sem_destroy(&p.sem);
 }
 
+/* A wait for another thread: the parking lot's wait entry {park_arg, addr, sema} on the
+ * parker's own stack, addr the word after a (free-threaded, 32-byte) object header
+ * whose ob_type is a registered type: WAIT_BEGIN, WAIT_END naming the poster. The same
+ * entry on an object of another type: a park (contention). */
+struct __attribute__((aligned(64))) fake_object { /* the word never starts a page */
+    char head[24];
+    const void *ob_type;
+    uint64_t word; /* parked on */
+};
+
+struct entry_parker {
+    sem_t *_Atomic sem; /* the parker's entry's, published once it is initialised */
+    const struct fake_object *obj;
+    int rc;
+    int32_t tid;
+};
+
+static void *entry_parker_main(void *arg)
+{
+    struct entry_parker *p = arg;
+    struct {
+        void *park_arg;
+        uintptr_t addr;
+        sem_t sema;
+    } wait = {NULL, (uintptr_t)&p->obj->word, {{0}}};
+    p->tid = (int32_t)syscall(SYS_gettid);
+    sem_init(&wait.sema, 0, 0);
+    atomic_store_explicit(&p->sem, &wait.sema, memory_order_release);
+    p->rc = fake_park(&wait.sema);
+    sem_destroy(&wait.sema);
+    return NULL;
+}
+
+static void test_park_waits(void)
+{
+    static const char lock_type, other_type;
+    const void *types[] = {&lock_type};
+    static const struct fake_object lock = {{0}, &lock_type, 0}, other = {{0}, &other_type, 0};
+    const struct fake_object *objs[] = {&lock, &other};
+    const uint32_t begin[] = {GT_PARK_WAIT_BEGIN, GT_PARK_BEGIN},
+                   end[] = {GT_PARK_WAIT_END, GT_PARK_END};
+    gt_gilhook__set_park_waits(types, 1);
+    int32_t me = (int32_t)syscall(SYS_gettid);
+    for (int k = 0; k < 2; k++) {
+        struct entry_parker p = {NULL, objs[k], -1, 0};
+        CHECK(gt_registry__begin(0, NULL, NULL) == 0, "registry begin");
+        gt_gilhook__set_park(1);
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, entry_parker_main, &p) == 0, "pthread_create");
+        sem_t *sem;
+        while (!(sem = atomic_load_explicit(&p.sem, memory_order_acquire)))
+            sched_yield();
+        struct timespec nap = {0, 20000000};
+        nanosleep(&nap, NULL);
+        CHECK(fake_unpark(sem) == 0, "post");
+        pthread_join(th, NULL);
+        gt_gilhook__set_park(0);
+        gt_registry__end();
+        uint32_t kinds[8], aux[8];
+        size_t n;
+        park_events_of(p.tid, kinds, aux, &n, 8);
+        CHECK(p.rc == 0 && n == 2 && kinds[0] == begin[k] && kinds[1] == end[k],
+              "%s: %u, %u (rc %d, %zu events)", k ? "another type's" : "a lock's", n ? kinds[0] : 0,
+              n > 1 ? kinds[1] : 0, p.rc, n);
+        CHECK(n == 2 && aux[1] == (uint32_t)me, "END names the poster %d: %u", (int)me,
+              n == 2 ? aux[1] : 0);
+        gt_registry__release(NULL);
+    }
+    gt_gilhook__set_park_waits(NULL, 0);
+}
+
 int main(void)
 {
     const char *why = NULL;
@@ -422,6 +493,7 @@ int main(void)
     test_fork_during_calibration(&me);
     test_stop_while_hooking(&me);
     test_park();
+    test_park_waits();
 out:
     printf("test_gilhook: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
