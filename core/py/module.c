@@ -1204,6 +1204,25 @@ static PyObject *mod_run_code(PyObject *m, PyObject *args)
     return PyEval_EvalCode(code, globals, locals);
 }
 
+/* call_untraced(f, *args): f(*args), called from C. The tracer records neither this
+ * call (it excludes this module's C functions) nor f's when f is a C function (it sees
+ * the calls bytecode makes): the CLI's own plumbing while the script is traced. */
+static PyObject *mod_call_untraced(PyObject *m, PyObject *args)
+{
+    (void)m;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 1) {
+        PyErr_SetString(PyExc_TypeError, "call_untraced() needs a function to call");
+        return NULL;
+    }
+    PyObject *rest = PyTuple_GetSlice(args, 1, n);
+    if (!rest)
+        return NULL;
+    PyObject *out = PyObject_Call(PyTuple_GET_ITEM(args, 0), rest, NULL);
+    Py_DECREF(rest);
+    return out;
+}
+
 static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs)
 {
     (void)m;
@@ -1235,6 +1254,9 @@ static PyMethodDef module_methods[] = {
     {"run_code", mod_run_code, METH_VARARGS,
      "run_code(code, globals, locals=None): exec (or eval) a code object; the tracer "
      "does not record this call"},
+    {"call_untraced", mod_call_untraced, METH_VARARGS,
+     "call_untraced(f, *args): f(*args); the tracer records neither this call nor f's, "
+     "where f is a C function"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -766,28 +766,37 @@ class Trace:
         notice = self.budget_notice()
         if notice:
             (self.on_notice or _warn_notice)(notice)
+        for message in self.loss_notes():
+            if self.on_loss is None:
+                warnings.warn(message, RuntimeWarning, stacklevel=3)
+            else:
+                self.on_loss(message)
+        return self
+
+    def loss_notes(self) -> List[str]:
+        """What the stopped trace lost or could not record, one sentence each (warned at
+        stop, or handed to ``on_loss``)."""
+        notes = []
         dropped = self.dropped
         if dropped["calls"]:
-            warnings.warn(
+            notes.append(
                 f"giltracer: {dropped['calls']:,} call events were dropped "
                 f"(max_events={self.max_events:,} reached); the GIL was still probed. "
-                "Raise max_events, narrow with include=/exclude=, or set c_calls=False.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        if self._result.tracer_note:
-            warnings.warn(f"giltracer: {self._result.tracer_note}", RuntimeWarning, stacklevel=3)
+                "Raise max_events, narrow with include=/exclude=, or set c_calls=False.")
+        if self.result.tracer_note:
+            notes.append(f"giltracer: {self.result.tracer_note}")
         lost = [f"{n:,} {what}" for n, what in
                 ((dropped["gil"], "GIL events"), (dropped["sched"], "scheduler records")) if n]
         if lost:
-            warnings.warn(
+            notes.append(
                 f"giltracer: {' and '.join(lost)} were lost (a probe's buffer overflowed, "
                 "or memory ran out; max_events never drops them, it aggregates them): GIL "
-                "figures and OS states may have gaps.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        return self
+                "figures and OS states may have gaps.")
+        return notes
+
+    # Where the stop's loss notes go: None warns (RuntimeWarning); the CLI, whose table
+    # says each, takes them itself.
+    on_loss: Optional[Callable[[str], None]] = None
 
     # Where the end-of-run budget notice goes: None warns (BudgetNotice); the magics and
     # the CLI print it as it is.

@@ -15,7 +15,6 @@ import sys
 import threading
 import traceback
 import types
-import warnings
 import zipfile
 from typing import Any, Dict, List, Optional, Tuple, cast
 
@@ -112,6 +111,10 @@ class SignalGuard:
         self.pending: Optional[int] = None
         self.installed: Dict[int, Any] = {}
         self.pid = os.getpid()
+        from . import _core  # (made before the trace starts: no import traced later)
+
+        self._call_untraced = _core.call_untraced
+        self._signal: Any = __import__("_signal")  # (signal's functions are Python wrappers)
 
     def _handler(self, signum: int, frame: Any) -> None:
         if os.getpid() != self.pid:
@@ -139,17 +142,24 @@ class SignalGuard:
         """The script runs from now: SIGTERM raises Terminated, Ctrl-C is Python's again.
         The signal held since install (the script is not to run at all), or None."""
         self.running = True
-        if signal.SIGINT in self.installed and signal.getsignal(signal.SIGINT) == self._handler:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        self._swap_sigint(self._handler, signal.default_int_handler)
         held, self.pending = self.pending, None
         return held
 
     def script_ended(self) -> None:
         """Signals are held again, while the trace stops and is written."""
         self.running = False
-        if signal.SIGINT in self.installed and \
-                signal.getsignal(signal.SIGINT) == signal.default_int_handler:
-            signal.signal(signal.SIGINT, self._handler)
+        self._swap_sigint(signal.default_int_handler, self._handler)
+
+    def _swap_sigint(self, was: Any, now: Any) -> None:
+        """SIGINT's handler `was` becomes `now` (else it is left alone: the script's own).
+        Called while the script is traced: through _signal's C functions, from C, so the
+        trace holds no call of giltracer's own beside the script's."""
+        if signal.SIGINT not in self.installed:
+            return
+        quiet, raw = self._call_untraced, self._signal
+        if quiet(raw.getsignal, signal.SIGINT) == was:
+            quiet(raw.signal, signal.SIGINT, now)
 
     def restore(self) -> None:
         for signum, previous in self.installed.items():
@@ -302,7 +312,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ValueError as e:
         p.error(str(e))
     t.host_thread = live.service_thread
-    t.on_notice = lambda m: None  # the report's table says it (NOTE)
+    t.on_notice = lambda m: None  # the report's table says it (NOTE) ...
+    t.on_loss = lambda m: None  # ... and each loss (WARNING; -q: report() prints them)
     return run(a, t, target, out, profile)
 
 
@@ -340,12 +351,11 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
             return EXIT_USAGE
         if meter is not None:
             meter.begin()
-        notes: List[str] = []
         try:
             status, signum = run_target(prepared, target, run_code, guard, meter)
         finally:
             try:
-                notes = stop_quietly(t)
+                t.stop()
             except Exception as e:
                 write(stderr, 2, f"giltracer: could not end the trace: {type(e).__name__}: {e}\n")
                 status = status or 1
@@ -353,7 +363,7 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
         if t is not None:
             status = report(a, t, out, profile, status, signum, stdout, stderr)
             if a.quiet:  # no table printed: its WARNING lines, one line each
-                for note in notes:
+                for note in t.loss_notes():
                     write(stderr, 2, note + "\n")
         held = guard.pending  # a signal while the trace was stopped and written
         if held is not None and signum != held and signum != signal.SIGTERM:
@@ -375,16 +385,6 @@ def run(a: argparse.Namespace, t: Trace, target: str, out: str, profile: bool) -
             write(stream, fd, "")
         os._exit(status)
     return status
-
-
-def stop_quietly(t: Trace) -> List[str]:
-    """t.stop(); the warnings it gives (losses, notes) as their messages: the report's table
-    has each as a WARNING or NOTE line, so they are not printed twice (the second time as a
-    Python warning pointing into this file)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        t.stop()
-    return [str(w.message) for w in caught]
 
 
 def run_target(prepared: Any, target: str, run_code: Any, guard: SignalGuard,
