@@ -26,7 +26,7 @@ export GT_WERROR ?= ON
 
 .PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-sample-sid bench-churn-cost bench-bytes bench-deflate bench-gil-event bench-tls readme-picture bench-matrix clean \
         pythons test-sid test-sid-lessons-busy bench-sid pythons-ft test-ft test-ft-ci test-tsan-ft bench-ft \
-        deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-asan \
+        deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-sid stress-asan \
         test-loop
 
 all: test
@@ -499,6 +499,18 @@ test-loop:
 	  echo "test-loop: run $$i $$r in $$(( $$(date +%s) - s )) s, load $$(cut -d' ' -f1-3 /proc/loadavg) ($(BUILD)/test-loop-$$i.log)"; \
 	  [ $$r = ok ] || break; done; kill $$h1 $$h2; \
 	echo "test-loop: $$passed of $(RUNS) passed"; [ $$passed = $(RUNS) ]
+
+# The same cases on sid's interpreters (SID_PYTHONS) and the free-threaded 3.14t, in the
+# chroot, as root: reports in $(BUILD)/stress-<name>/report.md (not in CI: ~10 min).
+stress-sid: pythons
+	@failed=""; for n in $(foreach v,$(SID_PYTHONS),sid-$(v)) ft-3.14t; do \
+	  echo "=== stress on $$n"; \
+	  $(IN_SID) --bind $(CURDIR):/src -- sh -c 'set -e; n=$$1; d=$(SID_MATRIX); \
+	    case $$n in ft-*) $(FT_VENV);; *) v=$${n#sid-}; $(SID_VENV);; esac; \
+	    cd /src && $$d/$$n/bin/python tests/stress/run_stress.py --out /src/$(BUILD)/stress-$$n \
+	      --python $$d/$$n/bin/python' sh $$n || failed="$$failed $$n"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "stress-sid: FAILED on:$$failed"; exit 1; fi
 
 # The same cases with the ASan + UBSan build: use-after-free races show up here.
 stress-asan: asan-venv

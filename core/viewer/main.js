@@ -32,7 +32,7 @@ function ftHeadings() {
   var ft = {s0: ['Running', 'self time not parked, on CPU'],
     s1: ['Off CPU, not parked', 'self time not parked but off CPU: preempted, or released to the OS'],
     s2: ['Parked', 'self time parked: a contended lock, a stop-the-world pause or a join'],
-    s3: ['Released', 'self time waiting for another thread: a lock\'s acquire, an event, a queue (no contention, as on a GIL build)'],
+    s3: ['Released', 'self time waiting for another thread: a lock\'s acquire, an event, a queue (no contention)'],
     caused: ['Parked time caused', 'time other threads were parked while this function ran and woke them (innermost Python function)']};
   TOP_COLS.forEach(function (c) { if (ft[c[1]]) { c[0] = ft[c[1]][0]; c[3] = ft[c[1]][1]; } });
   var tab = D.querySelector('.gt-tab[data-tab="blame"]');
@@ -112,7 +112,7 @@ function init(payload) {
     PS_NAME[1] = 'off CPU, not parked'; PS_NAME[2] = 'parked';
     PS_HELP[0] = 'not parked, on CPU'; PS_HELP[1] = 'not parked but off CPU: preempted, or released to the OS (I/O, sleep)';
     PS_HELP[2] = 'parked: waiting for a contended lock, a stop-the-world pause or a join';
-    PS_HELP[3] = 'released: waiting for another thread (a lock\'s acquire, an event, a queue), as on a GIL build'; PS_HELP[4] = 'no contention data';
+    PS_HELP[3] = 'released: waiting for another thread (a lock\'s acquire, an event, a queue)'; PS_HELP[4] = 'no contention data';
     ftHeadings();
   }
   scCount = new Float64Array(nF); scTotal = new Float64Array(nF); scSelf = new Float64Array(nF); scActive = new Int32Array(nF);
