@@ -4,6 +4,7 @@ concurrent profile builds keep one; a thread alive at stop runs to t1; a reused 
 record of its own."""
 
 import gc
+import json
 import os
 import sys
 import threading
@@ -183,6 +184,69 @@ def test_concurrent_profile_builds_keep_one():
     rows = t.functions()
     assert _core._live_profiles() == before + 1
     assert next(r for r in rows if r.name.endswith("fib")).calls == 57313
+
+
+def test_one_result_used_from_several_threads_at_once(tmp_path):
+    """Pages saved, profiles built, summaries and the page's settings set on one result
+    from several threads at once (in parallel on a free-threaded build, where make
+    test-tsan-py runs this under ThreadSanitizer): every answer is whole, and the same
+    as the one given alone."""
+    import pagedata
+
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+    with giltracer.trace(backend="hooks", gil=False, sched=False) as t:
+        fib(16)
+    r = t.result
+    kinds = ['{"k":%d,"pad":"%s"}' % (k, "x" * (64 << 10)) for k in range(2)]
+
+    def page(path):
+        p = pagedata.payload(open(path, encoding="utf-8").read())
+        return p.pop("lock_kinds", None), p
+
+    r.set_what_if(4, 1.0)
+    r.save(str(tmp_path / "alone.html"), "html")
+    _, alone_page = page(tmp_path / "alone.html")
+    alone = (r.summary(), r.profile_functions(None), r.profile(None), r.text(5, False))
+    n, rounds = 6, 4
+    barrier = threading.Barrier(n)
+    out = {}
+    errors = []
+
+    def worker(i):
+        try:
+            barrier.wait()
+            for k in range(rounds):
+                op = (i + k) % 3
+                if op == 0:
+                    path = tmp_path / f"{i}-{k}.html"
+                    r.save(str(path), "html")
+                    out[i, k] = page(path)
+                elif op == 1:
+                    out[i, k] = (r.summary(), r.profile_functions(None), r.profile(None),
+                                 r.text(5, False))
+                else:  # what a page's save sets first (the same what-if: the page stays)
+                    r.set_lock_kinds(kinds[(i + k) % 2])
+                    r.set_what_if(4, 1.0)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    pages = [v for v in out.values() if len(v) == 2]
+    assert pages and len(pages) + len([v for v in out.values() if len(v) == 4]) == len(out)
+    for lock_kinds, p in pages:
+        assert p == alone_page
+        # the text whole, as one of the threads set it, or none yet
+        assert lock_kinds in (None, *[json.loads(k) for k in kinds])
+    for v in out.values():
+        if len(v) == 4:
+            assert v == alone
 
 
 SAVE_WHILE_SET = r"""

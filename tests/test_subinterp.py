@@ -218,6 +218,55 @@ def test_sessions_come_and_go_while_subinterpreters_do():
     assert not errors, errors
 
 
+# Threads that start and end in a loop (each thread state made, then freed by its thread).
+THREADS_COME_AND_GO = """
+import threading, time
+def nothing():
+    pass
+t0 = time.perf_counter()
+while time.perf_counter() - t0 < {secs}:
+    ths = [threading.Thread(target=nothing) for _ in range(4)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 13),
+                    reason="3.12 hangs destroying an interpreter whose threads ended (untraced too)")
+def test_sessions_stop_while_subinterpreters_start_and_end_threads():
+    """Sessions stop while interpreters with their own GILs make and free thread states
+    (none of which the main GIL orders): deciding at stop which threads ended reads none
+    of them (make test-tsan-py runs this under ThreadSanitizer)."""
+    create, run, destroy = _lowlevel()
+    iids = [create() for _ in range(3)]
+    ths = [threading.Thread(target=run, args=(i, THREADS_COME_AND_GO.format(secs=1.5)),
+                            name=f"churn{k}") for k, i in enumerate(iids)]
+    for th in ths:
+        th.start()
+    sessions = 0
+    try:
+        time.sleep(0.1)  # their threads come and go
+        while all(th.is_alive() for th in ths) and sessions < 30:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # running before start: noted
+                with giltracer.trace(backend="hooks") as t:
+                    time.sleep(0.01)
+            # A thread alive at stop runs to t1: so does each interpreter's runner.
+            rows = t.summary(all_threads=True)
+            main = next(r for r in rows if r.name == "MainThread")
+            alive = [r for r in _by_name(rows, "churn") if r.wall_ns == main.wall_ns]
+            assert len(alive) == len(ths) or not all(th.is_alive() for th in ths), t.summary_text()
+            sessions += 1
+    finally:
+        for th in ths:
+            th.join()
+        for i in iids:
+            destroy(i)
+    assert sessions >= 3
+
+
 def test_legacy_subinterpreters_share_the_main_gil_and_are_traced():
     try:
         import _interpreters as m

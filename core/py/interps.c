@@ -4,6 +4,7 @@
 #include <Python.h>
 
 #include "interps.h"
+#include "heads.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,6 +29,7 @@ struct seen {
 
 static struct {
     atomic_int open;
+    atomic_int attaching; /* audit hooks past the open check: stop waits for them */
     atomic_uint gen; /* bumps per session: invalidates the per-thread caches */
     int hook_state;  /* 0 not tried, 1 added (for the life of the process), -1 refused */
     int functions, bpf, hooks;
@@ -98,6 +100,15 @@ static int audit_hook(const char *event, PyObject *args, void *ud)
     if (id == tls_id && gen == tls_gen)
         return 0;
     tls_busy = 1; /* what attaching calls may be audited too */
+    /* Announced, then open checked again (both seq_cst, as stop's store and load): a
+     * stop either sees this hook and waits, or this hook sees it and attaches nothing
+     * (an interpreter with its own GIL runs this beside the main one's stop). */
+    atomic_fetch_add(&ip.attaching, 1);
+    if (!atomic_load(&ip.open)) {
+        atomic_fetch_sub(&ip.attaching, 1);
+        tls_busy = 0;
+        return 0;
+    }
     pthread_mutex_lock(&ip.lock);
     struct seen *s = seen_get(in, id);
     int attach = s && s->traced == T_PENDING;
@@ -117,35 +128,59 @@ static int audit_hook(const char *event, PyObject *args, void *ud)
         tls_id = id;
         tls_gen = gen;
     }
+    atomic_fetch_sub(&ip.attaching, 1);
     tls_busy = 0;
     return 0;
 }
 
 /* A subinterpreter that computes without contention never drops its GIL, so the
- * hooks would see nothing of a holder that took it before start: mark that holder
- * (3.12+ _gil_runtime_state: last_holder at cond-24, locked at cond-16, when the
- * calibrated layout is the known one) as holding from t0. */
-static void note_holder(PyInterpreterState *in, int64_t id)
+ * hooks would see nothing of a holder that took it before start: its holder (3.12+
+ * _gil_runtime_state: last_holder at cond-24, locked at cond-16, when the calibrated
+ * layout is the known one) is marked as holding from t0. Under the runtime's lock
+ * (gt_heads__each): the native id of the holder if one holds it (0: not known), or -1. */
+static int32_t gil_holder(PyInterpreterState *in)
 {
     if (!ip.off_ok || !ip.layout_ok || !ip.hooks)
-        return;
+        return -1;
     const char *cond = (const char *)in + ip.off[1];
     if (!__atomic_load_n((const int *)(cond - 16), __ATOMIC_ACQUIRE))
-        return;
+        return -1;
     PyThreadState *ts = __atomic_load_n((PyThreadState *const *)(cond - 24), __ATOMIC_ACQUIRE);
-    /* 3.12's run_string runs any thread on the interpreter's first thread state, whose
+    /* Read only while still one of the interpreter's (its thread may be ending it).
+     * 3.12's run_string runs any thread on the interpreter's first thread state, whose
      * native id is its creator's (often this very thread, which holds the main GIL). */
-    int32_t tid = ts && ts->interp == in ? (int32_t)ts->native_thread_id : 0;
-    struct gt_thread *t = tid > 0 && tid != (int32_t)syscall(SYS_gettid)
-                              ? gt_registry__register(tid, GT_THREAD_EXISTED_AT_START)
-                              : NULL;
-    if (!t) {
-        ip.unknown_holders++;
+    return ts ? gt_heads__native_id_locked(in, ts) : 0;
+}
+
+/* The subinterpreters alive at start, as read under the runtime's lock. */
+struct alive {
+    struct {
+        PyInterpreterState *in;
+        int64_t id;
+        int32_t holder;
+    } in[MAX_INTERPS];
+    unsigned n;
+    unsigned long more; /* past MAX_INTERPS */
+};
+
+static void collect(PyInterpreterState *in, void *ctx)
+{
+    struct alive *a = ctx;
+    if (in == PyInterpreterState_Main())
+        return;
+    if (a->n == MAX_INTERPS) {
+        a->more++;
         return;
     }
-    t->flags |= GT_THREAD_HELD_GIL_AT_START;
-    t->gil_held = 1;
-    t->interp = (uint32_t)id;
+    int64_t id = PyInterpreterState_GetID(in);
+    if (id < 0) { /* not initialized yet */
+        PyErr_Clear();
+        return;
+    }
+    a->in[a->n].in = in;
+    a->in[a->n].id = id;
+    a->in[a->n].holder = gil_holder(in);
+    a->n++;
 }
 
 static void learn_offsets(const struct gt_gil_addrs *g)
@@ -179,15 +214,22 @@ int gt_interps__start(const struct gt_interps_opts *o)
         gt_gilhook__set_addrs(o->hooks); /* forgets the last session's subinterpreters */
         learn_offsets(o->hooks);
     }
-    PyInterpreterState *main = PyInterpreterState_Main();
+    /* Read under the runtime's lock: one with a GIL of its own may be torn down (and
+     * freed) meanwhile. What is done with them after takes other locks. */
+    static struct alive a;
+    a.n = 0;
+    a.more = 0;
+    gt_heads__each(collect, &a);
+    int32_t self = (int32_t)syscall(SYS_gettid);
     pthread_mutex_lock(&ip.lock);
-    for (PyInterpreterState *in = PyInterpreterState_Head(); in; in = PyInterpreterState_Next(in)) {
-        if (in == main)
-            continue;
-        ip.existing++;
-        int64_t id = PyInterpreterState_GetID(in);
-        seen_get(in, id);
-        note_holder(in, id);
+    ip.existing = a.n + a.more;
+    ip.seen_full += a.more;
+    for (unsigned i = 0; i < a.n; i++) {
+        seen_get(a.in[i].in, a.in[i].id);
+        int32_t tid = a.in[i].holder;
+        if (tid == 0 || (tid > 0 && (tid == self ||
+                                     !gt_registry__register_holder(tid, (uint32_t)a.in[i].id))))
+            ip.unknown_holders++;
     }
     pthread_mutex_unlock(&ip.lock);
     if (ip.hook_state == 0) {
@@ -207,11 +249,16 @@ int gt_interps__start(const struct gt_interps_opts *o)
 void gt_interps__stop(void)
 {
     atomic_store(&ip.open, 0);
+    /* An attach in flight reads the tracer's state, which its stop clears next. Those
+     * run under their own interpreter's GIL, never this one's. */
+    while (atomic_load(&ip.attaching))
+        usleep(100);
 }
 
 void gt_interps__after_fork_child(void)
 {
     atomic_store(&ip.open, 0);
+    atomic_store(&ip.attaching, 0); /* their threads are not in the child */
     pthread_mutex_init(&ip.lock, NULL);
 }
 

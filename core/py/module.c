@@ -29,14 +29,67 @@ typedef struct {
     PyObject_HEAD
     struct gt_run *run;
     struct gt_profile *prof[4]; /* per enum gt_profile_flags OUTER_FRAMES|ALL_THREADS (>> 1), built on first use */
-    /* set_lock_kinds: the payload's "lock_kinds" JSON (bytes, strong), or NULL. A writer
-     * holds its own reference while it writes without the GIL or the object's lock (a
-     * free-threaded build's critical section is suspended there), so a set meanwhile
-     * cannot free the text under it. */
-    PyObject *lock_kinds;
+    /* set_lock_kinds: the payload's "lock_kinds" JSON, or NULL. A writer holds its own
+     * reference while it writes without the GIL or the object's lock (a free-threaded
+     * build's critical section is suspended there), so a set meanwhile cannot free the
+     * text under it. */
+    struct shared_text *lock_kinds;
 } ResultObject;
 
+/* A text with a count of its holders, in malloc's memory rather than a bytes object's:
+ * its hand-off from the last holder to the next allocation is then one ThreadSanitizer
+ * sees (a free-threaded build's allocator passes blocks between threads unseen). */
+struct shared_text {
+    atomic_long refs;
+    char s[];
+};
+
+static struct shared_text *text_new(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    struct shared_text *t = malloc(sizeof(*t) + n);
+    if (!t)
+        return NULL;
+    atomic_init(&t->refs, 1);
+    memcpy(t->s, s, n);
+    return t;
+}
+
+static struct shared_text *text_hold(struct shared_text *t)
+{
+    if (t)
+        atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+    return t;
+}
+
+static void text_release(struct shared_text *t)
+{
+    if (t && atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1)
+        free(t);
+}
+
 static PyTypeObject Session_Type;
+
+/* A Result's own lock (a free-threaded build's critical section on it). ThreadSanitizer
+ * does not see that lock (a PyMutex inside the uninstrumented interpreter): in its
+ * builds each section also tells it what the lock orders, so it checks the rest. */
+#if defined(__SANITIZE_THREAD__)
+#define GT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GT_TSAN 1
+#endif
+#endif
+#ifdef GT_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define RESULT_LOCK(r) Py_BEGIN_CRITICAL_SECTION(r); __tsan_acquire(r)
+#define RESULT_UNLOCK(r) __tsan_release(r); Py_END_CRITICAL_SECTION()
+#else
+#define RESULT_LOCK(r) Py_BEGIN_CRITICAL_SECTION(r)
+#define RESULT_UNLOCK(r) Py_END_CRITICAL_SECTION()
+#endif
+
 static PyTypeObject Result_Type;
 
 /* ------------------------------------------------------------------ Session */
@@ -368,12 +421,12 @@ static PyTypeObject Session_Type = {
 
 static void profile_free(struct gt_profile *p);
 
-/* Plain C but for lock_kinds (bytes: its free runs no Python code). */
+/* Plain C. */
 static void Result_dealloc(ResultObject *self)
 {
     for (int k = 0; k < 4; k++)
         profile_free(self->prof[k]);
-    Py_CLEAR(self->lock_kinds);
+    text_release(self->lock_kinds);
     gt_run__free(self->run);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -845,13 +898,13 @@ static PyObject *Result_set_what_if(ResultObject *self, PyObject *args)
                                .parallel_speed = pspeed};
     if (whatif_opts_check(&o, args) < 0)
         return NULL;
-    Py_BEGIN_CRITICAL_SECTION(self);
+    RESULT_LOCK(self);
     self->run->meta.whatif_parallel_speed = pspeed;
     self->run->meta.whatif_cpus = (unsigned)cpus;
     self->run->meta.whatif_ft_factor = factor;
     self->run->meta.whatif_handoff_ns = handoff;
     self->run->meta.whatif_event_ns = event;
-    Py_END_CRITICAL_SECTION();
+    RESULT_UNLOCK(self);
     Py_RETURN_NONE;
 }
 
@@ -862,26 +915,28 @@ static PyObject *Result_set_lock_kinds(ResultObject *self, PyObject *args)
     const char *json = NULL;
     if (!PyArg_ParseTuple(args, "z", &json))
         return NULL;
-    PyObject *copy = json ? PyBytes_FromString(json) : NULL;
+    struct shared_text *copy = json ? text_new(json) : NULL, *old;
     if (json && !copy)
-        return NULL;
-    Py_BEGIN_CRITICAL_SECTION(self);
-    Py_XSETREF(self->lock_kinds, copy);
-    Py_END_CRITICAL_SECTION();
+        return PyErr_NoMemory();
+    RESULT_LOCK(self);
+    old = self->lock_kinds;
+    self->lock_kinds = copy;
+    RESULT_UNLOCK(self);
+    text_release(old);
     Py_RETURN_NONE;
 }
 
 /* The meta to emit with, copied whole (set_what_if writes it), and lock_kinds: returns a
- * new reference to the bytes meta->lock_kinds points into (or NULL), to be released once
- * the emitter is done. */
-static PyObject *emit_meta(ResultObject *self, struct gt_emit_meta *meta)
+ * hold on the text meta->lock_kinds points into (or NULL), to be released once the
+ * emitter is done. */
+static struct shared_text *emit_meta(ResultObject *self, struct gt_emit_meta *meta)
 {
-    PyObject *kinds;
-    Py_BEGIN_CRITICAL_SECTION(self);
+    struct shared_text *kinds;
+    RESULT_LOCK(self);
     *meta = self->run->meta;
-    kinds = Py_XNewRef(self->lock_kinds);
-    Py_END_CRITICAL_SECTION();
-    meta->lock_kinds = kinds ? PyBytes_AS_STRING(kinds) : NULL;
+    kinds = text_hold(self->lock_kinds);
+    RESULT_UNLOCK(self);
+    meta->lock_kinds = kinds ? kinds->s : NULL;
     return kinds;
 }
 
@@ -899,7 +954,7 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
         return NULL;
     }
     struct gt_emit_meta meta;
-    PyObject *kinds = emit_meta(self, &meta);
+    struct shared_text *kinds = emit_meta(self, &meta);
     meta.view = tab;
     meta.theme = theme;
     int err;
@@ -916,7 +971,7 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
             err = -errno;
     }
     Py_END_ALLOW_THREADS;
-    Py_XDECREF(kinds);
+    text_release(kinds);
     if (err < 0) {
         errno = -err;
         PyErr_SetFromErrnoWithFilenameObject(err == -ENOMEM ? PyExc_MemoryError : PyExc_OSError,
@@ -935,10 +990,10 @@ static PyObject *Result_text(ResultObject *self, PyObject *args)
         return NULL;
     char *s = NULL;
     struct gt_emit_meta meta;
-    PyObject *kinds = emit_meta(self, &meta);
+    struct shared_text *kinds = emit_meta(self, &meta);
     meta.all_threads = all;
     int err = gt_emit__text(R(self), &meta, top, &s);
-    Py_XDECREF(kinds);
+    text_release(kinds);
     if (err < 0) {
         errno = -err;
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -957,9 +1012,9 @@ static PyObject *Result_payload(ResultObject *self, PyObject *noargs)
     if (!f)
         return PyErr_SetFromErrno(PyExc_OSError);
     struct gt_emit_meta meta;
-    PyObject *kinds = emit_meta(self, &meta);
+    struct shared_text *kinds = emit_meta(self, &meta);
     int err = gt_emit__payload_json(R(self), &meta, f);
-    Py_XDECREF(kinds);
+    text_release(kinds);
     fclose(f);
     if (err < 0) {
         free(buf);

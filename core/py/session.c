@@ -16,6 +16,7 @@
 
 #include "bpfprobe.h"
 #include "gilhook.h"
+#include "heads.h"
 #include "interps.h"
 #include "gt_agg.h"
 #include "gt_ctree.h"
@@ -1093,23 +1094,15 @@ static int thread_gone(int32_t pid, int32_t tid)
  * tid: idle since start, or seen by the bpf probe only) counts by /proc alone; a C
  * thread without a thread state between its PyGILState_Ensure calls ends at its last
  * event. */
-#ifdef Py_GIL_DISABLED
-/* Internal but exported (Include/internal/pycore_pystate.h, 3.13+). */
-extern void _PyEval_StopTheWorld(PyInterpreterState *interp);
-extern void _PyEval_StartTheWorld(PyInterpreterState *interp);
-#endif
-
 static int thread_ended(const struct gt_thread *t)
 {
     if (t->superseded || thread_gone(t->pid, t->tid))
         return 1;
     if (!t->bound)
         return 0;
-    for (PyInterpreterState *in = PyInterpreterState_Head(); in; in = PyInterpreterState_Next(in))
-        for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts; ts = PyThreadState_Next(ts))
-            if ((uint64_t)ts->thread_id == t->ident)
-                return 0;
-    return 1;
+    /* Under the runtime's lock (heads.h): threads of interpreters with GILs of their own
+     * free their thread states, and any thread may add one, without this GIL. */
+    return !gt_heads__has_thread(t->ident);
 }
 
 int gt_session__stop(struct gt_session *s)
@@ -1147,18 +1140,10 @@ int gt_session__stop(struct gt_session *s)
     stop_probes(s);
     gt_registry__end();
     /* Which threads ended is decided now: one alive at stop runs to t1 even if it
-     * exits before finish. (No record is added after the registry's end.) Free-threaded
-     * builds: the thread states are walked with the world stopped, as an ending thread
-     * unlinks and frees its own while attached (ThreadSanitizer saw the race). */
-#ifdef Py_GIL_DISABLED
-    _PyEval_StopTheWorld(PyInterpreterState_Get());
-#endif
+     * exits before finish. (No record is added after the registry's end.) */
     for (struct gt_thread *t = gt_registry__threads(); t; t = t->next)
         if (thread_ended(t))
             t->flags |= GT_THREAD_ENDED;
-#ifdef Py_GIL_DISABLED
-    _PyEval_StartTheWorld(PyInterpreterState_Get());
-#endif
     s->state = GT_SESSION_STOPPED;
     s->busy--;
     return err; /* still the active session: its records are released by finish or free */

@@ -857,7 +857,7 @@ static struct gt_thread *register_locked(int32_t tid, uint32_t flags, int bind, 
     return t;
 }
 
-struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags)
+static struct gt_thread *register_as(int32_t tid, uint32_t flags, int holder, uint32_t interp)
 {
     int is_new = 0;
     pthread_mutex_lock(&reg_lock);
@@ -866,12 +866,26 @@ struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags)
         errno = ESRCH;
     else if (!(t = register_locked(tid, flags, 0, &is_new)))
         errno = ENOMEM;
+    else if (holder) {
+        t->gil_held = 1;
+        t->interp = interp;
+    }
     gt_thread_cb cb = on_new_thread;
     void *ctx = on_new_ctx;
     pthread_mutex_unlock(&reg_lock);
     if (t && is_new && cb)
         cb(t, ctx);
     return t;
+}
+
+struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags)
+{
+    return register_as(tid, flags, 0, 0);
+}
+
+struct gt_thread *gt_registry__register_holder(int32_t tid, uint32_t interp)
+{
+    return register_as(tid, GT_THREAD_EXISTED_AT_START | GT_THREAD_HELD_GIL_AT_START, 1, interp);
 }
 
 /* The slow paths of the inline pushes and lookup keep errno: their callers include the

@@ -224,6 +224,14 @@ int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx)
 struct gt_thread *gt_registry__register(int32_t tid, uint32_t flags);
 
 /**
+ * gt_registry__register_holder() - gt_registry__register(tid, EXISTED_AT_START |
+ * HELD_GIL_AT_START) that also marks the record as holding GIL `interp`, all under the
+ * registry's lock: the thread may be running meanwhile (a GIL of its own), binding its
+ * record. Before the hooks record (their mode's store orders this before their writes).
+ */
+struct gt_thread *gt_registry__register_holder(int32_t tid, uint32_t interp);
+
+/**
  * gt_thread_current() - the calling thread's record in the active generation,
  * registered on first use. NULL when no generation is active or out of memory.
  * Async-signal-unsafe; safe to call from pthread interposers (uses no interpreter

@@ -9,6 +9,7 @@
  * hot path inlines the recorder's: profile_hook.inc (3.9-3.11, PyEval_SetProfile),
  * monitoring.inc (3.12+, sys.monitoring) with free_threaded.inc (Py_GIL_DISABLED). */
 #include "tracer.h"
+#include "heads.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -998,43 +999,62 @@ static int frames_of(PyThreadState *ts, struct open_stack *st)
  * (which takes no Python call: nothing in between may detach), and recorded into the
  * other threads' streams before install() lets those threads push there. 0, or -1
  * with an exception set (out of memory). */
+struct open_walk {
+    PyObject *threads;
+    size_t n, cap;
+    int32_t *tids;
+    struct open_stack *stacks;
+};
+
+static void count_one(PyThreadState *ts, void *ctx)
+{
+    (void)ts;
+    ((struct open_walk *)ctx)->cap++;
+}
+
+static void open_one(PyThreadState *ts, void *ctx)
+{
+    struct open_walk *w = ctx;
+    if (w->n == w->cap)
+        return;
+    int32_t tid = tstate_tid(ts, w->threads);
+    if (tid <= 0)
+        return;
+    w->tids[w->n] = tid;
+    if (w->stacks)
+        frames_of(ts, &w->stacks[w->n]);
+    w->n++;
+}
+
 static int open_frames_at_start(int functions, int sample, uint64_t ts_ticks, PyObject *threads)
 {
     PyThreadState *me = PyThreadState_Get();
-    size_t n = 0, cap = 0;
-    struct open_stack *stacks = NULL;
-    int32_t *tids = NULL;
+    /* The list under the runtime's lock (heads.h): a thread without this GIL may add
+     * its thread state to it, or free one, meanwhile. */
+    struct open_walk w = {.threads = threads};
     /* Thread ids first (tstate_tid may call Python before 3.11; never here on ft). */
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts;
-         ts = PyThreadState_Next(ts))
-        cap++;
-    cap += 16; /* threads started while we look */
-    tids = calloc(cap, sizeof(*tids));
-    if (!tids) {
+    gt_heads__each_thread(me->interp, count_one, &w);
+    w.cap += 16; /* threads started while we look */
+    w.tids = calloc(w.cap, sizeof(*w.tids));
+    if (!w.tids) {
         PyErr_NoMemory();
         return -1;
     }
-    if ((functions || sample) && !(stacks = malloc(cap * sizeof(*stacks)))) {
-        free(tids);
+    if ((functions || sample) && !(w.stacks = malloc(w.cap * sizeof(*w.stacks)))) {
+        free(w.tids);
         PyErr_NoMemory();
         return -1;
     }
 #ifdef Py_GIL_DISABLED
     _PyEval_StopTheWorld(me->interp);
 #endif
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts && n < cap;
-         ts = PyThreadState_Next(ts)) {
-        int32_t tid = tstate_tid(ts, threads);
-        if (tid <= 0)
-            continue;
-        tids[n] = tid;
-        if (stacks)
-            frames_of(ts, &stacks[n]);
-        n++;
-    }
+    gt_heads__each_thread(me->interp, open_one, &w);
 #ifdef Py_GIL_DISABLED
     _PyEval_StartTheWorld(me->interp);
 #endif
+    size_t n = w.n;
+    int32_t *tids = w.tids;
+    struct open_stack *stacks = w.stacks;
     for (size_t i = 0; i < n; i++) {
         struct gt_thread *t = gt_registry__register(tids[i], GT_THREAD_EXISTED_AT_START);
         if (stacks && sample) /* the sampler's first stack */

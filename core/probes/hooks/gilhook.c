@@ -83,7 +83,9 @@ static const char func_needed[GH_NFUNCS] = {GH_FUNCS(GH_NEEDED)};
 #undef GH_NEEDED
 
 /* Where the hook of `id` forwards to, as its own type. */
-#define NEXT(id, type) ((type)gh.next[GH_##id])
+/* Relaxed atomics: set once before any slot points at a hook (patch_slots' fence), then
+ * only read, by threads a GIL of their own may never order after the installer. */
+#define NEXT(id, type) ((type)__atomic_load_n(&gh.next[GH_##id], __ATOMIC_RELAXED))
 
 /* GH_FLOOR: every hook decodes as when recording, record() records nothing (the
  * recording section's mark is still set and cleared): what the hooks cost before any
@@ -370,7 +372,9 @@ static inline __attribute__((always_inline)) void record(uint32_t kind, uint32_t
     struct hook_slot *sl = section_enter();
     if (sl) {
         struct gt_thread *t = NULL;
-        if (atomic_load_explicit(&gh.mode, memory_order_relaxed) == GH_RECORD)
+        /* Acquire: what start wrote to records before recording began (a subinterpreter
+         * GIL's holder) is seen by threads no GIL orders after it (x86: a plain load). */
+        if (atomic_load_explicit(&gh.mode, memory_order_acquire) == GH_RECORD)
             t = gt_thread_current();
         if (t && want_recorded(t, kind)) {
             if (kind == WANT_UNCONTENDED || kind == WANT_AT_WAIT)
@@ -911,8 +915,8 @@ static int patch_slots(const struct gt_elf_obj *o, const char **why)
     /* Set once: after a failed install, live hooks keep their first target (a retry
      * sees its own hooks in the slots and could no longer tell what was there). */
     for (int fn = 0; fn < GH_NFUNCS; fn++)
-        if (!gh.next[fn])
-            gh.next[fn] = next[fn];
+        if (!__atomic_load_n(&gh.next[fn], __ATOMIC_RELAXED))
+            __atomic_store_n(&gh.next[fn], next[fn], __ATOMIC_RELAXED);
     atomic_thread_fence(memory_order_seq_cst);
 
     for (size_t i = 0; i < nslots; i++) {
@@ -1271,8 +1275,8 @@ void gt_gilhook__set_park_waits(const void *const *types, size_t n)
 
 int gt_gilhook__can_park(void)
 {
-    return atomic_load(&installed) && gh.next[GH_SEM_POST] &&
-           (gh.next[GH_SEM_CLOCKWAIT] || gh.next[GH_SEM_TIMEDWAIT] || gh.next[GH_SEM_WAIT]);
+    return atomic_load(&installed) && NEXT(SEM_POST, void *) &&
+           (NEXT(SEM_CLOCKWAIT, void *) || NEXT(SEM_TIMEDWAIT, void *) || NEXT(SEM_WAIT, void *));
 }
 
 const char *gt_gilhook__object_path(void)
