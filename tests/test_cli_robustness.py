@@ -342,6 +342,6 @@ def test_a_note_of_the_trace_is_printed_once_as_a_line_not_as_a_python_warning(t
             cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stderr.count("without writing its trace") == 1, p.stderr
-    assert "Warning" not in p.stderr and "cli.py" not in p.stderr, p.stderr
+    assert "RuntimeWarning" not in p.stderr and "cli.py" not in p.stderr, p.stderr
     line = next(s for s in p.stderr.splitlines() if "without writing its trace" in s)
     assert line.startswith("giltracer: " if quiet else "WARNING: "), line
