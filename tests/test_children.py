@@ -5,6 +5,7 @@ process (t.processes, t.summary(process=...)), from the API, the CLI and a real 
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -543,42 +544,47 @@ def tempfile_folder(tmp_path):
     return tempfile.mkdtemp(dir=tmp_path)
 
 
-TERMINATED_POOL = textwrap.dedent("""
-    import json, multiprocessing as mp, os
-    import _giltracer_boot
+SIGTERM_WHILE_BUSY = textwrap.dedent("""
+    import json, os, signal, sys
+    import _giltracer_boot as boot
     import giltracer
-    _giltracer_boot.SPOOL_EVERY = 3600  # no checkpoint: only each worker's end writes
+    boot.SPOOL_EVERY = 3600  # no checkpoint: only the child's end writes its trace
 
     def f(i):
         return i * i
 
-    def work(n):
-        [f(i) for i in range(300)]
-        return os.getpid()
+    def kill_me():  # a SIGTERM (Pool.terminate()) arriving in the middle of it
+        os.kill(os.getpid(), signal.SIGTERM)
 
     if __name__ == "__main__":
-        ctx = mp.get_context("fork")
-        workers = set()
+        when = sys.argv[1]
+        if when == "start":  # while the child starts its session (in the fork hook)
+            real_spooler = boot._start_spooler
+            boot._start_spooler = lambda s: (kill_me(), real_spooler(s))[1]
+        real_names = boot._names
         with giltracer.trace(follow_children=True) as t:
-            for _ in range(3):
-                pool = ctx.Pool(3)
-                workers |= set(pool.map(work, range(3), chunksize=1))
-                pool.terminate()  # at once: workers still starting, idle, or leaving
-                pool.join()
-        calls = {p.pid: sum(1 for th in t.threads if th.pid == p.pid
-                            for s in t.spans(th.tid) if s[2].split()[0] == "f")
-                 for p in t.processes}
-        print(json.dumps(dict(note=t.result.tracer_note, workers=sorted(workers),
-                              procs=[p.pid for p in t.processes], calls=calls)))
+            pid = os.fork()
+            if pid == 0:
+                [f(i) for i in range(300)]
+                if when == "end":  # while it ends its session, leaving through os._exit
+                    boot._names = lambda: (kill_me(), real_names())[1]
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+        calls = sum(1 for th in t.threads if th.pid == pid for s in t.spans(th.tid)
+                    if s[2].split()[0] == "f")
+        print(json.dumps(dict(note=t.result.tracer_note, status=status, pid=pid, calls=calls,
+                              procs=[p.pid for p in t.processes])))
 """)
 
 
-def test_a_pool_terminated_at_once_keeps_every_workers_trace(tmp_path):
-    # Pool.terminate() sends SIGTERM to workers that may be starting their session, or
-    # leaving through os._exit while ending it: the signal waits for that, then each
-    # worker ends as a terminated worker does, its trace written.
-    facts, _ = run_script(tmp_path, TERMINATED_POOL)
+@pytest.mark.parametrize("when", ["start", "end"])
+def test_a_sigterm_while_a_child_starts_or_ends_its_session_waits_for_it(tmp_path, when):
+    # Pool.terminate() right after map() reaches workers still starting their session, or
+    # leaving through os._exit while ending it: the signal waits for that (it lost the
+    # worker's trace, or hung it in a nested end()), then the child dies of it.
+    facts, _ = run_script(tmp_path, SIGTERM_WHILE_BUSY, when)
+    assert os.WIFSIGNALED(facts["status"]) and os.WTERMSIG(facts["status"]) == signal.SIGTERM, facts
     assert facts["note"] is None, facts["note"]
-    assert len(facts["procs"]) == 1 + 9, facts
-    for pid in facts["workers"]:  # those that ran work: all 300 calls of each task
-        assert facts["calls"][str(pid)] % 300 == 0 and facts["calls"][str(pid)] > 0, facts
+    assert facts["pid"] in facts["procs"], facts
+    # Killed while starting: before its first call. While ending: after all of them.
+    assert facts["calls"] == (0 if when == "start" else 300), facts

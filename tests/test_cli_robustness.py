@@ -301,13 +301,15 @@ def test_a_terminated_fork_child_keeps_its_trace_under_follow_children(tmp_path)
     # ends its session and writes its trace first, under the CLI as under the API.
     script = tmp_path / "terminated.py"
     script.write_text(
-        "import multiprocessing as mp\n"
+        "import multiprocessing as mp, time\n"
         "import _giltracer_boot\n"
         "_giltracer_boot.SPOOL_EVERY = 3600  # no checkpoint: only the child's end writes\n"
         "def f(i):\n    return i * i\n"
         "def child(conn):\n"
         "    for i in range(500):\n        f(i)\n"
-        "    conn.send('ready')\n    conn.recv()  # until terminated\n"
+        "    conn.send('ready')\n"
+        "    while True:  # until terminated (a loop: a blocking recv() can miss the signal,\n"
+        "        time.sleep(0.01)  # CPython's race between its check and the wait)\n"
         "if __name__ == '__main__':\n"
         "    ctx = mp.get_context('fork')\n"
         "    here, there = ctx.Pipe()\n"

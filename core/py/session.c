@@ -2375,6 +2375,13 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
     if (!s->spool || s->released || s->busy || s->spooling || forked_copy(s) ||
         (s->state != GT_SESSION_NEW && s->state != GT_SESSION_RECORDING) || s->o.sample_ns)
         return -EINVAL;
+    /* This thread (giltracer's own, ended when this returns) takes no signal: one sent to
+     * the process (Pool.terminate()'s SIGTERM) must reach the main thread. Taken here, it
+     * only flagged its Python handler, which the main thread, asleep in a wait the
+     * signal did not interrupt (a pool worker's get()), never ran: the worker hung. */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     if (!s->ck_lock_ok) {
         if (pthread_mutex_init(&s->ck_lock, NULL) != 0)
             return -ENOMEM;

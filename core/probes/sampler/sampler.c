@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -85,7 +86,13 @@ int gt_sampler__start(struct gt_sampler **out, uint64_t interval_ns,
     pthread_cond_init(&s->wake, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&s->lock, NULL);
+    /* Signals are for the interpreter's threads (a process-directed one taken here would
+     * not interrupt the main thread's wait), not for the sampler. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(&s->thread, NULL, run, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         pthread_cond_destroy(&s->wake);
         pthread_mutex_destroy(&s->lock);
