@@ -184,12 +184,19 @@ def idle_waiter(wait, wake, functions):
         wait()
         span[:] = [start, time.monotonic_ns()]
 
-    with giltracer.trace(functions=functions) as t:
-        th = threading.Thread(target=body, name="idle")
-        th.start()
-        time.sleep(IDLE_S)
-        wake()
-        th.join()
+    # No collection meanwhile: each stops the world, and with the heap earlier tests left
+    # one pause parked the starting waiter for 55-160 ms (its start-up, not its wait).
+    gc.collect()
+    gc.disable()
+    try:
+        with giltracer.trace(functions=functions) as t:
+            th = threading.Thread(target=body, name="idle")
+            th.start()
+            time.sleep(IDLE_S)
+            wake()
+            th.join()
+    finally:
+        gc.enable()
     return t, th.native_id, span
 
 
