@@ -1305,6 +1305,10 @@ def run_case(c: Case, python: str) -> Outcome:
     reason = c.skip() if c.skip else None
     if reason is None and c.pids_max is not None:
         reason = pids_cgroup_available()
+    if reason is None and c.backend == "bpf" and free_threaded(python):
+        reason = "the bpf backend has no contention probe on a free-threaded build (it refuses)"
+    if reason is None and c.pidns and os.geteuid() == 0 and not pid_namespaces_work():
+        reason = "no private pid namespace here (unshare --pid --mount-proc fails, e.g. in a chroot)"
     if reason:
         out.status, out.notes = "SKIP", [reason]
         return out
@@ -1376,6 +1380,19 @@ SHOWN = ("error", "inner_error", "child", "os_intervals_after_child", "held_pct"
          "stop_active_returned", "idle_stop_active", "pid_max", "forced", "reused_tids",
          "threads_reusing", "thread_records", "exit_status", "seconds_to_exit", "page_chars",
          "stderr_tail", "runs", "setprofile_calls_seen")
+
+
+def free_threaded(python: str) -> bool:
+    return subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_config_var("
+                           "'Py_GIL_DISABLED'))"], capture_output=True, text=True
+                          ).stdout.strip() == "1"
+
+
+def pid_namespaces_work() -> bool:
+    if not shutil.which("unshare"):
+        return True  # (run_case then runs the case without one)
+    return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
+                          capture_output=True).returncode == 0
 
 
 def interpreter_version(python: str) -> str:
