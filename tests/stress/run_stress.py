@@ -594,13 +594,17 @@ def _():
         warnings.simplefilter("always")
         # Threads that run across the stop: their hooks are installed when it fails.
         stop = threading.Event()
+        running = threading.Semaphore(0)
         def busy():
+            running.release()
             while not stop.is_set():
                 spin(500)
         early = [threading.Thread(target=busy) for _ in range(2)]
         t = giltracer.trace(backend="hooks").start()
         for th in early:
             th.start()
+        for th in early:  # past their start-up hook (which resets the thread's profiler
+            running.acquire()  # on 3.12+): what is refused from here is the stop's
         spin(20000)
         sys.addaudithook(audit)
         refuse[0] = True
