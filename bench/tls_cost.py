@@ -46,30 +46,13 @@ VARIANTS = (("initial-exec", "ie", False), ("global-dynamic (fallback)", "dyn", 
 
 
 def fill_static_tls(folder: str) -> int:
-    """Uses up what is left of glibc's static TLS surplus: copies of tiny libraries of
-    initial-exec thread-locals, largest first, loaded until one no longer loads (8 bytes
-    or fewer left). Returns the bytes used."""
-    import ctypes
-    import shutil
+    """Uses up what is left of glibc's static TLS surplus (tests/static_tls.py, which the
+    tests use too); the libraries stay loaded. Returns the bytes used."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from static_tls import fill_static_tls as fill
 
-    used = 0
-    for size in (1024, 256, 64, 8):
-        src = os.path.join(folder, f"ie{size}.c")
-        with open(src, "w") as f:
-            f.write(f'__thread long gt_fill[{size // 8}] __attribute__((tls_model("initial-exec")));\n'
-                    "long *gt_fill_get(void) { return gt_fill; }\n")
-        lib = src[:-2] + ".so"
-        subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, src], check=True)
-        for i in range(4096 // size + 1):
-            copy = f"{lib[:-3]}.{i}.so"
-            shutil.copyfile(lib, copy)
-            try:
-                _KEEP.append(ctypes.CDLL(copy))
-            except OSError as e:
-                if "static TLS" not in str(e):
-                    raise
-                break
-            used += size
+    loaded, used = fill(folder)
+    _KEEP.extend(loaded)
     return used
 
 

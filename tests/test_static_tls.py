@@ -26,33 +26,9 @@ needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C comp
 needs_glibc = pytest.mark.skipif(sys.platform != "linux" or not os.confstr("CS_GNU_LIBC_VERSION"),
                                  reason="glibc's static TLS surplus")
 
-# Fills what is left of the static TLS surplus with tiny libraries of initial-exec
-# thread-locals, as other native extensions may have: copies of each size (a copy is a new
-# file: dlopen() loads a path once) until one no longer loads, largest first, down to 8
-# bytes. What is left then is below 8 bytes; the core needs 56.
-FILL = r'''
-import ctypes, os, shutil, subprocess, sys
-def fill_static_tls(folder):
-    loaded, used = [], 0
-    for size in (1024, 256, 64, 8):
-        src = os.path.join(folder, "ie%d.c" % size)
-        with open(src, "w") as f:
-            f.write("__thread long gt_fill[%d] __attribute__((tls_model(\"initial-exec\")));\n"
-                    "long *gt_fill_get(void) { return gt_fill; }\n" % (size // 8))
-        lib = src[:-2] + ".so"
-        subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, src], check=True)
-        for i in range(4096 // size + 1):
-            copy = "%s.%d.so" % (lib[:-3], i)
-            shutil.copyfile(lib, copy)
-            try:
-                loaded.append(ctypes.CDLL(copy))
-            except OSError as e:
-                if "static TLS" not in str(e):
-                    raise
-                break
-            used += size
-    return loaded, used
-'''
+# The surplus filled first (tests/static_tls.py): what is left is below 8 bytes; the core
+# needs 56.
+FILL = "import ctypes, os, shutil, subprocess, sys\nfrom static_tls import fill_static_tls\n"
 
 
 def run_full(tmp_path, body):
