@@ -1198,6 +1198,14 @@ void gt_tracer__after_fork_child(void)
     }
 }
 
+/* Milliseconds from the trace's start to `ticks`, for the notes. */
+static double ms_after_start(uint64_t ticks)
+{
+    struct gt_clock_fit fit;
+    gt_clock__fit(&fit);
+    return (double)(gt_clock__to_ns(&fit, ticks) - gt_clock__to_ns(&fit, tr.start_ticks)) / 1e6;
+}
+
 int gt_tracer__untraced_note(char *buf, size_t len)
 {
     if (!len)
@@ -1217,10 +1225,7 @@ int gt_tracer__untraced_note(char *buf, size_t len)
                  "paused during the trace (it missed those calls) and resumed after",
                  tr.paused_by, (unsigned long long)tr.paused);
     if (tr.displaced) {
-        struct gt_clock_fit fit;
-        gt_clock__fit(&fit);
-        double ms = (double)(gt_clock__to_ns(&fit, tr.displaced_ticks) -
-                             gt_clock__to_ns(&fit, tr.start_ticks)) / 1e6;
+        double ms = ms_after_start(tr.displaced_ticks);
         gt_note__add(buf, len, "%s replaced the function tracer on %llu thread(s) during the "
                  "trace (the first %.1f ms after start): their calls from then on are "
                  "missing%s", tr.displaced_by, (unsigned long long)tr.displaced, ms,
@@ -1232,10 +1237,7 @@ int gt_tracer__untraced_note(char *buf, size_t len)
                      "(%s): no call was recorded (the GIL was probed); free one to trace calls",
                      tr.tools_taken);
     if (tr.stepped_aside) {
-        struct gt_clock_fit fit;
-        gt_clock__fit(&fit);
-        double ms = (double)(gt_clock__to_ns(&fit, tr.stepped_aside_ticks) -
-                             gt_clock__to_ns(&fit, tr.start_ticks)) / 1e6;
+        double ms = ms_after_start(tr.stepped_aside_ticks);
         gt_note__add(buf, len, "the traced program asked for the sys.monitoring tool id the "
                      "function tracer held and no other was free: the tracer gave it up %.1f ms "
                      "after start, calls from then on are missing", ms);
