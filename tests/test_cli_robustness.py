@@ -88,6 +88,22 @@ while True:
 """
 
 
+def signal_at(argv, line, signum, cwd):
+    """Runs `argv` (in its own session, Ctrl-C at its default), sends it `signum` once it
+    printed `line`; (exit status, stderr)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                         start_new_session=True, preexec_fn=default_sigint)
+    try:
+        assert p.stdout.readline() == line
+        p.send_signal(signum)
+        _, err = p.communicate(timeout=TIMEOUT)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, err
+
+
 @pytest.mark.parametrize("signum, status, daemon", [
     (signal.SIGTERM, 143, False),  # a non-daemon thread does not keep it alive
     (signal.SIGINT, 130, True),
@@ -96,19 +112,10 @@ def test_signal_writes_the_trace(tmp_path, signum, status, daemon):
     script = tmp_path / "forever.py"
     script.write_text(FOREVER % daemon)
     out = tmp_path / "forever.html"
-    p = subprocess.Popen([sys.executable, "-m", "giltracer", "-o", str(out), str(script)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                         start_new_session=True, preexec_fn=default_sigint)
-    try:
-        assert p.stdout.readline() == "ready\n"
-        p.send_signal(signum)
-        _, err = p.communicate(timeout=TIMEOUT)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    returncode, err = signal_at([sys.executable, "-m", "giltracer", "-o", str(out), str(script)],
+                                "ready\n", signum, tmp_path)
     name = signal.Signals(signum).name
-    assert p.returncode == status, err
+    assert returncode == status, err
     assert f"giltracer: interrupted ({name}); wrote {out}" in err
     page = out.read_text(encoding="utf-8")
     assert page.rstrip().endswith("</html>") and "spinner" in [t["name"] for t in pagedata.data(page)["threads"]]
@@ -249,18 +256,7 @@ def run_paused(tmp_path, stage, signum, *args):
     """Runs the CLI paused at `stage`, sends `signum` there; (exit status, stderr)."""
     wrapper = tmp_path / "pausing.py"
     wrapper.write_text(PAUSING)
-    p = subprocess.Popen([sys.executable, str(wrapper), stage, *args], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, cwd=tmp_path, start_new_session=True,
-                         preexec_fn=default_sigint)
-    try:
-        assert p.stdout.readline() == "paused\n"
-        p.send_signal(signum)
-        _, err = p.communicate(timeout=TIMEOUT)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    return p.returncode, err
+    return signal_at([sys.executable, str(wrapper), stage, *args], "paused\n", signum, tmp_path)
 
 
 def trace_events(path):
