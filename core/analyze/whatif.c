@@ -259,11 +259,29 @@ static size_t fp_at(struct fthread *ft, uint64_t x)
     return lo ? lo - 1 : SIZE_MAX;
 }
 
+/* The time thread t held the GIL in [a, b]. */
+static uint64_t held_in(const struct gt_thread_result *t, uint64_t a, uint64_t b)
+{
+    uint64_t sum = 0;
+    for (size_t k = 0; k < t->ngil && t->gil[k].start < b; k++) {
+        const struct gt_interval *iv = &t->gil[k];
+        uint64_t s = iv->start > a ? iv->start : a, e = iv->end < b ? iv->end : b;
+        if (iv->state == GT_GIL_STATE_HELD && e > s)
+            sum += e - s;
+    }
+    return sum;
+}
+
+/* A joined thread holds the GIL after it wakes its joiner only to tear itself down. More
+ * than this is work of its own: the joiner waited for the GIL through it, after another
+ * wake-up (a barrier or event that let both run), and was no joiner. */
+#define JOIN_TAIL_NS 2000000ull
+
 /* Who woke thread `self` at x after a release since `since`: another foreground thread
  * whose life ended in (since, until] (a join: the ended thread drops the GIL after waking
- * the joiner, so `until` is when the joiner got the GIL back), the latest; *point is then
- * its end. Else the other foreground thread that held the GIL last at or before x, and
- * *point is x. -1 if none. */
+ * the joiner, so `until` is when the joiner got the GIL back) holding the GIL at most
+ * JOIN_TAIL_NS from x to its end, the latest; *point is then its end. Else the other
+ * foreground thread that held the GIL last at or before x, and *point is x. -1 if none. */
 static int32_t waker(const struct fthread *fts, size_t n, size_t self, uint64_t since, uint64_t x,
                      uint64_t until, uint64_t *point)
 {
@@ -274,7 +292,8 @@ static int32_t waker(const struct fthread *fts, size_t n, size_t self, uint64_t 
         uint64_t end = fts[j].t->end_ns;
         if (fts[j].t->pid != fts[self].t->pid)
             continue; /* another process (follow_children): its own GIL, no hand-offs */
-        if (j != self && end > since && end <= until && (best < 0 || end > best_at)) {
+        if (j != self && end > since && end <= until && (best < 0 || end > best_at) &&
+            (end <= x || held_in(fts[j].t, x, end) <= JOIN_TAIL_NS)) {
             best = (int32_t)j;
             best_at = end;
         }

@@ -319,6 +319,23 @@ static void test_join(void)
     gt_whatif__free(w);
 }
 
+/* Not a join: A leaves a barrier B let it through at 1 ms, then waits for the GIL while B
+ * works until its end at 50 ms. A resumes at B's 1 ms and works its 50 ms beside B's rest
+ * (51 ms on 2 CPUs), not after B's whole life (100 ms: the join rule read B's end as the
+ * wake-up, serialising the pair; seen in CI on 3.14 as a 1.00x prediction). */
+static void test_barrier_then_gil_wait_is_no_join(void)
+{
+    struct gt_interval a[] = {{0, 1 * MS, R, 0}, {1 * MS, 50 * MS, W, 0}, {50 * MS, 100 * MS, H, 0}};
+    struct gt_span sa[] = {{0, 1 * MS, F_ACQ, 0, GT_SPAN_C}};
+    struct gt_interval b[] = {{0, 50 * MS, H, 0}};
+    struct gt_thread_result th[2] = {mk_thread(1, a, 3, sa, 1), mk_thread(2, b, 1, NULL, 0)};
+    struct gt_result r = mk_result(th, 2);
+    struct gt_whatif *w = predict(&r, 2, 1.0);
+    if (w)
+        CHECK(NEAR(w->predicted_wall_ns, 51 * MS, 1000), "barrier: %f", w->predicted_wall_ns);
+    gt_whatif__free(w);
+}
+
 /* A hand-off waited on in the new schedule costs the wake-up (the serial chain's: in
  * test_serial_chain); a thread's start waits on nothing (test_thread_start's: 60 ms, no
  * wake-up). */
@@ -567,6 +584,7 @@ int main(void)
     test_switch();
     test_thread_start();
     test_join();
+    test_barrier_then_gil_wait_is_no_join();
     test_wake_cost();
     test_queue_handoffs();
     test_tracer_cost();
