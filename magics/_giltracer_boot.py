@@ -201,6 +201,7 @@ def _begin(value: str) -> None:
         import _thread
 
         core = _core()
+        _watch_sigterm(core)
         own_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "giltracer") + os.sep
         session = core.Session(own_dir=own_dir, backend="hooks", spool=f"{prefix}{pid}.spool",
                                **options)
@@ -270,6 +271,8 @@ def _start_spooler(session: Any) -> List[Tuple[int, int, int]]:
             return
         if rc == -2:  # ENOENT: the parent's trace stopped, its folder is gone
             _stop_untraced(session)
+        elif rc == -4:  # EINTR: a SIGTERM the main thread did not answer
+            _sigterm_unanswered()
 
     try:
         _thread.start_new_thread(run, ())
@@ -316,6 +319,7 @@ def _stop_untraced(session: Any) -> None:
         session.finish()
     except Exception:
         pass
+    sigterm_default()
 
 
 def _install_exits() -> None:
@@ -339,14 +343,17 @@ def _install_exits() -> None:
 def end() -> None:
     """Ends this child's session: its streams go to the parent's folder."""
     global _session, _busy
-    session, _session = _session, None
-    if session is None or getattr(session, "state", "") != "recording":
-        return
+    # Busy before the session is taken (no call between: no signal handler runs there):
+    # a SIGTERM handled right after the take found neither the session nor busy, and
+    # died at once, the trace unwritten (a pool worker leaving by os._exit as terminate()
+    # signals it: 2 of 6 runs of the stress row cli-terminated-idle-fork-pool).
     was, _busy = _busy, True
+    session, _session = _session, None
     try:
-        names = _names()
-        session.stop()
-        session.finish(names)
+        if session is not None and getattr(session, "state", "") == "recording":
+            names = _names()
+            session.stop()
+            session.finish(names)
     except Exception:
         pass
     finally:
@@ -378,7 +385,48 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     _die_of_sigterm()
 
 
+def _watch_sigterm(core: Any) -> None:
+    """Our SIGTERM handler is noted in C too (core/support/termwatch.h): the spooler's
+    thread answers a SIGTERM the main thread does not (_sigterm_unanswered)."""
+    _signal: Any = __import__("_signal")
+    if _signal.getsignal(_signal.SIGTERM) is _on_sigterm:
+        try:  # (again: a fork of a child whose session ended has the default)
+            _signal.signal(_signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main thread
+            pass
+        core.watch_sigterm()
+
+
+def sigterm_default() -> None:
+    """This child's session is over while it runs on: SIGTERM kills it as it would
+    untraced (from any thread; the Python handler, which CPython may never run, is left
+    out)."""
+    try:
+        _core().sigterm_default()
+    except Exception:
+        pass
+
+
+def _sigterm_unanswered() -> None:
+    """The spooler's thread, ~0.1 s after a SIGTERM that _on_sigterm did not answer:
+    CPython runs a Python handler only when the main thread next checks for signals, and
+    one that arrived between that check and a wait it does not interrupt (a pool worker
+    idle in get(), terminate()d) is never answered. The child hung, its pool with it; now
+    it ends as _on_sigterm ends it, from this thread."""
+    global _term_pending
+    if _busy:  # _begin() or end() at work on the main thread: it dies once through
+        _term_pending = True
+        return
+    end()
+    _die_of_sigterm()
+
+
 def _die_of_sigterm() -> None:
+    """Dies of SIGTERM, from any thread (the core's; without it, the main thread's way)."""
+    try:
+        _core().die_of_sigterm()
+    except Exception:
+        pass
     _signal: Any = __import__("_signal")
     _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
     os.kill(os.getpid(), _signal.SIGTERM)

@@ -588,3 +588,107 @@ def test_a_sigterm_while_a_child_starts_or_ends_its_session_waits_for_it(tmp_pat
     assert facts["pid"] in facts["procs"], facts
     # Killed while starting: before its first call. While ending: after all of them.
     assert facts["calls"] == (0 if when == "start" else 300), facts
+
+
+
+# The child's main thread waits in C where no signal interrupts it and never comes back to
+# check for one: a second lock of a plain mutex it holds. As a pool worker idle in get()
+# is when Pool.terminate()'s SIGTERM lands between CPython's check for signals and its
+# wait: the Python handler never runs.
+STUCK = textwrap.dedent("""
+    import ctypes
+
+    def stuck():
+        libc = ctypes.CDLL(None, use_errno=True)
+        mutex = ctypes.create_string_buffer(64)  # zeroed: PTHREAD_MUTEX_INITIALIZER
+        libc.pthread_mutex_lock(mutex)
+        libc.pthread_mutex_lock(mutex)
+""")
+
+# The parent's end of it: SIGTERM to the stuck child, then up to 20 s for it to die.
+TERMINATE = textwrap.dedent("""
+    import os, signal, time
+
+    def terminate(pid):
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(2000):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return "hung"
+""")
+
+
+def run_stuck(tmp_path, body):
+    (tmp_path / "stuck.py").write_text(STUCK + TERMINATE)
+    return run_script(tmp_path, body)[0]
+
+
+SIGTERM_UNANSWERED = textwrap.dedent("""
+    import json, os, time
+    import giltracer
+    from stuck import stuck, terminate
+
+    def f(i):
+        return i * i
+
+    if __name__ == "__main__":
+        ready_r, ready_w = os.pipe()
+        with giltracer.trace(follow_children=True) as t:
+            pid = os.fork()
+            if pid == 0:
+                [f(i) for i in range(300)]
+                os.write(ready_w, b"x")
+                stuck()
+                os._exit(0)
+            os.read(ready_r, 1)
+            time.sleep(0.2)  # (in its lock)
+            status = terminate(pid)
+        calls = sum(1 for th in t.threads if th.pid == pid for s in t.spans(th.tid)
+                    if s[2].split()[0] == "f")
+        print(json.dumps(dict(note=t.result.tracer_note, status=status, pid=pid, calls=calls,
+                              procs=[p.pid for p in t.processes])))
+""")
+
+
+def test_a_sigterm_the_childs_main_thread_never_answers_still_ends_it_with_its_trace(tmp_path):
+    # Its spooler's thread notes the signal (core/support/termwatch.h) and, the main thread
+    # silent 0.1 s on, ends the session and dies of SIGTERM itself. Before: the child hung
+    # (here until the test's SIGKILL; a terminate()d pool's worker, and the pool, forever).
+    facts = run_stuck(tmp_path, SIGTERM_UNANSWERED)
+    assert facts["status"] != "hung", facts
+    assert os.WIFSIGNALED(facts["status"]) and os.WTERMSIG(facts["status"]) == signal.SIGTERM, facts
+    assert facts["note"] is None, facts["note"]
+    assert facts["pid"] in facts["procs"], facts
+    assert facts["calls"] == 300, facts
+
+
+SIGTERM_AFTER_THE_TRACE = textwrap.dedent("""
+    import json, os, time
+    import giltracer
+    from stuck import stuck, terminate
+
+    if __name__ == "__main__":
+        ready_r, ready_w = os.pipe()
+        with giltracer.trace(follow_children=True) as t:
+            pid = os.fork()
+            if pid == 0:
+                os.write(ready_w, b"x")
+                stuck()
+                os._exit(0)
+            os.read(ready_r, 1)
+        time.sleep(1.0)  # its session ends: the trace's folder is gone
+        print(json.dumps(dict(status=terminate(pid))))
+""")
+
+
+def test_a_child_that_outlives_the_trace_dies_of_sigterm_as_untraced(tmp_path):
+    # The parent's trace is over, the child runs on untraced: its SIGTERM has the default
+    # disposition again (no Python handler its main thread might never run). Before: it
+    # hung in its wait, as above, with no session left to answer for it.
+    facts = run_stuck(tmp_path, SIGTERM_AFTER_THE_TRACE)
+    assert facts["status"] != "hung", facts
+    assert os.WIFSIGNALED(facts["status"]) and os.WTERMSIG(facts["status"]) == signal.SIGTERM, facts

@@ -16,7 +16,8 @@ import pytest
 from conftest import run_script
 
 # A checkpoint names the functions with the GIL held (no thread adds one meanwhile): a
-# free-threaded build's child writes its trace at its end only (Session.spool: -ENOTSUP).
+# free-threaded build's child writes its trace at its end only (Session.spool writes no
+# checkpoint there).
 pytestmark = pytest.mark.skipif(bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
                                 reason="no checkpoints in a free-threaded build")
 

@@ -16,6 +16,7 @@
 #include "interps.h"
 #include "profile.h"
 #include "session.h"
+#include "termwatch.h"
 #include "tracer.h"
 #include "whatif.h"
 #include "compat.h"
@@ -389,7 +390,8 @@ static PyMethodDef Session_methods[] = {
      "spool(names=None, every_ms=500, ready=None) -> int: a followed child's spooler (its "
      "own thread, called before start; releases the lock `ready` first): until stop, "
      "writes what the session recorded since to a checkpoint every ~every_ms (0 once "
-     "stopped, or -errno; -ENOENT: the parent's trace stopped)"},
+     "stopped, or -errno; -ENOENT: the parent's trace stopped; -EINTR: a SIGTERM the main "
+     "thread did not answer, see watch_sigterm)"},
     {"progress", (PyCFunction)Session_progress, METH_NOARGS,
      "progress() -> dict or None: the recording's facts so far (per-thread GIL ns, "
      "events, dropped, budget_reached), cheap, for a live view"},
@@ -1278,6 +1280,30 @@ static PyObject *mod_call_untraced(PyObject *m, PyObject *args)
     return out;
 }
 
+/* A followed child's SIGTERM (core/support/termwatch.h), for _giltracer_boot. */
+static PyObject *mod_watch_sigterm(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    return PyBool_FromLong(gt_termwatch__install() == 0);
+}
+
+static PyObject *mod_sigterm_default(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    return PyBool_FromLong(gt_termwatch__default() == 0);
+}
+
+static PyObject *mod_die_of_sigterm(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    int err = gt_termwatch__die();
+    errno = -err;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
 static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs)
 {
     (void)m;
@@ -1309,6 +1335,18 @@ static PyMethodDef module_methods[] = {
     {"run_code", mod_run_code, METH_VARARGS,
      "run_code(code, globals, locals=None): exec (or eval) a code object; the tracer "
      "does not record this call"},
+    {"watch_sigterm", mod_watch_sigterm, METH_NOARGS,
+     "watch_sigterm() -> bool: note every SIGTERM before the handler it finds (Python's) "
+     "runs, so that a followed child's spooler answers one the main thread does not "
+     "(Session.spool returns -EINTR); False if SIGTERM's disposition is the default or "
+     "ignored"},
+    {"sigterm_default", mod_sigterm_default, METH_NOARGS,
+     "sigterm_default() -> bool: SIGTERM's disposition back to the default if it is "
+     "watch_sigterm's (the followed child's session is over: the signal kills as it would "
+     "untraced, with no Python handler that a wait might keep from running)"},
+    {"die_of_sigterm", mod_die_of_sigterm, METH_NOARGS,
+     "die_of_sigterm(): the process dies of SIGTERM now (its default disposition), from any "
+     "thread; raises OSError only if that failed"},
     {"call_untraced", mod_call_untraced, METH_VARARGS,
      "call_untraced(f, *args): f(*args); the tracer records neither this call nor f's, "
      "where f is a C function"},

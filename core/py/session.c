@@ -26,6 +26,7 @@
 #include "children.h"
 #include "note.h"
 #include "spool.h"
+#include "termwatch.h"
 #include "registry.h"
 
 /* USED_PARK: a free-threaded build's park probe (lock contention) in the GIL streams. */
@@ -2302,14 +2303,6 @@ static int ck_write(struct gt_session *s, uint32_t interval_ms)
     return err;
 }
 
-/* Until the deadline (not a sum of sleeps, which a busy machine stretches) or stop. */
-static void ck_sleep(struct gt_session *s, uint64_t wait)
-{
-    for (uint64_t until = gt_now_ns() + wait, t;
-         (t = gt_now_ns()) < until && !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE);)
-        nanosleep(&(struct timespec){0, until - t < 10000000u ? (long)(until - t) : 10000000},
-                  NULL);
-}
 
 /* The spooler's state between checkpoints. */
 struct ck_loop {
@@ -2364,52 +2357,98 @@ static int ck_maybe_look(struct gt_session *s, PyObject *names_fn, struct ck_loo
 
 #endif
 
+/* Until the deadline (not a sum of sleeps, which a busy machine stretches) or stop, or a
+ * SIGTERM seen (with `term`). */
+static void spool_sleep(struct gt_session *s, uint64_t wait, int term)
+{
+    for (uint64_t until = gt_now_ns() + wait, t;
+         (t = gt_now_ns()) < until && !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE) &&
+         !(term && gt_termwatch__seen());)
+        nanosleep(&(struct timespec){0, until - t < 10000000u ? (long)(until - t) : 10000000},
+                  NULL);
+}
+
+/* A SIGTERM the main thread did not answer: its Python handler ends the session (which
+ * stops the spooler) within GT_TERM_GRACE_NS of the signal when it runs at all. */
+#define GT_TERM_GRACE_NS 100000000ull
+static int term_unanswered(struct gt_session *s)
+{
+    if (!gt_termwatch__seen())
+        return 0;
+    spool_sleep(s, GT_TERM_GRACE_NS, 0);
+    return !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE);
+}
+
 int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_ms)
 {
-#ifdef Py_GIL_DISABLED
-    (void)s;
-    (void)names_fn;
-    (void)every_ms;
-    return -ENOTSUP; /* the tracer's entries grow without a GIL to keep them still */
-#else
     if (!s->spool || s->released || s->busy || s->spooling || forked_copy(s) ||
         (s->state != GT_SESSION_NEW && s->state != GT_SESSION_RECORDING) || s->o.sample_ns)
         return -EINVAL;
     /* This thread (giltracer's own, ended when this returns) takes no signal: one sent to
      * the process (Pool.terminate()'s SIGTERM) must reach the main thread. Taken here, it
      * only flagged its Python handler, which the main thread, asleep in a wait the
-     * signal did not interrupt (a pool worker's get()), never ran: the worker hung. */
+     * signal did not interrupt (a pool worker's get()), never ran: the worker hung. One
+     * the main thread does not answer, this thread does (term_unanswered: -EINTR). */
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+#ifdef Py_GIL_DISABLED
+    (void)names_fn;
+    (void)every_ms;
+#else
     if (!s->ck_lock_ok) {
         if (pthread_mutex_init(&s->ck_lock, NULL) != 0)
             return -ENOMEM;
         s->ck_lock_ok = 1;
     }
+#endif
     s->spooling = 1;
+#ifndef Py_GIL_DISABLED
     ck_names(s, names_fn); /* (this thread's and the main one's: the names known now) */
+#endif
     PyThreadState *ts = PyEval_SaveThread();
     /* Called before start (its caller's GIL then costs the trace nothing): until it. */
     for (int i = 0; i < 10000 && __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == GT_SESSION_NEW &&
                     !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE); i++)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
-    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != GT_SESSION_RECORDING ||
-        s->used != USED_HOOKS) {
+#ifdef Py_GIL_DISABLED
+    int probes_ok = 1; /* (its GIL-less probe: the park probe; no checkpoints to read) */
+#else
+    int probes_ok = s->used == USED_HOOKS;
+#endif
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != GT_SESSION_RECORDING || !probes_ok) {
         __atomic_store_n(&s->spooling, 0, __ATOMIC_RELEASE);
         PyEval_RestoreThread(ts);
         return -EINVAL;
     }
+    int err = 0;
+#ifdef Py_GIL_DISABLED
+    /* No checkpoints here (the tracer's entries grow without a GIL to keep them still):
+     * this thread only answers a SIGTERM the main thread does not. */
+    while (!__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE)) {
+        spool_sleep(s, 1000000000u, 1);
+        if (term_unanswered(s)) {
+            err = -EINTR;
+            break;
+        }
+    }
+    __atomic_store_n(&s->spooling, 0, __ATOMIC_RELEASE);
+    PyEval_RestoreThread(ts);
+    return err;
+#else
     uint64_t every = (uint64_t)(every_ms ? every_ms : 500) * 1000000u, wait = every;
     struct ck_loop l = {.ts = ts};
-    int err = 0;
 #if GT_CK_PENDING_LOOK
     s->ck_gen = ++ck_gens; /* (before any pending look is asked for) */
 #endif
     for (;;) {
-        ck_sleep(s, wait);
+        spool_sleep(s, wait, 1);
         if (__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE))
             break;
+        if (term_unanswered(s)) {
+            err = -EINTR;
+            break;
+        }
         uint64_t cpu = gt_clock_ns(CLOCK_THREAD_CPUTIME_ID);
         size_t probe[2] = {0, 0};
         err = gt_registry__each_locked(ck_probe, probe);

@@ -68,17 +68,19 @@ int gt_session__stop(struct gt_session *s);
 struct gt_run *gt_session__finish(struct gt_session *s, PyObject *names, const char *title,
                                   PyObject *file_labels);
 /* A followed child's spooler, on a thread of its own, called before start (it waits
- * for it without the GIL, so that its thread's GIL costs the trace nothing): until stop, every ~every_ms
- * writes what the threads recorded since (their blocks, the open ones' records so far
- * included) to a checkpoint (children.h), so that a child killed loses only what it did
- * after the last one. Runs without
- * the GIL but to look at new threads and functions (then `names_fn()`, a dict native
- * id -> name, names the threads at its start), which 3.13+ asks the main thread to do
- * (a pending call), and before 3.13 it does when the GIL is free, else after ~1 s, or
- * before a checkpoint that would write calls of functions never looked at (so that they
- * have a name). Returns 0 once stopped, or -errno: -ENOENT (the
- * parent's folder is gone: its trace stopped), -EINVAL (not a recording child session
- * of the hooks), -ENOTSUP (a free-threaded build). No exception set. */
+ * for it without the GIL, so that its thread's GIL costs the trace nothing): until stop,
+ * every ~every_ms writes what the threads recorded since (their blocks, the open ones'
+ * records so far included) to a checkpoint (children.h), so that a child killed loses
+ * only what it did after the last one (not on a free-threaded build, whose tracer's
+ * entries grow without a GIL to keep them still). Runs without the GIL but to look at new
+ * threads and functions (then `names_fn()`, a dict native id -> name, names the threads
+ * at its start), which 3.13+ asks the main thread to do (a pending call), and before 3.13
+ * it does when the GIL is free, else after ~1 s, or before a checkpoint that would write
+ * calls of functions never looked at (so that they have a name). It also watches for a
+ * SIGTERM the main thread does not answer (termwatch.h). Returns 0 once stopped, or
+ * -errno: -ENOENT (the parent's folder is gone: its trace stopped), -EINTR (a SIGTERM
+ * unanswered: the caller ends the session and dies of it), -EINVAL (not a recording child
+ * session of the hooks). No exception set. */
 int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_ms);
 /* Stops the session if it records and releases everything it holds. Returns 0, or -1
  * with a Python exception set when stopping failed (all is released anyway). Runs

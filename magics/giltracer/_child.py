@@ -33,6 +33,7 @@ def yield_to_own_trace() -> None:
     if boot._session is not None and boot._session_pid == os.getpid():
         boot.end()
         boot.wait_spooler_gone()  # (else the child's own trace may see it end)
+        boot.sigterm_default()
 
 
 class Children:

@@ -1162,6 +1162,53 @@ def _():
     '''
 
 
+@case("cli-terminated-idle-fork-pool", "the CLI with --follow-children; a fork Pool's workers "
+      "map f() 300 times per task, then wait idle in the pool's queue when it is terminate()d "
+      "(SIGTERM), 10 rounds: no hang (a SIGTERM landing between CPython's signal check and "
+      "the wait is answered by the worker's spooler), every task's calls in the trace")
+def _():
+    return r'''
+    import subprocess
+    from collections import Counter
+    d = scratch_dir()
+    script, out = os.path.join(d, "pools.py"), os.path.join(d, "t.json")
+    with open(script, "w") as f:
+        f.write("import multiprocessing as mp, os, time\n"
+                "def f(i):\n    return i * i\n"
+                "def work(n):\n    [f(i) for i in range(300)]\n    return os.getpid()\n"
+                "if __name__ == '__main__':\n"
+                "    ctx = mp.get_context('fork')\n"
+                "    for _ in range(10):\n"
+                "        pool = ctx.Pool(3)\n"
+                "        print(*pool.map(work, range(6), chunksize=1), flush=True)\n"
+                "        time.sleep(0.05)  # (idle in get())\n"
+                "        pool.terminate()\n        pool.join()\n")
+    try:
+        p = subprocess.run([sys.executable, "-m", "giltracer", "-q", "--follow-children", "-o",
+                            out, script], capture_output=True, text=True, timeout=100)
+    except subprocess.TimeoutExpired as e:  # (its processes: killed with the case's)
+        problems.append("hung: a terminate()d pool never ended (100 s)")
+        p = subprocess.CompletedProcess(e.cmd, 0, e.stdout or "", e.stderr or "")
+        p.stdout = p.stdout if isinstance(p.stdout, str) else p.stdout.decode()
+        p.stderr = p.stderr if isinstance(p.stderr, str) else p.stderr.decode()
+    if p.returncode != 0:
+        problems.append(f"exit status {p.returncode}: {p.stderr[-300:]}")
+    tasks = Counter(int(x) for line in p.stdout.splitlines() for x in line.split() if x.isdigit())
+    if "without writing its trace" in p.stderr:
+        problems.append("a terminated worker was reported without its trace: " + p.stderr[-300:])
+    calls = Counter()
+    if os.path.exists(out):
+        for e in json.load(open(out))["traceEvents"]:
+            if e.get("ph") == "X" and e.get("name", "").startswith("f "):
+                calls[e["pid"]] += 1
+    short = {pid: (calls[pid], 300 * n) for pid, n in tasks.items() if calls[pid] != 300 * n}
+    if sum(tasks.values()) != 60 or short:
+        problems.append(f"tasks without their calls in the trace (pid: calls, expected): "
+                        f"{short or dict(tasks)}")
+    report(workers=len(tasks), traced_workers=len(calls), calls=sum(calls.values()))
+    '''
+
+
 @case("magic-awaiting-cells", "%%giltracer and %%gilprofile cells mixing IPython syntax (!cmd, "
       "%time) with a top-level await, 10 of each in one shell: every cell runs, traced")
 def _():
@@ -1383,7 +1430,7 @@ SHOWN = ("error", "inner_error", "child", "os_intervals_after_child", "held_pct"
          "monitoring_tool_after_stop", "stop_says", "recorded", "note", "cprofile_counted_after",
          "stop_active_returned", "idle_stop_active", "pid_max", "forced", "reused_tids",
          "threads_reusing", "thread_records", "exit_status", "seconds_to_exit", "page_chars",
-         "stderr_tail", "runs", "setprofile_calls_seen")
+         "stderr_tail", "runs", "setprofile_calls_seen", "workers", "traced_workers", "calls")
 
 
 def free_threaded(python: str) -> bool:
