@@ -7,7 +7,7 @@ import threading
 import time
 
 import giltracer
-from giltracer.api import BlameRow, ThreadInfo, ThreadSummary
+from giltracer.rows import BlameRow, ThreadInfo, ThreadSummary
 
 # Keys the API adds itself, after the core.
 ADDED_BY_API = {"stop_the_world_ns", "park_kinds", "kinds", "kind"}

@@ -15,6 +15,7 @@ import pytest
 
 import giltracer
 import giltracer.calibrate
+import giltracer.whatif_policy
 from conftest import needs_gil
 from workloads import spin, traced_producer_consumer
 
@@ -247,7 +248,7 @@ def test_payload_has_the_what_if_contract(cpu_trace):
                       "predicted_wall_s", "speedup", "threads", "functions", "assumptions"}
     assert p["parallel_speed"] == 1.0  # the default: CPUs as fast together as alone
     assert p["cpus"] == giltracer.calibrate.usable_cpus()
-    assert p["ft_factor"] == pytest.approx(giltracer.api.ft_factor_for()[0], abs=1e-6)
+    assert p["ft_factor"] == pytest.approx(giltracer.whatif_policy.ft_factor_for()[0], abs=1e-6)
     assert set(p["threads"][0]) == {"tid", "name", "measured_s", "predicted_s", "gil_wait_s"}
     assert set(p["functions"][0]) >= {"name", "file", "line", "gil_wait_caused_s",
                                       "release_predicted_wall_s", "release_speedup"}

@@ -8,7 +8,7 @@ import pytest
 
 import giltracer
 from giltracer import calibrate, whatif_cost
-from giltracer.api import event_ns_for
+from giltracer.whatif_policy import event_ns_for
 
 from conftest import needs_gil
 from workloads import spin

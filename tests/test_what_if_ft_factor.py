@@ -11,7 +11,7 @@ import pytest
 
 import giltracer
 from giltracer import calibrate, whatif_cost
-from giltracer.api import ft_factor_for
+from giltracer.whatif_policy import ft_factor_for
 
 from conftest import needs_gil
 from workloads import spin

@@ -17,8 +17,8 @@ import _giltracer_boot
 if not any(f is _giltracer_boot.CoreFinder for f in sys.meta_path):
     sys.meta_path.insert(0, _giltracer_boot.CoreFinder)
 
-from .api import (BlameRow, FunctionRow, ProcessInfo, ProfileNode, ThreadInfo, ThreadSummary, Trace, last,
-                  stop_active, trace)
+from .api import Trace, last, stop_active, trace
+from .rows import BlameRow, FunctionRow, ProcessInfo, ProfileNode, ThreadInfo, ThreadSummary
 
 __all__ = ["trace", "last", "stop_active", "Trace", "ThreadInfo", "ThreadSummary", "BlameRow", "ProfileNode", "FunctionRow",
            "ProcessInfo", "load_ipython_extension"]

@@ -1,8 +1,9 @@
-"""The Python API: ``with giltracer.trace(...) as t: ...``.
+"""The Python API: ``with giltracer.trace(...) as t: ...``, the running trace.
 
 The C core does the work; this module validates options, hands the session the
-thread list it needs, names threads at the end and turns results into small
-dataclasses.
+thread list it needs, names threads at the end and turns results into the rows of
+rows.py; render.py and picture.py draw them, whatif_policy.py picks the what-if
+model's settings.
 """
 
 from __future__ import annotations
@@ -12,35 +13,27 @@ import inspect
 import json
 import os
 import re
-import sys
 import sysconfig
 import tempfile
 import threading
 import time
 import warnings
 import weakref
-from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
-                    Tuple, Union)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple,
+                    Union)
 
 if TYPE_CHECKING:  # at run time the core is imported where it is used: importing giltracer
     from . import _core  # stays cheap
 
-from . import _child, lockkinds, options, render
+from . import _child, lockkinds, options, render, whatif_policy
 from .lockkinds import STW, STW_GC, LockKinds
-from .options import BACKENDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
+from .options import DEFAULT_MAX_EVENTS, DEFAULT_MAX_OUTPUT, PROFILE_SORTS, VIEWER_THEMES
+from .rows import (GIL_STATES, OS_STATES, PARK_STATES, PROFILE_STATES, BlameRow, FunctionRow,
+                   ProcessInfo, ProfileNode, ThreadInfo, ThreadSummary, WhatIf, WhatIfFunction,
+                   WhatIfThread)
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
-GIL_STATES = ("released", "wait", "held")
-# A free-threaded build's "GIL" intervals: the park probe's; released = a blocking wait on a
-# threading primitive (a lock's acquire, an event, a queue): waiting for another thread.
-PARK_STATES = ("released", "parked", "running")
-OS_STATES = ("on-cpu", "preempted", "blocked")
-# Where each slice of a thread's time went (core/profile.h): GIL held and on CPU (or
-# held, OS state not recorded), held but preempted/blocked, waiting for the GIL,
-# released, and no GIL data.
-PROFILE_STATES = ("running", "held_off_cpu", "waiting", "released", "unknown")
 VIEWER_TABS = ("timeline", "profile", "blame", "top", "whatif")
 
 # A free-threaded build (3.13t+): traced like any other; there is no GIL to show.
@@ -114,74 +107,6 @@ def check_output_path(path: str) -> Optional[str]:
     return None
 
 
-@dataclass(frozen=True)
-class ThreadInfo:
-    tid: int
-    ident: int
-    name: str
-    spans: int
-    pid: int
-    start_ns: int
-    end_ns: int
-    os_states: bool
-    # Only sat in a call already open at the start, with no GIL activity (in a kernel:
-    # the shell channel, IOPub, heartbeat, pollers): folded in every view by default.
-    background: bool = False
-    interp: int = 0  # a subinterpreter whose GIL it held or waited for half its life, or 0
-
-
-@dataclass(frozen=True)
-class ThreadSummary:
-    tid: int
-    ident: int
-    name: str
-    pid: int
-    wall_ns: int
-    held_ns: int
-    wait_ns: int
-    released_ns: int
-    off_cpu_ns: Optional[int]
-    preempted_ns: Optional[int]
-    acquisitions: int
-    longest_wait_ns: int
-    drop_requests: int
-    held_pct: float
-    wait_pct: float
-    released_pct: float
-    spans: int
-    background: bool = False
-    interp: int = 0  # as in ThreadInfo
-    # Free-threaded builds only (else None): the same figures named for lock contention.
-    # running = held_ns (not parked), parked = wait_ns (waiting in the parking lot for a
-    # contended lock, a stop-the-world or a join), parks = acquisitions. released_ns: waits
-    # for another thread (the blocking acquire of a Lock or RLock, which Condition, Event,
-    # Queue, Barrier and Semaphore wait in; SimpleQueue.get), as a GIL build shows them.
-    running_ns: Optional[int] = None
-    parked_ns: Optional[int] = None
-    parks: Optional[int] = None
-    longest_park_ns: Optional[int] = None
-    running_pct: Optional[float] = None
-    parked_pct: Optional[float] = None
-    # Of parked_ns: inside another thread's garbage collection, which stops the world (from
-    # gc.callbacks; None when not known).
-    stop_the_world_ns: Optional[int] = None
-    # Free-threaded builds as root (the eBPF lock-kind probe ran, see Trace.lock_kinds_reason):
-    # parked_ns by what was waited for, largest first: "stop-the-world (GC)",
-    # "stop-the-world", "critical section on <type> object", "lock at 0x...", "" (unknown).
-    # stop_the_world_ns is then the stop-the-world labels' sum. Else None.
-    park_kinds: Optional[Dict[str, int]] = None
-
-
-@dataclass(frozen=True)
-class ProcessInfo:
-    pid: int
-    command: str
-    child: bool  # a child process followed (follow_children=True), not the traced one
-    tids: Tuple[int, ...]
-    start_ns: int
-    end_ns: int
-
-
 def _own_command() -> str:
     try:
         with open("/proc/self/cmdline", "rb") as f:
@@ -190,266 +115,8 @@ def _own_command() -> str:
         return ""
 
 
-@dataclass(frozen=True)
-class BlameRow:
-    waiter: int
-    holder: int
-    function: Optional[str]
-    file: str
-    line: int
-    wait_ns: int
-    count: int
-    # Free-threaded builds as root (the lock-kind probe ran): what the waiter's parks woken
-    # by this holder waited for (all the holder's functions): ns by label as in
-    # ThreadSummary.park_kinds, and the known label with the most ("" if none). Else None.
-    kinds: Optional[Dict[str, int]] = None
-    kind: Optional[str] = None
-
-
 def _states(v: Sequence[int]) -> Dict[str, int]:
     return dict(zip(PROFILE_STATES, v))
-
-
-@dataclass(frozen=True)
-class _FunctionTimes:
-    """A function's figures, in a call path (ProfileNode) or over all (FunctionRow).
-    ``states``: where its inclusive time went, ``self_states``: its own time (callees
-    excluded); each adds up to ``total_ns`` / ``self_ns``."""
-
-    name: str
-    file: str
-    line: int
-    is_c: bool
-    calls: int
-    total_ns: int
-    self_ns: int
-    states: Dict[str, int]
-    self_states: Dict[str, int]
-
-
-@dataclass(frozen=True)
-class ProfileNode(_FunctionTimes):
-    """A function within its caller path (the figures of ``_FunctionTimes``). ``calls``
-    counts calls that began while tracing."""
-
-    children: List["ProfileNode"]
-
-    def walk(self) -> Iterator["ProfileNode"]:
-        """This node and every node below it, depth first."""
-        stack = [self]
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(reversed(node.children))
-
-    def find(self, name: str) -> List["ProfileNode"]:
-        """Every node below (or at) this one whose function is ``name``."""
-        return [n for n in self.walk() if n.name == name]
-
-
-@dataclass(frozen=True)
-class FunctionRow(_FunctionTimes):
-    """One function merged over its call paths (recursion counted once in ``total_ns``).
-    ``gil_wait_caused_ns``: time other threads waited for the GIL while this function
-    was the holder's innermost Python function."""
-
-    gil_wait_caused_ns: int
-
-    @property
-    def held_ns(self) -> int:
-        return self.self_states["running"] + self.self_states["held_off_cpu"]
-
-
-
-
-
-
-@dataclass(frozen=True)
-class WhatIfThread:
-    """One thread in ``Trace.what_if()``: its traced life and its predicted one."""
-
-    tid: int
-    name: str
-    measured_s: float
-    predicted_s: float
-    gil_wait_s: float
-
-
-@dataclass(frozen=True)
-class WhatIfFunction:
-    """A function by the GIL wait it caused (blame): its share of the predicted saving,
-    and the predicted wall time if it alone released the GIL (the GIL kept otherwise)."""
-
-    name: str
-    file: str
-    line: int
-    gil_wait_caused_s: float
-    release_predicted_wall_s: float
-    release_speedup: float
-    saving_s: float
-
-
-@dataclass(frozen=True)
-class WhatIf:
-    """``Trace.what_if()``: the cell re-scheduled without the GIL on ``cpus`` CPUs
-    (core/analyze/whatif.h); the same fields as the viewer payload's "what_if".
-    ``gil_replay_wall_s``: the same scheduler replaying the trace with the GIL (a check of
-    the model: near ``measured_wall_s``); ``handoffs``: hand-offs between threads found
-    (``queue_handoffs`` of them: queue gets that found their item queued, tied to its put);
-    ``waited``: hand-offs waited on without the GIL, each costing ``handoff_us``;
-    ``events``: call events (a call's start or end) in the time the threads held the GIL,
-    each costing the tracer ``event_ns`` there: ``tracer_s`` of it (on CPU) is not work;
-    ``event_ns_source``: where that cost came from (the bench host's table, measured on
-    this machine, GILTRACER_EVENT_NS, or given); ``parallel_speed``: each CPU's speed
-    with all ``cpus`` busy, against one alone, and ``parallel_speed_source`` where it came
-    from; ``ft_factor_source``: where ``ft_factor`` came from."""
-
-    cpus: int
-    ft_factor: float
-    measured_wall_s: float
-    predicted_wall_s: float
-    speedup: float
-    threads: Tuple[WhatIfThread, ...]
-    functions: Tuple[WhatIfFunction, ...]
-    assumptions: Tuple[str, ...]
-    gil_replay_wall_s: float
-    handoffs: int
-    handoff_us: float = 0.0
-    queue_handoffs: int = 0
-    waited: int = 0
-    event_ns: float = 0.0
-    events: int = 0
-    tracer_s: float = 0.0
-    event_ns_source: str = ""
-    parallel_speed: float = 1.0
-    parallel_speed_source: str = ""
-    ft_factor_source: str = ""
-
-    def __str__(self) -> str:
-        return render.what_if_text(self)
-
-
-def _measured_cost(name: str, absent: float) -> float:
-    """A free-threading cost measured on this machine (``giltracer.whatif_cost.<name>``,
-    written by bench/), or `absent` where it was never measured."""
-    import importlib
-    try:
-        mod = importlib.import_module(".whatif_cost", __package__)
-    except ImportError:
-        return absent
-    return float(getattr(mod, name, absent))
-
-
-def ft_factor_for(how: Union[None, float, str] = None) -> Tuple[float, str]:
-    """Free-threading's single-thread cost factor (the what-if model's ``ft_factor``) and
-    where it comes from. `how`: a number > 0 is taken as given; "measure" measures it on
-    this machine now against this Python's free-threaded build
-    (giltracer.calibrate.ft_factor; where that cannot be done, the bench host's, saying
-    why); None: ``GILTRACER_FT_FACTOR`` decides ("measure" or a number), else the factor
-    measured on the bench host (``FT_SINGLE_THREAD_FACTOR``; 1.0 where there is none)."""
-    source = "given"
-    if how is None:
-        how = _env_setting("GILTRACER_FT_FACTOR", lambda v: 0 < v < float("inf"),
-                           "a number > 0")
-        source = "GILTRACER_FT_FACTOR"
-    bench = _measured_cost("FT_SINGLE_THREAD_FACTOR", 0.0)
-    if how == "measure":
-        from . import calibrate
-        v, why = calibrate.ft_factor()
-        if v is not None:
-            return v, why
-        return (bench or 1.0), (f"{'measured on the bench host' if bench else 'taken as 1.0'} "
-                                f"(measuring it here failed: {why})")
-    if how is None:
-        return (bench, "measured on the bench host (bench/ft_cost.py; it depends on the CPU: "
-                "ft_factor=\"measure\" measures it here)") if bench else (
-            1.0, "not measured for this build (taken as 1.0)")
-    from math import isfinite
-    if (isinstance(how, bool) or not isinstance(how, (int, float)) or not isfinite(how)
-            or how <= 0):
-        raise ValueError(f"ft_factor must be a finite number > 0 (free-threading's "
-                         f"single-thread cost; 1.0 = no slowdown without the GIL) or "
-                         f"\"measure\" (measure it here against this Python's free-threaded "
-                         f"build), got {how!r}")
-    return float(how), source
-
-
-def default_handoff_us() -> float:
-    """A hand-off's wake-up cost without the GIL, us: the measured one (``FT_HANDOFF_US``)
-    where it exists, else 0."""
-    return _measured_cost("FT_HANDOFF_US", 0.0)
-
-
-def _env_setting(name: str, valid: Callable[[float], bool],
-                 numbers: str) -> Union[None, float, str]:
-    """A what-if default set in the environment variable `name`: "measure", a number that
-    `valid` accepts, or None (unset, or neither: then with a warning naming `numbers`, the
-    numbers it takes)."""
-    env = os.environ.get(name, "").strip()
-    if not env or env == "measure":
-        return env or None
-    try:
-        value = float(env)
-    except ValueError:
-        value = float("nan")
-    if valid(value):
-        return value
-    warnings.warn(f"giltracer: {name}={env!r} is neither 'measure' nor {numbers}: ignored",
-                  RuntimeWarning, stacklevel=4)
-    return None
-
-
-def parallel_speed_for(cpus: int, how: Union[None, float, str] = None) -> Tuple[float, str]:
-    """Each CPU's speed with all `cpus` busy, against one alone (the what-if model's
-    ``parallel_speed``), and where it comes from. `how`: a number in (0, 1] is taken as
-    given; "measure" measures it on this machine now (giltracer.calibrate.parallel_speed);
-    None: ``GILTRACER_PARALLEL_SPEED`` decides ("measure" or a number), else 1.0 (CPUs as
-    fast together as alone)."""
-    source = "given"
-    if how is None:
-        how = _env_setting("GILTRACER_PARALLEL_SPEED", lambda v: 0 < v <= 1, "a number in (0, 1]")
-        if how is None:
-            return 1.0, "assumed (CPUs as fast together as alone)"
-        source = "GILTRACER_PARALLEL_SPEED"
-    if how == "measure":
-        from . import calibrate
-        return calibrate.parallel_speed(cpus)
-    from math import isfinite
-    if (isinstance(how, bool) or not isinstance(how, (int, float)) or not isfinite(how)
-            or not 0 < how <= 1):
-        raise ValueError(f"parallel_speed must be a number in (0, 1] (each CPU's speed with "
-                         f"all busy, against one alone; 1 = CPUs independent) or \"measure\" "
-                         f"(measure it on this machine now), got {how!r}")
-    return float(how), source
-
-
-def default_event_ns(options: Dict[str, Any]) -> float:
-    """The tracer's own cost per call event, ns, for a trace made with `options` (0 where
-    calls were not traced: sampling, or functions=False): see event_ns_for()."""
-    return event_ns_for(options)[0]
-
-
-def event_ns_for(options: Dict[str, Any], how: Optional[str] = None) -> Tuple[float, str]:
-    """The tracer's cost per call event for a trace made with `options`, ns, and where it
-    comes from. `how`: "measure" measures it on this machine now (giltracer.calibrate);
-    None: ``GILTRACER_EVENT_NS`` decides ("measure", or a number of ns), else the table
-    measured on the bench host (``whatif_cost.TRACER_EVENT_NS``, by this interpreter's
-    tracing API and whether C calls were traced; 0 where it has none)."""
-    if not options.get("functions", True) or options.get("sample_ns"):
-        return 0.0, "no call events traced"
-    if how is None:
-        env = _env_setting("GILTRACER_EVENT_NS", lambda ns: 0 <= ns < float("inf"),
-                           "a number of ns >= 0")
-        if isinstance(env, float):
-            return env, "GILTRACER_EVENT_NS"
-        how = env
-    from . import calibrate
-    c_calls = bool(options.get("c_calls", True))
-    if how == "measure":
-        return calibrate.event_ns(c_calls)
-    table = calibrate.table_ns(c_calls)
-    return (table, "measured on the bench host") if table is not None else (
-        0.0, "not measured for this interpreter")
 
 
 class BudgetNotice(UserWarning):
@@ -755,10 +422,10 @@ class Trace:
                     from . import calibrate
 
                     cpus = calibrate.usable_cpus()
-                    self._result.set_what_if(cpus, ft_factor_for()[0],
-                                             default_handoff_us() * 1e3,
-                                             default_event_ns(self.options),
-                                             parallel_speed_for(cpus)[0])
+                    self._result.set_what_if(cpus, whatif_policy.ft_factor_for()[0],
+                                             whatif_policy.default_handoff_us() * 1e3,
+                                             whatif_policy.default_event_ns(self.options),
+                                             whatif_policy.parallel_speed_for(cpus)[0])
                 finally:
                     self._collect_children()
         global _last
@@ -1100,17 +767,17 @@ class Trace:
             raise ValueError(f"cpus must be an integer >= 1 (the CPUs to schedule on; "
                              f"None = the CPUs this process may use), got {cpus!r}")
         from math import isfinite
-        ft_factor, ft_factor_source = ft_factor_for(ft_factor)
+        ft_factor, ft_factor_source = whatif_policy.ft_factor_for(ft_factor)
         if isinstance(top, bool) or not isinstance(top, int) or top < 0:
             raise ValueError(f"top must be an integer >= 0, got {top!r}")
         if handoff_us is None:
-            handoff_us = default_handoff_us()
+            handoff_us = whatif_policy.default_handoff_us()
         if (isinstance(handoff_us, bool) or not isinstance(handoff_us, (int, float))
                 or not isfinite(handoff_us) or handoff_us < 0):
             raise ValueError(f"handoff_us must be a finite number >= 0 (a hand-off's wake-up "
                              f"cost without the GIL; 0 = none), got {handoff_us!r}")
         if event_ns is None or event_ns == "measure":
-            event_ns, event_ns_source = event_ns_for(self.options, event_ns)
+            event_ns, event_ns_source = whatif_policy.event_ns_for(self.options, event_ns)
         else:
             event_ns_source = "given"
         if (isinstance(event_ns, bool) or not isinstance(event_ns, (int, float))
@@ -1118,7 +785,7 @@ class Trace:
             raise ValueError(f"event_ns must be a finite number >= 0 (the tracer's own cost "
                              f"per call event; 0 = none) or \"measure\" (measure it on this "
                              f"machine now), got {event_ns!r}")
-        speed, speed_source = parallel_speed_for(cpus, parallel_speed)
+        speed, speed_source = whatif_policy.parallel_speed_for(cpus, parallel_speed)
         (n, factor, measured, predicted, replay, handoffs, threads, funcs, assumptions,
          handoff_ns, queue_handoffs, waited, event_ns, events, tracer_ns,
          speed) = self.result.what_if(cpus, float(ft_factor), top, float(handoff_us) * 1e3,

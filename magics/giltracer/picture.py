@@ -5,10 +5,9 @@ script does not run (GitHub, nbviewer, a PDF export, an untrusted notebook)."""
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-if TYPE_CHECKING:
-    from .api import ThreadSummary, Trace
+from .rows import GIL_STATES, FinishedTrace, ThreadSummary
 
 # The viewer's light palette (core/viewer/theme.js: Okabe-Ito held / waiting, grey released).
 HELD, WAIT, RELEASED, UNKNOWN = "#0072b2", "#d55e00", "#dee2e6", "#f1f3f5"
@@ -80,12 +79,12 @@ def _strip_paths(cols: List[int], x0: float, y: float) -> str:
     return "".join(f'<path fill="{COLOURS[q]}" d="{"".join(d)}"/>' for q, d in runs.items() if d)
 
 
-def _order(rows: List["ThreadSummary"]) -> List["ThreadSummary"]:
+def _order(rows: List[ThreadSummary]) -> List[ThreadSummary]:
     """Threads that took part in the GIL first (by held + wait time), then the others."""
     return sorted(rows, key=lambda r: -(r.held_ns + r.wait_ns))
 
 
-def svg(t: "Trace", max_lanes: int = MAX_LANES) -> str:
+def svg(t: FinishedTrace, max_lanes: int = MAX_LANES) -> str:
     """The picture of a finished trace as an SVG document (a string)."""
     r = t.result
     t0, t1 = r.t0_ns, r.t0_ns + max(1, r.duration_ns)
@@ -150,8 +149,6 @@ def svg(t: "Trace", max_lanes: int = MAX_LANES) -> str:
     return "".join(out)
 
 
-def _gil(t: "Trace", tid: int) -> List[Tuple[int, int, str]]:
+def _gil(t: FinishedTrace, tid: int) -> List[Tuple[int, int, str]]:
     """A thread's GIL intervals by tid (Trace.gil_intervals takes a name or Thread too)."""
-    from .api import GIL_STATES
-
     return [(a, b, GIL_STATES[q]) for a, b, q in t.result.gil_intervals(tid)]

@@ -1,18 +1,17 @@
 """What a finished Trace looks like: the GIL-split profile as text, and the viewer as a
-notebook's MIME bundle (inline, or saved beside the notebook and linked)."""
+notebook's MIME bundle (inline, or saved beside the notebook and linked). It reads the
+trace as rows.FinishedTrace, so it needs nothing of api, which calls it."""
 
 from __future__ import annotations
 
 import html
 import os
 import time
-from typing import TYPE_CHECKING, Callable, Dict, Optional
+from typing import Callable, Dict, Optional
 
 from .options import DEFAULT_MAX_OUTPUT
 from .picture import svg
-
-if TYPE_CHECKING:
-    from .api import FunctionRow, Trace, WhatIf
+from .rows import FinishedTrace, FunctionRow, location
 
 
 def sort_key(sort: str) -> Callable[[FunctionRow], int]:
@@ -34,11 +33,7 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:.1f}"
 
 
-def _location(file: str, line: int) -> str:
-    return f"{os.path.basename(file)}:{line}" if file else "(C)"
-
-
-def profile_text(t: Trace, top: int = 10, sort: str = "wait", all_threads: bool = False) -> str:
+def profile_text(t: FinishedTrace, top: int = 10, sort: str = "wait", all_threads: bool = False) -> str:
     """Trace.profile_text."""
     rows = t.functions(sort="total", all_threads=all_threads)
     second = "held" if sort != "held" else "wait"
@@ -51,7 +46,7 @@ def profile_text(t: Trace, top: int = 10, sort: str = "wait", all_threads: bool 
     shown = [r for _, picked in tables for r in picked]
     width = max([8] + [len(r.name) for r in shown])
     width = min(width, 40)
-    locw = min(max([8] + [len(_location(r.file, r.line)) for r in shown]), 28)
+    locw = min(max([8] + [len(location(r.file, r.line)) for r in shown]), 28)
     head = (f"  {'function':<{width}} {'location':<{locw}} {'calls':>8} {'total':>8} "
             f"{'self':>8} {'running':>8} {'held-off':>8} {'waiting':>8} {'released':>8} "
             f"{'caused':>8}")
@@ -68,7 +63,7 @@ def profile_text(t: Trace, top: int = 10, sort: str = "wait", all_threads: bool 
         for r in picked:
             ss = r.self_states
             name = r.name if len(r.name) <= width else r.name[: width - 1] + "…"
-            loc = _location(r.file, r.line)
+            loc = location(r.file, r.line)
             loc = loc if len(loc) <= locw else "…" + loc[-(locw - 1):]
             out.append(
                 f"  {name:<{width}} {loc:<{locw}} {r.calls:>8} "
@@ -84,51 +79,13 @@ def profile_text(t: Trace, top: int = 10, sort: str = "wait", all_threads: bool 
     return "\n".join(out) + "\n" + t.summary_text(top, all_threads) + what_if_section(t)
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def what_if_text(w: WhatIf) -> str:
-    """WhatIf.__str__: the prediction (ms), per thread, per function, then the assumptions."""
-    out = [f"What if there were no GIL ({w.cpus} CPUs, free-threading cost {w.ft_factor:.2f}x):",
-           f"  cell: {w.measured_wall_s * 1e3:.1f} ms measured, "
-           f"{w.predicted_wall_s * 1e3:.1f} ms predicted, speed-up {w.speedup:.2f}x",
-           f"  {'thread':<24} {'measured':>9} {'predicted':>9} {'GIL wait':>9}"]
-    for t in w.threads:
-        out.append(f"  {_cut(t.name or str(t.tid), 24):<24} {t.measured_s * 1e3:>9.1f} "
-                   f"{t.predicted_s * 1e3:>9.1f} {t.gil_wait_s * 1e3:>9.1f}")
-    out.append("  Functions by GIL wait caused (ms): caused, their share of the saving, and "
-               "the cell if only that function released the GIL:")
-    if not w.functions:
-        out.append("  none")
-    else:
-        out.append(f"  {'function':<24} {'location':<20} {'caused':>9} {'saving':>9} "
-                   f"{'if released':>12}")
-        for f in w.functions:
-            out.append(f"  {_cut(f.name, 24):<24} {_cut(_location(f.file, f.line), 20):<20} "
-                       f"{f.gil_wait_caused_s * 1e3:>9.1f} {f.saving_s * 1e3:>9.1f} "
-                       f"{f.release_predicted_wall_s * 1e3:>9.1f} ({f.release_speedup:.2f}x)")
-    out.append("  Assumptions:")
-    out.extend(f"  - {a}" for a in w.assumptions)
-    if w.ft_factor_source:
-        out.append(f"  - Free-threading's single-thread cost ({w.ft_factor:.2f}x): "
-                   f"{w.ft_factor_source}.")
-    if w.event_ns_source:
-        out.append(f"  - The tracer's cost per call event ({w.event_ns:.0f} ns): "
-                   f"{w.event_ns_source}.")
-    if w.parallel_speed_source and w.cpus > 1:
-        out.append(f"  - Each CPU's speed with all busy ({w.parallel_speed:.2f} of one alone): "
-                   f"{w.parallel_speed_source}.")
-    return "\n".join(out) + "\n"
-
-
-def what_if_section(t: Trace) -> str:
+def what_if_section(t: FinishedTrace) -> str:
     """The what-if section of profile_text: empty where it cannot be predicted (no GIL
     data, a free-threaded trace)."""
     if t.result.free_threaded or not t.result.gil_known:
         return ""
     try:
-        return "\n" + what_if_text(t.what_if())
+        return "\n" + str(t.what_if())
     except ValueError:
         return ""
 
@@ -153,7 +110,7 @@ def save_new_page(page: str, save_dir: str) -> str:
     raise FileExistsError(f"giltracer: no free name giltracer-{stamp}-N.html in {save_dir}")
 
 
-def display_bundle(t: Trace, height: int = 600, text: Optional[str] = None,
+def display_bundle(t: FinishedTrace, height: int = 600, text: Optional[str] = None,
                    tab: Optional[str] = None, max_output: int = DEFAULT_MAX_OUTPUT,
                    save_dir: str = ".", saved_html: Optional[str] = None,
                    theme: Optional[str] = None) -> Dict[str, str]:
