@@ -385,7 +385,8 @@ def _env_setting(name: str, valid: Callable[[float], bool],
     """A what-if default set in the environment variable `name`: "measure", a number that
     `valid` accepts, or None (unset, or neither: then with a warning naming `numbers`, the
     numbers it takes)."""
-    env = os.environ.get(name, "").strip()
+    from . import env as variables
+    env = (variables.get(name) or "").strip()
     if not env or env == "measure":
         return env or None
     try:
@@ -435,7 +436,8 @@ def event_ns_for(options: Dict[str, Any], how: Optional[str] = None) -> Tuple[fl
     None: ``GILTRACER_EVENT_NS`` decides ("measure", or a number of ns), else the table
     measured on the bench host (``whatif_cost.TRACER_EVENT_NS``, by this interpreter's
     tracing API and whether C calls were traced; 0 where it has none)."""
-    if not options.get("functions", True) or options.get("sample_ns"):
+    from .options import records_calls
+    if not records_calls(options):
         return 0.0, "no call events traced"
     if how is None:
         env = _env_setting("GILTRACER_EVENT_NS", lambda ns: 0 <= ns < float("inf"),
@@ -584,12 +586,7 @@ class Trace:
         options.check_keyword("backend", backend)
         options.check_keyword("keep", keep)
         options.check_keyword("mode", mode)
-        # Sampling replaces the per-call hook: no call is recorded, stacks are sampled.
-        if mode != "sample" and sample_interval != options.DEFAULT_SAMPLE_INTERVAL:
-            raise ValueError("sample_interval is for mode='sample': pass both")
-        sample_ns = options.parse_interval(sample_interval) if mode == "sample" else 0
-        if sample_ns:
-            functions = False
+        sample_ns, functions = options.sampling(mode, sample_interval, functions)
         options.check_keyword("max_events", max_events)
         options.check_keyword("max_depth", max_depth)
         # backend="bpf": its probe follows forked children system-wide (root); otherwise every
@@ -1147,21 +1144,19 @@ class Trace:
         light or dark preference), light or dark), ``.json`` (Chrome Trace Event format for
         Perfetto / chrome://tracing) or ``.txt`` (the summary table)."""
         path = os.fspath(path)
-        fmt = format or os.path.splitext(path)[1].lstrip(".").lower()
+        fmt = options.output_format(path, format)
         if tab is not None and tab not in VIEWER_TABS:
             raise ValueError(f"tab must be one of {', '.join(VIEWER_TABS)}; got {tab!r}")
         if theme is not None and theme not in VIEWER_THEMES:
             raise ValueError(f"theme must be one of {', '.join(VIEWER_THEMES)}; got {theme!r}")
-        if fmt in ("htm", "html"):
+        if fmt == "html":
             self._page_lock_kinds()
             self.result.save(path, "html", tab, None if theme == "auto" else theme)  # auto: the default
         elif fmt == "json":
             self.result.save(path, "json")
-        elif fmt in ("txt", "text"):
+        else:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(self.summary_text())
-        else:
-            raise ValueError(f"cannot tell the format of {path!r}: use a .html, .json or .txt path, or format=")
         return path
 
     _lock_kinds_set = False
