@@ -24,7 +24,7 @@ PIP_PACKAGES := pip scikit-build-core cmake ninja pytest ipython nbclient nbform
 LAB_PACKAGES := jupyterlab
 export GT_WERROR ?= ON
 
-.PHONY: all setup deps venv install demo notebooks lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-sample-sid bench-churn-cost bench-bytes bench-deflate bench-gil-event bench-tls readme-picture bench-matrix clean \
+.PHONY: all setup deps venv install demo notebooks reference lesson-shot lesson-shots lesson-shots-ft test test-lessons-busy test-c typecheck test-py test-unprivileged test-matrix matrix-one matrix-copy bench bench-long bench-children bench-sample bench-sample-sid bench-churn-cost bench-bytes bench-deflate bench-gil-event bench-tls readme-picture bench-matrix clean \
         pythons test-sid test-sid-lessons-busy bench-sid pythons-ft test-ft test-ft-ci test-tsan-ft test-tsan-py bench-ft \
         deps-harden asan-venv test-asan test-asan-c test-asan-py test-valgrind fuzz stress stress-sid stress-asan \
         test-loop
@@ -126,6 +126,11 @@ test-c: deps
 # magics/giltracer/_core.pyi).
 typecheck: venv
 	$(PY) -m mypy
+
+# docs/reference.md from the option and environment tables (tests/test_reference.py holds
+# the committed file to them); from the sources, no build needed.
+reference: venv
+	PYTHONPATH=magics $(PY) -c "from giltracer import options; options.write_reference()"
 
 # What `make deps`/`install` brought must be used, not skipped (tests/test_environment.py).
 comma := ,

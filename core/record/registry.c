@@ -776,7 +776,7 @@ static void register_atfork(void)
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx)
+int gt_registry__begin(uint64_t max_events, gt_thread_cb on_new, void *ctx)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     int err = 0;
@@ -790,9 +790,9 @@ int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx)
         err = -EBUSY;
         goto cleanup;
     }
-    budget_limited = max_call_events != 0 || budget_shared;
+    budget_limited = max_events != 0 || budget_shared;
     for (int k = GT_BUDGET_CALLS; k < GT_BUDGET_END; k++) {
-        budget_left[k] = max_call_events;
+        budget_left[k] = max_events;
         atomic_store(&budget_spent[k], 0);
     }
     on_new_thread = on_new;

@@ -205,12 +205,12 @@ typedef void (*gt_thread_cb)(struct gt_thread *t, void *ctx);
 
 /**
  * gt_registry__begin() - start a new generation: forget earlier threads' TLS bindings,
- * allow at most `max_call_events` events in total in each kind of stream (calls, GIL,
+ * allow at most `max_events` events in total in each kind of stream (calls, GIL,
  * sched, GIL cross-check: enum gt_budget; 0 = unlimited). Past a budget, pushes to
  * that kind of stream are counted as dropped without taking any lock.
  * Returns 0 or -EBUSY when a generation is already active.
  */
-int gt_registry__begin(uint64_t max_call_events, gt_thread_cb on_new, void *ctx);
+int gt_registry__begin(uint64_t max_events, gt_thread_cb on_new, void *ctx);
 
 /**
  * gt_registry__register() - add a record for kernel thread `tid` (any thread, e.g. one
@@ -376,7 +376,7 @@ void gt_registry__set_overflow(enum gt_budget budget, gt_overflow_fn fn, void (*
 
 /* The next generations draw every budget from `left` (GT_BUDGET_END counters by enum
  * gt_budget, e.g. a gt_budget_pool's, which other processes draw from too) instead of
- * their own max_call_events; NULL: their own again. Set between sessions; a forked
+ * their own max_events; NULL: their own again. Set between sessions; a forked
  * child starts with none. */
 void gt_registry__share_budget(uint64_t *left);
 

@@ -251,12 +251,7 @@ class Trace:
         options.check_keyword("backend", backend)
         options.check_keyword("keep", keep)
         options.check_keyword("mode", mode)
-        # Sampling replaces the per-call hook: no call is recorded, stacks are sampled.
-        if mode != "sample" and sample_interval != options.DEFAULT_SAMPLE_INTERVAL:
-            raise ValueError("sample_interval is for mode='sample': pass both")
-        sample_ns = options.parse_interval(sample_interval) if mode == "sample" else 0
-        if sample_ns:
-            functions = False
+        sample_ns, functions = options.sampling(mode, sample_interval, functions)
         options.check_keyword("max_events", max_events)
         options.check_keyword("max_depth", max_depth)
         # backend="bpf": its probe follows forked children system-wide (root); otherwise every
@@ -814,21 +809,19 @@ class Trace:
         light or dark preference), light or dark), ``.json`` (Chrome Trace Event format for
         Perfetto / chrome://tracing) or ``.txt`` (the summary table)."""
         path = os.fspath(path)
-        fmt = format or os.path.splitext(path)[1].lstrip(".").lower()
+        fmt = options.output_format(path, format)
         if tab is not None and tab not in VIEWER_TABS:
             raise ValueError(f"tab must be one of {', '.join(VIEWER_TABS)}; got {tab!r}")
         if theme is not None and theme not in VIEWER_THEMES:
             raise ValueError(f"theme must be one of {', '.join(VIEWER_THEMES)}; got {theme!r}")
-        if fmt in ("htm", "html"):
+        if fmt == "html":
             self._page_lock_kinds()
             self.result.save(path, "html", tab, None if theme == "auto" else theme)  # auto: the default
         elif fmt == "json":
             self.result.save(path, "json")
-        elif fmt in ("txt", "text"):
+        else:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(self.summary_text())
-        else:
-            raise ValueError(f"cannot tell the format of {path!r}: use a .html, .json or .txt path, or format=")
         return path
 
     _lock_kinds_set = False

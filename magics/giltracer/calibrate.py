@@ -37,6 +37,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import env as variables
+
 CACHE_SECONDS = 600.0
 TIMEOUT_SECONDS = 30.0
 
@@ -336,7 +338,7 @@ def find_ft_python() -> Tuple[Optional[str], str]:
     ``GILTRACER_FT_PYTHON`` names it, else ``python3.Nt`` on PATH or beside this
     interpreter."""
     want = "python%d.%dt" % sys.version_info[:2]
-    env = os.environ.get("GILTRACER_FT_PYTHON", "").strip()
+    env = (variables.get("GILTRACER_FT_PYTHON") or "").strip()
     if env:
         return env, ""
     import shutil

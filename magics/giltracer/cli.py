@@ -296,19 +296,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     if bad:
         p.error(bad)
     out = a.output or (os.path.splitext(os.path.basename(target))[0] + ".giltracer.html")
-    if not out.lower().endswith((".html", ".htm", ".json", ".txt")):
-        p.error(f"cannot tell the format of {out!r}: use a .html, .json or .txt path")
+    try:
+        options.output_format(out)
+    except ValueError as e:
+        p.error(str(e))
     why = api.check_output_path(out)
     if why:  # before the script runs: its work is not lost to the output path
         p.error(f"cannot write the trace to {out}: {why}")
     try:
-        sampling = {} if a.sample is None else dict(mode="sample", sample_interval=a.sample,
-                                                     functions=False)
-        t = Trace(**{**dict(functions=a.functions, c_calls=a.c_calls, max_events=a.max_events,
-                            include=a.include, exclude=a.exclude, max_depth=a.max_depth,
-                            sched=a.sched, backend=a.backend,
-                            follow_children=a.follow_children, keep=a.keep, title=run_name),
-                         **sampling})
+        t = Trace(title=run_name, **options.trace_keywords(a))
     except ValueError as e:
         p.error(str(e))
     t.host_thread = live.service_thread
@@ -426,14 +422,14 @@ def progress_line(a: argparse.Namespace, t: Trace, stderr: Any) -> Optional[live
             return None
     except (AttributeError, ValueError):
         return None
-    return live.TerminalLine(t, stderr, a.max_events)
+    return live.TerminalLine(t, stderr)
 
 
 def report(a: argparse.Namespace, t: Trace, out: str, profile: bool, status: int,
            signum: Optional[int], stdout: Any, stderr: Any) -> int:
     """Write the trace to `out` and print the tables (or, with -q, the path); the status."""
     try:
-        t.save(out, tab="profile" if profile and out.lower().endswith((".html", ".htm")) else None)
+        t.save(out, tab="profile" if profile and options.is_page(out) else None)
     except Exception as e:  # e.g. the directory was removed while the script ran
         write(stderr, 2, f"giltracer: could not write the trace to {out}: {type(e).__name__}: {e}\n")
         return status or 1

@@ -204,10 +204,10 @@ class NotebookMeter:
     """The live meter in a notebook's output area: a display with an id, updated in
     place, then replaced by the viewer (replace()) or cleared (close())."""
 
-    def __init__(self, trace: Any, max_events: Optional[int]) -> None:
+    def __init__(self, trace: Any) -> None:
         from IPython.display import display
 
-        self.max_events = max_events
+        self.max_events: Optional[int] = trace.max_events  # the budget the notice names
         self.names: Dict[int, str] = {}
         self.handle = display({"text/plain": "giltracer: starting"}, raw=True, display_id=True)
         self.meter = Meter(trace, self._show)
@@ -241,8 +241,9 @@ def kernel_displays(shell: Any) -> bool:
 class TerminalLine:
     """The CLI's progress line on stderr: rewritten in place, cleared by end()."""
 
-    def __init__(self, trace: Any, stream: Any, max_events: Optional[int]) -> None:
-        self.stream, self.max_events = stream, max_events
+    def __init__(self, trace: Any, stream: Any) -> None:
+        self.stream = stream
+        self.max_events: Optional[int] = trace.max_events  # the budget the notice names
         self._width = 0
         self.names: Dict[int, str] = {}
         self.meter = Meter(trace, self._show)

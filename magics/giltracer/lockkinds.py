@@ -10,9 +10,10 @@ park contains stays unlabelled ("")."""
 
 import bisect
 import codecs
-import os
 import sysconfig
 from typing import Dict, Iterable, List, Optional, Tuple
+
+from . import env as variables
 
 # lockprobe_abi.h
 PARK, PARK_RET, STW_BEGIN, STW_END, GC_BEGIN, GC_END = 1, 2, 3, 4, 5, 6
@@ -51,7 +52,7 @@ class LockKinds:
         if not FREE_THREADED:
             self.reason = "lock kinds: not a free-threaded build (no parking-lot contention to label)"
             return self
-        if os.environ.get("GILTRACER_LOCK_KINDS", "1") == "0":
+        if variables.get("GILTRACER_LOCK_KINDS", "1") == "0":
             self.reason = "lock kinds: off (GILTRACER_LOCK_KINDS=0)"
             return self
         from . import _core

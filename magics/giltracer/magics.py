@@ -22,8 +22,6 @@ from . import api, live as live_meter, options
 from .api import Trace, parse_size
 from .options import DEFAULT_MAX_OUTPUT
 
-OUTPUT_SUFFIXES = (".html", ".htm", ".json", ".txt")
-
 
 def viewer_bundle(t: Trace, height: int, text: Optional[str] = None,
                   tab: Optional[str] = None, max_output: int = DEFAULT_MAX_OUTPUT,
@@ -46,20 +44,16 @@ def max_output_arg(text: str) -> int:
 
 def make_trace(args: Any, title: str) -> Trace:
     """A Trace from the options both magics share; a bad value is a UsageError."""
-    if args.output and not args.output.lower().endswith(OUTPUT_SUFFIXES):
-        raise UsageError(f"-o {args.output}: use a path ending in .html, .json or .txt")
+    if args.output:
+        try:
+            options.output_format(args.output)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     why = api.check_output_path(args.output) if args.output else None
     if why:  # before the code runs: its work is not lost to the output path
         raise UsageError(f"-o {args.output}: {why}")
-    sampling = {} if getattr(args, "sample", None) is None else dict(
-        mode="sample", sample_interval=args.sample, functions=False)
     try:
-        t = Trace(c_calls=args.c_calls, sched=args.sched, backend=args.backend, title=title,
-                  **{**{k: getattr(args, k) for k in ("functions", "max_events", "max_depth",
-                                                      "include", "exclude", "follow_children",
-                                                      "keep")
-                        if hasattr(args, k)},
-                     **sampling})
+        t = Trace(title=title, **options.trace_keywords(args))
     except ValueError as e:
         raise UsageError(str(e)) from None
     # The budget notice as a plain message under the cell (not a warning with a file:line).
@@ -177,7 +171,7 @@ def make_live(shell: InteractiveShell, args: Any, t: Trace) -> Optional["live_me
     if not getattr(args, "live", True) or args.quiet or not live_meter.kernel_displays(shell):
         return None
     try:
-        return live_meter.NotebookMeter(t, t.max_events)
+        return live_meter.NotebookMeter(t)
     except Exception:  # no meter is no reason not to trace
         return None
 
@@ -316,7 +310,7 @@ def deliver(t: Trace, args: Any, error: Optional[BaseException], what: str, bund
     UsageError (a one-line message; the trace is still in --var NAME and giltracer.last())."""
     failures = []
     if args.output:
-        html_out = args.output.lower().endswith((".html", ".htm"))
+        html_out = options.is_page(args.output)
         try:
             t.save(args.output, tab=bundle.tab if html_out else None,
                    theme=args.theme if html_out else None)
@@ -367,7 +361,7 @@ class Bundle:
 
 def saved_page(args: Any) -> Optional[str]:
     """The -o path when it is the viewer page (linked instead of saving a second copy)."""
-    return args.output if args.output and args.output.lower().endswith((".html", ".htm")) else None
+    return args.output if args.output and options.is_page(args.output) else None
 
 
 # Options of %gilprofile that take a value: the statement starts after the options.

@@ -4,10 +4,13 @@
 ``%gilprofile``, ``giltracer`` and ``giltracer profile`` (one help text each), the options
 that take a value (which end the options before a script or a statement), the range
 checks and their messages, the checks of ``Trace``'s keywords (its signature stays
-written out, typed; tests/test_options.py holds it to this table), and the keywords of the
-C core's ``_core.Session`` with the C options struct they fill (``c``: at build time
-cmake/session_keywords.py writes them into a header that core/py/module.c and
-core/py/session.h expand).
+written out, typed; tests/test_options.py holds it to this table), the keywords a front
+end's parsed arguments give ``Trace`` (trace_keywords: --sample becomes mode="sample"),
+and the keywords of the C core's ``_core.Session`` with the C options struct they fill
+(``c``: at build time cmake/session_keywords.py writes them into a header that
+core/py/module.c and core/py/session.h expand). ``OUTPUT_FORMATS`` is the one list of
+what a trace is written as. docs/reference.md is written from these tables and
+env.VARIABLES (reference_markdown(), ``make reference``).
 """
 
 from __future__ import annotations
@@ -122,6 +125,33 @@ class Option:
             return (f"{flag} is in {self.unit} and must be at least {self.minimum}, "
                     f"e.g. {flag} {self.example}")
         return f"{flag} must be a positive number, e.g. {flag} {self.example}"
+
+
+# What a trace can be written as, by the path's suffix: the one list the command line,
+# the magics' -o and Trace.save() check a path against.
+# (".text": Trace.save() always took it.)
+OUTPUT_FORMATS: Dict[str, str] = {".html": "html", ".htm": "html", ".json": "json", ".txt": "txt",
+                                  ".text": "txt"}
+# save(format=...) names them so.
+_FORMAT_NAMES: Dict[str, str] = {k[1:]: v for k, v in OUTPUT_FORMATS.items()}
+
+
+def output_format(path: str, format: Optional[str] = None) -> str:
+    """The format ("html", "json" or "txt") `path` is written in: `format` if given, else
+    its suffix's; ValueError (one message for every front end) when there is none."""
+    if format:
+        fmt = _FORMAT_NAMES.get(format)
+    else:
+        fmt = next((f for suffix, f in OUTPUT_FORMATS.items() if path.lower().endswith(suffix)),
+                   None)
+    if fmt is None:
+        raise ValueError(f"cannot tell the format of {path!r}: use a .html, .json or .txt path")
+    return fmt
+
+
+def is_page(path: str) -> bool:
+    """Whether `path` names the viewer page (.html or .htm)."""
+    return path.lower().endswith(tuple(s for s, f in OUTPUT_FORMATS.items() if f == "html"))
 
 
 _OUTPUT_FORMATS = ".json (Perfetto / chrome://tracing) or .txt (the per-thread table)"
@@ -314,3 +344,114 @@ def check_keyword(keyword: str, value: Any) -> None:
                                                          or value < o.minimum):
         raise ValueError(f"{keyword} must be a positive integer or None (unlimited), "
                          f"got {value!r}")
+
+
+def sampling(mode: str, sample_interval: Any, functions: bool) -> Tuple[int, bool]:
+    """(sample_ns, functions) of a trace: sampling replaces the per-call hook, so a
+    sampled trace records no call (functions off); not sampling, sample_ns is 0."""
+    if mode != "sample" and sample_interval != DEFAULT_SAMPLE_INTERVAL:
+        raise ValueError("sample_interval is for mode='sample': pass both")
+    sample_ns = parse_interval(sample_interval) if mode == "sample" else 0
+    return sample_ns, bool(functions) and not sample_ns
+
+
+def records_calls(session_options: Dict[str, Any]) -> bool:
+    """Whether a session made with these `_core.Session` keywords traces function calls."""
+    return bool(session_options.get("functions", True)) and not session_options.get("sample_ns")
+
+
+def trace_keywords(args: argparse.Namespace) -> Dict[str, Any]:
+    """Trace's keywords from a front end's parsed arguments (the magics' or the command
+    line's): each option named as one of Trace's keywords, and --sample as
+    mode="sample" with its interval (Trace turns functions off: sampling())."""
+    kw = {k: getattr(args, k) for k in _KEYWORDS if hasattr(args, k)}
+    sample = getattr(args, "sample", None)
+    if sample is not None:
+        kw.update(mode="sample", sample_interval=sample)
+    return kw
+
+
+REFERENCE = "docs/reference.md"
+
+
+def _cell(text: str) -> str:
+    """`text` in a Markdown table's cell: no column break, no HTML tag."""
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def _default(o: Option) -> str:
+    """The default as trace()'s signature writes it (a string in double quotes)."""
+    if o.default is None:
+        return ""
+    if isinstance(o.default, str):
+        return f'`"{o.default}"`'
+    if isinstance(o.default, int) and not isinstance(o.default, bool) and o.default >= 10_000:
+        return f"`{o.default:_}`"
+    return f"`{o.default!r}`"
+
+
+def reference_markdown() -> str:
+    """docs/reference.md: every option of every front end, the output formats and the
+    environment variables, from their tables (`make reference` writes it with
+    write_reference(); tests/test_reference.py holds the file to this)."""
+    from . import env
+
+    fronts = " | ".join(f"`{f}`" for f in FRONTS)
+    lines = [
+        "# giltracer reference",
+        "",
+        "<!-- Generated from magics/giltracer/options.py and magics/giltracer/env.py by "
+        "`make reference`; do not edit by hand. -->",
+        "",
+        "## Options",
+        "",
+        "One row per option of the table: its command-line spelling (the magics' and the "
+        "commands'), its keyword of `giltracer.trace()`, its default, and the front ends "
+        "that have it (•).",
+        "",
+        f"| option | keyword | default | {fronts} | what it does |",
+        "|---|---|---|" + "---|" * len(FRONTS) + "---|",
+    ]
+    for o in OPTIONS:
+        flags = ", ".join(f"`{f}`" for f in o.flags)
+        if o.flags and o.metavar:
+            flags += f" `{o.metavar}`" if o.nargs != "?" else f" `[{o.metavar}]`"
+        keyword = f"`{o.keyword}=`" if o.keyword and API in o.fronts else ""
+        choices = " (" + ", ".join(f"`{c}`" for c in o.choices) + ")" if o.choices else ""
+        if o.flags:
+            flags += choices
+        else:
+            keyword += choices
+        marks = " | ".join("•" if f in o.fronts else "" for f in FRONTS)
+        lines.append(f"| {flags} | {keyword} | {_default(o)} | {marks} | {_cell(o.help)} |")
+    lines += [
+        "",
+        "## Output formats",
+        "",
+        "What `-o PATH` and `Trace.save(path)` write, by the path's suffix (`save(path, "
+        "format=...)` takes the format's name instead):",
+        "",
+        "| suffix | format |",
+        "|---|---|",
+    ]
+    lines += [f"| `{suffix}` | {fmt} |" for suffix, fmt in OUTPUT_FORMATS.items()]
+    lines += [
+        "",
+        "## Environment variables",
+        "",
+        f"A {env.USER} is for anyone; the variables giltracer sets for its own processes, "
+        "and the test and bench switches, are listed so that nobody sets them by mistake.",
+        "",
+        "| variable | kind | meaning | read by |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| `{v.name}` | {v.kind} | {_cell(v.meaning)} | {v.read_by} |"
+              for v in env.VARIABLES]
+    return "\n".join(lines) + "\n"
+
+
+
+def write_reference(path: str = REFERENCE) -> None:
+    """Write reference_markdown() to `path` (`make reference`)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(reference_markdown())

@@ -9,7 +9,6 @@ Each is given, set in the environment (``GILTRACER_FT_FACTOR``, ``GILTRACER_PARA
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
@@ -70,7 +69,8 @@ def _env_setting(name: str, valid: Callable[[float], bool],
     """A what-if default set in the environment variable `name`: "measure", a number that
     `valid` accepts, or None (unset, or neither: then with a warning naming `numbers`, the
     numbers it takes)."""
-    env = os.environ.get(name, "").strip()
+    from . import env as variables
+    env = (variables.get(name) or "").strip()
     if not env or env == "measure":
         return env or None
     try:
@@ -120,7 +120,8 @@ def event_ns_for(options: Dict[str, Any], how: Optional[str] = None) -> Tuple[fl
     None: ``GILTRACER_EVENT_NS`` decides ("measure", or a number of ns), else the table
     measured on the bench host (``whatif_cost.TRACER_EVENT_NS``, by this interpreter's
     tracing API and whether C calls were traced; 0 where it has none)."""
-    if not options.get("functions", True) or options.get("sample_ns"):
+    from .options import records_calls
+    if not records_calls(options):
         return 0.0, "no call events traced"
     if how is None:
         env = _env_setting("GILTRACER_EVENT_NS", lambda ns: 0 <= ns < float("inf"),
