@@ -63,7 +63,7 @@ demo: setup
 notebooks: setup
 	$(PY) notebooks/lessons.py -o $(BUILD)/notebooks
 
-# Lesson 1 rendered, and the picture of its viewer that the README shows (checked: the two
+# Lesson 1 rendered, and the picture of its viewer that docs/user-guide.md shows (checked: the two
 # counters' GIL strips alternate held and waiting).
 lesson-shot: setup
 	$(PY) notebooks/lessons.py -o $(BUILD)/notebooks notebooks/01-meet-the-gil.ipynb
