@@ -63,7 +63,7 @@ demo: setup
 notebooks: setup
 	$(PY) notebooks/lessons.py -o $(BUILD)/notebooks
 
-# Lesson 1 rendered, and the picture of its viewer that the README shows (checked: the two
+# Lesson 1 rendered, and the picture of its viewer that docs/user-guide.md shows (checked: the two
 # counters' GIL strips alternate held and waiting).
 lesson-shot: setup
 	$(PY) notebooks/lessons.py -o $(BUILD)/notebooks notebooks/01-meet-the-gil.ipynb
@@ -412,7 +412,7 @@ bench-ft: pythons-ft
 	  v=3.14; $(SID_VENV); $$d/sid-$$v/bin/python /src/bench/ft_scaling.py --out /src/bench/results || true; \
 	  n=ft-3.14t; $(FT_VENV); $$d/$$n/bin/python /src/bench/ft_scaling.py --out /src/bench/results'
 
-# The what-if validation (issue 20, bench/what_if_bench.py): each workload traced on sid's
+# The what-if validation (bench/what_if_bench.py): each workload traced on sid's
 # 3.14 with the GIL, its prediction from t.what_if() against its wall time on the
 # free-threaded 3.14t (untraced, in a plain venv with NumPy); report in
 # bench/results/what-if-<version>.md. WHAT_IF_ARGS: more arguments (--runs, --only, --strict).
@@ -558,13 +558,13 @@ bench: setup
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory bench-what-if; \
 	else echo "bench: the what-if validation (3.14 traced vs 3.14t measured) needs root for make pythons: skipped"; fi
 
-# The page's column compression against libdeflate (issue 24) -> bench/results/deflate.md.
+# The page's column compression against libdeflate (keep ours only if it wins) -> bench/results/deflate.md.
 bench-deflate: setup
 	@dpkg -s libdeflate-dev >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq libdeflate-dev >/dev/null; } || \
 	  { echo "giltracer: bench-deflate needs libdeflate-dev: sudo apt-get install -y libdeflate-dev" >&2; exit 1; }
 	$(PY) bench/deflate_bench.py
 
-# The hooks GIL probe's cost per GIL event, in C on the fake interpreter object (issue 18)
+# The hooks GIL probe's cost per GIL event, in C on the fake interpreter object
 # -> bench/results/gil-event.md. ~5 s.
 bench-gil-event: deps venv
 	$(PY) bench/gil_event_bench.py
@@ -596,7 +596,7 @@ bench-sample: setup
 readme-picture: setup
 	$(PY) docs/make_picture.py
 
-# Issue 18's long cell: LONG_S seconds (untraced) of 4 threads, traced with the default
+# A long cell past the event budget: LONG_S seconds (untraced) of 4 threads, traced with the default
 # options, untraced and with functions=False -> bench/results/long-cell-<python>-<N>s.md.
 LONG_S ?= 60
 bench-long: setup
@@ -604,14 +604,14 @@ bench-long: setup
 
 # Bytes of a traced cell's output (tiny and 1M calls) -> bench/results/output-bytes.md;
 # BEFORE_PY=<an older build's python> (e.g. main's .venv/bin/python) adds its column.
-# Following child processes (issue 23): start-up per child, merge of 8 x 1M calls.
+# Following child processes: start-up per child, merge of 8 x 1M calls.
 bench-children: setup
 	$(PY) bench/children_bench.py
 
 bench-bytes: setup
 	$(PY) bench/output_bytes.py $(if $(BEFORE_PY),--before $(BEFORE_PY))
 
-# Issue 12's evidence: the overhead suite and the stall benchmark on each of BENCH_MATRIX
+# Evidence that tracing neither stalls nor slows beyond its targets: the overhead suite and the stall benchmark on each of BENCH_MATRIX
 # (pyenv's 3.11, 3.12, 3.13), each in its own venv in MATRIX_DIR with viztracer; reports in
 # bench/results/<version>.md and gaps-<version>.md. About 8 minutes per interpreter; run it
 # on a quiet machine (the verdicts are ratios, but load widens their intervals).

@@ -1,4 +1,4 @@
-"""Child processes (issue 23): what following them costs.
+"""Child processes: what following them costs.
 
     python bench/children_bench.py            # writes results/children-<python-version>.md + .json
 

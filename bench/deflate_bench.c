@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The page's column compression (core/emit/deflate.c: zlib level 1 for ids, our
  * Huffman-only blocks for times, on a thread of its own) against libdeflate on the same
- * columns, for issue 24's "keep ours only if the library loses on the numbers".
+ * columns: ours stays only if the library loses on the numbers.
  *   deflate_bench CHUNKS_FILE NSPANS [REPS]
  * CHUNKS_FILE: records of kind (1 byte: 0 ids, 1 times), length (u32 LE), bytes: the
  * inflated #gt-bin of a real page, written by bench/deflate_bench.py. Prints one JSON line:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The page's column compression against libdeflate (issue 24: "keep ours only if the
-library loses on the numbers"). Traces payload_bench's two-thread fib workload (1M calls by
+"""The page's column compression against libdeflate (ours stays only if the
+library loses on the numbers). Traces payload_bench's two-thread fib workload (1M calls by
 default), takes the inflated #gt-bin columns of its page, and compresses exactly those with
 our writer (core/emit/deflate.c: zlib level 1 for ids, Huffman-only blocks for times, on its
 own thread), zlib level 1, and libdeflate at levels 1, 2, 4 and 6 (bench/deflate_bench.c).

@@ -1,4 +1,4 @@
-"""The free-threading cost model (issue 20): the single-thread slowdown of a free-threaded
+"""The free-threading cost model of the what-if prediction: the single-thread slowdown of a free-threaded
 build (3.14t) against the same version with the GIL (3.14), on the bench's single-thread
 workloads (bench/workloads.py: fib, method, builtins, mixed, churn1, and _spin: the
 what-if bench's CPU-bound loop).

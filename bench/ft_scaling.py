@@ -1,4 +1,4 @@
-"""Thread scaling with and without the tracer (issue 19): a free-threaded build (3.14t)
+"""Thread scaling with and without the tracer: a free-threaded build (3.14t)
 beside one with the GIL.
 
 Each of 1, 2 and 4 threads runs the same CPU-bound, call-heavy work (recursive fib: one

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stalls of a traced thread (issue 12): does giltracer ever stop the program it traces?
+"""Stalls of a traced thread: does giltracer ever stop the program it traces?
 
     python bench/gap_bench.py [--procs 4] [--sessions 3] [--calls 2400000]
                               [--configs defaults,hooks,sched-off] [--out bench/results/gaps-<version>]
@@ -233,7 +233,7 @@ def fmt_range(xs, f="{:.0f}"):
 
 def report(results: dict, args, started: str) -> str:
     lines = [
-        "# Stalls of a traced thread (issue 12)",
+        "# Stalls of a traced thread",
         "",
         f"{started} · Python {platform.python_version()} · {platform.machine()} · "
         f"kernel {platform.release()} · {os.cpu_count()} CPUs · "

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The hooks GIL probe's cost per GIL event (issue 18), without Python and without
+/* The hooks GIL probe's cost per GIL event, without Python and without
  * hardware counters: the fake interpreter object of the C tests (tests/c/probes/hooks/
  * fake_interp.c) drops and retakes its GIL through its own GOT, as CPython's drop_gil and
  * take_gil do (lock, signal; lock, lock, signal), and the TSC times a batch of such

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The hooks GIL probe's cost per GIL event (issue 18): bench/gil_event_bench.c, a Release
+"""The hooks GIL probe's cost per GIL event: bench/gil_event_bench.c, a Release
 build of core/probes/hooks against the C tests' fake interpreter object, which drops and
 retakes its GIL through its own GOT as CPython does. TSC ticks per drop+retake, best and
 median of the rounds: before the hooks are installed (bare), installed but off, recording
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     best = min(runs, key=lambda r: r["ticks_per_event"][0])
     f = best["tsc_per_ns"]
     lines = [
-        "# The hooks GIL probe's cost per GIL event (issue 18)",
+        "# The hooks GIL probe's cost per GIL event",
         "",
         f"`python bench/gil_event_bench.py` at {git_rev()} on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs (load average {load:.1f} at the start), TSC "

@@ -1,4 +1,4 @@
-"""The what-if model's hand-off cost (issue 20): the wall time of one hand-off between two
+"""The what-if model's hand-off cost: the wall time of one hand-off between two
 threads on the free-threaded build, measured on this machine.
 
 A ping-pong: two threads pass a token back and forth through a primitive (queue.Queue of

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A long cell (issue 18): N s of 4 threads making Python calls and dropping the GIL now
+"""A long cell, past the event budget: N s of 4 threads making Python calls and dropping the GIL now
 and then, traced with the default options, against the same work untraced and traced
 with functions=False. Each run in a fresh process.
 
@@ -87,7 +87,7 @@ def child(mode: str, n_threads: int, per_thread: int, page: str) -> dict:
     out["wall_s"] = time.perf_counter() - w0
     r = t.result
     out["events"] = t.event_count
-    out["calls_aggregated"] = getattr(r, "calls_aggregated", 0)  # (0 before issue 18)
+    out["calls_aggregated"] = getattr(r, "calls_aggregated", 0)  # (0 before the budget aggregated calls)
     out["gil_aggregated"] = getattr(r, "gil_aggregated", 0)
     out["dropped"] = t.dropped
     rows = {s.name: s for s in t.summary() if s.name.startswith("worker-")}

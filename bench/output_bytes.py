@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Bytes of a traced cell's output in a notebook (issue 25): the MIME bundle %%giltracer
+"""Bytes of a traced cell's output in a notebook: the MIME bundle %%giltracer
 shows, per type (text/html: the viewer in its iframe; image/svg+xml: the static picture;
 text/plain: the table), for a tiny cell and for a cell of a million calls, each run the way
 %%giltracer runs a cell (giltracer.magics.run_traced) under a stack a kernel's depth.
@@ -113,7 +113,7 @@ def main() -> int:
         for cell in cells:
             by_total = sorted(ms, key=lambda m: sum(m[cell].get(k, 0) for k in types))
             got[label][cell] = by_total[len(by_total) // 2][cell]
-    lines = ["# Bytes of a traced cell's output (issue 25)", "",
+    lines = ["# Bytes of a traced cell's output", "",
              "`python bench/output_bytes.py --before <main's python>` (`make bench-bytes`): the MIME bundle "
              "%%giltracer shows, per type, run as a cell under a 30-frame stack, the median of "
              f"{a.repeat} runs; before = the build given as --before (main's .venv), "

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The viewer page's size, write speed and first paint (issue 10): bytes per span, write
+"""The viewer page's size, write speed and first paint: bytes per span, write
 ns per span, and the time to the first complete paint in headless Chromium at 100k, 1M
 and 10M spans, plus examples/threads_demo.py, and the same for viztracer's HTML on the
 1M workload. Writes bench/results/payload.md (and .json).
@@ -32,7 +32,7 @@ import devtools  # noqa: E402  (the DevTools harness the browser tests use)
 
 TARGET_BYTES, TARGET_WRITE_NS, TARGET_TASK_MS = 6.0, 60.0, 200.0
 TARGET_PAINT_S = {1_000_000: 1.5, 10_000_000: 10.0}
-TARGET_PROFILE_SHARE = 0.05  # issue 9: the profile adds at most 5 % to the page
+TARGET_PROFILE_SHARE = 0.05  # the profile adds at most 5 % to the page
 PATHS_N = 1_000_000
 WIDTH, HEIGHT = 1400, 900
 
@@ -320,8 +320,8 @@ def write_report(rows, out, timeout, load=None):
             f"{less:.2f} | {fmt(share and 100 * share, '.1f')} | {wns:.0f} | {fmt(cpu and cpu * 1e9 / sp, '.0f')} | {fmt(cj and cj * 1e9 / sp, '.0f')} | "
             f"{fmt(paint, '.2f', f'none in {timeout:.0f} s')} | {fmt(r['longest_task_ms'], '.0f')} | {v} |")
     lines += ["", "Targets: ≤ 6 bytes/span, ≤ 60 ns/span to write, first paint ≤ 1.5 s at 1M and ≤ 10 s "
-              "at 10M spans, no task over 200 ms (issue 10); the profile tree adds ≤ 5 % to the page "
-              "(issue 9: `profile %` = the profile columns, compressed and in base64, over the rest of "
+              "at 10M spans, no task over 200 ms; the profile tree adds ≤ 5 % to the page "
+              "(`profile %` = the profile columns, compressed and in base64, over the rest of "
               "the page less the fixed viewer). *Varied paths*: 48 functions calling each other 8 "
               "levels deep in a pseudo-random pattern, the most distinct call paths per span.", "",
               "How the write is split (1M-call fib, CPU per span measured on a loaded machine): the "

@@ -6,7 +6,7 @@ spans of a synthetic two-thread result. Builds bench/profile_bench.c (Release) w
 
 Writes the table to bench/results/profile.md (and the numbers to .json).
 
-Target (issue 9): <= 50 ns per span, i.e. 1M spans aggregate in <= 50 ms.
+Target: <= 50 ns per span, i.e. 1M spans aggregate in <= 50 ms.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     exe = build(a.build_dir)
     load = os.getloadavg()[0]
     lines = [
-        "# Profile aggregation speed (issue 9)",
+        "# Profile aggregation speed",
         "",
         f"`python bench/profile_bench.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs (load average {load:.1f} at the start). "

@@ -6,10 +6,10 @@
 
 Runs, with the interpreter that runs this script:
   1. tracer overhead: workloads x tracers, every cell in a fresh process, rounds
-     interleaved in a shuffled order, medians over all samples (issue 3);
-  2. save speed and size: giltracer's .json and .html writers, viztracer's save (issue 3);
-  3. GIL probe costs: GIL churn per release/re-acquire cycle, two CPU-bound threads
-     (issue 4), bpf vs hooks side by side when the bpf backend is available (issue 5).
+     interleaved in a shuffled order, medians over all samples;
+  2. save speed and size: giltracer's .json and .html writers, viztracer's save;
+  3. GIL probe costs: GIL churn per release/re-acquire cycle, two CPU-bound threads,
+     bpf vs hooks side by side when the bpf backend is available.
 Writes bench/results/<python-version>.md and .json and prints the same tables.
 See bench/README.md for what each number means and how noisy it is.
 
@@ -39,12 +39,12 @@ import workloads as W  # noqa: E402
 
 WORKER = os.path.join(HERE, "worker.py")
 
-# Targets (the issues name them for CPython 3.11).
+# Targets (set for CPython 3.11; the floor and first-session ones apply on every version).
 TARGET_VS_NOOP = 1.15        # giltracer slowdown <= 1.15 x the no-op C hook's
-TARGET_OVH_VS_FLOOR = 1.10   # giltracer overhead <= 1.10 x the floor's (issue 12)
-TARGET_OVH_VS_VIZALL = 0.8   # giltracer overhead <= 0.8 x viztracer (all)'s (issue 12)
-TARGET_NOC_VS_GT = 1.0       # c_calls=False never slower than the defaults (issue 12)
-TARGET_FIRST = 1.1           # first session <= 1.1 x the later ones (issue 12)
+TARGET_OVH_VS_FLOOR = 1.10   # giltracer overhead <= 1.10 x the floor's
+TARGET_OVH_VS_VIZALL = 0.8   # giltracer overhead <= 0.8 x viztracer (all)'s
+TARGET_NOC_VS_GT = 1.0       # c_calls=False never slower than the defaults
+TARGET_FIRST = 1.1           # first session <= 1.1 x the later ones
 TARGET_SAVE_NS = 300         # ns per event for t.save("x.json")
 TARGET_SAVE_BYTES = 60       # bytes per event in the .json file
 TARGET_SAVE_PEAK = 64        # peak extra memory during save, bytes per event
@@ -381,7 +381,7 @@ def section_gil(a, env, log):
     tracers = ["none", "gil_off", "gil_hooks", "gil_hooks_sched"]
     if env["bpf"][0]:
         tracers.append("gil_bpf")
-    # bpf only on the churn workloads (issue 5: per-GIL-cycle cost, bpf vs hooks)
+    # bpf only on the churn workloads (per-GIL-cycle cost, bpf vs hooks)
     configs = [(w, t) for w in W.GIL_WORKLOADS for t in tracers if not (t == "gil_bpf" and w == "cpu2")]
     log(f"[gil] {len(configs)} cells x {a.gil_rounds} rounds x {a.reps} reps")
     cells = run_interleaved("gil", configs, a.gil_rounds, a.reps, a.quick, log, paired=True)
@@ -522,10 +522,10 @@ def _check_rows(A, B, w, prim, other):
 
 
 def _first_session_lines(A, B, wls, prim, other):
-    """The first session of a process vs its later ones (issue 12)."""
+    """The first session of a process vs its later ones."""
     if not any((A[w].get("first") or {}).get("giltracer") for w in wls):
         return []
-    L = ["### First session (issue 12)", "",
+    L = ["### First session", "",
          "Per process: the first traced rep (the warm-up, left out of the tables above; it follows one "
          "untraced rep, so the workload itself is warm) / the median of the later traced reps of the same "
          "process. Median over processes [bootstrap 95 %]; \"all\" pools every workload's processes.", ""]
@@ -555,8 +555,8 @@ def _first_session_lines(A, B, wls, prim, other):
     return L
 
 
-def _issue12_summary(A, wls, prim):
-    """One line per workload: issue 12's verdicts side by side."""
+def _floor_targets_summary(A, wls, prim):
+    """One line per workload: the floor and first-session targets' verdicts side by side."""
     rows = []
     for w in wls:
         x = A[w]
@@ -574,7 +574,7 @@ def _issue12_summary(A, wls, prim):
         rows.append(r)
     if not rows:
         return []
-    return ["### Issue 12 at a glance", "",
+    return ["### Floor targets at a glance", "",
             f"{prim} time; the rows above give the details (paired and p10 figures, the other clock).", "",
             md_table(["workload", f"giltracer overhead / floor overhead (≤ {TARGET_OVH_VS_FLOOR})",
                       f"giltracer overhead / viztracer (all) overhead (≤ {TARGET_OVH_VS_VIZALL})",
@@ -618,7 +618,7 @@ def report(env, data, a):
         B = data["overhead_analysis"][other]
         tr = [t for t in ov["tracers"] if t != "none"]
         wls = [w for w in ov["workloads"] if w in A]
-        L.append("## 1. Tracer overhead (issue 3)")
+        L.append("## 1. Tracer overhead")
         L.append("")
         rows = [[f"untraced median, {prim} (ms)"] + [f"{A[w]['untraced_ms']:.1f}" for w in wls],
                 [f"untraced median, {other} (ms)"] + [f"{B[w]['untraced_ms']:.1f}" if w in B else "n/a" for w in wls],
@@ -683,8 +683,8 @@ def report(env, data, a):
         for n in notes:
             L.append(f"- {n}")
         L.append("")
-        ov_note = "" if is_target else (f" (issue 12's targets apply on every version; issue 3's, the no-op hook "
-                                        f"and viztracer-defaults rows, are set for {TARGET_PY[0]}.{TARGET_PY[1]}: "
+        ov_note = "" if is_target else (f" (the floor and first-session targets apply on every version; the no-op hook "
+                                        f"and viztracer-defaults rows are set for {TARGET_PY[0]}.{TARGET_PY[1]}: "
                                         "informational here)")
         L.append(f"Checks{ov_note}:")
         L.append("")
@@ -709,11 +709,11 @@ def report(env, data, a):
             L.append("Errors: " + "; ".join(f"{k}: {e[0]}" for k, e in errs))
         L.append("")
         L.extend(_first_session_lines(A, B, wls, prim, other))
-        L.extend(_issue12_summary(A, wls, prim))
+        L.extend(_floor_targets_summary(A, wls, prim))
 
     sv = data.get("save_analysis")
     if sv:
-        L.append("## 2. Save speed and size (issue 3)")
+        L.append("## 2. Save speed and size")
         L.append("")
         L.append("One traced run of the workload (giltracer defaults, hooks), then `t.save()` timed (wall; "
                  "median over 3 saves × processes). Peak extra = VmHWM after − VmRSS before the first save, "
@@ -768,7 +768,7 @@ def report(env, data, a):
     if gl:
         G = data["gil_analysis"][prim]
         H = data["gil_analysis"][other]
-        L.append("## 3. GIL probe costs (issues 4 and 5)")
+        L.append("## 3. GIL probe costs")
         L.append("")
         L.append(f"churn2: two threads × {W.CHURN_ITERS:,} `os.fstat(0)` (each call releases and re-acquires "
                  f"the GIL); churn1: the same in one thread (no contention); cpu2: two threads × "
@@ -887,7 +887,7 @@ def report(env, data, a):
             y = G.get(w, {}).get("tracers", {})
             if "gil_bpf" in y and "gil_hooks" in y:
                 bp, hk = y["gil_bpf"], y["gil_hooks"]
-                rows.append([w, "bpf vs hooks: added ns per GIL cycle (issue 5)",
+                rows.append([w, "bpf vs hooks: added ns per GIL cycle",
                              f"{ns(bp, 'paired_ns_per_cycle')} vs {ns(hk, 'paired_ns_per_cycle')}",
                              f"{ns(bp, 'ns_per_cycle')} vs {ns(hk, 'ns_per_cycle')}", "", "(info)", "—"])
                 if bp.get("residual") is not None and bp["residual"] > RESIDUAL_LIMIT:

@@ -1,4 +1,4 @@
-"""The tracer's own cost per call event (issue 20's what-if model removes it from the
+"""The tracer's own cost per call event (the what-if model removes it from the
 traced work: ``giltracer.whatif_cost.TRACER_EVENT_NS``).
 
 A call event is a call's start or its end (a span has two). On the workloads of

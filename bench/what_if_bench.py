@@ -1,4 +1,4 @@
-"""Validation of the what-if prediction (issue 20): "would free-threading help?"
+"""Validation of the what-if prediction: "would free-threading help?"
 
 Each workload is traced on 3.14 with the GIL (giltracer.trace, hooks backend) and the
 prediction of its wall time without the GIL on this machine's CPUs is read from
@@ -6,7 +6,7 @@ prediction of its wall time without the GIL on this machine's CPUs is read from
 time is measured. Medians of 9 runs with [min, max]; error = predicted / measured 3.14t - 1.
 (9, not 5: 3.14t's time varies from one process to the next, cpu-1 0.19-0.33 s in one run of
 5, and a median of 5 could land in the slow cluster.)
-Target (the issue): |error| <= 25 % on every workload, <= 15 % on the median.
+Target: |error| <= 25 % on every workload, <= 15 % on the median.
 
 Fresh processes of either interpreter run the same loop at one of a few speeds here and
 keep it, so each process first times a fixed loop (process_speed); the report shows, as

@@ -5,14 +5,14 @@ any timed region, and sizes are fixed so the number of call events is the same
 from run to run (and from one interpreter to another, apart from C calls that an
 interpreter version inlines or not).
 
-Tracer overhead (issue 3):
+Tracer overhead:
   fib       recursive fib(25)                              Python calls, deep
   method    1e6 calls of a small method                    Python calls, flat
   builtins  1e6 iterations of len / isinstance / append     C calls only
   threads2  two threads, each running `method`             per-thread buffers
   mixed     json dumps/loads, re, sort with a key, small   a realistic mix
             classes and properties
-GIL probe (issue 4):
+GIL probe:
   churn2    two threads, each os.fstat(0) in a loop: every call releases and
             re-acquires the GIL
   churn1    the same in one thread (no contention: the probe's bare cost)

@@ -5,7 +5,7 @@ the GIL: two lanes whose GIL strips alternate *held* and *waiting*.
     python notebooks/screenshot.py --any build/notebooks/09-one-c-call-one-turn.html docs/lesson-9-one-c-call-one-turn.png
 
 Exits non-zero when the viewer did not draw, or (without --any) no two strips alternate.
-`make lesson-shot` renders lesson 1 and writes the picture the README shows, `make
+`make lesson-shot` renders lesson 1 and writes the picture the user guide shows, `make
 lesson-shots` every lesson's first viewer into docs/lesson-N-*.png; tests/test_notebooks.py runs the
 same check on lesson 1 whenever Chromium is there.
 """

@@ -1,4 +1,4 @@
-"""Blame past the call budget names functions, not "unknown" (issue 18).
+"""Blame past the call budget names functions, not "unknown".
 
 Two threads run the same CPU-bound loop and hand the GIL back and forth (each waits for
 the other's switch interval). Their calls spend a tiny max_events within milliseconds;

@@ -339,8 +339,8 @@ def _empty():
 
 
 def test_block_refiller_is_not_a_traced_thread():
-    """The registry's helper thread (it maps event blocks ahead of the traced threads,
-    issue 12) runs no Python: the bpf probe, which sees every thread's context switches,
+    """The registry's helper thread (it maps event blocks ahead of the traced threads
+    so that they never stall) runs no Python: the bpf probe, which sees every thread's context switches,
     must not list it. Enough events that it wakes up (switches) during the trace."""
     helper = {}
 

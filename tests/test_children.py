@@ -1,4 +1,4 @@
-"""Child processes (follow_children=True, issue 23): a ProcessPoolExecutor's workers under
+"""Child processes (follow_children=True): a ProcessPoolExecutor's workers under
 every start method, a subprocess running sys.executable, and children that end by
 os._exit, SIGTERM or SIGKILL each show in the parent's trace, on its clock, grouped by
 process (t.processes, t.summary(process=...)), from the API, the CLI and a real kernel."""

@@ -1,4 +1,4 @@
-"""The budget and child processes (issue 23): a followed child's events past max_events
+"""The budget and child processes: a followed child's events past max_events
 (the budget it shares with its parent), which it keeps in its own aggregates, reach the
 parent's trace as aggregated (its spool carries them), not lost without a word."""
 

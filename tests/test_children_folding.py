@@ -1,4 +1,4 @@
-"""Folding (issue 23): a process pool of many short tasks does not make one half-empty
+"""Folding: a process pool of many short tasks does not make one half-empty
 block per worker in the text table: idle worker processes fold into one line, like
 background threads, and a busy one keeps its block."""
 

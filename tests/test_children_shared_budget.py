@@ -1,4 +1,4 @@
-"""One budget across processes (issue 23): the parent and its followed children draw
+"""One budget across processes: the parent and its followed children draw
 max_events from one shared counter in the session folder, so a pool's events kept stay
 within the budget however many workers it has; past it each child keeps its aggregates
 (GIL and OS totals, its call tree) and carries them to the parent, whose summary and

@@ -1,4 +1,4 @@
-"""Streaming spools (issue 23): a followed child writes what it recorded so far to its
+"""Streaming spools: a followed child writes what it recorded so far to its
 checkpoint every ~0.25 s, so a child killed by SIGKILL loses what it did after its last
 checkpoint only (the note says when that was), and a child still running when the parent's
 trace stops is merged up to its last write and stops tracing."""

@@ -1,4 +1,4 @@
-"""keep="last": the call streams as a flight recorder (issue 18).
+"""keep="last": the call streams as a flight recorder.
 
 A run whose early phase calls early_fn many times and whose last phase calls late_fn,
 under a budget far below either phase: keep="first" shows early_fn in the timeline and

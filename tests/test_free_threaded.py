@@ -1,4 +1,4 @@
-"""Free-threaded builds (3.13t+) are traced like any other build (issue 19).
+"""Free-threaded builds (3.13t+) are traced like any other build.
 
 On a GIL build these run too: the same trace must hold there."""
 

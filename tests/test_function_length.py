@@ -1,5 +1,5 @@
 """Functions in core/ (C) and magics/ (Python) read as one straight line: none over
-LIMIT lines (issue 24) unless listed in EXCEPTIONS with the reason it stays."""
+LIMIT lines (long functions hide their steps) unless listed in EXCEPTIONS with the reason it stays."""
 import ast
 import pathlib
 import re

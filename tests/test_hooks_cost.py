@@ -1,4 +1,4 @@
-"""What tracing adds to a traced thread beyond its own events (issue 18: GIL only <= 1.05x
+"""What tracing adds to a traced thread beyond its own events (the target: GIL only <= 1.05x
 untraced CPU time). Structural facts, no timing: the costs themselves are measured by
 bench/gil_event_bench.py and bench/run.py's GIL section.
 

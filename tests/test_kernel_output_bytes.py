@@ -1,5 +1,5 @@
 """A tiny %%giltracer cell's output in a real Jupyter kernel (nbclient) is at most 60 KB
-(issue 25), with the kernel's own threads (IOPub, heartbeat, history, control) traced beside
+with the kernel's own threads (IOPub, heartbeat, history, control) traced beside
 the cell's: the same target bench/output_bytes.py holds in a fresh process."""
 
 import base64

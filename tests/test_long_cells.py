@@ -1,4 +1,4 @@
-"""Long cells: past max_events the GIL and OS-state facts stay exact (issue 18).
+"""Long cells: past max_events the GIL and OS-state facts stay exact.
 
 A worker first spends the event budget in a burst of GIL handoffs (time.sleep(0) releases
 and takes the GIL each time), then sleeps (released) and spins (held) for fixed times. The

@@ -161,8 +161,8 @@ def test_lesson_runs_and_its_checks_pass(path, tmp_path, monkeypatch):
 
     shot = load_script("screenshot")
     if os.path.basename(path).startswith("01-") and shot.chromium():
-        # What the README's picture shows, checked on this run's rendering: the two
-        # counters' GIL strips alternate held and waiting in headless Chromium.
+        # What the user guide's picture of lesson 1 shows, checked on this run's rendering:
+        # the two counters' GIL strips alternate held and waiting in headless Chromium.
         strips = shot.shoot(str(tmp_path / "lesson.html"), str(tmp_path / "lesson-1.png"))
         assert len(strips) >= 2, strips
 

@@ -144,16 +144,17 @@ def test_one_default_cap():
     assert not hasattr(core, "DEFAULT_MAX_EVENTS")
 
 
-def test_the_readme_and_the_docstring_quote_the_signature():
-    """The README's and trace()'s quoted signature is Trace's, every keyword with its default
-    (they had drifted: the README lacked mode and sample_interval, the docstring crosscheck)."""
+def test_the_user_guide_and_the_docstring_quote_the_signature():
+    """The user guide's and trace()'s quoted signature is Trace's, every keyword with its
+    default (they had drifted: the guide lacked mode and sample_interval, the docstring
+    crosscheck)."""
     import os
     import re
 
     text = giltracer.api.signature_text()
     assert text.startswith("giltracer.trace(functions=True, c_calls=True, max_events=5_000_000,")
-    readme = os.path.join(os.path.dirname(__file__), "..", "README.md")
-    if os.path.exists(readme):  # a copied test tree has no README
-        with open(readme, encoding="utf-8") as f:
+    guide = os.path.join(os.path.dirname(__file__), "..", "docs", "user-guide.md")
+    if os.path.exists(guide):  # a copied test tree has no docs
+        with open(guide, encoding="utf-8") as f:
             assert "`" + text + "`" in re.sub(r"\s+", " ", f.read())
     assert text in re.sub(r"\s+", " ", giltracer.trace.__doc__)

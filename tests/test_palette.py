@@ -135,6 +135,6 @@ def test_gil_states_stand_out_from_the_background(palettes, theme):
 
 
 def test_the_old_green_red_pair_fails_the_check():
-    # issue 10: the former held #2f9e44 and waiting #e03131 look alike to deuteranopes
+    # why they were replaced: the former held #2f9e44 and waiting #e03131 look alike to deuteranopes
     assert min_difference(("#2f9e44", "#e03131", "#dee2e6"), "deuteranopia") < 10
     assert min_difference(("#2f9e44", "#e03131", "#dee2e6"), "normal") >= MIN_DELTA_E

@@ -1,4 +1,4 @@
-"""Session lifecycle at the Python boundary (issue 17): a Trace freed while it records
+"""Session lifecycle at the Python boundary: a Trace freed while it records
 keeps the exception being raised; giltracer.stop_active() frees a trace nothing can stop;
 concurrent profile builds keep one; a thread alive at stop runs to t1; a reused tid gets a
 record of its own."""

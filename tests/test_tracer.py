@@ -1,4 +1,4 @@
-"""The function tracer: exact structure of what it records (issue: C function tracer)."""
+"""The function tracer: exact structure of what it records."""
 
 import json
 import sys

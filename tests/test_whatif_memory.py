@@ -1,4 +1,4 @@
-"""The What if prediction's memory (issue 18: a long cell's RSS growth): it sweeps each
+"""The What if prediction's memory (a long cell's RSS must not grow with it): it sweeps each
 thread's spans as its queries reach them instead of keeping two pieces per span, so its
 peak stays a few MB over the result's whatever the number of calls (was ~64 bytes a
 span: 166 MB of a 60 s cell's 358 MB peak)."""

@@ -31,7 +31,7 @@ struct gt_call_event {
 };
 
 /* The recorded form of a call event, 8 bytes: half the memory (and, in a process's first
- * session, half the page faults) of a gt_call_event (issue 12). `ts_lo` is the low 32
+ * session, half the page faults) of a gt_call_event, so a first session stalls less. `ts_lo` is the low 32
  * bits of the timestamp; `word` is func << 4 | kind (3 bits) | 8 if open at start. A
  * record whose kind is 0 is a time base: its `ts_lo` holds bits 32-63 of the timestamps
  * of the records after it. Every block of a call stream starts with one, and the

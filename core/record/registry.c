@@ -152,7 +152,7 @@ static int arena_add(int populate)
 }
 
 /* The block reserve. Faulting a whole arena in on a traced thread, inside a push,
- * stopped it for 0.3-10 ms each time it crossed 2 MiB of events (issue 12). While a
+ * stopped it for 0.3-10 ms each time it crossed 2 MiB of events. While a
  * generation is active a helper thread keeps free blocks ahead: a push that takes the
  * pool below RESERVE_LOW wakes the refiller, which maps and faults in arenas outside
  * reg_lock, one at a time, until the pool is back at RESERVE_LOW. It makes one in

@@ -878,7 +878,8 @@ class Trace:
 
 def signature_text() -> str:
     """``giltracer.trace(...)`` with every keyword and its default, in Trace's order (the
-    README and trace()'s docstring quote it; tests/test_options.py holds both to it)."""
+    user guide (docs/user-guide.md) and trace()'s docstring quote it; tests/test_options.py
+    holds both to it)."""
     def literal(v: Any) -> str:
         if isinstance(v, str):
             return f'"{v}"'

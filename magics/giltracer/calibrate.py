@@ -1,5 +1,5 @@
 """The tracer's own cost per call event measured on this machine, now, for the what-if
-model (issue 20), which removes it from the traced work so as to predict the untraced cell.
+model, which removes it from the traced work so as to predict the untraced cell.
 
 The default is a constant measured on the bench host (``whatif_cost.TRACER_EVENT_NS``). It is
 off wherever the host's speed differs: on the same VM the cost went from 23 to 64 ns an

@@ -1,4 +1,4 @@
-"""The free-threading cost model of the what-if prediction (issue 20), measured, not guessed.
+"""The free-threading cost model of the what-if prediction, measured, not guessed.
 
 ``FT_SINGLE_THREAD_FACTOR``: how much longer one thread's Python work takes on the
 free-threaded build than on the same version with the GIL, on this project's bench

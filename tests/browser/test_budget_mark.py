@@ -1,4 +1,4 @@
-"""The budget mark in headless Chromium (issue 18): where a thread's recorded calls end
+"""The budget mark in headless Chromium: where a thread's recorded calls end
 (max_events reached), the payload carries the time and the timeline draws a mark saying
 the calls past it are in the Profile and Top functions only."""
 

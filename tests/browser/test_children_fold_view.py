@@ -1,4 +1,4 @@
-"""Folding child processes in the viewer (issue 23), in headless Chromium: a pool of many
+"""Folding child processes in the viewer, in headless Chromium: a pool of many
 short tasks does not make one half-empty group of lanes per worker: the idle worker
 processes (each held its GIL under 2 % of the trace, the text table's rule) fold into the
 one expandable row with the background threads, and a busy worker keeps its lanes."""

@@ -1,4 +1,4 @@
-"""The flight recorder's mark in headless Chromium (issue 18): with keep="last" the
+"""The flight recorder's mark in headless Chromium: with keep="last" the
 timeline says which window it shows ("last N events: from t=...") where a thread's kept
 calls start, and shades what lies before it (those calls are in the Profile only)."""
 

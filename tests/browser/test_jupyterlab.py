@@ -54,7 +54,7 @@ CELLS = [
     "    tick()\n",
 ]
 MILLION = 3  # the index of the cell of a million calls
-MAX_GROWTH = 8_000_000  # bytes the saved .ipynb may grow by for it (issue 10)
+MAX_GROWTH = 8_000_000  # bytes the saved .ipynb may grow by for it (a notebook must stay shareable)
 
 
 def free_port():

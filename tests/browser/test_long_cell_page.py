@@ -1,6 +1,6 @@
 """A trace past max_events in headless Chromium: the page loads with a clean console, says
 what changed form (calls in call trees, GIL and OS strips coalesced), draws the coalesced
-GIL strip, and its Profile counts every call (issue 18)."""
+GIL strip, and its Profile counts every call."""
 
 import os
 import shutil

@@ -1,4 +1,4 @@
-"""A thread of more calls than the page ships one by one (issue 18): its calls under a pixel
+"""A thread of more calls than the page ships one by one: its calls under a pixel
 at full zoom-out are packed at save into one record per pixel and depth. In headless
 Chromium the packed block is drawn, its tooltip says how many calls it stands for, and
 Top functions still counts every call (figures from the spans as recorded)."""

@@ -538,7 +538,7 @@ def _():
     '''
 
 
-# ---- issue 17: what users do to the profile hook, the session and the CLI --------------
+# ---- what users do to the profile hook, the session and the CLI --------------
 
 # Keywords for texts the core and the Python layer word (the exact wording is theirs): a
 # stop whose hook removal was refused says it could not remove it; a displaced or paused

@@ -228,7 +228,7 @@ static void check_refiller_fd_table(void)
 
 /* The first generation of the process (empty pool): begin fills the reserve before
  * anything records, so a thread's first blocks (fewer than the reserve's 64) come
- * without a mapping on the pushing thread (issue 12: faulting a 2 MiB arena inside a
+ * without a mapping on the pushing thread (faulting a 2 MiB arena inside a
  * push stopped the traced thread for 0.3-10 ms). Runs first: the pool must be empty. */
 static void run_reserve(void)
 {
@@ -388,8 +388,8 @@ static void run_many_small_streams(void)
 
 /* A push that finds the pool empty (here no refiller could start, as under a pids limit)
  * maps an arena without faulting it in: its pages fault one at a time as the pushes
- * write them (about a microsecond each), never 512 at once inside one push (issue 12:
- * that stopped the traced thread for 0.3-10 ms). Runs last: it empties the pool. */
+ * write them (about a microsecond each), never 512 at once inside one push (that
+ * stopped the traced thread for 0.3-10 ms). Runs last: it empties the pool. */
 static void run_push_maps_lazily(void)
 {
     atomic_store(&fail_thread_create, 1);
