@@ -196,77 +196,75 @@ function drawRow(c, r, y, k) {
     i = j;
   }
 }
-function draw() {
-  var t0 = performance.now();
-  cutsDrawn = [];
-  var c = ctx, sy = tl.scrollTop, k = plotW / (ve - vs);
-  c.setTransform(dpr, 0, 0, dpr, 0, 0);
-  c.fillStyle = C.bg; c.fillRect(0, 0, W, H);
-  c.font = FONT; c.textBaseline = 'alphabetic';
-  var step = niceStep((ve - vs) / Math.max(2, plotW / 110)), first = Math.ceil(vs / step) * step, t;
-  c.save();
-  c.beginPath(); c.rect(gutterW, AXIS_H, plotW, H - AXIS_H); c.clip();
+/* A lane off screen (or folded away) draws nothing. */
+function laneHidden(th, y) { return th.hidden || y > H || y + th.h < AXIS_H; }
+function drawLaneBacks(c, sy) {
   threads.forEach(function (th) {
     var y = AXIS_H + th.y0 - sy;
-    if (th.hidden || y > H || y + th.h < AXIS_H) return;
+    if (laneHidden(th, y)) return;
     if (th.idx === selThread) { c.fillStyle = C.laneSel; c.fillRect(gutterW, y, plotW, th.h); }
     else if (th.idx % 2) { c.fillStyle = C.lane; c.fillRect(gutterW, y, plotW, th.h); }
   });
+}
+function drawGrid(c, first, step) {
   c.fillStyle = C.grid;
-  for (t = first; t <= ve; t += step) c.fillRect(Math.round(xOf(t)), AXIS_H, 1, H - AXIS_H);
-  threads.forEach(function (th) {
-    var y = AXIS_H + th.y0 - sy;
-    if (th.hidden || y > H || y + th.h < AXIS_H) return;
-    if (th.gilY >= 0) {
-      c.fillStyle = C.strip; c.fillRect(gutterW, AXIS_H + th.gilY - sy, plotW, GIL_H);
-      drawIv(c, th.gil, AXIS_H + th.gilY - sy, GIL_H, GIL_COL, GIL_ORDER, k, 1);
+  for (var t = first; t <= ve; t += step) c.fillRect(Math.round(xOf(t)), AXIS_H, 1, H - AXIS_H);
+}
+/* One lane's plot: its GIL and OS strips, its call rows in view, the marks over them. */
+function drawLane(c, th, sy, k) {
+  var y = AXIS_H + th.y0 - sy;
+  if (laneHidden(th, y)) return;
+  if (th.gilY >= 0) {
+    c.fillStyle = C.strip; c.fillRect(gutterW, AXIS_H + th.gilY - sy, plotW, GIL_H);
+    drawIv(c, th.gil, AXIS_H + th.gilY - sy, GIL_H, GIL_COL, GIL_ORDER, k, 1);
+  }
+  if (th.osY >= 0) {
+    c.fillStyle = C.strip; c.fillRect(gutterW, AXIS_H + th.osY - sy, plotW, OS_H);
+    drawIv(c, th.os, AXIS_H + th.osY - sy, OS_H, OS_COL, OS_ORDER, k, -1);
+  }
+  if (!th.collapsed) {
+    var fy = AXIS_H + th.flameY - sy;
+    if (!th.nSpans) {
+      c.fillStyle = C.faint;
+      c.fillText('no calls recorded in this thread', gutterW + 6, fy + 11.5);
     }
-    if (th.osY >= 0) {
-      c.fillStyle = C.strip; c.fillRect(gutterW, AXIS_H + th.osY - sy, plotW, OS_H);
-      drawIv(c, th.os, AXIS_H + th.osY - sy, OS_H, OS_COL, OS_ORDER, k, -1);
-    }
-    if (!th.collapsed) {
-      var fy = AXIS_H + th.flameY - sy;
-      if (!th.nSpans) {
-        c.fillStyle = C.faint;
-        c.fillText('no calls recorded in this thread', gutterW + 6, fy + 11.5);
-      }
-      var d0 = Math.max(0, Math.floor((AXIS_H - fy) / ROW_H)), d1 = Math.min(th.nRows, Math.ceil((H - fy) / ROW_H));
-      for (var d = d0; d < d1; d++) drawRow(c, th.rows[d], fy + d * ROW_H, k);
-    }
-    if (th.cut != null) drawCut(c, th, y, AXIS_H + th.flameY - sy);
-    if (th.kept != null) drawKept(c, th, y, AXIS_H + th.flameY - sy);
-    c.fillStyle = C.sep; c.fillRect(gutterW, y + th.h, plotW, 1);
-  });
-  if (gilKnown) drawHandoffs(c, sy);
-  c.restore();
-  /* gutter */
+    var d0 = Math.max(0, Math.floor((AXIS_H - fy) / ROW_H)), d1 = Math.min(th.nRows, Math.ceil((H - fy) / ROW_H));
+    for (var d = d0; d < d1; d++) drawRow(c, th.rows[d], fy + d * ROW_H, k);
+  }
+  if (th.cut != null) drawCut(c, th, y, AXIS_H + th.flameY - sy);
+  if (th.kept != null) drawKept(c, th, y, AXIS_H + th.flameY - sy);
+  c.fillStyle = C.sep; c.fillRect(gutterW, y + th.h, plotW, 1);
+}
+/* One lane's gutter: fold arrow, name, its process and GIL share, cut rows, strip labels. */
+function drawLaneName(c, th, sy) {
+  var y0 = AXIS_H + th.y0 - sy;
+  if (laneHidden(th, y0)) return;
+  if (th.idx === selThread) { c.fillStyle = C.gutterSel; c.fillRect(0, y0, gutterW, th.h); c.fillStyle = C.acc; c.fillRect(0, y0, 3, th.h); }
+  c.fillStyle = C.sep; c.fillRect(0, y0 + th.h, gutterW, 1);
+  var y = Math.max(y0, Math.min(AXIS_H, y0 + th.h - 36)); /* the name sticks while the lane is visible */
+  c.fillStyle = C.mut; c.font = '10px ' + FAM;
+  c.fillText(th.collapsed ? '\u25b8' : '\u25be', 7, y + 17);
+  c.font = FONT_B; c.fillStyle = C.fg;
+  var nm = th.name, avail = gutterW - 24 - 30, wN = c.measureText(nm).width;
+  if (wN > avail) { var nn = Math.max(1, Math.floor(nm.length * (avail - 10) / wN)); nm = nm.slice(0, nn) + '\u2026'; }
+  c.fillText(nm, 18, y + 17);
+  c.font = FONT; c.fillStyle = C.mut;
+  var sub = procSub(th);
+  if (gilKnown && th.sum.held_pct != null) sub += (freeThreaded ? ' \u00b7 parked ' + fmtPct(th.sum.wait_pct) : ' \u00b7 held ' + fmtPct(th.sum.held_pct));
+  c.fillText(sub, 18, y + 31);
+  if (!th.collapsed && th.nRows < th.rows.length && th.h >= 52) {
+    c.fillStyle = C.acc;
+    c.fillText('+' + plural(th.rows.length - th.nRows, 'deeper level') + ' \u25be', 18, y0 + th.h - 7);
+  }
+  c.font = '9px ' + FAM; c.textAlign = 'right'; c.fillStyle = C.faint;
+  if (th.gilY >= 0) c.fillText('GIL', gutterW - 5, AXIS_H + th.gilY - sy + GIL_H / 2 + 3);
+  if (th.osY >= 0) c.fillText('OS', gutterW - 5, AXIS_H + th.osY - sy + 6);
+  c.textAlign = 'left';
+}
+/* The gutter: lane names, the idle threads' row, the line between gutter and plot. */
+function drawGutter(c, sy) {
   c.fillStyle = C.soft; c.fillRect(0, AXIS_H, gutterW, H - AXIS_H);
-  threads.forEach(function (th) {
-    var y0 = AXIS_H + th.y0 - sy;
-    if (th.hidden || y0 > H || y0 + th.h < AXIS_H) return;
-    if (th.idx === selThread) { c.fillStyle = C.gutterSel; c.fillRect(0, y0, gutterW, th.h); c.fillStyle = C.acc; c.fillRect(0, y0, 3, th.h); }
-    c.fillStyle = C.sep; c.fillRect(0, y0 + th.h, gutterW, 1);
-    var y = Math.max(y0, Math.min(AXIS_H, y0 + th.h - 36)); /* the name sticks while the lane is visible */
-    c.fillStyle = C.mut; c.font = '10px ' + FAM;
-    c.fillText(th.collapsed ? '\u25b8' : '\u25be', 7, y + 17);
-    c.font = FONT_B; c.fillStyle = C.fg;
-    var nm = th.name, avail = gutterW - 24 - 30, wN = c.measureText(nm).width;
-    if (wN > avail) { var nn = Math.max(1, Math.floor(nm.length * (avail - 10) / wN)); nm = nm.slice(0, nn) + '\u2026'; }
-    c.fillText(nm, 18, y + 17);
-    c.font = FONT; c.fillStyle = C.mut;
-    var sub = procSub(th);
-    if (gilKnown && th.sum.held_pct != null) sub += (freeThreaded ? ' \u00b7 parked ' + fmtPct(th.sum.wait_pct) : ' \u00b7 held ' + fmtPct(th.sum.held_pct));
-    c.fillText(sub, 18, y + 31);
-    if (!th.collapsed && th.nRows < th.rows.length && th.h >= 52) {
-      c.fillStyle = C.acc;
-      c.fillText('+' + plural(th.rows.length - th.nRows, 'deeper level') + ' \u25be', 18, y0 + th.h - 7);
-    }
-    c.font = '9px ' + FAM; c.textAlign = 'right'; c.fillStyle = C.faint;
-    if (th.gilY >= 0) c.fillText('GIL', gutterW - 5, AXIS_H + th.gilY - sy + GIL_H / 2 + 3);
-    if (th.osY >= 0) c.fillText('OS', gutterW - 5, AXIS_H + th.osY - sy + 6);
-    c.textAlign = 'left';
-  });
+  threads.forEach(function (th) { drawLaneName(c, th, sy); });
   if (idleY >= 0) {
     var iy = AXIS_H + idleY - sy;
     c.fillStyle = C.soft; c.fillRect(0, iy, W, IDLE_H); c.fillStyle = C.sep; c.fillRect(0, iy + IDLE_H, W, 1);
@@ -278,12 +276,13 @@ function draw() {
     c.font = '13px ' + FAM; c.fillStyle = C.mut;
     c.fillText('No threads were traced.', gutterW + 16, AXIS_H + 30);
   }
-  /* axis */
+}
+function drawAxis(c, first, step) {
   c.font = FONT;
   c.fillStyle = C.bg; c.fillRect(0, 0, W, AXIS_H);
   c.fillStyle = C.bd; c.fillRect(0, AXIS_H - 1, W, 1);
   c.save(); c.beginPath(); c.rect(gutterW, 0, plotW, AXIS_H); c.clip();
-  for (t = first; t <= ve; t += step) {
+  for (var t = first; t <= ve; t += step) {
     var x = Math.round(xOf(t));
     c.fillStyle = C.faint; c.fillRect(x, AXIS_H - 7, 1, 6);
     c.fillStyle = C.axis; c.fillText(fmtTs(t, step), x + 3, 14);
@@ -291,6 +290,24 @@ function draw() {
   c.restore();
   c.fillStyle = C.mut;
   c.fillText('time \u2192', 8, 15);
+}
+function draw() {
+  var t0 = performance.now();
+  cutsDrawn = [];
+  var c = ctx, sy = tl.scrollTop, k = plotW / (ve - vs);
+  c.setTransform(dpr, 0, 0, dpr, 0, 0);
+  c.fillStyle = C.bg; c.fillRect(0, 0, W, H);
+  c.font = FONT; c.textBaseline = 'alphabetic';
+  var step = niceStep((ve - vs) / Math.max(2, plotW / 110)), first = Math.ceil(vs / step) * step;
+  c.save();
+  c.beginPath(); c.rect(gutterW, AXIS_H, plotW, H - AXIS_H); c.clip();
+  drawLaneBacks(c, sy);
+  drawGrid(c, first, step);
+  threads.forEach(function (th) { drawLane(c, th, sy, k); });
+  if (gilKnown) drawHandoffs(c, sy);
+  c.restore();
+  drawGutter(c, sy);
+  drawAxis(c, first, step);
   $('gt-range').textContent = 'Visible ' + fmtDur(ve - vs) + (ve - vs < span ? ' of ' + fmtDur(span) : '');
   perf.lastFrameMs = performance.now() - t0;
   drawOverlay();
