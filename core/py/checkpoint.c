@@ -505,6 +505,54 @@ static int term_unanswered(struct gt_session *s)
     return !__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE);
 }
 
+#ifndef Py_GIL_DISABLED
+/* The spooler's loop once the session records (this thread's state `ts` let go): a
+ * checkpoint every ~every_ms until stop, the parent's folder gone or a SIGTERM
+ * unanswered; then the GIL again. 0 or -errno as gt_session__spool. */
+static int ck_spool_loop(struct gt_session *s, PyObject *names_fn, uint32_t every_ms,
+                         PyThreadState *ts)
+{
+    int err = 0;
+    uint64_t every = (uint64_t)(every_ms ? every_ms : 500) * 1000000u, wait = every;
+    struct ck_loop l = {.ts = ts};
+#if GT_CK_PENDING_LOOK
+    s->ck_gen = ++ck_gens; /* (before any pending look is asked for) */
+#endif
+    for (;;) {
+        spool_sleep(s, wait, 1);
+        if (__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE))
+            break;
+        if (term_unanswered(s)) {
+            err = -EINTR;
+            break;
+        }
+        uint64_t cpu = gt_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        size_t probe[2] = {0, 0};
+        err = gt_registry__each_locked(ck_probe, probe);
+        if (err)
+            break;
+        err = ck_maybe_look(s, names_fn, &l, probe);
+        err = ck_write(s, (uint32_t)(wait / 1000000u));
+        if (err == -ENOENT) /* the parent's trace stopped: its folder is gone */
+            break;
+        err = 0; /* (e.g. a full disk: the next may do) */
+        /* At least 20 times its CPU time: at most ~5 % of a core. */
+        cpu = gt_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu;
+        wait = 20 * cpu > every ? 20 * cpu : every;
+    }
+    __atomic_store_n(&s->spooling, 0, __ATOMIC_RELEASE);
+    /* The GIL again once stop is through: taken while the probes still record, it would
+     * show as a wait of the thread that stops. */
+    for (int i = 0; i < 5000 && __atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE) &&
+                    __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == GT_SESSION_RECORDING;
+         i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    assert(!ck_lock_mine);
+    PyEval_RestoreThread(l.ts);
+    return err;
+}
+#endif
+
 int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_ms)
 {
     if (!s->spool || s->released || s->busy || s->spooling || session_forked_copy(s) ||
@@ -547,8 +595,8 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
         PyEval_RestoreThread(ts);
         return -EINVAL;
     }
-    int err = 0;
 #ifdef Py_GIL_DISABLED
+    int err = 0;
     /* No checkpoints here (the tracer's entries grow without a GIL to keep them still):
      * this thread only answers a SIGTERM the main thread does not. */
     while (!__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE)) {
@@ -562,42 +610,6 @@ int gt_session__spool(struct gt_session *s, PyObject *names_fn, uint32_t every_m
     PyEval_RestoreThread(ts);
     return err;
 #else
-    uint64_t every = (uint64_t)(every_ms ? every_ms : 500) * 1000000u, wait = every;
-    struct ck_loop l = {.ts = ts};
-#if GT_CK_PENDING_LOOK
-    s->ck_gen = ++ck_gens; /* (before any pending look is asked for) */
-#endif
-    for (;;) {
-        spool_sleep(s, wait, 1);
-        if (__atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE))
-            break;
-        if (term_unanswered(s)) {
-            err = -EINTR;
-            break;
-        }
-        uint64_t cpu = gt_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-        size_t probe[2] = {0, 0};
-        err = gt_registry__each_locked(ck_probe, probe);
-        if (err)
-            break;
-        err = ck_maybe_look(s, names_fn, &l, probe);
-        err = ck_write(s, (uint32_t)(wait / 1000000u));
-        if (err == -ENOENT) /* the parent's trace stopped: its folder is gone */
-            break;
-        err = 0; /* (e.g. a full disk: the next may do) */
-        /* At least 20 times its CPU time: at most ~5 % of a core. */
-        cpu = gt_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu;
-        wait = 20 * cpu > every ? 20 * cpu : every;
-    }
-    __atomic_store_n(&s->spooling, 0, __ATOMIC_RELEASE);
-    /* The GIL again once stop is through: taken while the probes still record, it would
-     * show as a wait of the thread that stops. */
-    for (int i = 0; i < 5000 && __atomic_load_n(&s->spool_stop, __ATOMIC_ACQUIRE) &&
-                    __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == GT_SESSION_RECORDING;
-         i++)
-        nanosleep(&(struct timespec){0, 1000000}, NULL);
-    assert(!ck_lock_mine);
-    PyEval_RestoreThread(l.ts);
-    return err;
+    return ck_spool_loop(s, names_fn, every_ms, ts);
 #endif
 }
