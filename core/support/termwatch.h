@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A SIGTERM seen by the process, for a thread that takes no signals and must act on one
- * the main thread may never answer: a followed child's spooler (core/py/session.c). The
- * child's Python-level SIGTERM handler (_giltracer_boot) writes its trace, then dies of
+ * the main thread may never answer: a followed child's spooler (core/py/checkpoint.c).
+ * The child's Python-level SIGTERM handler (_giltracer_boot) writes its trace, then dies of
  * the signal; CPython runs it only when the main thread next checks for signals, and one
  * that arrived between that check and a wait the signal does not interrupt (a pool
  * worker's get(), terminate()d) is never answered: the child hung, and the pool with it. */
