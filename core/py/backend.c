@@ -51,7 +51,7 @@ static struct {
     char why[256];
     struct gt_bpf *obj;
     pid_t owner;         /* the process that loaded obj */
-    int follow_children; /* obj's option */
+    int follow_forks; /* obj's option */
     int reused;          /* the last prepare_bpf() found obj attached already */
 } bpf;
 
@@ -314,7 +314,7 @@ static void close_bpf(void)
 
 /* The object for session s: the one still attached (its linger cancelled) or a new one.
  * From here to session_release_probes(s) no linger thread runs. */
-static int prepare_bpf(struct gt_session *s, int follow_children)
+static int prepare_bpf(struct gt_session *s, int follow_forks)
 {
     int32_t lingered = linger_stop(0);
     s->bpf_held = 1;
@@ -326,7 +326,7 @@ static int prepare_bpf(struct gt_session *s, int follow_children)
                  "cannot use it", (int)bpf.owner);
         return -1;
     }
-    if (bpf.ok && bpf.follow_children != (follow_children != 0))
+    if (bpf.ok && bpf.follow_forks != (follow_forks != 0))
         close_bpf(); /* attached with the other option: reload */
     bpf.reused = bpf.ok;
     if (bpf.tried) {
@@ -358,7 +358,7 @@ static int prepare_bpf(struct gt_session *s, int follow_children)
         .gil_switch_cond = hooks.addrs.switch_cond,
         .take_lock_site = hooks.addrs.take_lock_site,
         .take_signal_site = hooks.addrs.take_signal_site,
-        .follow_children = follow_children,
+        .follow_forks = follow_forks,
         .sched = 1,
     };
     struct gt_bpf *obj = NULL;
@@ -374,7 +374,7 @@ static int prepare_bpf(struct gt_session *s, int follow_children)
         return -1;
     gt_bpf__ignore_tid(bpf.obj, lingered);
     bpf.owner = getpid();
-    bpf.follow_children = follow_children != 0;
+    bpf.follow_forks = follow_forks != 0;
     return 0;
 }
 
@@ -740,7 +740,7 @@ void session_release_probes(struct gt_session *s)
     if (a && a != s && a->bpf_held)
         return; /* the object is the running session's now: it re-arms at its end */
     s->bpf_held = 0;
-    if (bpf.ok && bpf.follow_children)
+    if (bpf.ok && bpf.follow_forks)
         close_bpf();
     else
         linger_arm();

@@ -872,7 +872,7 @@ static int load_programs(struct gt_bpf *b, const struct gt_bpf_opts *o, const ch
     sk->rodata->targ_tgid = (uint32_t)o->pid;
     sk->rodata->targ_gil_cond = (uint64_t)(uintptr_t)o->gil_cond;
     sk->rodata->targ_switch_cond = b->switch_cond_addr;
-    sk->rodata->targ_follow_children = o->follow_children != 0;
+    sk->rodata->targ_follow_forks = o->follow_forks != 0;
     sk->rodata->targ_acquired_by_signal = b->acquired_by_signal != 0;
     if (b->acquired_by_signal)
         bpf_program__set_autoload(sk->progs.take_gil_exit, false);
@@ -882,7 +882,7 @@ static int load_programs(struct gt_bpf *b, const struct gt_bpf_opts *o, const ch
         bpf_program__set_autoload(sk->progs.cond_wait_enter, false);
         bpf_program__set_autoload(sk->progs.cond_wait_exit, false);
     }
-    if (!o->follow_children) {
+    if (!o->follow_forks) {
         bpf_program__set_autoload(sk->progs.sched_process_fork, false);
         bpf_program__set_autoload(sk->progs.sched_process_exec, false);
         bpf_program__set_autoload(sk->progs.sched_process_exit, false);
@@ -900,7 +900,7 @@ static int attach_programs(struct gt_bpf *b, const struct gt_bpf_opts *o,
 {
     /* Children have their own mm, so a pid-filtered uprobe would not fire there:
      * with follow_children attach everywhere and let tgid_allowed() filter. */
-    int upid = o->follow_children ? -1 : o->pid, err;
+    int upid = o->follow_forks ? -1 : o->pid, err;
     struct gilprobe_bpf *sk = b->skel;
     if ((err = attach_uprobe(&sk->links.take_gil_enter, sk->progs.take_gil_enter, 0, upid,
                              gil, "take_gil", why)) ||
@@ -919,7 +919,7 @@ static int attach_programs(struct gt_bpf *b, const struct gt_bpf_opts *o,
     if (o->sched &&
         (err = attach_tp(&sk->links.sched_switch, sk->progs.sched_switch, why)))
         return err;
-    if (o->follow_children && ((err = attach_tp(&sk->links.sched_process_fork,
+    if (o->follow_forks && ((err = attach_tp(&sk->links.sched_process_fork,
                                                 sk->progs.sched_process_fork, why)) ||
                                (err = attach_tp(&sk->links.sched_process_exec,
                                                 sk->progs.sched_process_exec, why)) ||

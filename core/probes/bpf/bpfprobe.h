@@ -21,7 +21,8 @@ struct gt_bpf_opts {
     uint64_t interp_bias;     /* load bias of that object in this process */
     const void *gil_cond;     /* &gil->cond, from gt_gilhook__calibrate() */
     const void *take_gil_hint;/* runtime address of take_gil if already known, else NULL */
-    int follow_children;      /* also trace descendant processes */
+    int follow_forks;         /* also trace descendant processes (forks; the session's
+                               * follow_children with this probe) */
     int sched;                /* attach sched_switch */
     const void *gil_switch_cond; /* &gil->switch_cond, from gt_gilhook__calibrate();
                                     NULL: past gil_cond and the GIL's mutex (the

@@ -14,7 +14,7 @@
 const volatile __u32 targ_tgid = 0;     /* the traced process */
 const volatile __u64 targ_gil_cond = 0; /* &gil->cond in the traced process */
 const volatile __u64 targ_switch_cond = 0; /* &gil->switch_cond */
-const volatile bool targ_follow_children = false;
+const volatile bool targ_follow_forks = false;
 /* take_gil's entry is single-stepped (no push to emulate): it is probed at its first
  * call instead, without a return probe, and "acquired" is take_gil's signal of
  * switch_cond, as the hooks decode it. */
@@ -52,7 +52,7 @@ static __always_inline bool tgid_allowed(u32 tgid)
 {
     if (tgid == targ_tgid)
         return true;
-    if (!targ_follow_children || tgid == 0)
+    if (!targ_follow_forks || tgid == 0)
         return false;
     return bpf_map_lookup_elem(&tgids, &tgid) != NULL;
 }
