@@ -37,7 +37,7 @@ static void advance(struct gt_agg *a, uint64_t ts)
         size_t i = (size_t)((t - a->base) / a->width);
         if (i >= GT_AGG_TILES) /* ts on the coverage's very end */
             i = GT_AGG_TILES - 1;
-        assert(a->state < 3 && t >= a->base);
+        assert(a->state < GT_GIL_NSTATES && t >= a->base);
         uint64_t tile_end = a->base + (uint64_t)(i + 1) * a->width;
         uint64_t u = ts < tile_end || i == GT_AGG_TILES - 1 ? ts : tile_end;
         a->tiles[i][a->state] += u - t;

@@ -1218,7 +1218,7 @@ static int chunks_ok(const struct gt_chunk *c, size_t n)
 
 static int coalesced_ok(const struct gt_coalesced *m)
 {
-    return !m || (m->state < 3 && (!m->nlead || m->lead) && (!m->ntiles || m->tiles) &&
+    return !m || (m->state < GT_GIL_NSTATES && (!m->nlead || m->lead) && (!m->ntiles || m->tiles) &&
                   m->width_ns >= 0);
 }
 

@@ -181,14 +181,14 @@ static int graft(struct tbuild *b, const struct gt_result *r, const struct gt_th
     /* Time the tree could not split (no GIL counters in the thread: the bpf probe) is split
      * in the thread's own GIL proportions over the tree's stretch: each node's total per
      * state is then an estimate, the thread's exact. */
-    uint64_t share[3] = {0, 0, 0}, all = 0, got[3] = {0, 0, 0}, most[3] = {0, 0, 0};
+    uint64_t share[GT_GIL_NSTATES] = {0, 0, 0}, all = 0, got[3] = {0, 0, 0}, most[3] = {0, 0, 0};
     uint32_t big[3] = {0, 0, 0};
     if (r->gil_known) {
         uint64_t lo = t->calls_kept_from ? t->start_ns : t->calls_truncated_at, hi = t->calls_more_last;
         for (size_t i = 0; i < t->ngil; i++) {
             uint64_t a = t->gil[i].start > lo ? t->gil[i].start : lo;
             uint64_t e = t->gil[i].end < hi ? t->gil[i].end : hi;
-            if (e > a && t->gil[i].state < 3) {
+            if (e > a && t->gil[i].state < GT_GIL_NSTATES) {
                 share[t->gil[i].state] += e - a;
                 all += e - a;
             }

@@ -166,6 +166,7 @@ enum gt_gil_state {
     GT_GIL_STATE_WAIT = 1,
     GT_GIL_STATE_HELD = 2,
 };
+#define GT_GIL_NSTATES 3 /* (a state read from outside, e.g. a spool, is checked below it) */
 
 enum gt_os_state {
     GT_OS_ON_CPU = 0,
