@@ -27,10 +27,18 @@ typedef struct {
     struct gt_session *s;
 } SessionObject;
 
+/* A Result's profiles: with or without the outer frames, of the foreground threads or all. */
+#define PROFILE_VARIANTS 4
+/* The rows text() and what_if() show by default. */
+#define DEFAULT_TOP 5
+/* save()'s stdio buffer: a page is written in a few large writes. */
+#define SAVE_BUFFER_BYTES (1 << 20)
+
 typedef struct {
     PyObject_HEAD
     struct gt_run *run;
-    struct gt_profile *prof[4]; /* per enum gt_profile_flags OUTER_FRAMES|ALL_THREADS (>> 1), built on first use */
+    /* per enum gt_profile_flags OUTER_FRAMES|ALL_THREADS (>> 1), built on first use */
+    struct gt_profile *prof[PROFILE_VARIANTS];
     /* set_lock_kinds: the payload's "lock_kinds" JSON, or NULL. A writer holds its own
      * reference while it writes without the GIL or the object's lock (a free-threaded
      * build's critical section is suspended there), so a set meanwhile cannot free the
@@ -603,7 +611,7 @@ static void profile_free(struct gt_profile *p);
 /* Plain C. */
 static void Result_dealloc(ResultObject *self)
 {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < PROFILE_VARIANTS; k++)
         profile_free(self->prof[k]);
     text_release(self->lock_kinds);
     gt_run__free(self->run);
@@ -871,7 +879,7 @@ static void profile_free(struct gt_profile *p)
  * one: the first stored (compare-and-swap) is kept, the others are freed. */
 static const struct gt_profile *profile_of(ResultObject *self, int flags)
 {
-    struct gt_profile **slot = &self->prof[(flags >> 1) & 3];
+    struct gt_profile **slot = &self->prof[(flags >> 1) & (PROFILE_VARIANTS - 1)];
     struct gt_profile *have = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (!have) {
         struct gt_profile *p = NULL;
@@ -996,7 +1004,7 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
 {
     int cpus;
     double factor;
-    Py_ssize_t top = 5;
+    Py_ssize_t top = DEFAULT_TOP;
     double handoff = 0, event = 0, pspeed = 1;
     if (!PyArg_ParseTuple(args, "id|nddd", &cpus, &factor, &top, &handoff, &event, &pspeed))
         return NULL;
@@ -1144,7 +1152,7 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
     if (!f) {
         err = -errno;
     } else {
-        setvbuf(f, NULL, _IOFBF, 1 << 20);
+        setvbuf(f, NULL, _IOFBF, SAVE_BUFFER_BYTES);
         err = kind == 0 ? gt_emit__chrome_json(R(self), &meta, f) : gt_emit__html(R(self), &meta, f);
         if (fclose(f) != 0 && err == 0)
             err = -errno;
@@ -1164,7 +1172,7 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
 
 static PyObject *Result_text(ResultObject *self, PyObject *args)
 {
-    int top = 5, all = 0;
+    int top = DEFAULT_TOP, all = 0;
     if (!PyArg_ParseTuple(args, "|ip", &top, &all))
         return NULL;
     char *s = NULL;

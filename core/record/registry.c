@@ -65,6 +65,12 @@ static atomic_int budget_spent[GT_BUDGET_END];
 static _Atomic(gt_overflow_fn) overflow_fn[GT_BUDGET_END];
 static void (*overflow_release[GT_BUDGET_END])(void *);
 static _Atomic(gt_overflow_fn) recycle_fn[GT_BUDGET_END];
+/* A budgeted stream's grants (records): at least MIN_SHARE, at most a GRANT_PART-th of
+ * the budget left; a stream that keeps its last events folds a FOLD_PART-th of its
+ * grants at a time. */
+#define MIN_SHARE 256
+#define GRANT_PART 16
+#define FOLD_PART 8
 
 /* Blocks are carved out of 2 MiB arenas of small pages. (Transparent huge pages: one
  * fault per arena, 0.1 ms where the kernel recycles a huge page, but 2.3-4.3 ms for
@@ -79,6 +85,9 @@ static _Atomic(gt_overflow_fn) recycle_fn[GT_BUDGET_END];
 #define BLOCKS_PER_ARENA (ARENA_BYTES / GT_BLOCK_BYTES)
 #define POOL_KEEP 1024
 #define LAZY_KEEP 128
+/* One write per page of an arena (the smallest page size: a larger page is written more
+ * than once, which is harmless). */
+#define TOUCH_STRIDE 4096
 
 struct arena {
     struct arena *next;
@@ -93,7 +102,7 @@ static size_t nlazy;
  * memory the kernel took back); on lazy memory still there it only marks it in use. */
 static void arena_touch(struct arena *a)
 {
-    for (size_t off = 0; off < ARENA_BYTES; off += 4096)
+    for (size_t off = 0; off < ARENA_BYTES; off += TOUCH_STRIDE)
         ((volatile char *)a->base)[off] = 0;
 }
 
@@ -477,9 +486,11 @@ static int stream_recycle(struct gt_stream *s, size_t cap)
                               : NULL;
     if (!fold || (s->tail && !s->lim))
         return -ENOSPC;
-    /* Folding an eighth of what the stream was granted at a time (at least 256 records,
-     * at most a block) takes the lock twice per that many pushes. */
-    size_t q = s->granted / 8 < 256 ? 256 : s->granted / 8 > cap ? cap : (size_t)(s->granted / 8);
+    /* Folding an eighth of what the stream was granted at a time (at least MIN_SHARE
+     * records, at most a block) takes the lock twice per that many pushes. */
+    size_t q = s->granted / FOLD_PART < MIN_SHARE   ? MIN_SHARE
+               : s->granted / FOLD_PART > cap ? cap
+                                              : (size_t)(s->granted / FOLD_PART);
     int err = 0;
     pthread_mutex_lock(&reg_lock);
     if (atomic_load(&gt_registry_gen) == 0) {
@@ -567,13 +578,13 @@ static int stream_grow(struct gt_stream *s)
             err = -EAGAIN; /* keep last: recycle, below, without the lock */
             goto cleanup;
         }
-        /* Grant as much as the stream was granted so far (256 at first: a thread that
-         * makes a few calls takes little), and at most a 16th of what is left (at least
-         * 256), so that threads that stop early, or a thousand alive at once, cannot
-         * strand much of the budget in their blocks. */
-        uint64_t share = s->granted < 256 ? 256 : s->granted;
-        if (share > have / 16)
-            share = have / 16 < 256 ? 256 : have / 16;
+        /* Grant as much as the stream was granted so far (MIN_SHARE at first: a thread
+         * that makes a few calls takes little), and at most a GRANT_PART-th of what is
+         * left (at least MIN_SHARE), so that threads that stop early, or a thousand alive
+         * at once, cannot strand much of the budget in their blocks. */
+        uint64_t share = s->granted < MIN_SHARE ? MIN_SHARE : s->granted;
+        if (share > have / GRANT_PART)
+            share = have / GRANT_PART < MIN_SHARE ? MIN_SHARE : have / GRANT_PART;
         room = want;
         if (share < room)
             room = (size_t)share;

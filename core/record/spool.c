@@ -11,6 +11,14 @@
 static const char MAGIC[8] = {'G', 'T', 'S', 'P', 'O', 'O', 'L', '1'};
 #define NO_NAME UINT32_MAX
 #define VERSION 2
+#define ALIGN 8 /* every array starts ALIGN-byte aligned */
+/* The least a function (two absent strings, line, flags) and a thread (its head) take:
+ * the reader refuses counts the file is too short for before it allocates. */
+#define MIN_FUNC_BYTES 16
+#define MIN_THREAD_BYTES 64
+/* The least a spool takes: the magic at both ends, version and meta size, the meta, the
+ * counts of functions and threads. */
+#define MIN_SPOOL_BYTES (sizeof(MAGIC) * 2 + 8 + sizeof(struct gt_spool_meta) + 16)
 
 /* Each record's fields in file order, once: the writer and the reader are both made from
  * these lists (put_<record> and get_<record> below), so they cannot drift apart. A list
@@ -117,8 +125,8 @@ static void put(struct wr *w, const void *p, size_t n)
 
 static void pad(struct wr *w)
 {
-    static const char zero[8];
-    put(w, zero, (size_t)(-w->off & 7u));
+    static const char zero[ALIGN];
+    put(w, zero, (size_t)(-w->off & (ALIGN - 1u)));
 }
 
 static void put_u32(struct wr *w, uint32_t v) { put(w, &v, sizeof(v)); }
@@ -245,7 +253,7 @@ static const void *take(struct rd *r, uint64_t n)
 
 static void skip_pad(struct rd *r)
 {
-    uint64_t n = -r->off & 7u;
+    uint64_t n = -r->off & (ALIGN - 1u);
     take(r, n);
 }
 
@@ -399,8 +407,8 @@ static void get_head(struct rd *r, struct gt_spool *sp)
     sp->nfuncs = get_u32(r);
     get_u32(r);
     uint64_t nthreads = get_u64(r);
-    /* each function takes at least 16 bytes, each thread at least 64 */
-    if (r->err || sp->nfuncs > (r->size - r->off) / 16 || nthreads > (r->size - r->off) / 64 ||
+    if (r->err || sp->nfuncs > (r->size - r->off) / MIN_FUNC_BYTES ||
+        nthreads > (r->size - r->off) / MIN_THREAD_BYTES ||
         sp->nfuncs >= GT_CALL_REC_FUNC_LIMIT) {
         r->err = -EINVAL;
         return;
@@ -417,7 +425,7 @@ static void get_head(struct rd *r, struct gt_spool *sp)
 int gt_spool__read(FILE *f, uint64_t size, struct gt_spool **out)
 {
     *out = NULL;
-    if (size < sizeof(MAGIC) * 2 + 8 + sizeof(struct gt_spool_meta) + 16 ||
+    if (size < MIN_SPOOL_BYTES ||
         size > (uint64_t)SIZE_MAX / 2)
         return -EINVAL;
     struct gt_spool *sp = calloc(1, sizeof(*sp));
