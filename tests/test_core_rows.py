@@ -50,3 +50,47 @@ def test_rows_match_the_dataclasses():
         check(r.blame(), BlameRow)
     # and the API builds its rows from them
     assert len(t.summary(all_threads=True)) == len(r.summary())
+
+
+def stub_rows():
+    """{class name: [field, ...]} of the NamedTuple classes in _core.pyi."""
+    import ast
+    import pathlib
+    stub = pathlib.Path(giltracer.__file__).with_name("_core.pyi")
+    if not stub.exists():  # an install without the stub: the source tree's
+        stub = pathlib.Path(__file__).parents[1] / "magics" / "giltracer" / "_core.pyi"
+    out = {}
+    for node in ast.parse(stub.read_text()).body:
+        if isinstance(node, ast.ClassDef) and any(
+                isinstance(b, ast.Name) and b.id == "NamedTuple" for b in node.bases):
+            out[node.name] = [s.target.id for s in node.body if isinstance(s, ast.AnnAssign)]
+    return out
+
+
+def test_positional_rows_are_the_stubs_named_tuples():
+    from giltracer import _core
+    rows = stub_rows()
+    assert {"Span", "Interval", "Function", "ProfileNode", "WhatIf"} <= set(rows)
+    for name, names in rows.items():
+        cls = getattr(_core, name)
+        assert issubclass(cls, tuple), name
+        assert cls.n_fields == len(names), name
+        row = cls(range(len(names)))
+        assert row == tuple(range(len(names))), name
+        assert [getattr(row, f) for f in names] == list(range(len(names))), name
+        assert all(getattr(cls, f).__doc__ for f in names), name
+
+
+def test_positional_rows_keep_working_as_tuples():
+    with giltracer.trace(backend="hooks") as t:
+        spin(0.02)
+    r = t.result
+    tid = r.threads()[0]["tid"]
+    span = r.spans(tid)[0]
+    start, end, name, depth, flags = span
+    assert (start, end, name) == (span.start_ns, span.end_ns, span.name) == span[:3]
+    assert len(span) == 5 and span == tuple(span)
+    funcs = r.functions()
+    assert funcs[0].name == funcs[0][0]
+    node = r.profile()[0]
+    assert node.total_states == tuple(node[5]) and len(node.self_states) == 5

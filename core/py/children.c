@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,19 @@
 #include "note.h"
 #include "spool.h"
 
+/* A path in the session folder: the folder's (at most PATH_MAX) and a file's suffix. */
+#define PATH_LEN (PATH_MAX + 104)
+/* A file's name in the session folder ("<prefix><pid>.spool", NAME_MAX at most), and
+ * with a checkpoint's number after it. */
+#define NAME_LEN 300
+#define CHECKPOINT_NAME_LEN (NAME_LEN + 20)
+/* The pids a note lists (then "..."), and the children that failed to start it lists
+ * with their reasons (each cut to FAILED_WHY_SHOWN characters). */
+#define LIST_MOST 6
+#define FAILED_MOST 4
+#define FAILED_WHY_SHOWN "80"
+#define NS_PER_MS 1000000
+static const char BORN[] = ".born"; /* a child that started: "<prefix><pid>.born" */
 
 /* The command line of this process, arguments joined by spaces. */
 static void own_cmd(char *out, size_t len)
@@ -48,7 +62,7 @@ int gt_children__write_checkpoint(const char *spool, uint32_t seq,
                                   const struct gt_trace_input *ti,
                                   const struct gt_emit_meta *m, uint32_t interval_ms)
 {
-    char path[4200];
+    char path[PATH_LEN];
     if (snprintf(path, sizeof(path), "%s.%u", spool, seq) >= (int)sizeof(path))
         return -ENAMETOOLONG;
     return write_spool(path, ti, m, interval_ms ? interval_ms : 1);
@@ -57,7 +71,7 @@ int gt_children__write_checkpoint(const char *spool, uint32_t seq,
 static int write_spool(const char *spool, const struct gt_trace_input *ti,
                        const struct gt_emit_meta *m, uint32_t interval_ms)
 {
-    char tmp[4200];
+    char tmp[PATH_LEN];
     if (snprintf(tmp, sizeof(tmp), "%s.part", spool) >= (int)sizeof(tmp))
         return -ENAMETOOLONG;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -111,16 +125,16 @@ static int running(long pid)
     return p && p[1] == ' ' && p[2] && p[2] != 'Z' && p[2] != 'X';
 }
 
-/* Appends `item` to a list of at most 6 (then "..."): count is how many it holds. */
+/* Appends `item` to a list of at most LIST_MOST (then "..."): count is how many it holds. */
 static void item_add(char *list, size_t len, int count, const char *item)
 {
-    if (count > 6)
+    if (count > LIST_MOST)
         return;
     size_t l = strlen(list);
-    snprintf(list + l, len - l, "%s%s", l ? ", " : "", count == 6 ? "..." : item);
+    snprintf(list + l, len - l, "%s%s", l ? ", " : "", count == LIST_MOST ? "..." : item);
 }
 
-/* Adds "pid (~ms)" to a list of at most 6. */
+/* Adds "pid (~ms)" to a list of at most LIST_MOST. */
 static void list_add(char *list, size_t len, int count, long pid, uint64_t ms)
 {
     char item[64];
@@ -128,7 +142,7 @@ static void list_add(char *list, size_t len, int count, long pid, uint64_t ms)
     item_add(list, len, count, item);
 }
 
-/* Adds "pid (+at ms; up to lost ms lost)" to a list of at most 6: a killed child's last
+/* Adds "pid (+at ms; up to lost ms lost)" to a list of at most LIST_MOST: a killed child's last
  * checkpoint, from the trace's start, and the time from it to the trace's stop, in which
  * the child died (its loss: what it recorded after that checkpoint). */
 static void cut_add(char *list, size_t len, int count, long pid, uint64_t at_ns,
@@ -174,7 +188,7 @@ static int read_checkpoints(int dfd, const char *spool, struct gt_spool **out)
     size_t n = 0;
     int err = 0;
     for (;;) {
-        char name[320];
+        char name[CHECKPOINT_NAME_LEN];
         struct gt_spool *sp;
         snprintf(name, sizeof(name), "%s.%zu", spool, n);
         int e = read_one(dfd, name, &sp);
@@ -211,7 +225,7 @@ struct child_tally {
  * magics/_giltracer_boot.py) into why[len]; 0, or -errno (-ENOENT: it did start). */
 static int read_failure(int dfd, const char *prefix, long pid, char *why, size_t len)
 {
-    char name[300];
+    char name[NAME_LEN];
     snprintf(name, sizeof(name), "%s%ld.failed", prefix, pid);
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
@@ -230,16 +244,17 @@ static int read_failure(int dfd, const char *prefix, long pid, char *why, size_t
     return 0;
 }
 
-/* Adds "pid (why)" to the failed list (at most 4, then "..."). */
+/* Adds "pid (why)" to the failed list (at most FAILED_MOST, then "..."). */
 static void failed_add(struct child_tally *t, long pid, const char *why)
 {
     size_t l = strlen(t->failed_list), len = sizeof(t->failed_list);
-    if (t->failed > 4)
+    if (t->failed > FAILED_MOST)
         return;
-    if (t->failed == 4)
+    if (t->failed == FAILED_MOST)
         snprintf(t->failed_list + l, len - l, "; ...");
     else
-        snprintf(t->failed_list + l, len - l, "%s%ld (%.80s)", l ? "; " : "", pid, why);
+        snprintf(t->failed_list + l, len - l, "%s%ld (%." FAILED_WHY_SHOWN "s)", l ? "; " : "",
+                 pid, why);
 }
 
 /* Adds child pid's spool (or its checkpoints joined) to run->spools, or counts the child
@@ -247,7 +262,7 @@ static void failed_add(struct child_tally *t, long pid, const char *why)
 static void read_child(int dfd, const char *prefix, long pid, struct gt_run *run,
                        struct child_tally *t)
 {
-    char spool[300];
+    char spool[NAME_LEN];
     snprintf(spool, sizeof(spool), "%s%ld.spool", prefix, pid);
     struct gt_spool *sp = NULL;
     int err = read_one(dfd, spool, &sp);
@@ -264,7 +279,7 @@ static void read_child(int dfd, const char *prefix, long pid, struct gt_run *run
             uint64_t t1 = sp->meta.t1;
             if (sp->meta.partial && running(pid)) {
                 list_add(t->alive_list, sizeof(t->alive_list), t->alive++, pid,
-                         t->stop_ns > t1 ? (t->stop_ns - t1) / 1000000 : 0);
+                         t->stop_ns > t1 ? (t->stop_ns - t1) / NS_PER_MS : 0);
             } else if (sp->meta.partial) {
                 cut_add(t->cut_list, sizeof(t->cut_list), t->cut++, pid,
                         t1 > t->t0 ? t1 - t->t0 : 0, t->t1 > t1 ? t->t1 - t1 : 0);
@@ -280,7 +295,7 @@ static void read_child(int dfd, const char *prefix, long pid, struct gt_run *run
         failed_add(t, pid, why);
         t->failed++;
     } else if (err == -ENOENT) {
-        if (t->killed++ < 6) {
+        if (t->killed++ < LIST_MOST) {
             size_t l = strlen(t->lost);
             snprintf(t->lost + l, sizeof(t->lost) - l, "%s%ld", l ? ", " : "", pid);
         }
@@ -303,7 +318,7 @@ static void note_children(const struct child_tally *t, char *note, size_t nlen)
                     "%d child process%s (pid %s%s) ended without writing its trace (killed, "
                     "e.g. by SIGKILL, or still running): only this process's view of %s "
                     "is shown", killed, killed > 1 ? "es" : "", t->lost,
-                    killed > 6 ? ", ..." : "", killed > 1 ? "them" : "it");
+                    killed > LIST_MOST ? ", ..." : "", killed > 1 ? "them" : "it");
     if (cut)
         gt_note__add(note, nlen,
                     "%d child process%s killed (e.g. by SIGKILL): %s trace%s shown up to "
@@ -333,7 +348,7 @@ static void note_children(const struct child_tally *t, char *note, size_t nlen)
 void gt_children__read_spools(const char *children, struct gt_run *run, uint64_t t0,
                               uint64_t t1, char *note, size_t nlen)
 {
-    char dir[4200];
+    char dir[PATH_LEN];
     snprintf(dir, sizeof(dir), "%s", children);
     char *slash = strrchr(dir, '/');
     if (!slash)
@@ -356,7 +371,8 @@ void gt_children__read_spools(const char *children, struct gt_run *run, uint64_t
     while ((e = readdir(d))) {
         const char *name = e->d_name;
         size_t n = strlen(name);
-        if (n <= plen + 5 || strncmp(name, prefix, plen) != 0 || strcmp(name + n - 5, ".born"))
+        size_t blen = sizeof(BORN) - 1;
+        if (n <= plen + blen || strncmp(name, prefix, plen) != 0 || strcmp(name + n - blen, BORN))
             continue;
         read_child(dfd, prefix, strtol(name + plen, NULL, 10), run, &tally);
     }
@@ -444,7 +460,7 @@ int gt_children__budget_pool(const char *children, const char *spool, uint64_t m
     if (!from || (!children && !dash))
         return -EINVAL;
     size_t len = children ? strlen(children) : (size_t)(dash + 1 - spool);
-    char path[4200];
+    char path[PATH_LEN];
     if (snprintf(path, sizeof(path), "%.*sbudget", (int)len, from) >= (int)sizeof(path))
         return -ENAMETOOLONG;
     return children ? gt_budget_pool__create(path, max_events, out)

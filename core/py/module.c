@@ -4,6 +4,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +27,18 @@ typedef struct {
     struct gt_session *s;
 } SessionObject;
 
+/* A Result's profiles: with or without the outer frames, of the foreground threads or all. */
+#define PROFILE_VARIANTS 4
+/* The rows text() and what_if() show by default. */
+#define DEFAULT_TOP 5
+/* save()'s stdio buffer: a page is written in a few large writes. */
+#define SAVE_BUFFER_BYTES (1 << 20)
+
 typedef struct {
     PyObject_HEAD
     struct gt_run *run;
-    struct gt_profile *prof[4]; /* per enum gt_profile_flags OUTER_FRAMES|ALL_THREADS (>> 1), built on first use */
+    /* per enum gt_profile_flags OUTER_FRAMES|ALL_THREADS (>> 1), built on first use */
+    struct gt_profile *prof[PROFILE_VARIANTS];
     /* set_lock_kinds: the payload's "lock_kinds" JSON, or NULL. A writer holds its own
      * reference while it writes without the GIL or the object's lock (a free-threaded
      * build's critical section is suspended there), so a set meanwhile cannot free the
@@ -92,6 +101,182 @@ void __tsan_release(void *addr);
 #endif
 
 static PyTypeObject Result_Type;
+
+/* ------------------------------------------------------------------ rows */
+
+/* The positional rows Result's methods return are struct sequences: tuples (indexing,
+ * unpacking, len and equality with tuples as before) whose fields have names and docs,
+ * declared here once. Static types made ready once per process, as Session and Result. */
+#define FIELD(name, doc) {name, doc}
+#define END_FIELDS {NULL, NULL}
+
+static PyStructSequence_Field interval_fields[] = {
+    FIELD("start_ns", "start, CLOCK_MONOTONIC ns"),
+    FIELD("end_ns", "end, CLOCK_MONOTONIC ns"),
+    FIELD("state", "GIL: 0 released, 1 wait, 2 held; OS: 0 on-cpu, 1 preempted, 2 blocked"),
+    END_FIELDS,
+};
+static PyStructSequence_Field span_fields[] = {
+    FIELD("start_ns", "call, CLOCK_MONOTONIC ns"),
+    FIELD("end_ns", "return, CLOCK_MONOTONIC ns"),
+    FIELD("name", "function name, or None"),
+    FIELD("depth", "call depth"),
+    FIELD("flags", "enum gt_span_flags (core/model/gt_trace.h)"),
+    END_FIELDS,
+};
+static PyStructSequence_Field park_waker_fields[] = {
+    FIELD("start_ns", "park start, CLOCK_MONOTONIC ns"),
+    FIELD("end_ns", "park end, CLOCK_MONOTONIC ns"),
+    FIELD("waker_tid", "tid of the thread that woke it"),
+    END_FIELDS,
+};
+static PyStructSequence_Field function_fields[] = {
+    FIELD("name", "qualified name"),
+    FIELD("file", "source file ('' for C functions)"),
+    FIELD("line", "first line"),
+    FIELD("is_c", "whether it is a C function"),
+    END_FIELDS,
+};
+static PyStructSequence_Field states_fields[] = {
+    FIELD("running", "ns with the GIL held and on CPU"),
+    FIELD("held_off_cpu", "ns with the GIL held while preempted or blocked"),
+    FIELD("waiting", "ns waiting for the GIL"),
+    FIELD("released", "ns with the GIL released"),
+    FIELD("unknown", "ns with no GIL data"),
+    END_FIELDS,
+};
+static PyStructSequence_Field profile_node_fields[] = {
+    FIELD("parent", "index of the parent node, -1: the root"),
+    FIELD("func", "function id (index into functions()), -1: none"),
+    FIELD("calls", "calls"),
+    FIELD("total_ns", "time in it and its callees"),
+    FIELD("self_ns", "time in it alone"),
+    FIELD("total_states", "total_ns by state (States)"),
+    FIELD("self_states", "self_ns by state (States)"),
+    END_FIELDS,
+};
+static PyStructSequence_Field profile_function_fields[] = {
+    FIELD("func", "function id (index into functions()), -1: none"),
+    FIELD("calls", "calls"),
+    FIELD("total_ns", "time in it and its callees (recursion counted once)"),
+    FIELD("self_ns", "time in it alone"),
+    FIELD("total_states", "total_ns by state (States)"),
+    FIELD("self_states", "self_ns by state (States)"),
+    FIELD("wait_caused_ns", "GIL waits of other threads while it held the GIL"),
+    END_FIELDS,
+};
+static PyStructSequence_Field whatif_thread_fields[] = {
+    FIELD("tid", "native thread id"),
+    FIELD("name", "thread name"),
+    FIELD("measured_ns", "its traced life"),
+    FIELD("predicted_ns", "its predicted life without the GIL"),
+    FIELD("gil_wait_ns", "its measured GIL waits"),
+    END_FIELDS,
+};
+static PyStructSequence_Field whatif_function_fields[] = {
+    FIELD("func", "function id (index into functions()), -1: none"),
+    FIELD("wait_caused_ns", "other threads' GIL wait while it held the GIL"),
+    FIELD("saving_ns", "its share of the predicted saving (by wait caused)"),
+    FIELD("release_wall_ns", "predicted wall with the GIL kept but it releasing the GIL"),
+    END_FIELDS,
+};
+static PyStructSequence_Field whatif_fields[] = {
+    FIELD("cpus", "CPUs predicted for"),
+    FIELD("ft_factor", "the free-threaded build's slowdown applied"),
+    FIELD("measured_ns", "measured wall time"),
+    FIELD("predicted_ns", "predicted wall time without the GIL"),
+    FIELD("gil_replay_ns", "the same scheduler replaying the trace with the GIL: a check"),
+    FIELD("handoffs", "hand-offs found (thread starts and queue_handoffs included)"),
+    FIELD("threads", "[WhatIfThread]"),
+    FIELD("functions", "[WhatIfFunction], top first"),
+    FIELD("assumptions", "[str]: what the prediction assumes"),
+    FIELD("handoff_ns", "wake-up cost per hand-off without the GIL"),
+    FIELD("queue_handoffs", "of them: gets that did not block, tied to their puts"),
+    FIELD("waited", "hand-offs waited on in the no-GIL schedule (each costs handoff_ns)"),
+    FIELD("event_ns", "the tracer's cost per call event"),
+    FIELD("events", "call events (span starts and ends) in held time"),
+    FIELD("tracer_ns", "held time removed from the no-GIL work as the tracer's"),
+    FIELD("parallel_speed", "each CPU's speed with all busy (1 = independent CPUs)"),
+    END_FIELDS,
+};
+
+#define ROW_TYPE(var, name, doc, fields)                                                     \
+    static PyTypeObject var;                                                                 \
+    static PyStructSequence_Desc var##_desc = {"giltracer._core." name, doc, fields,         \
+                                               sizeof(fields) / sizeof(fields[0]) - 1}
+ROW_TYPE(Interval_Type, "Interval", "gil_intervals(tid) and os_intervals(tid) rows",
+         interval_fields);
+ROW_TYPE(Span_Type, "Span", "spans(tid) rows: one function call", span_fields);
+ROW_TYPE(ParkWaker_Type, "ParkWaker",
+         "park_wakers(tid) rows: a free-threaded build's parked interval and its waker",
+         park_waker_fields);
+ROW_TYPE(Function_Type, "Function", "functions() rows, indexed by function id",
+         function_fields);
+ROW_TYPE(States_Type, "States", "time per profile state", states_fields);
+ROW_TYPE(ProfileNode_Type, "ProfileNode", "profile() rows: call-tree nodes, parents first",
+         profile_node_fields);
+ROW_TYPE(ProfileFunction_Type, "ProfileFunction", "profile_functions() rows: per function",
+         profile_function_fields);
+ROW_TYPE(WhatIfThread_Type, "WhatIfThread", "what_if() per-thread rows", whatif_thread_fields);
+ROW_TYPE(WhatIfFunction_Type, "WhatIfFunction", "what_if() per-function rows",
+         whatif_function_fields);
+ROW_TYPE(WhatIf_Type, "WhatIf", "what_if(): the no-GIL prediction", whatif_fields);
+
+static struct {
+    PyTypeObject *type;
+    PyStructSequence_Desc *desc;
+    const char *name;
+} row_types[] = {
+#define ROW(var, name) {&var, &var##_desc, name}
+    ROW(Interval_Type, "Interval"),
+    ROW(Span_Type, "Span"),
+    ROW(ParkWaker_Type, "ParkWaker"),
+    ROW(Function_Type, "Function"),
+    ROW(States_Type, "States"),
+    ROW(ProfileNode_Type, "ProfileNode"),
+    ROW(ProfileFunction_Type, "ProfileFunction"),
+    ROW(WhatIfThread_Type, "WhatIfThread"),
+    ROW(WhatIfFunction_Type, "WhatIfFunction"),
+    ROW(WhatIf_Type, "WhatIf"),
+#undef ROW
+};
+
+/* Readies the row types (once: a module re-executed, after a re-import, finds them
+ * ready) and adds them to the module. */
+static int rows_init(PyObject *m)
+{
+    for (size_t i = 0; i < sizeof(row_types) / sizeof(row_types[0]); i++) {
+        PyTypeObject *t = row_types[i].type;
+        if (!(t->tp_flags & Py_TPFLAGS_READY) &&
+            PyStructSequence_InitType2(t, row_types[i].desc) < 0)
+            return -1;
+        if (PyModule_AddObjectRef(m, row_types[i].name, (PyObject *)t) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A row of `type` from a Py_BuildValue format of its fields in order, "(...)", with that
+ * format's references ("N" stolen, on failure too); NULL with the exception set. */
+static PyObject *row(PyTypeObject *type, const char *format, ...)
+{
+    va_list va;
+    va_start(va, format);
+    PyObject *t = Py_VaBuildValue(format, va);
+    va_end(va);
+    if (!t)
+        return NULL;
+    PyObject *r = PyStructSequence_New(type);
+    if (r && (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != Py_SIZE(r))) {
+        PyErr_Format(PyExc_SystemError, "%s: row format %s does not match its fields",
+                     type->tp_name, format);
+        Py_CLEAR(r);
+    }
+    for (Py_ssize_t i = 0; r && i < Py_SIZE(r); i++)
+        PyStructSequence_SET_ITEM(r, i, Py_NewRef(PyTuple_GET_ITEM(t, i)));
+    Py_DECREF(t);
+    return r;
+}
 
 /* ------------------------------------------------------------------ Session */
 
@@ -426,7 +611,7 @@ static void profile_free(struct gt_profile *p);
 /* Plain C. */
 static void Result_dealloc(ResultObject *self)
 {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < PROFILE_VARIANTS; k++)
         profile_free(self->prof[k]);
     text_release(self->lock_kinds);
     gt_run__free(self->run);
@@ -610,7 +795,7 @@ static PyObject *Result_spans(ResultObject *self, PyObject *args)
     PyObject *out = PyList_New((Py_ssize_t)t->nspans);
     for (size_t i = 0; out && i < t->nspans; i++) {
         const struct gt_span *s = &t->spans[i];
-        PyObject *v = Py_BuildValue("(KKNiI)", (unsigned long long)s->start,
+        PyObject *v = row(&Span_Type, "(KKNiI)", (unsigned long long)s->start,
                                     (unsigned long long)s->end, func_name(r, s->func),
                                     (int)s->depth, (unsigned)s->flags);
         if (list_put(&out, i, v) < 0)
@@ -623,7 +808,7 @@ static PyObject *intervals(const struct gt_interval *iv, size_t n)
 {
     PyObject *out = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; out && i < n; i++) {
-        PyObject *v = Py_BuildValue("(KKI)", (unsigned long long)iv[i].start,
+        PyObject *v = row(&Interval_Type, "(KKI)", (unsigned long long)iv[i].start,
                                     (unsigned long long)iv[i].end, iv[i].state);
         if (list_put(&out, i, v) < 0)
             break;
@@ -649,7 +834,7 @@ static PyObject *Result_park_wakers(ResultObject *self, PyObject *args)
         const struct gt_interval *iv = &t->gil[i];
         if (iv->state != GT_GIL_STATE_WAIT || (t->gil_coalesced_from && iv->end > t->gil_coalesced_from))
             continue;
-        PyObject *v = Py_BuildValue("(KKI)", (unsigned long long)iv->start, (unsigned long long)iv->end, iv->aux);
+        PyObject *v = row(&ParkWaker_Type, "(KKI)", (unsigned long long)iv->start, (unsigned long long)iv->end, iv->aux);
         if (!v || PyList_Append(out, v) < 0)
             Py_CLEAR(out);
         Py_XDECREF(v);
@@ -670,7 +855,7 @@ static PyObject *Result_functions(ResultObject *self, PyObject *noargs)
     PyObject *out = PyList_New(r->nfuncs);
     for (uint32_t i = 0; out && i < r->nfuncs; i++) {
         const struct gt_func *f = &r->funcs[i];
-        PyObject *v = Py_BuildValue("(ssIO)", f->name, f->file, f->line,
+        PyObject *v = row(&Function_Type, "(ssIO)", f->name, f->file, f->line,
                                     (f->flags & GT_FUNC_C) ? Py_True : Py_False);
         if (list_put(&out, i, v) < 0)
             break;
@@ -694,7 +879,7 @@ static void profile_free(struct gt_profile *p)
  * one: the first stored (compare-and-swap) is kept, the others are freed. */
 static const struct gt_profile *profile_of(ResultObject *self, int flags)
 {
-    struct gt_profile **slot = &self->prof[(flags >> 1) & 3];
+    struct gt_profile **slot = &self->prof[(flags >> 1) & (PROFILE_VARIANTS - 1)];
     struct gt_profile *have = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (!have) {
         struct gt_profile *p = NULL;
@@ -742,7 +927,7 @@ static const struct gt_ptree *ptree_arg(ResultObject *self, PyObject *args)
 
 static PyObject *states5(const uint64_t *v)
 {
-    return Py_BuildValue("(KKKKK)", (unsigned long long)v[0], (unsigned long long)v[1],
+    return row(&States_Type, "(KKKKK)", (unsigned long long)v[0], (unsigned long long)v[1],
                          (unsigned long long)v[2], (unsigned long long)v[3],
                          (unsigned long long)v[4]);
 }
@@ -761,7 +946,7 @@ static PyObject *Result_profile(ResultObject *self, PyObject *args)
     PyObject *out = PyList_New((Py_ssize_t)t->nnodes);
     for (size_t i = 0; out && i < t->nnodes; i++) {
         const struct gt_pnode *n = &t->nodes[i];
-        PyObject *v = Py_BuildValue("(llKKKNN)",
+        PyObject *v = row(&ProfileNode_Type, "(llKKKNN)",
                                     n->parent == GT_PNODE_NONE ? -1L : (long)n->parent,
                                     func_index(r, n->func), (unsigned long long)n->calls,
                                     (unsigned long long)n->total_ns,
@@ -789,7 +974,7 @@ static PyObject *Result_profile_functions(ResultObject *self, PyObject *args)
     PyObject *out = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; out && i < n; i++) {
         const struct gt_pfunc *f = &rows[i];
-        PyObject *v = Py_BuildValue("(lKKKNNK)", func_index(r, f->func),
+        PyObject *v = row(&ProfileFunction_Type, "(lKKKNNK)", func_index(r, f->func),
                                     (unsigned long long)f->calls, (unsigned long long)f->total_ns,
                                     (unsigned long long)f->self_ns, states5(f->total),
                                     states5(f->self), (unsigned long long)f->wait_caused_ns);
@@ -819,7 +1004,7 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
 {
     int cpus;
     double factor;
-    Py_ssize_t top = 5;
+    Py_ssize_t top = DEFAULT_TOP;
     double handoff = 0, event = 0, pspeed = 1;
     if (!PyArg_ParseTuple(args, "id|nddd", &cpus, &factor, &top, &handoff, &event, &pspeed))
         return NULL;
@@ -854,14 +1039,14 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
     PyObject *funcs = PyList_New((Py_ssize_t)w->nfuncs);
     for (size_t i = 0; threads && funcs && i < w->nthreads; i++) {
         const struct gt_whatif_thread *t = &w->threads[i];
-        PyObject *v = Py_BuildValue("(isddd)", (int)t->tid, t->name ? t->name : "",
+        PyObject *v = row(&WhatIfThread_Type, "(isddd)", (int)t->tid, t->name ? t->name : "",
                                     t->measured_ns, t->predicted_ns, t->gil_wait_ns);
         if (list_put(&threads, i, v) < 0)
             break;
     }
     for (size_t i = 0; threads && funcs && i < w->nfuncs; i++) {
         const struct gt_whatif_func *f = &w->funcs[i];
-        PyObject *v = Py_BuildValue("(lddd)", func_index(r, f->func), f->wait_caused_ns,
+        PyObject *v = row(&WhatIfFunction_Type, "(lddd)", func_index(r, f->func), f->wait_caused_ns,
                                     f->saving_ns, f->release_wall_ns);
         if (list_put(&funcs, i, v) < 0)
             break;
@@ -875,7 +1060,7 @@ static PyObject *Result_what_if(ResultObject *self, PyObject *args)
     }
     PyObject *out = NULL;
     if (threads && funcs && assumptions)
-        out = Py_BuildValue("(iddddnOOOdnndddd)", (int)w->cpus, w->ft_factor,
+        out = row(&WhatIf_Type, "(iddddnOOOdnndddd)", (int)w->cpus, w->ft_factor,
                             w->measured_wall_ns, w->predicted_wall_ns, w->gil_wall_ns,
                             (Py_ssize_t)w->handoffs, threads, funcs, assumptions, w->handoff_ns,
                             (Py_ssize_t)w->queue_handoffs, (Py_ssize_t)w->waited, w->event_ns,
@@ -967,7 +1152,7 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
     if (!f) {
         err = -errno;
     } else {
-        setvbuf(f, NULL, _IOFBF, 1 << 20);
+        setvbuf(f, NULL, _IOFBF, SAVE_BUFFER_BYTES);
         err = kind == 0 ? gt_emit__chrome_json(R(self), &meta, f) : gt_emit__html(R(self), &meta, f);
         if (fclose(f) != 0 && err == 0)
             err = -errno;
@@ -987,7 +1172,7 @@ static PyObject *Result_save(ResultObject *self, PyObject *args)
 
 static PyObject *Result_text(ResultObject *self, PyObject *args)
 {
-    int top = 5, all = 0;
+    int top = DEFAULT_TOP, all = 0;
     if (!PyArg_ParseTuple(args, "|ip", &top, &all))
         return NULL;
     char *s = NULL;
@@ -1359,6 +1544,8 @@ static int module_exec(PyObject *m)
         return -1;
     if (PyModule_AddObjectRef(m, "Session", (PyObject *)&Session_Type) < 0 ||
         PyModule_AddObjectRef(m, "Result", (PyObject *)&Result_Type) < 0)
+        return -1;
+    if (rows_init(m) < 0)
         return -1;
     if (PyModule_AddStringConstant(m, "RELEASED_MESSAGE", gt_session__released_message) < 0)
         return -1;

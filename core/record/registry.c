@@ -6,6 +6,7 @@
 #include "fd_table.h"
 #include "gt_clock.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -24,6 +25,23 @@ _Atomic uint64_t gt_registry_gen;
 __thread struct gt_tls gt_tls GT_TLS_HOT;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A function whose contract is "reg_lock held" checks it wherever assert() is checked
+ * (GT_ASSERTS: the unit tests', sanitizers' and fuzzers' builds); an NDEBUG build leaves
+ * it out, so the hot paths pay nothing. A trylock that gets the lock proves the caller
+ * did not hold it (one that fails cannot tell whose it is: the check is one-sided). */
+#ifdef NDEBUG
+#define GT_ASSERT_HELD(m) ((void)0)
+#else
+static int lock_held(pthread_mutex_t *m)
+{
+    int err = pthread_mutex_trylock(m);
+    if (err == 0)
+        pthread_mutex_unlock(m);
+    return err == EBUSY;
+}
+#define GT_ASSERT_HELD(m) assert(lock_held(m))
+#endif
 static uint64_t last_gen;
 static struct gt_thread *threads;     /* records of the current/last generation */
 /* Records by tid, newest first in each chain: a session of many short threads finds
@@ -47,6 +65,12 @@ static atomic_int budget_spent[GT_BUDGET_END];
 static _Atomic(gt_overflow_fn) overflow_fn[GT_BUDGET_END];
 static void (*overflow_release[GT_BUDGET_END])(void *);
 static _Atomic(gt_overflow_fn) recycle_fn[GT_BUDGET_END];
+/* A budgeted stream's grants (records): at least MIN_SHARE, at most a GRANT_PART-th of
+ * the budget left; a stream that keeps its last events folds a FOLD_PART-th of its
+ * grants at a time. */
+#define MIN_SHARE 256
+#define GRANT_PART 16
+#define FOLD_PART 8
 
 /* Blocks are carved out of 2 MiB arenas of small pages. (Transparent huge pages: one
  * fault per arena, 0.1 ms where the kernel recycles a huge page, but 2.3-4.3 ms for
@@ -61,6 +85,9 @@ static _Atomic(gt_overflow_fn) recycle_fn[GT_BUDGET_END];
 #define BLOCKS_PER_ARENA (ARENA_BYTES / GT_BLOCK_BYTES)
 #define POOL_KEEP 1024
 #define LAZY_KEEP 128
+/* One write per page of an arena (the smallest page size: a larger page is written more
+ * than once, which is harmless). */
+#define TOUCH_STRIDE 4096
 
 struct arena {
     struct arena *next;
@@ -75,13 +102,14 @@ static size_t nlazy;
  * memory the kernel took back); on lazy memory still there it only marks it in use. */
 static void arena_touch(struct arena *a)
 {
-    for (size_t off = 0; off < ARENA_BYTES; off += 4096)
+    for (size_t off = 0; off < ARENA_BYTES; off += TOUCH_STRIDE)
         ((volatile char *)a->base)[off] = 0;
 }
 
 /* A lazy arena to use again, or NULL. reg_lock held. */
 static struct arena *lazy_pop(void)
 {
+    GT_ASSERT_HELD(&reg_lock);
     struct arena *a = lazy_arenas;
     if (a) {
         lazy_arenas = a->next;
@@ -116,6 +144,7 @@ static struct arena *arena_map(int populate)
 /* Hand a mapped arena's blocks to the pool. reg_lock held. */
 static void arena_link(struct arena *a)
 {
+    GT_ASSERT_HELD(&reg_lock);
     a->next = arenas;
     arenas = a;
     narenas++;
@@ -144,6 +173,7 @@ static struct arena *arena_ready(struct arena *lazy, int populate)
 /* reg_lock held. */
 static int arena_add(int populate)
 {
+    GT_ASSERT_HELD(&reg_lock);
     struct arena *a = arena_ready(lazy_pop(), populate);
     if (!a)
         return -ENOMEM;
@@ -237,6 +267,7 @@ static void *refill_main(void *arg)
  * refiller. Without the thread, pushes map arenas themselves as before. reg_lock held. */
 static void refill_start_locked(void)
 {
+    GT_ASSERT_HELD(&reg_lock);
     sigset_t all, old;
     while (pool_size < RESERVE_START && arena_add(1) == 0)
         ;
@@ -309,6 +340,7 @@ static void block_put_list(struct gt_block *b)
  * make up to LAZY_KEEP more lazy, unmap the rest, and rebuild the pool. reg_lock held. */
 static void pool_trim(void)
 {
+    GT_ASSERT_HELD(&reg_lock);
     size_t keep = POOL_KEEP / BLOCKS_PER_ARENA;
     if (narenas <= keep)
         return;
@@ -427,6 +459,7 @@ static void fold_run(struct gt_stream *s, size_t want, gt_overflow_fn fold, stru
  * read the block list under it). */
 static size_t fold_commit(struct gt_stream *s, const struct fold_done *d)
 {
+    GT_ASSERT_HELD(&reg_lock);
     while (s->head != d->head) {
         struct gt_block *b = s->head;
         s->head = b->next;
@@ -453,9 +486,11 @@ static int stream_recycle(struct gt_stream *s, size_t cap)
                               : NULL;
     if (!fold || (s->tail && !s->lim))
         return -ENOSPC;
-    /* Folding an eighth of what the stream was granted at a time (at least 256 records,
-     * at most a block) takes the lock twice per that many pushes. */
-    size_t q = s->granted / 8 < 256 ? 256 : s->granted / 8 > cap ? cap : (size_t)(s->granted / 8);
+    /* Folding an eighth of what the stream was granted at a time (at least MIN_SHARE
+     * records, at most a block) takes the lock twice per that many pushes. */
+    size_t q = s->granted / FOLD_PART < MIN_SHARE   ? MIN_SHARE
+               : s->granted / FOLD_PART > cap ? cap
+                                              : (size_t)(s->granted / FOLD_PART);
     int err = 0;
     pthread_mutex_lock(&reg_lock);
     if (atomic_load(&gt_registry_gen) == 0) {
@@ -543,13 +578,13 @@ static int stream_grow(struct gt_stream *s)
             err = -EAGAIN; /* keep last: recycle, below, without the lock */
             goto cleanup;
         }
-        /* Grant as much as the stream was granted so far (256 at first: a thread that
-         * makes a few calls takes little), and at most a 16th of what is left (at least
-         * 256), so that threads that stop early, or a thousand alive at once, cannot
-         * strand much of the budget in their blocks. */
-        uint64_t share = s->granted < 256 ? 256 : s->granted;
-        if (share > have / 16)
-            share = have / 16 < 256 ? 256 : have / 16;
+        /* Grant as much as the stream was granted so far (MIN_SHARE at first: a thread
+         * that makes a few calls takes little), and at most a GRANT_PART-th of what is
+         * left (at least MIN_SHARE), so that threads that stop early, or a thousand alive
+         * at once, cannot strand much of the budget in their blocks. */
+        uint64_t share = s->granted < MIN_SHARE ? MIN_SHARE : s->granted;
+        if (share > have / GRANT_PART)
+            share = have / GRANT_PART < MIN_SHARE ? MIN_SHARE : have / GRANT_PART;
         room = want;
         if (share < room)
             room = (size_t)share;
@@ -662,6 +697,7 @@ size_t gt_stream__chunks(const struct gt_stream *s, struct gt_chunk *out, size_t
 size_t gt_stream__closed_chunks(const struct gt_stream *s, size_t skip, struct gt_chunk *out,
                                 size_t max)
 {
+    GT_ASSERT_HELD(&reg_lock);
     /* A block is closed (its n final, its events no longer written) once the next one
      * is linked, which grow does under reg_lock, as the caller holds it. */
     return stream_chunks(s, 1, skip, out, max);
@@ -671,6 +707,7 @@ size_t gt_stream__closed_chunks(const struct gt_stream *s, size_t skip, struct g
  * e.g. NULL once closed). reg_lock held: the tail and its block do not change. */
 static size_t tail_published(const struct gt_stream *s, struct gt_block *b)
 {
+    GT_ASSERT_HELD(&reg_lock);
     char *cur = __atomic_load_n((char *const *)&s->cur, __ATOMIC_ACQUIRE);
     char *first = block_events(b);
     if (b != s->tail || !cur || cur < first || cur > (char *)b + GT_BLOCK_BYTES)
@@ -681,6 +718,7 @@ static size_t tail_published(const struct gt_stream *s, struct gt_block *b)
 size_t gt_stream__live_chunks(const struct gt_stream *s, const struct gt_stream_pos *at,
                               struct gt_chunk *out, size_t max, struct gt_stream_pos *next)
 {
+    GT_ASSERT_HELD(&reg_lock);
     size_t k = 0, skip = at->blocks;
     int first = 1;
     *next = *at;
@@ -824,6 +862,7 @@ static struct gt_thread *find_locked(int32_t tid)
  * held. */
 static struct gt_thread *register_locked(int32_t tid, uint32_t flags, int bind, int *is_new)
 {
+    GT_ASSERT_HELD(&reg_lock);
     struct gt_thread *old = find_locked(tid), *t = old;
     *is_new = 0;
     if (t && !(bind && t->bound)) {

@@ -11,6 +11,102 @@
 static const char MAGIC[8] = {'G', 'T', 'S', 'P', 'O', 'O', 'L', '1'};
 #define NO_NAME UINT32_MAX
 #define VERSION 2
+#define ALIGN 8 /* every array starts ALIGN-byte aligned */
+/* The least a function (two absent strings, line, flags) and a thread (its head) take:
+ * the reader refuses counts the file is too short for before it allocates. */
+#define MIN_FUNC_BYTES 16
+#define MIN_THREAD_BYTES 64
+/* The least a spool takes: the magic at both ends, version and meta size, the meta, the
+ * counts of functions and threads. */
+#define MIN_SPOOL_BYTES (sizeof(MAGIC) * 2 + 8 + sizeof(struct gt_spool_meta) + 16)
+
+/* Each record's fields in file order, once: the writer and the reader are both made from
+ * these lists (put_<record> and get_<record> below), so they cannot drift apart. A list
+ * names its fields by kind: U32, I32, U64 and F64 (native order), STR (put_str),
+ * ARRAY(ptr, count, most) (the count as u64, then the elements; the reader refuses a
+ * count over `most`), ZERO32() (four reserved zero bytes) and PAD() (to 8 bytes). */
+
+/* An aggregate (struct gt_coalesced; 8-byte aligned throughout). */
+#define COALESCED_FIELDS(U32, I32, U64, F64, STR, ARRAY, ZERO32, PAD)                        \
+    ARRAY(lead, nlead, UINT64_MAX)                                                           \
+    U64(base)                                                                                \
+    F64(width_ns)                                                                            \
+    ARRAY(tiles, ntiles, GT_COALESCED_TILES)                                                 \
+    U64(first)                                                                               \
+    U64(last)                                                                                \
+    U32(first_kind)                                                                          \
+    U32(state)                                                                               \
+    U32(aux)                                                                                 \
+    ZERO32()                                                                                 \
+    U64(events)                                                                              \
+    U64(acquisitions)                                                                        \
+    U64(drop_requests)                                                                       \
+    U64(longest_wait_ns)                                                                     \
+    U64(wait_since)
+
+/* A per-thread call tree (struct gt_calltree). */
+#define CALLTREE_FIELDS(U32, I32, U64, F64, STR, ARRAY, ZERO32, PAD)                         \
+    ARRAY(nodes, n, UINT64_MAX)                                                              \
+    U32(cur)                                                                                 \
+    U32(cur_py)                                                                              \
+    U64(first)                                                                               \
+    U64(last)                                                                                \
+    U64(events)                                                                              \
+    ARRAY(tile_node, ntiles, UINT64_MAX)                                                     \
+    PAD()                                                                                    \
+    U64(tile_base)                                                                           \
+    F64(tile_width_ns)
+
+/* A thread's identity (struct gt_thread_input), before its function map and streams. */
+#define THREAD_HEAD_FIELDS(U32, I32, U64, F64, STR, ARRAY, ZERO32, PAD)                      \
+    PAD()                                                                                    \
+    I32(tid)                                                                                 \
+    I32(pid)                                                                                 \
+    U64(ident)                                                                               \
+    U32(flags)                                                                               \
+    U32(interp)                                                                              \
+    U64(calls_truncated_at)                                                                  \
+    STR(name)                                                                                \
+    PAD()
+
+/* A function (struct gt_func). */
+#define FUNC_FIELDS(U32, I32, U64, F64, STR, ARRAY, ZERO32, PAD)                             \
+    STR(name)                                                                                \
+    STR(file)                                                                                \
+    U32(line)                                                                                \
+    U32(flags)
+
+/* The writer's and the reader's view of one field of record `c`. */
+#define W_U32(f) put_u32(w, c->f);
+#define W_I32(f) put_u32(w, (uint32_t)c->f);
+#define W_U64(f) put_u64(w, c->f);
+#define W_F64(f) put_f64(w, c->f);
+#define W_STR(f) put_str(w, c->f);
+#define W_ARRAY(p, count, most)                                                              \
+    put_u64(w, c->count);                                                                    \
+    put(w, c->p, c->count * sizeof(*c->p));
+#define W_ZERO32() put_u32(w, 0);
+#define W_PAD() pad(w);
+#define WRITER W_U32, W_I32, W_U64, W_F64, W_STR, W_ARRAY, W_ZERO32, W_PAD
+
+#define R_U32(f) c->f = get_u32(r);
+#define R_I32(f) c->f = (int32_t)get_u32(r);
+#define R_U64(f) c->f = get_u64(r);
+#define R_F64(f) c->f = get_f64(r);
+#define R_STR(f) c->f = get_str(r);
+#define R_ARRAY(p, count, most)                                                              \
+    {                                                                                        \
+        uint64_t len_ = get_count(r, most);                                                  \
+        c->p = get_array(r, len_, sizeof(*c->p));                                            \
+        c->count = (size_t)len_;                                                             \
+    }
+#define R_ZERO32() get_u32(r);
+#define R_PAD() skip_pad(r);
+#define READER R_U32, R_I32, R_U64, R_F64, R_STR, R_ARRAY, R_ZERO32, R_PAD
+
+/* Expands LIST with the kinds' macros of a side: FIELDS(COALESCED_FIELDS, WRITER). */
+#define FIELDS(LIST, SIDE) FIELDS_(LIST, SIDE)
+#define FIELDS_(LIST, ...) LIST(__VA_ARGS__)
 
 struct wr {
     FILE *f;
@@ -29,8 +125,8 @@ static void put(struct wr *w, const void *p, size_t n)
 
 static void pad(struct wr *w)
 {
-    static const char zero[8];
-    put(w, zero, (size_t)(-w->off & 7u));
+    static const char zero[ALIGN];
+    put(w, zero, (size_t)(-w->off & (ALIGN - 1u)));
 }
 
 static void put_u32(struct wr *w, uint32_t v) { put(w, &v, sizeof(v)); }
@@ -63,42 +159,14 @@ static void put_chunks(struct wr *w, const struct gt_chunk *c, size_t n, size_t 
 
 static void put_f64(struct wr *w, double v) { put(w, &v, sizeof(v)); }
 
-/* An aggregate (8-byte aligned throughout). */
 static void put_coalesced(struct wr *w, const struct gt_coalesced *c)
 {
-    put_u64(w, c->nlead);
-    put(w, c->lead, c->nlead * sizeof(*c->lead));
-    put_u64(w, c->base);
-    put_f64(w, c->width_ns);
-    put_u64(w, c->ntiles);
-    put(w, c->tiles, c->ntiles * sizeof(*c->tiles));
-    put_u64(w, c->first);
-    put_u64(w, c->last);
-    put_u32(w, c->first_kind);
-    put_u32(w, c->state);
-    put_u32(w, c->aux);
-    put_u32(w, 0);
-    put_u64(w, c->events);
-    put_u64(w, c->acquisitions);
-    put_u64(w, c->drop_requests);
-    put_u64(w, c->longest_wait_ns);
-    put_u64(w, c->wait_since);
+    FIELDS(COALESCED_FIELDS, WRITER)
 }
 
 static void put_calltree(struct wr *w, const struct gt_calltree *c)
 {
-    put_u64(w, c->n);
-    put(w, c->nodes, c->n * sizeof(*c->nodes));
-    put_u32(w, c->cur);
-    put_u32(w, c->cur_py);
-    put_u64(w, c->first);
-    put_u64(w, c->last);
-    put_u64(w, c->events);
-    put_u64(w, c->ntiles);
-    put(w, c->tile_node, c->ntiles * sizeof(*c->tile_node));
-    pad(w);
-    put_u64(w, c->tile_base);
-    put_f64(w, c->tile_width_ns);
+    FIELDS(CALLTREE_FIELDS, WRITER)
 }
 
 /* Which aggregates follow (bits 1 gil, 2 sched, 4 calls), then each. */
@@ -114,6 +182,16 @@ static void put_more(struct wr *w, const struct gt_thread_input *t)
         put_calltree(w, t->calls_more);
 }
 
+static void put_thread_head(struct wr *w, const struct gt_thread_input *c)
+{
+    FIELDS(THREAD_HEAD_FIELDS, WRITER)
+}
+
+static void put_func(struct wr *w, const struct gt_func *c)
+{
+    FIELDS(FUNC_FIELDS, WRITER)
+}
+
 int gt_spool__write(FILE *f, const struct gt_trace_input *ti, const struct gt_spool_meta *m)
 {
     struct wr w = {f, 0, 0};
@@ -126,24 +204,12 @@ int gt_spool__write(FILE *f, const struct gt_trace_input *ti, const struct gt_sp
     put_u32(&w, ti->nfuncs);
     put_u32(&w, 0);
     put_u64(&w, ti->nthreads);
-    for (uint32_t i = 0; i < ti->nfuncs; i++) {
-        put_str(&w, ti->funcs[i].name);
-        put_str(&w, ti->funcs[i].file);
-        put_u32(&w, ti->funcs[i].line);
-        put_u32(&w, ti->funcs[i].flags);
-    }
+    for (uint32_t i = 0; i < ti->nfuncs; i++)
+        put_func(&w, &ti->funcs[i]);
     for (size_t i = 0; i < ti->nthreads; i++) {
         const struct gt_thread_input *t = &ti->threads[i];
         int held = (t->flags & GT_THREAD_HELD_GIL_AT_START) != 0;
-        pad(&w);
-        put(&w, &t->tid, sizeof(t->tid));
-        put(&w, &t->pid, sizeof(t->pid));
-        put_u64(&w, t->ident);
-        put_u32(&w, t->flags);
-        put_u32(&w, t->interp);
-        put_u64(&w, t->calls_truncated_at);
-        put_str(&w, t->name);
-        pad(&w);
+        put_thread_head(&w, t);
         /* NULL map: identity over the functions */
         put_u64(&w, t->func_map ? t->func_map_len : UINT64_MAX);
         if (t->func_map)
@@ -187,7 +253,7 @@ static const void *take(struct rd *r, uint64_t n)
 
 static void skip_pad(struct rd *r)
 {
-    uint64_t n = -r->off & 7u;
+    uint64_t n = -r->off & (ALIGN - 1u);
     take(r, n);
 }
 
@@ -241,47 +307,28 @@ static double get_f64(struct rd *r)
     return v;
 }
 
-static void get_coalesced(struct rd *r, struct gt_coalesced *c)
+/* A count of elements to follow, refused over `most`. */
+static uint64_t get_count(struct rd *r, uint64_t most)
 {
     uint64_t n = get_u64(r);
-    c->lead = get_array(r, n, sizeof(*c->lead));
-    c->nlead = (size_t)n;
-    c->base = get_u64(r);
-    c->width_ns = get_f64(r);
-    n = get_u64(r);
-    if (n > GT_COALESCED_TILES)
+    if (n > most)
         r->err = -EINVAL;
-    c->tiles = get_array(r, n, sizeof(*c->tiles));
-    c->ntiles = (size_t)n;
-    c->first = get_u64(r);
-    c->last = get_u64(r);
-    c->first_kind = get_u32(r);
-    c->state = get_u32(r);
-    c->aux = get_u32(r);
-    get_u32(r);
-    c->events = get_u64(r);
-    c->acquisitions = get_u64(r);
-    c->drop_requests = get_u64(r);
-    c->longest_wait_ns = get_u64(r);
-    c->wait_since = get_u64(r);
+    return n;
+}
+
+static void get_coalesced(struct rd *r, struct gt_coalesced *c)
+{
+    FIELDS(COALESCED_FIELDS, READER)
 }
 
 static void get_calltree(struct rd *r, struct gt_calltree *c)
 {
-    uint64_t n = get_u64(r);
-    c->nodes = get_array(r, n, sizeof(*c->nodes));
-    c->n = (size_t)n;
-    c->cur = get_u32(r);
-    c->cur_py = get_u32(r);
-    c->first = get_u64(r);
-    c->last = get_u64(r);
-    c->events = get_u64(r);
-    n = get_u64(r);
-    c->tile_node = get_array(r, n, sizeof(*c->tile_node));
-    c->ntiles = (size_t)n;
-    skip_pad(r);
-    c->tile_base = get_u64(r);
-    c->tile_width_ns = get_f64(r);
+    FIELDS(CALLTREE_FIELDS, READER)
+}
+
+static void get_thread_head(struct rd *r, struct gt_thread_input *c)
+{
+    FIELDS(THREAD_HEAD_FIELDS, READER)
 }
 
 static void get_more(struct rd *r, struct gt_thread_input *t, struct gt_spool_more *more)
@@ -309,15 +356,7 @@ static void get_thread(struct rd *r, struct gt_spool *sp, size_t i)
 {
     struct gt_thread_input *t = &sp->threads[i];
     struct gt_chunk *c = &sp->chunks[3 * i];
-    skip_pad(r);
-    t->tid = (int32_t)get_u32(r);
-    t->pid = (int32_t)get_u32(r);
-    t->ident = get_u64(r);
-    t->flags = get_u32(r);
-    t->interp = get_u32(r);
-    t->calls_truncated_at = get_u64(r);
-    t->name = get_str(r);
-    skip_pad(r);
+    get_thread_head(r, t);
     uint64_t nmap = get_u64(r);
     if (nmap != UINT64_MAX) {
         t->func_map = get_array(r, nmap, sizeof(uint32_t));
@@ -343,16 +382,13 @@ static void get_thread(struct rd *r, struct gt_spool *sp, size_t i)
     get_more(r, t, &sp->more[i]);
 }
 
-static void get_func(struct rd *r, struct gt_func *fn)
+static void get_func(struct rd *r, struct gt_func *c)
 {
-    fn->name = get_str(r);
-    fn->file = get_str(r);
-    fn->line = get_u32(r);
-    fn->flags = get_u32(r);
-    if (!fn->name)
-        fn->name = "?";
-    if (!fn->file)
-        fn->file = "";
+    FIELDS(FUNC_FIELDS, READER)
+    if (!c->name)
+        c->name = "?";
+    if (!c->file)
+        c->file = "";
 }
 
 /* The magic (at both ends), version, meta and counts; allocates the arrays. */
@@ -371,8 +407,8 @@ static void get_head(struct rd *r, struct gt_spool *sp)
     sp->nfuncs = get_u32(r);
     get_u32(r);
     uint64_t nthreads = get_u64(r);
-    /* each function takes at least 16 bytes, each thread at least 64 */
-    if (r->err || sp->nfuncs > (r->size - r->off) / 16 || nthreads > (r->size - r->off) / 64 ||
+    if (r->err || sp->nfuncs > (r->size - r->off) / MIN_FUNC_BYTES ||
+        nthreads > (r->size - r->off) / MIN_THREAD_BYTES ||
         sp->nfuncs >= GT_CALL_REC_FUNC_LIMIT) {
         r->err = -EINVAL;
         return;
@@ -389,7 +425,7 @@ static void get_head(struct rd *r, struct gt_spool *sp)
 int gt_spool__read(FILE *f, uint64_t size, struct gt_spool **out)
 {
     *out = NULL;
-    if (size < sizeof(MAGIC) * 2 + 8 + sizeof(struct gt_spool_meta) + 16 ||
+    if (size < MIN_SPOOL_BYTES ||
         size > (uint64_t)SIZE_MAX / 2)
         return -EINVAL;
     struct gt_spool *sp = calloc(1, sizeof(*sp));

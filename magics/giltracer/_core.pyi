@@ -1,23 +1,102 @@
 # The C core (core/module.c) as Python sees it. The aliases and TypedDicts name the
 # shapes of its values that only the core declares.
 from types import CodeType
-from typing import Any, Callable, Dict, List, Literal, Mapping, NoReturn, Optional, Sequence, Tuple, TypedDict, Union, final
+from typing import Any, Callable, Dict, List, Literal, Mapping, NamedTuple, NoReturn, Optional, Sequence, Tuple, TypedDict, Union, final
 
 RELEASED_MESSAGE: str
 
 SessionState = Literal["new", "recording", "stopped", "finished", "released"]
-# (start_ns, end_ns, state): GIL 0 released, 1 wait, 2 held; OS 0 on-cpu, 1 preempted, 2 blocked
-Interval = Tuple[int, int, int]
-# (start_ns, end_ns, name, depth, flags)
-Span = Tuple[int, int, str, int, int]
-# (name, file, line, is_c), indexed by function id
-Function = Tuple[str, str, int, bool]
-# Time per profile state (running, held_off_cpu, waiting, released, unknown).
-States = Tuple[int, int, int, int, int]
-# (parent, func, calls, total_ns, self_ns, total_states, self_states); -1: the root
-ProfileNode = Tuple[int, int, int, int, int, States, States]
-# (func, calls, total_ns, self_ns, total_states, self_states, wait_caused_ns)
-ProfileFunction = Tuple[int, int, int, int, States, States, int]
+# The positional rows of Result's methods: struct sequences in the core (tuples with named
+# fields; each field's doc is in core/py/module.c), declared here as the named tuples they
+# behave as.
+class Interval(NamedTuple):
+    """gil_intervals(tid) and os_intervals(tid) rows."""
+    start_ns: int
+    end_ns: int
+    state: int  # GIL: 0 released, 1 wait, 2 held; OS: 0 on-cpu, 1 preempted, 2 blocked
+
+class Span(NamedTuple):
+    """spans(tid) rows: one function call."""
+    start_ns: int
+    end_ns: int
+    name: str
+    depth: int
+    flags: int
+
+class ParkWaker(NamedTuple):
+    """park_wakers(tid) rows: a free-threaded build's parked interval and its waker."""
+    start_ns: int
+    end_ns: int
+    waker_tid: int
+
+class Function(NamedTuple):
+    """functions() rows, indexed by function id."""
+    name: str
+    file: str
+    line: int
+    is_c: bool
+
+class States(NamedTuple):
+    """Time per profile state."""
+    running: int
+    held_off_cpu: int
+    waiting: int
+    released: int
+    unknown: int
+
+class ProfileNode(NamedTuple):
+    """profile() rows: call-tree nodes, parents first."""
+    parent: int  # -1: the root
+    func: int  # -1: none
+    calls: int
+    total_ns: int
+    self_ns: int
+    total_states: States
+    self_states: States
+
+class ProfileFunction(NamedTuple):
+    """profile_functions() rows: per function."""
+    func: int
+    calls: int
+    total_ns: int
+    self_ns: int
+    total_states: States
+    self_states: States
+    wait_caused_ns: int
+
+class WhatIfThread(NamedTuple):
+    """what_if() per-thread rows."""
+    tid: int
+    name: str
+    measured_ns: float
+    predicted_ns: float
+    gil_wait_ns: float
+
+class WhatIfFunction(NamedTuple):
+    """what_if() per-function rows."""
+    func: int
+    wait_caused_ns: float
+    saving_ns: float
+    release_wall_ns: float
+
+class WhatIf(NamedTuple):
+    """what_if(): the no-GIL prediction."""
+    cpus: int
+    ft_factor: float
+    measured_ns: float
+    predicted_ns: float
+    gil_replay_ns: float
+    handoffs: int
+    threads: List[WhatIfThread]
+    functions: List[WhatIfFunction]
+    assumptions: List[str]
+    handoff_ns: float
+    queue_handoffs: int
+    waited: int
+    event_ns: float
+    events: float
+    tracer_ns: float
+    parallel_speed: float
 
 # A row of Result.threads(), summary(), crosscheck() or blame(): the keyword arguments of
 # giltracer.api's ThreadInfo, ThreadSummary and BlameRow. Those dataclasses are the one
@@ -63,7 +142,7 @@ class Result:
     def spans(self, tid: int, /) -> List[Span]: ...
     def gil_intervals(self, tid: int, /) -> List[Interval]: ...
     def os_intervals(self, tid: int, /) -> List[Interval]: ...
-    def park_wakers(self, tid: int, /) -> List[Tuple[int, int, int]]: ...
+    def park_wakers(self, tid: int, /) -> List[ParkWaker]: ...
     def functions(self) -> List[Function]: ...
     def profile(self, tid: Optional[int] = None, outer_frames: bool = False,
                 all_threads: bool = False, /) -> List[ProfileNode]: ...
@@ -74,12 +153,7 @@ class Result:
     def text(self, top_n: int = 5, all_threads: bool = False, /) -> str: ...
     def payload(self) -> str: ...
     def what_if(self, cpus: int, ft_factor: float, top: int = 5, handoff_ns: float = 0.0,
-                event_ns: float = 0.0, parallel_speed: float = 1.0, /) -> Tuple[
-        int, float, float, float, float, int,
-        List[Tuple[int, str, float, float, float]],  # tid, name, measured/predicted/wait ns
-        List[Tuple[int, float, float, float]],  # func, wait caused, saving, release wall ns
-        List[str], float, int, int,  # assumptions, handoff_ns, queue_handoffs, waited
-        float, float, float, float]: ...  # event_ns, events, tracer_ns, parallel_speed
+                event_ns: float = 0.0, parallel_speed: float = 1.0, /) -> WhatIf: ...
     def set_what_if(self, cpus: int, ft_factor: float, handoff_ns: float = 0.0,
                     event_ns: float = 0.0, parallel_speed: float = 1.0, /) -> None: ...
     def set_lock_kinds(self, json: Optional[str], /) -> None: ...

@@ -283,7 +283,7 @@ class Trace:
         self._ended_before: Iterable[threading.Thread] = ()
         self._names_at_start: Dict[int, str] = {}
         self._result: Optional[_core.Result] = None
-        self._funcs: Optional[List[Tuple[str, str, int, bool]]] = None
+        self._funcs: Optional[List[_core.Function]] = None
         self._gc: Optional[_GcWindows] = None
         self._locks: Optional[LockKinds] = None
         # At stop: {file name: name shown instead}, e.g. a notebook cell's -> "In [5]" (magics).
@@ -671,7 +671,7 @@ class Trace:
         return [(a, b, OS_STATES[s]) for a, b, s in self.result.os_intervals(self._tid(thread))]
 
     # -- profile -----------------------------------------------------------------
-    def _func_table(self) -> List[Tuple[str, str, int, bool]]:
+    def _func_table(self) -> List[_core.Function]:
         if self._funcs is None:
             self._funcs = self.result.functions()
         return self._funcs

@@ -11,7 +11,7 @@ park contains stays unlabelled ("")."""
 import bisect
 import codecs
 import sysconfig
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from . import env as variables
 
@@ -195,7 +195,7 @@ def payload(locks: LockKinds, t0: int, stw: Dict[int, Optional[int]],
     return out
 
 
-def pair_kinds(locks: LockKinds, parks: Dict[int, List[Tuple[int, int, int]]]) -> Dict[Tuple[int, int], Dict[str, int]]:
+def pair_kinds(locks: LockKinds, parks: Mapping[int, Sequence[Tuple[int, int, int]]]) -> Dict[Tuple[int, int], Dict[str, int]]:
     """Contention blame's pairs by what was waited for: (waiter, waker) -> ns of the
     waiter's parks that waker woke, by label ("" = unknown), largest first. `parks`: tid
     -> [(start, end, waker)] (Result.park_wakers: the parks blame uses)."""
