@@ -4,6 +4,8 @@
  * thread's side, and the recorders started and stopped in a safe order. */
 #include "session_impl.h"
 
+#include "gt_assert.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -85,6 +87,7 @@ static struct {
 /* The object out of the state (bpf_lock held); the caller frees it. */
 static struct gt_bpf *take_bpf(void)
 {
+    GT_ASSERT_HELD(&bpf_lock);
     struct gt_bpf *obj = bpf.obj;
     bpf.obj = NULL;
     bpf.ok = 0;

@@ -4,6 +4,7 @@
 #include "registry.h"
 
 #include "fd_table.h"
+#include "gt_assert.h"
 #include "gt_clock.h"
 
 #include <assert.h>
@@ -26,22 +27,6 @@ __thread struct gt_tls gt_tls GT_TLS_HOT;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* A function whose contract is "reg_lock held" checks it wherever assert() is checked
- * (GT_ASSERTS: the unit tests', sanitizers' and fuzzers' builds); an NDEBUG build leaves
- * it out, so the hot paths pay nothing. A trylock that gets the lock proves the caller
- * did not hold it (one that fails cannot tell whose it is: the check is one-sided). */
-#ifdef NDEBUG
-#define GT_ASSERT_HELD(m) ((void)0)
-#else
-static int lock_held(pthread_mutex_t *m)
-{
-    int err = pthread_mutex_trylock(m);
-    if (err == 0)
-        pthread_mutex_unlock(m);
-    return err == EBUSY;
-}
-#define GT_ASSERT_HELD(m) assert(lock_held(m))
-#endif
 static uint64_t last_gen;
 static struct gt_thread *threads;     /* records of the current/last generation */
 /* Records by tid, newest first in each chain: a session of many short threads finds
