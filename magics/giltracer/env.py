@@ -5,7 +5,7 @@ giltracer sets it for its own processes (INTERNAL), or only the tests or the ben
 (TEST, BENCH: switches on production paths, never needed in use), and who reads it.
 giltracer's Python code reads them through get(); the C core and the start-up hook
 (_giltracer_boot, which runs before giltracer can be imported) read their own, named here
-(tests/test_options.py holds every ``GILTRACER_*`` in the sources to this table, and
+(tests/test_reference.py holds every ``GILTRACER_*`` in the sources to this table, and
 docs/reference.md lists the users' ones).
 """
 
@@ -32,13 +32,13 @@ class Variable:
 VARIABLES: Tuple[Variable, ...] = (
     Variable("GILTRACER_EVENT_NS", USER, "What-if: the tracer's own cost per call event, "
              "ns, or `measure` (measured here once); default: the bench host's table",
-             "giltracer.api"),
+             "giltracer.whatif_policy"),
     Variable("GILTRACER_FT_FACTOR", USER, "What-if: the free-threaded build's speed factor, a "
              "number > 0, or `measure` (with GILTRACER_FT_PYTHON, about 2 s once)",
-             "giltracer.api"),
+             "giltracer.whatif_policy"),
     Variable("GILTRACER_PARALLEL_SPEED", USER, "What-if: each CPU's speed with all busy "
              "against one alone, a number in (0, 1], or `measure` (about 3.5 s once); "
-             "default 1.0", "giltracer.api"),
+             "default 1.0", "giltracer.whatif_policy"),
     Variable("GILTRACER_FT_PYTHON", USER, "the free-threaded interpreter that measures the "
              "free-threaded factor (default: python3.Nt on PATH or beside this one)",
              "giltracer.calibrate"),
