@@ -148,11 +148,21 @@ static int32_t linger_stop(int quit)
     return tid;
 }
 
-/* At exit (or the module's unload: atexit in a shared object runs at its dlclose) no
- * thread may run its code: end the linger thread, leaving the object to the exit. */
+/* At exit: the linger thread is told to end, leaving the object to the exit, and not
+ * waited for (exit ends it). This handler runs after Py_Finalize freed the interpreter,
+ * while daemon threads still sit in take_gil's timed wait: on 3.9/3.10 one that wakes
+ * before the process is gone touches the freed state and crashes it (fixed in later
+ * CPythons), so the exit must not linger here: a join made it crash about 1 run in 20
+ * with the bpf backend and spinning daemon threads. (An extension module is never unloaded, so no
+ * dlclose runs this with the thread still in our code.) */
 static void linger_atexit(void)
 {
-    (void)linger_stop(1);
+    pthread_mutex_lock(&bpf_lock);
+    linger.quit = 1;
+    linger.armed = 0;
+    if (linger.thread_live)
+        pthread_cond_broadcast(&linger.wake);
+    pthread_mutex_unlock(&bpf_lock);
 }
 
 /* fork: the child has no linger thread, and the object is the parent's (its free only
