@@ -49,11 +49,18 @@ def page_lock_kinds(t, path):
 @ft_gil_off
 @pytest.mark.skipif(not BPF, reason="the lock-kind probe needs bpf: " + str(_core.build_info()["bpf_why"]))
 def test_gc_loop_page_carries_stop_the_world_labels(tmp_path):
-    t, tids = gc_loop_trace()
-    lk = page_lock_kinds(t, tmp_path / "gc.html")
-    assert lk is not None and lk["labelled"], lk and lk["reason"]
-    assert STW_GC in lk["labels"], lk["labels"]
-    gc_label = lk["labels"].index(STW_GC)
+    # Each thread is parked by the others' collections, as a rule; a run where one of them
+    # never was (its only labelled park another stop-the-world: once in CI) is measured
+    # again, up to 3 runs.
+    for _ in range(3):
+        t, tids = gc_loop_trace()
+        lk = page_lock_kinds(t, tmp_path / "gc.html")
+        assert lk is not None and lk["labelled"], lk and lk["reason"]
+        assert STW_GC in lk["labels"], lk["labels"]
+        gc_label = lk["labels"].index(STW_GC)
+        if all(gc_label in lk["threads"].get(str(tid), {}).get("parks", {}).get("l", [])
+               for tid in tids):
+            break
     rows = {r.tid: r for r in t.summary()}
     for tid in tids:
         th = lk["threads"][str(tid)]
