@@ -80,6 +80,26 @@ static int idle_process(const struct gt_result *r, const struct gt_emit_meta *m,
     return held < 0.02 * (double)(r->t1 - r->t0);
 }
 
+/* The idle child processes folded into one line (in the order of their threads, a
+ * process's threads listed together): how many, and the first `max` in out[]. One count
+ * for the line and its list. */
+static size_t idle_pids(const struct gt_result *r, const struct gt_emit_meta *m, int32_t *out,
+                        size_t max)
+{
+    size_t n = 0;
+    int32_t last = 0;
+    for (size_t i = 0; i < r->nthreads; i++) {
+        int32_t pid = r->threads[i].pid;
+        if (pid != last && idle_process(r, m, pid)) {
+            if (n < max)
+                out[n] = pid;
+            n++;
+        }
+        last = pid;
+    }
+    return n;
+}
+
 #define ROW_FMT " %-8s %-*s %9s %6s %6s %8s %8s %6s %12s\n"
 
 /* The headline: what was traced, by which probes, and what changed form or was lost. */
@@ -166,8 +186,11 @@ static void text_table(struct sbuf *b, const struct gt_result *r, const struct g
 {
     int namew = 4;
     size_t nbg = 0;
+    int blocks = several_processes(r);
     for (size_t i = 0; i < r->nthreads; i++) {
         const char *nm = r->threads[i].name ? r->threads[i].name : "?";
+        if (blocks && idle_process(r, m, r->threads[i].pid))
+            continue; /* (on the idle processes' line) */
         if (r->threads[i].background && !m->all_threads) {
             nbg++;
             continue;
@@ -185,21 +208,15 @@ static void text_table(struct sbuf *b, const struct gt_result *r, const struct g
     sb_printf(b, ROW_FMT, "tid", namew, "name", "wall", ft ? "run" : "held",
               ft ? "parked" : "wait", "released", "off-cpu", ft ? "parks" : "acq",
               ft ? "longest park" : "longest wait");
-    int blocks = several_processes(r);
-    int32_t block_pid = 0, idle_pid = 0;
+    int32_t block_pid = 0, shown[8];
     int in_block = 0;
-    size_t nidle = 0;
+    size_t nidle = blocks ? idle_pids(r, m, shown, 8) : 0;
     for (size_t i = 0; i < r->nthreads; i++) {
         const struct gt_thread_result *t = &r->threads[i];
+        if (blocks && idle_process(r, m, t->pid))
+            continue; /* (an idle process's threads: background or not, on its line) */
         if (t->background && !m->all_threads)
             continue;
-        if (blocks && t->pid == idle_pid)
-            continue;
-        if (blocks && (!in_block || t->pid != block_pid) && idle_process(r, m, t->pid)) {
-            idle_pid = t->pid; /* (a process's threads are listed together) */
-            nidle++;
-            continue;
-        }
         if (blocks && (!in_block || t->pid != block_pid)) {
             process_header(b, m, t->pid);
             block_pid = t->pid;
@@ -211,21 +228,16 @@ static void text_table(struct sbuf *b, const struct gt_result *r, const struct g
     if (nidle) { /* child processes that did next to nothing */
         sb_printf(b, " %zu idle worker process%s (each held its GIL under 2 %% of the "
                      "trace):", nidle, nidle == 1 ? "" : "es");
-        int32_t last = 0;
-        size_t k = 0;
-        for (size_t i = 0; i < r->nthreads && k < 8; i++) {
-            int32_t pid = r->threads[i].pid;
-            if (pid != last && pid != m->pid && idle_process(r, m, pid))
-                sb_printf(b, "%s %" PRId32, k++ ? "," : "", pid);
-            last = pid;
-        }
+        size_t k = nidle < 8 ? nidle : 8;
+        for (size_t i = 0; i < k; i++)
+            sb_printf(b, "%s %" PRId32, i ? "," : "", shown[i]);
         sb_str(b, nidle > k ? ", ...\n" : "\n");
     }
 
     if (nbg) { /* threads that only sat in a call open at the start, without the GIL */
         sb_printf(b, " %zu background thread%s:", nbg, nbg == 1 ? "" : "s");
         for (size_t i = 0, k = 0; i < r->nthreads; i++)
-            if (r->threads[i].background)
+            if (r->threads[i].background && !(blocks && idle_process(r, m, r->threads[i].pid)))
                 sb_printf(b, "%s %s", k++ ? "," : "", r->threads[i].name ? r->threads[i].name : "?");
         sb_str(b, "\n");
     }

@@ -1054,6 +1054,48 @@ static void test_text(void)
     free(s);
 }
 
+/* Idle child processes fold into one line whose count and list agree, whether or not a
+ * child's threads are background ones: a worker whose only thread sat in get() from the
+ * start (background) was listed but not counted ("5 idle worker processes: " and 6 pids,
+ * once in CI), and its thread was named on the background line as well. */
+static void test_text_idle_processes(void)
+{
+    static struct gt_interval held[1] = {{T0, T0 + 1000000, GT_GIL_STATE_HELD, 0}},
+                              idle[1] = {{T0, T0 + 1000000, GT_GIL_STATE_RELEASED, 0}};
+    struct gt_thread_result th[5] = {
+        {.tid = 100, .pid = 100, .name = "MainThread", .gil = held, .ngil = 1},
+        {.tid = 101, .pid = 100, .name = "sleeper", .gil = idle, .ngil = 1, .background = 1},
+        {.tid = 200, .pid = 200, .name = "MainThread", .gil = idle, .ngil = 1},
+        {.tid = 300, .pid = 300, .name = "MainThread", .gil = idle, .ngil = 1, .background = 1},
+        {.tid = 400, .pid = 400, .name = "MainThread", .gil = held, .ngil = 1},
+    };
+    for (size_t i = 0; i < 5; i++) {
+        th[i].start_ns = T0;
+        th[i].end_ns = T0 + 1000000;
+        th[i].summary.wall_ns = 1000000;
+        th[i].summary.held_pct = th[i].gil == held ? 100.0 : 0.0;
+        th[i].summary.released_pct = th[i].gil == held ? 0.0 : 100.0;
+        th[i].summary.off_cpu_ns = -1;
+        th[i].summary.preempted_ns = -1;
+    }
+    struct gt_result r = {.t0 = T0, .t1 = T0 + 1000000, .threads = th, .nthreads = 5,
+                          .gil_known = 1};
+    struct gt_emit_meta m = {.pid = 100, .backend = "hooks"};
+    int rc;
+    char *s = text(&r, &m, 0, &rc);
+    CHECK(rc == 0 && s);
+    if (s) {
+        int ok = strstr(s, " 2 idle worker processes (each held its GIL under 2 % of the "
+                           "trace): 200, 300\n") != NULL &&
+                 strstr(s, " 1 background thread: sleeper\n") != NULL &&
+                 strstr(s, " pid 400") != NULL && strstr(s, " pid 300") == NULL;
+        CHECK(ok);
+        if (!ok)
+            fprintf(stderr, "text:\n%s\n", s);
+    }
+    free(s);
+}
+
 /* jansson's allocator, failing its `fail_at`-th call (counted from 1; 0 = never). */
 static _Atomic long jalloc_calls, jalloc_fail_at, jalloc_failed;
 
@@ -1305,6 +1347,7 @@ int main(void)
     test_html_big_columns();
     test_page_profile_budget();
     test_text();
+    test_text_idle_processes();
     test_text_invalid_utf8();
     test_errors();
     test_out_of_memory();
