@@ -82,6 +82,17 @@ PRELUDE = textwrap.dedent(
         kw["problems"] = problems
         print("RESULT " + json.dumps(kw), flush=True)
 
+    def calls_by_pid(path, name):
+        """A saved Chrome trace's calls of function `name`, counted per process (a Counter;
+        empty when the file is missing)."""
+        from collections import Counter
+        calls = Counter()
+        if os.path.exists(path):
+            for e in json.load(open(path))["traceEvents"]:
+                if e.get("ph") == "X" and e.get("name", "").startswith(name + " "):
+                    calls[e["pid"]] += 1
+        return calls
+
     def scratch_dir():
         """A temporary folder, removed when the case's process exits."""
         import atexit, shutil, tempfile
@@ -1125,9 +1136,8 @@ def _():
     d = scratch_dir()
     script, out = os.path.join(d, "pools.py"), os.path.join(d, "t.json")
     with open(script, "w") as f:
-        # Each worker busy in Python when terminated: an idle one, blocked in the pool's
-        # queue, can miss a handled SIGTERM (CPython's race between its signal check and
-        # the wait; the default disposition hides it), hanging terminate().
+        # Each worker busy in Python when terminated (cli-terminated-idle-fork-pool has
+        # them idle in the pool's queue).
         f.write("import multiprocessing as mp, os, time\n"
                 "import _giltracer_boot\n"
                 "_giltracer_boot.SPOOL_EVERY = 3600  # only the child's end writes its trace\n"
@@ -1150,12 +1160,8 @@ def _():
     workers = {int(x) for line in p.stdout.splitlines()[:-1] for x in line.split()}
     if "without writing its trace" in p.stderr:
         problems.append("a terminated worker was reported without its trace: " + p.stderr[-300:])
-    calls = {}
-    if os.path.exists(out):
-        for e in json.load(open(out))["traceEvents"]:
-            if e.get("ph") == "X" and e.get("name", "").startswith("f "):
-                calls[e["pid"]] = calls.get(e["pid"], 0) + 1
-    short = {pid: calls.get(pid, 0) for pid in workers if calls.get(pid, 0) != 300}
+    calls = calls_by_pid(out, "f")
+    short = {pid: calls[pid] for pid in workers if calls[pid] != 300}
     if len(workers) != 9 or short:
         problems.append(f"workers without their calls in the trace: {short or workers}")
     report(workers=len(workers), traced_workers=len(calls), calls=sum(calls.values()))
@@ -1196,11 +1202,7 @@ def _():
     tasks = Counter(int(x) for line in p.stdout.splitlines() for x in line.split() if x.isdigit())
     if "without writing its trace" in p.stderr:
         problems.append("a terminated worker was reported without its trace: " + p.stderr[-300:])
-    calls = Counter()
-    if os.path.exists(out):
-        for e in json.load(open(out))["traceEvents"]:
-            if e.get("ph") == "X" and e.get("name", "").startswith("f "):
-                calls[e["pid"]] += 1
+    calls = calls_by_pid(out, "f")
     short = {pid: (calls[pid], 300 * n) for pid, n in tasks.items() if calls[pid] != 300 * n}
     if sum(tasks.values()) != 60 or short:
         problems.append(f"tasks without their calls in the trace (pid: calls, expected): "
